@@ -1,0 +1,299 @@
+//! The error type and the classifier of MySQL/MariaDB errors.
+//!
+//! Every fallible call in sqlmq returns [`Error`]. Client mistakes (bad names, oversized payloads,
+//! unknown queues, stale receipts) have their own variants so that callers can match on them;
+//! database failures keep the driver error as their `source` and carry an [`ErrorClass`] that
+//! says what a caller may do about them (SPEC §5).
+
+use crate::message::MessageId;
+
+/// Shorthand for `Result<T, sqlmq::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in sqlmq.
+///
+/// ```
+/// use sqlmq::Error;
+///
+/// fn explain(err: &Error) -> &'static str {
+///     match err {
+///         Error::LeaseLost { .. } => "another consumer owns the message now: roll back",
+///         e if e.is_retryable() => "transient: try again",
+///         _ => "fatal",
+///     }
+/// }
+/// # let _ = explain;
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A queue (or other object) name that is not `[A-Za-z0-9._-]{1,128}`.
+    #[error("invalid {kind} name {name:?}: names are 1 to 128 characters of A-Z a-z 0-9 . _ -")]
+    InvalidName {
+        /// What was being named: "queue", "table prefix", ...
+        kind: &'static str,
+        /// The rejected name.
+        name: String,
+    },
+
+    /// A message body larger than the configured limit.
+    #[error("payload of {size} bytes exceeds the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// Size of the rejected body in bytes.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// An argument out of its documented range (batch size, lease, key length, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The queue does not exist (create it with `Client::create_queue` or `sqlmq queue create`).
+    #[error("unknown queue {0:?} (create it first: `sqlmq queue create {0}`)")]
+    UnknownQueue(String),
+
+    /// The topic does not exist (create it with `Client::create_topic` or `sqlmq topic create`).
+    #[error("unknown topic {0:?} (create it first: `sqlmq topic create {0}`)")]
+    UnknownTopic(String),
+
+    /// The consumer group does not exist on that topic.
+    #[error("unknown consumer group {group:?} of topic {topic:?}")]
+    UnknownGroup {
+        /// The topic.
+        topic: String,
+        /// The group.
+        group: String,
+    },
+
+    /// The message is unknown, or no longer in the state the call needs.
+    #[error("message {0} not found")]
+    MessageNotFound(MessageId),
+
+    /// The call needs a message that is waiting, but it is being processed right now.
+    #[error("message {0} is in flight and cannot be changed until its lease ends")]
+    MessageInFlight(MessageId),
+
+    /// The receipt's lease is no longer valid: it expired, the message was released or claimed
+    /// again (a new fencing token was issued), or it was already acked. Nothing was changed.
+    /// Inside `ack_in`/`nack_in`, roll back the transaction: another consumer owns the message.
+    #[error("lease lost for message {id} (token {token}): it expired or was claimed again")]
+    LeaseLost {
+        /// The message.
+        id: MessageId,
+        /// The stale fencing token.
+        token: u64,
+    },
+
+    /// The database schema was written by a newer sqlmq; this binary refuses to touch it.
+    #[error(
+        "the database schema is at version {found}, newer than the {supported} this sqlmq \
+         understands: upgrade sqlmq"
+    )]
+    SchemaTooNew {
+        /// Version found in the database.
+        found: i64,
+        /// Highest version this build knows.
+        supported: i64,
+    },
+
+    /// The schema is missing or older than this build needs.
+    #[error(
+        "the database schema is at version {found} but this sqlmq needs {required}: run \
+         `sqlmq migrate` (or `Client::migrate`)"
+    )]
+    SchemaOutdated {
+        /// Version found in the database (0: no schema).
+        found: i64,
+        /// Version this build needs.
+        required: i64,
+    },
+
+    /// The server cannot run sqlmq safely (too old, no working `SKIP LOCKED`, ...).
+    #[error("unsupported database server: {0}")]
+    UnsupportedServer(String),
+
+    /// A payload could not be (de)serialised as JSON.
+    #[error("JSON (de)serialisation failed: {0}")]
+    Json(#[from] serde_json::Error),
+
+    /// A value read from the database did not have the expected shape.
+    #[error("corrupt data in the database: {0}")]
+    Corrupt(String),
+
+    /// The database failed. `class` tells whether retrying can help.
+    #[error("database error ({class:?}): {source}")]
+    Database {
+        /// What a caller can do about it.
+        class: ErrorClass,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+/// What to do about a database error (SPEC §5).
+///
+/// ```
+/// use sqlmq::ErrorClass;
+/// assert!(ErrorClass::for_mysql_error_number(1213).is_retryable());
+/// assert!(!ErrorClass::for_mysql_error_number(1064).is_retryable());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// Only the statement failed (1205 lock wait timeout); the transaction is still open. Roll it
+    /// back explicitly, then retry the whole unit.
+    RetryStatement,
+    /// The server rolled back the whole transaction (deadlock 1213, 1020, certification 3101):
+    /// retry it.
+    RetryTransaction,
+    /// The connection is gone or points at a read-only/not-ready node (2006, 2013, 1290, 1792,
+    /// 1836, 1047, 4031, I/O): discard it, reconnect and retry. If it happened during COMMIT the
+    /// outcome is unknown and must be resolved (sqlmq does this through message ids).
+    Reconnect,
+    /// The pool had no free connection in time: retry later.
+    Busy,
+    /// Retrying will not help.
+    Fatal,
+}
+
+impl ErrorClass {
+    /// Classify a MySQL or MariaDB server/client error number.
+    ///
+    /// ```
+    /// use sqlmq::ErrorClass;
+    /// assert_eq!(ErrorClass::for_mysql_error_number(1205), ErrorClass::RetryStatement);
+    /// assert_eq!(ErrorClass::for_mysql_error_number(2013), ErrorClass::Reconnect);
+    /// ```
+    pub fn for_mysql_error_number(number: u16) -> ErrorClass {
+        match number {
+            // ER_LOCK_WAIT_TIMEOUT: only the statement is rolled back (unless
+            // innodb_rollback_on_timeout), so the caller must roll back itself.
+            1205 => ErrorClass::RetryStatement,
+            // Deadlock (also Galera certification), MariaDB snapshot isolation "record has
+            // changed", Group Replication certification, prepared statement needs re-prepare
+            // (sqlx#2394: the connection is dropped by us, the transaction retried).
+            1213 | 1020 | 3101 | 1615 => ErrorClass::RetryTransaction,
+            // Server gone / lost, read-only after failover, node not ready, idle disconnect.
+            2006 | 2013 | 1290 | 1792 | 1836 | 1047 | 4031 | 1053 | 1927 => ErrorClass::Reconnect,
+            _ => ErrorClass::Fatal,
+        }
+    }
+
+    /// Whether retrying the failed unit of work can succeed.
+    ///
+    /// ```
+    /// assert!(sqlmq::ErrorClass::Busy.is_retryable());
+    /// ```
+    pub fn is_retryable(self) -> bool {
+        !matches!(self, ErrorClass::Fatal)
+    }
+
+    /// Classify a driver error.
+    pub(crate) fn of(err: &sqlx::Error) -> ErrorClass {
+        match err {
+            sqlx::Error::Database(db) => {
+                match db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                    Some(my) => ErrorClass::for_mysql_error_number(my.number()),
+                    None => ErrorClass::Fatal,
+                }
+            }
+            sqlx::Error::Io(_) => ErrorClass::Reconnect,
+            sqlx::Error::PoolTimedOut => ErrorClass::Busy,
+            _ => ErrorClass::Fatal,
+        }
+    }
+}
+
+impl Error {
+    /// Whether retrying the same call can succeed (transient database failures).
+    ///
+    /// ```
+    /// let err = sqlmq::Error::InvalidArgument("n must be > 0".into());
+    /// assert!(!err.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Database { class, .. } => class.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The class of a database error, `None` for other errors.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::Error::UnknownQueue("q".into()).class(), None);
+    /// ```
+    pub fn class(&self) -> Option<ErrorClass> {
+        match self {
+            Error::Database { class, .. } => Some(*class),
+            _ => None,
+        }
+    }
+
+    /// The MySQL/MariaDB error number behind a database error, if any.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::Error::UnknownQueue("q".into()).mysql_error_number(), None);
+    /// ```
+    pub fn mysql_error_number(&self) -> Option<u16> {
+        match self {
+            Error::Database {
+                source: sqlx::Error::Database(db),
+                ..
+            } => db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .map(|e| e.number()),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a duplicate-key error (1062).
+    pub(crate) fn is_duplicate_key(&self) -> bool {
+        self.mysql_error_number() == Some(1062)
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(source: sqlx::Error) -> Self {
+        Error::Database {
+            class: ErrorClass::of(&source),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_the_numbers_of_spec_section_5() {
+        use ErrorClass::*;
+        for (n, class) in [
+            (1205, RetryStatement),
+            (1213, RetryTransaction),
+            (1020, RetryTransaction),
+            (3101, RetryTransaction),
+            (2006, Reconnect),
+            (2013, Reconnect),
+            (1290, Reconnect),
+            (1792, Reconnect),
+            (1836, Reconnect),
+            (1047, Reconnect),
+            (1062, Fatal),
+            (1146, Fatal),
+        ] {
+            assert_eq!(ErrorClass::for_mysql_error_number(n), class, "error {n}");
+        }
+    }
+
+    #[test]
+    fn io_errors_mean_reconnect() {
+        let err = Error::from(sqlx::Error::Io(std::io::Error::other("reset")));
+        assert_eq!(err.class(), Some(ErrorClass::Reconnect));
+        assert!(err.is_retryable());
+        assert!(!Error::from(sqlx::Error::PoolClosed).is_retryable());
+    }
+}

@@ -1,0 +1,104 @@
+//! # sqlmq: durable, transactional queues stored in MySQL/MariaDB
+//!
+//! Messages live in the database your application already runs, so a message can be sent in
+//! the same transaction as the business data it belongs to ([`Queue::send_in`]) and acked in
+//! the same transaction as the handler's writes ([`Queue::ack_in`]): no dual writes, no outbox
+//! relay, exactly-once effects.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sqlmq::{Client, Message, QueueConfig};
+//!
+//! # async fn demo() -> sqlmq::Result<()> {
+//! let client = Client::connect("mysql://root@127.0.0.1:3306/test").await?;
+//! client.migrate().await?;
+//! let jobs = client.create_queue("jobs", QueueConfig::default()).await?;
+//!
+//! jobs.send(Message::new("resize image 42").priority(-1)).await?;
+//!
+//! for job in jobs.receive(10, Duration::from_secs(30)).await? {
+//!     match std::str::from_utf8(&job.body) {
+//!         Ok(text) => { println!("working on {text}"); jobs.ack(job.receipt()).await? }
+//!         Err(e) => { jobs.nack(job.receipt(), None, &e.to_string()).await?; }
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Guarantees
+//!
+//! Durable once `send` returns (or the caller's transaction commits); atomic batches of any size;
+//! at-least-once delivery whatever the point at which a consumer dies; exclusive leases with
+//! fencing tokens (a consumer whose lease ended can neither ack nor extend); exactly-once effects
+//! with `ack_in`; FIFO by priority, and strict FIFO per ordering key; idempotent sends. The
+//! README lists them with the tests that check each.
+//!
+//! ## Layout
+//!
+//! | module | concept |
+//! |---|---|
+//! | `client` | [`Client`]: pool, server checks, schema, queue lookup |
+//! | `queue` | [`Queue`]: send, receive, ack/nack/extend, admin |
+//! | `job` | [`Job`]: typed payloads, `enqueue` |
+//! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
+//! | `topic` | [`Topic`]: partitioned streams, gap-free offsets, consumer groups |
+//! | `message` | [`Message`] in, [`Delivery`] out, [`Receipt`], [`MessageId`] |
+//! | `retry_policy` | [`Backoff`] between attempts |
+//! | `error` | [`Error`], [`ErrorClass`]: typed errors, MySQL error classification |
+//! | `name` | name validation |
+//! | `tx` | our own transactions: READ COMMITTED, bounded retries, unknown-commit resolution |
+//! | `store` | the storage seam; `store::mysql` holds every SQL statement and the migrations |
+//! | `nodelay` | workaround for sqlx 0.9.0's missing `TCP_NODELAY` |
+//!
+//! The library emits `tracing` events and `metrics` facade calls; it installs neither a
+//! subscriber nor a recorder.
+
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod job;
+mod message;
+mod name;
+mod nodelay;
+mod queue;
+mod retry_policy;
+mod store;
+mod topic;
+mod tx;
+mod worker;
+
+pub use client::{
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HOUSEKEEPING_INTERVAL,
+    DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_TABLE_PREFIX,
+};
+pub use error::{Error, ErrorClass, Result};
+pub use job::{JOB_HEADER, Job};
+pub use message::{AttemptError, DeadLetter, Delivery, Message, MessageId, Receipt, Sent};
+pub use name::{MAX_NAME_LEN, validate_name};
+pub use queue::{
+    AckReport, DEFAULT_DEDUP_WINDOW, MAX_LEASE, MAX_RECEIVE, MaintenanceReport, Queue, QueueConfig,
+};
+pub use retry_policy::{Backoff, DEFAULT_MAX_ATTEMPTS};
+pub use store::mysql::admin::QueueStats;
+pub use store::mysql::group_dead::PendingRetry;
+pub use store::mysql::group_settle::DeliveryEvent;
+pub use store::mysql::migrate::MigrationReport;
+pub use store::mysql::processes::ProcessInfo;
+pub use store::mysql::server::{Flavor, ServerInfo};
+pub use store::mysql::settle::NackOutcome;
+/// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
+pub use tokio_util::sync::CancellationToken;
+pub use topic::{
+    BroadcastReader, DEFAULT_GROUP_MAX_ATTEMPTS, Group, GroupConfig, GroupLag, GroupMaintenance,
+    GroupMode, GroupTrace, MAX_KEY_LEN, MAX_PARTITIONS, MAX_QUERY, MemberLag, PartitionLag,
+    Published, RETENTION_INTERVAL, Record, RetentionReport, StartAt, StreamRecord, Topic,
+    TopicConfig, TopicStats, Trace, TraceState, default_group_ladder, partition_for_key,
+};
+pub use worker::{
+    DEFAULT_CLAIMERS, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE,
+    DEFAULT_MAINTENANCE_INTERVAL, DEFAULT_MAX_BATCH, DEFAULT_POLL_CEILING, DEFAULT_POLL_FLOOR,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, Handler, JobContext, JobTransaction, MAX_ACK_BATCH,
+    MISSED_HEARTBEATS, Outcome, Worker, WorkerBuilder, WorkerReport, shutdown_on_signals,
+};

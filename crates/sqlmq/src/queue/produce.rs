@@ -1,0 +1,182 @@
+//! Sending: one message or an atomic batch, in a transaction of our own or the caller's.
+
+use std::time::{Duration, Instant};
+
+use sqlx::MySqlConnection;
+
+use super::Queue;
+use crate::error::{Error, Result};
+use crate::message::{Message, MessageId, Sent};
+use crate::name::validate_key;
+use crate::tx;
+
+/// Longest accepted delay.
+const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+/// Largest headers object (JSON), bounded by the `BLOB` column.
+const MAX_HEADERS_BYTES: usize = 60 * 1024;
+
+impl Queue {
+    /// Send one message. Durable when this returns Ok (with `innodb_flush_log_at_trx_commit=1`).
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// let sent = q.send(sqlmq::Message::new("hello")).await?;
+    /// println!("sent {}", sent.id);
+    /// # Ok(()) }
+    /// ```
+    pub async fn send(&self, message: Message) -> Result<Sent> {
+        let mut sent = self.send_batch(vec![message]).await?;
+        Ok(sent.remove(0))
+    }
+
+    /// Send a batch atomically: at commit every message becomes visible at once, on any error
+    /// none does. Any size is accepted (100 000 included); the batch is written in statements
+    /// sized under `max_allowed_packet` and the 65 535-placeholder limit, all inside one
+    /// transaction. Returns one [`Sent`] per message, in order.
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// let batch = (0..10_000).map(|i| sqlmq::Message::new(format!("job {i}"))).collect();
+    /// let sent = q.send_batch(batch).await?;
+    /// assert_eq!(sent.len(), 10_000);
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<Sent>> {
+        self.check_messages(&messages)?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let store = self.store();
+        let budget = self.client.inner.statement_budget;
+        let msgs = &messages;
+        let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
+        let ids = &ids;
+        let sent = tx::run_resolving(
+            self.pool(),
+            "send",
+            |conn, _| {
+                Box::pin(async move {
+                    let window = self.dedup_window(conn, msgs).await?;
+                    store.send(conn, self.id(), window, msgs, budget).await
+                })
+            },
+            // A lost connection during COMMIT: the batch is all or nothing, so it committed iff
+            // any of its ids is in the table.
+            |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
+        )
+        .await?;
+        self.record_sent(&sent, started);
+        self.client
+            .notify_local(crate::client::Subject::Queue(self.id()));
+        Ok(sent)
+    }
+
+    /// Send one message inside the caller's transaction: it becomes visible when that
+    /// transaction commits and disappears if it rolls back (the transactional outbox, without
+    /// the relay). Pass `&mut tx` for a `sqlx::Transaction<'_, MySql>`. A connection that is not
+    /// in a transaction gets one of its own for the call.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
+    /// q.send_in(&mut tx, sqlmq::Message::new("order 42 placed")).await?;
+    /// tx.commit().await?; // the order and its message, or neither
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_in(&self, conn: &mut MySqlConnection, message: Message) -> Result<Sent> {
+        let mut sent = self.send_batch_in(conn, vec![message]).await?;
+        Ok(sent.remove(0))
+    }
+
+    /// Send a batch inside the caller's transaction (see [`Queue::send_in`]). Errors are not
+    /// retried here: the caller owns the transaction; `Error::is_retryable` tells whether
+    /// running the whole transaction again can succeed.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// q.send_batch_in(&mut tx, vec![sqlmq::Message::new("a"), sqlmq::Message::new("b")]).await?;
+    /// tx.rollback().await?; // nothing was sent
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_batch_in(
+        &self,
+        conn: &mut MySqlConnection,
+        messages: Vec<Message>,
+    ) -> Result<Vec<Sent>> {
+        self.check_messages(&messages)?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let store = self.store();
+        let budget = self.client.inner.statement_budget;
+        let msgs = &messages;
+        let sent = tx::run_in(conn, |conn, _| {
+            Box::pin(async move {
+                let window = self.dedup_window(conn, msgs).await?;
+                store.send(conn, self.id(), window, msgs, budget).await
+            })
+        })
+        .await?;
+        self.record_sent(&sent, started);
+        Ok(sent)
+    }
+
+    /// The queue's dedup window, read only when some message carries an idempotency key.
+    async fn dedup_window(&self, conn: &mut MySqlConnection, msgs: &[Message]) -> Result<Duration> {
+        if msgs.iter().any(|m| m.idempotency_key.is_some()) {
+            Ok(self.row(conn).await?.config.dedup_window)
+        } else {
+            Ok(Duration::ZERO)
+        }
+    }
+
+    /// Reject bad input before anything is written.
+    fn check_messages(&self, messages: &[Message]) -> Result<()> {
+        self.client.require_schema()?;
+        let limit = self.client.max_payload_bytes();
+        for m in messages {
+            if m.body.len() > limit {
+                return Err(Error::PayloadTooLarge {
+                    size: m.body.len(),
+                    limit,
+                });
+            }
+            if m.delay > MAX_DELAY {
+                return Err(Error::InvalidArgument(format!(
+                    "delay {:?} exceeds 10 years",
+                    m.delay
+                )));
+            }
+            if let Some(k) = &m.ordering_key {
+                validate_key("ordering key", k)?;
+            }
+            if let Some(k) = &m.idempotency_key {
+                validate_key("idempotency key", k)?;
+            }
+            let header_bytes: usize = m.headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+            if header_bytes > MAX_HEADERS_BYTES {
+                return Err(Error::InvalidArgument(format!(
+                    "headers of {header_bytes} bytes exceed {MAX_HEADERS_BYTES}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn record_sent(&self, sent: &[Sent], started: Instant) {
+        let dups = sent.iter().filter(|s| s.duplicate).count() as u64;
+        let queue = self.name().to_owned();
+        metrics::counter!("sqlmq_messages_sent_total", "queue" => queue.clone())
+            .increment(sent.len() as u64 - dups);
+        if dups > 0 {
+            metrics::counter!("sqlmq_messages_duplicate_total", "queue" => queue.clone())
+                .increment(dups);
+        }
+        metrics::histogram!("sqlmq_send_seconds", "queue" => queue)
+            .record(started.elapsed().as_secs_f64());
+    }
+}

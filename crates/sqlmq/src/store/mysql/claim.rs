@@ -1,0 +1,117 @@
+//! The claim: move up to n ready messages into `leases` with fresh fencing tokens.
+//!
+//! One short READ COMMITTED transaction: a `SKIP LOCKED` read of the head of the queue's range
+//! of `ready`'s primary key `(queue_id, priority, id)` — the clustered index is the claim order,
+//! so the scan stops after n unlocked rows, takes one lock per row and never sorts — joined to
+//! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
+//! multi-row insert into `leases`. Nothing stays open while a handler runs.
+
+use std::time::Duration;
+
+use sqlx::{MySqlConnection, Row};
+
+use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
+use crate::error::Result;
+use crate::message::{Delivery, time_from_micros};
+use crate::store::statements::{MAX_LIST, bucket};
+
+/// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock
+/// rows of a subquery, so claims never contend on the queue row (checked in tests).
+pub(crate) const CLAIM: &str = concat!(
+    "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
+    "m.headers, m.body, ",
+    micros!("m.created_at"),
+    ", ",
+    micros!("UTC_TIMESTAMP(6)"),
+    " FROM {p}ready r FORCE INDEX (PRIMARY) STRAIGHT_JOIN {p}messages m ON m.id = r.id ",
+    "WHERE r.queue_id = ? AND NOT EXISTS ",
+    "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
+    "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
+);
+pub(crate) const DELETE_READY: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p}ready t FORCE INDEX (PRIMARY) \
+    ON t.queue_id = v.q AND t.priority = v.p AND t.id = v.id";
+/// One row of `DELETE_READY`'s derived table: a `ready` primary key.
+pub(crate) const READY_KEY_ROW: &str =
+    "SELECT CAST(? AS SIGNED) AS q, CAST(? AS SIGNED) AS p, CAST(? AS BINARY) AS id";
+const INSERT_LEASES: &str = "INSERT INTO {p}leases \
+    (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
+    VALUES {list}";
+const LEASE_ROW: &str =
+    "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
+
+impl MySqlStore {
+    /// Claim up to `n` ready messages of `queue_id` for `lease`, on behalf of `owner`.
+    pub(crate) async fn claim(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        n: usize,
+        lease: Duration,
+        owner: &str,
+    ) -> Result<Vec<Delivery>> {
+        let rows = sqlx::query(self.st.get(CLAIM))
+            .bind(queue_id)
+            .bind(queue_id)
+            .bind(n as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let now_us: i64 = row.try_get(9)?;
+            let lease_until_us = now_us.saturating_add(lease_us);
+            claimed.push(Delivery {
+                id: id_at(row, 0)?,
+                priority: row.try_get(1)?,
+                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
+                token: (row.try_get::<i64, _>(3)? + 1) as u64,
+                ordering_key: opt_text_at(row, 4)?,
+                idempotency_key: opt_text_at(row, 5)?,
+                headers: headers_at(row, 6)?,
+                body: row.try_get(7)?,
+                enqueued_at: time_from_micros(row.try_get(8)?),
+                lease_expires_at: time_from_micros(lease_until_us),
+                partition: None,
+                offset: None,
+            });
+        }
+        let lease_until_us = |d: &Delivery| {
+            d.lease_expires_at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |x| x.as_micros() as i64)
+        };
+        for chunk in claimed.chunks(MAX_LIST) {
+            let mut q = sqlx::query(
+                self.st
+                    .list(DELETE_READY, READY_KEY_ROW, bucket(chunk.len())),
+            );
+            for d in padded(chunk) {
+                q = q.bind(queue_id).bind(d.priority).bind(d.id.bytes());
+            }
+            q.execute(&mut *conn).await?;
+        }
+        insert_values(
+            &self.st,
+            conn,
+            INSERT_LEASES,
+            LEASE_ROW,
+            &claimed,
+            MAX_LIST,
+            |q, d| {
+                q.bind(d.id.bytes())
+                    .bind(queue_id)
+                    .bind(d.priority)
+                    .bind(d.token as i64)
+                    .bind(d.attempt as i32)
+                    .bind(d.ordering_key.as_deref().map(str::as_bytes))
+                    .bind(lease_until_us(d))
+                    .bind(owner.as_bytes())
+            },
+        )
+        .await?;
+        Ok(claimed)
+    }
+}

@@ -1,0 +1,589 @@
+//! The cluster-group claim: due retries first, then fresh offsets from the partition cursors.
+//!
+//! One short READ COMMITTED transaction:
+//!
+//! 1. due retries of the group, `FOR UPDATE SKIP LOCKED` through `(group_id, run_at, id)`;
+//! 2. cursors with work, `FOR UPDATE SKIP LOCKED`, from a random partition on: a cursor row is
+//!    the lock on handing out its partition's next offsets, so two members never take the
+//!    same offset, and a member finding a partition busy moves on to another. The partition's
+//!    end (`topic_partitions.next_offset`) is read by a subquery, which a locking read does not
+//!    lock: claims never contend with sequencing. Only when every partition with work is
+//!    locked does the claim wait for one (a queue of claims, instead of members polling a
+//!    lock);
+//! 3. the records of the offsets taken, by primary key range; the cursors move past them;
+//! 4. one lease row per record, with a fencing token.
+//!
+//! Offsets are handed out only below the partition's end, which advances only by sequencing
+//! commits covering dense ranges, so a cursor can never pass an offset that is not yet visible
+//! (SPEC §1.6). Cursors move independently of acks: a slow or failing record holds up nothing
+//! but itself, unless the topic asks for strict order, where a partition with a record in
+//! flight or waiting to retry hands out nothing else.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::groups::GroupRow;
+use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
+use crate::error::Result;
+use crate::message::{Delivery, MessageId, time_from_micros};
+use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
+
+pub(crate) const CLAIM_RETRIES: &str = concat!(
+    "SELECT id, partition_no, msg_offset, attempts, token, ",
+    micros!("UTC_TIMESTAMP(6)"),
+    " FROM {p}group_retries FORCE INDEX (due) WHERE group_id = ? AND run_at <= UTC_TIMESTAMP(6) ",
+    "ORDER BY run_at, id LIMIT ? FOR UPDATE SKIP LOCKED"
+);
+/// Columns of a cursor with its partition's end and first retained offset.
+macro_rules! cursor_columns {
+    () => {
+        concat!(
+            "SELECT c.partition_no, c.next_offset, c.high_offset, ",
+            "(SELECT tp.next_offset FROM {p}topic_partitions tp ",
+            "WHERE tp.topic_id = ? AND tp.partition_no = c.partition_no), ",
+            "(SELECT tp.low_offset FROM {p}topic_partitions tp ",
+            "WHERE tp.topic_id = ? AND tp.partition_no = c.partition_no), ",
+            micros!("UTC_TIMESTAMP(6)"),
+            " FROM {p}group_cursors c FORCE INDEX (PRIMARY) WHERE c.group_id = ? "
+        )
+    };
+}
+/// Lock up to `?` cursors with work among partitions `[?, ?)`, skipping busy ones.
+pub(crate) const LOCK_CURSORS: &str = concat!(
+    cursor_columns!(),
+    "AND c.partition_no >= ? AND c.partition_no < ? AND c.next_offset < ",
+    "(SELECT tp.next_offset FROM {p}topic_partitions tp ",
+    "WHERE tp.topic_id = ? AND tp.partition_no = c.partition_no) ",
+    "ORDER BY c.partition_no LIMIT ? FOR UPDATE SKIP LOCKED"
+);
+/// A partition with work whose cursor someone else holds (a plain read).
+pub(crate) const BUSY_CURSOR: &str = "SELECT c.partition_no FROM {p}group_cursors c FORCE INDEX (PRIMARY) \
+    WHERE c.group_id = ? AND c.next_offset < (SELECT tp.next_offset FROM {p}topic_partitions tp \
+    WHERE tp.topic_id = ? AND tp.partition_no = c.partition_no) LIMIT 1";
+/// Wait for one cursor's lock.
+pub(crate) const WAIT_CURSOR: &str =
+    concat!(cursor_columns!(), "AND c.partition_no = ? FOR UPDATE");
+/// A partition's end and first offset, read after waiting for its cursor.
+pub(crate) const PARTITION_NOW: &str = "SELECT next_offset, low_offset FROM {p}topic_partitions \
+    WHERE topic_id = ? AND partition_no = ?";
+pub(crate) const LOG_RANGE: &str = concat!(
+    "SELECT partition_no, msg_offset, id, msg_key, headers, body, ",
+    micros!("published_at"),
+    " FROM {p}topic_log FORCE INDEX (PRIMARY) WHERE topic_id = ? AND partition_no = ? ",
+    "AND msg_offset >= ? AND msg_offset < ? ORDER BY msg_offset"
+);
+/// Records by (partition, offset): exact buckets only (a padded row would come back twice).
+pub(crate) const LOG_AT: &str = concat!(
+    "SELECT l.partition_no, l.msg_offset, l.id, l.msg_key, l.headers, l.body, ",
+    micros!("l.published_at"),
+    " FROM ({rows}) v STRAIGHT_JOIN {p}topic_log l FORCE INDEX (PRIMARY) ",
+    "ON l.topic_id = ? AND l.partition_no = v.p AND l.msg_offset = v.o"
+);
+pub(crate) const POSITION_ROW: &str = "SELECT CAST(? AS SIGNED) AS p, CAST(? AS SIGNED) AS o";
+/// Leases already held on ids about to be leased again (after a reset back or a replay).
+pub(crate) const HELD: &str = "SELECT id FROM {p}group_leases FORCE INDEX (PRIMARY) \
+    WHERE group_id = ? AND id IN ({list}) FOR UPDATE";
+/// The last token each offset of a range had (re-delivery after a reset back).
+pub(crate) const PAST_TOKENS: &str = "SELECT msg_offset, token FROM {p}group_history FORCE INDEX (PRIMARY) \
+    WHERE group_id = ? AND partition_no = ? AND msg_offset >= ? AND msg_offset < ?";
+/// Partitions with a record in flight or waiting to retry (strict order).
+pub(crate) const OCCUPIED: &str = "SELECT DISTINCT partition_no FROM {p}group_leases FORCE INDEX (part) \
+    WHERE group_id = ? AND partition_no IN ({list}) UNION SELECT DISTINCT partition_no \
+    FROM {p}group_retries FORCE INDEX (part) WHERE group_id = ? AND partition_no IN ({list})";
+pub(crate) const DELETE_RETRIES: &str = "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}group_retries t \
+    FORCE INDEX (PRIMARY) ON t.group_id = ? AND t.id = v.id";
+pub(crate) const MOVE_CURSORS: &str = "INSERT INTO {p}group_cursors \
+    (group_id, partition_no, next_offset, high_offset) VALUES {list} \
+    ON DUPLICATE KEY UPDATE next_offset = VALUES(next_offset), \
+    high_offset = GREATEST(high_offset, VALUES(next_offset))";
+const MOVE_ROW: &str = "(?,?,?,?)";
+const INSERT_LEASES: &str = "INSERT INTO {p}group_leases (group_id, id, partition_no, msg_offset, \
+    token, attempts, lease_until, claimed_at, owner) VALUES {list}";
+const LEASE_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),\
+    DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),?)";
+
+/// Cursors locked per statement when the first one locked did not fill the claim.
+const MORE_CURSORS: i64 = 3;
+
+/// A cursor locked by this claim.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    partition: i32,
+    next: i64,
+    high: i64,
+    end: i64,
+    low: i64,
+    now_us: i64,
+}
+
+impl Cursor {
+    fn decode(row: &MySqlRow) -> Result<Cursor> {
+        Ok(Cursor {
+            partition: row.try_get(0)?,
+            next: row.try_get(1)?,
+            high: row.try_get(2)?,
+            end: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+            low: row.try_get::<Option<i64>, _>(4)?.unwrap_or(0),
+            now_us: row.try_get(5)?,
+        })
+    }
+}
+
+/// A record about to be leased.
+struct Take {
+    partition: i32,
+    offset: i64,
+    attempts: i32,
+    /// The token of its previous lease (0: never delivered).
+    token: i64,
+}
+
+/// What a claim found.
+#[derive(Debug, Default)]
+pub(crate) struct GroupClaim {
+    pub deliveries: Vec<Delivery>,
+    /// Offsets skipped because retention had removed them first.
+    pub skipped: i64,
+}
+
+impl MySqlStore {
+    /// Claim up to `n` records for `group` (cluster mode) for `lease`, for `owner`. `start` is
+    /// the partition to look at first (spreads members over partitions).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn claim_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        strict: bool,
+        partitions: u32,
+        start: i32,
+        n: usize,
+        lease: Duration,
+        owner: &str,
+    ) -> Result<GroupClaim> {
+        let mut now_us = 0;
+        let mut takes = Vec::new();
+        // 1. Due retries.
+        let rows = sqlx::query(self.st.get(CLAIM_RETRIES))
+            .bind(group.id)
+            .bind(n as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        if !rows.is_empty() {
+            let mut retry_ids = Vec::with_capacity(rows.len());
+            let mut retries = Vec::with_capacity(rows.len());
+            for row in &rows {
+                now_us = row.try_get(5)?;
+                let id = id_at(row, 0)?;
+                retry_ids.push(id);
+                retries.push((
+                    id,
+                    Take {
+                        partition: row.try_get(1)?,
+                        offset: row.try_get(2)?,
+                        attempts: row.try_get(3)?,
+                        token: row.try_get(4)?,
+                    },
+                ));
+            }
+            self.exec_group_ids(conn, DELETE_RETRIES, group.id, &retry_ids)
+                .await?;
+            // A replay or a reset may have put a record in flight meanwhile: it is being
+            // delivered, so its retry is dropped.
+            let held = self.held(conn, group.id, &retry_ids).await?;
+            takes.extend(
+                retries
+                    .into_iter()
+                    .filter(|(id, _)| !held.contains(id))
+                    .map(|(_, t)| t),
+            );
+        }
+        let mut found = if takes.is_empty() {
+            Vec::new()
+        } else {
+            self.records_at(conn, group.topic_id, &takes).await?
+        };
+        // 2. Fresh offsets from the cursors.
+        let mut skipped = 0;
+        let mut moved = Vec::new();
+        let mut want = n - takes.len();
+        if want > 0 {
+            let cursors = self
+                .lock_cursors(conn, group, partitions, start, want)
+                .await?;
+            let busy = if strict {
+                // Partitions with a record in flight or waiting, including the retries taken
+                // just above (their leases are not written yet).
+                let mut busy = self.occupied(conn, group.id, &cursors).await?;
+                busy.extend(takes.iter().map(|t| t.partition));
+                busy
+            } else {
+                HashSet::new()
+            };
+            let mut seen: HashSet<MessageId> = found.iter().map(|r| r.id).collect();
+            for c in cursors {
+                now_us = c.now_us;
+                // Below the first retained offset, records are gone: jump (and count them).
+                let from = c.next.max(c.low);
+                skipped += from - c.next;
+                let room = match strict {
+                    true if busy.contains(&c.partition) => 0,
+                    true => 1,
+                    false => want as i64,
+                };
+                let to = c.end.min(from + room.min(want as i64)).max(from);
+                if to > c.next {
+                    moved.push((c.partition, to));
+                }
+                if to == from {
+                    continue;
+                }
+                want -= (to - from) as usize;
+                let mut rows = self
+                    .log_range(conn, group.topic_id, c.partition, from, to)
+                    .await?;
+                let mut tokens = HashMap::new();
+                if from < c.high {
+                    // Handed out before a reset back: skip what is in flight, and fence
+                    // earlier receipts with a larger token.
+                    let ids: Vec<MessageId> = rows.iter().map(|r| r.id).collect::<Vec<_>>();
+                    let held = self.held(conn, group.id, &ids).await?;
+                    rows.retain(|r| !held.contains(&r.id));
+                    tokens = self
+                        .past_tokens(conn, group.id, c.partition, from, to)
+                        .await?;
+                }
+                for mut r in rows {
+                    r.token = tokens.get(&r.offset).copied().unwrap_or(0);
+                    // A retry taken above may be this very record (after a reset back).
+                    if seen.insert(r.id) {
+                        found.push(r);
+                    }
+                }
+                if want == 0 {
+                    break;
+                }
+            }
+        }
+        if !moved.is_empty() {
+            insert_values(
+                &self.st,
+                conn,
+                MOVE_CURSORS,
+                MOVE_ROW,
+                &moved,
+                MAX_LIST,
+                |q, (p, o)| q.bind(group.id).bind(*p).bind(*o).bind(*o),
+            )
+            .await?;
+        }
+        if found.is_empty() {
+            return Ok(GroupClaim {
+                deliveries: Vec::new(),
+                skipped,
+            });
+        }
+        // 4. Leases.
+        let attempts: HashMap<(i32, i64), (i32, i64)> = takes
+            .iter()
+            .map(|t| ((t.partition, t.offset), (t.attempts, t.token)))
+            .collect();
+        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+        let until_us = now_us.saturating_add(lease_us);
+        let mut deliveries = Vec::with_capacity(found.len());
+        for r in found {
+            let (attempts, token) = attempts
+                .get(&(r.partition, r.offset))
+                .copied()
+                .unwrap_or((0, r.token));
+            deliveries.push(Delivery {
+                id: r.id,
+                token: (token + 1) as u64,
+                attempt: (attempts + 1).max(1) as u32,
+                priority: 0,
+                ordering_key: r.key,
+                idempotency_key: None,
+                headers: r.headers,
+                body: r.body,
+                enqueued_at: time_from_micros(r.published_us),
+                lease_expires_at: time_from_micros(until_us),
+                partition: Some(r.partition as u32),
+                offset: Some(r.offset),
+            });
+        }
+        insert_values(
+            &self.st,
+            conn,
+            INSERT_LEASES,
+            LEASE_ROW,
+            &deliveries,
+            MAX_LIST,
+            |q, d| {
+                q.bind(group.id)
+                    .bind(d.id.bytes())
+                    .bind(d.partition.unwrap_or(0) as i32)
+                    .bind(d.offset.unwrap_or(0))
+                    .bind(d.token as i64)
+                    .bind(d.attempt as i32)
+                    .bind(until_us)
+                    .bind(now_us)
+                    .bind(owner.as_bytes())
+            },
+        )
+        .await?;
+        Ok(GroupClaim {
+            deliveries,
+            skipped,
+        })
+    }
+
+    /// Lock cursors with work: the first from `start` on (wrapping), then a few more if the
+    /// claim is not full; when all are busy, wait for one.
+    async fn lock_cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        partitions: u32,
+        start: i32,
+        want: usize,
+    ) -> Result<Vec<Cursor>> {
+        // `partitions` may be stale (partitions only grow): the first range is open-ended.
+        let start = start.rem_euclid(partitions.max(1) as i32);
+        let mut ranges = vec![(start, i32::MAX)];
+        if start > 0 {
+            ranges.push((0, start));
+        }
+        let available =
+            |locked: &[Cursor]| -> i64 { locked.iter().map(|c| c.end - c.next.max(c.low)).sum() };
+        let mut locked: Vec<Cursor> = Vec::new();
+        let mut limit = 1;
+        'ranges: for (lo, hi) in ranges {
+            let mut from = lo;
+            while from < hi {
+                let rows = sqlx::query(self.st.get(LOCK_CURSORS))
+                    .bind(group.topic_id)
+                    .bind(group.topic_id)
+                    .bind(group.id)
+                    .bind(from)
+                    .bind(hi)
+                    .bind(group.topic_id)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let got = rows.len() as i64;
+                for row in &rows {
+                    let c = Cursor::decode(row)?;
+                    from = c.partition + 1;
+                    locked.push(c);
+                }
+                if available(&locked) >= want as i64 {
+                    break 'ranges;
+                }
+                if got < limit {
+                    break; // nothing more with work in this range
+                }
+                limit = MORE_CURSORS;
+            }
+        }
+        if !locked.is_empty() {
+            return Ok(locked);
+        }
+        // Every partition with work is being claimed by someone else: queue up for one.
+        let busy = sqlx::query(self.st.get(BUSY_CURSOR))
+            .bind(group.id)
+            .bind(group.topic_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(busy) = busy else {
+            return Ok(Vec::new());
+        };
+        let partition: i32 = busy.try_get(0)?;
+        let Some(row) = sqlx::query(self.st.get(WAIT_CURSOR))
+            .bind(group.topic_id)
+            .bind(group.topic_id)
+            .bind(group.id)
+            .bind(partition)
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut c = Cursor::decode(&row)?;
+        // The subqueries read the partition before the wait: read its end again.
+        if let Some(p) = sqlx::query(self.st.get(PARTITION_NOW))
+            .bind(group.topic_id)
+            .bind(partition)
+            .fetch_optional(&mut *conn)
+            .await?
+        {
+            c.end = p.try_get(0)?;
+            c.low = p.try_get(1)?;
+        }
+        Ok(if c.next.max(c.low) < c.end || c.next < c.low {
+            vec![c]
+        } else {
+            Vec::new()
+        })
+    }
+
+    /// Partitions among `cursors` with a record in flight or waiting to retry.
+    async fn occupied(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        cursors: &[Cursor],
+    ) -> Result<HashSet<i32>> {
+        let mut out = HashSet::new();
+        let parts: Vec<i32> = cursors.iter().map(|c| c.partition).collect();
+        for chunk in parts.chunks(MAX_LIST) {
+            let mut q = sqlx::query(self.st.list(OCCUPIED, "?", bucket(chunk.len())));
+            for _ in 0..2 {
+                q = q.bind(group_id);
+                for p in padded(chunk) {
+                    q = q.bind(*p);
+                }
+            }
+            for row in q.fetch_all(&mut *conn).await? {
+                out.insert(row.try_get::<i32, _>(0)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Which of `ids` the group has in flight (locking: waits for a lease being written).
+    async fn held(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> Result<HashSet<MessageId>> {
+        let mut out = HashSet::new();
+        for chunk in ids.chunks(MAX_LIST) {
+            let mut q = sqlx::query(self.st.list(HELD, "?", bucket(chunk.len()))).bind(group_id);
+            for id in padded(chunk) {
+                q = q.bind(id.bytes());
+            }
+            for row in q.fetch_all(&mut *conn).await? {
+                out.insert(id_at(&row, 0)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn past_tokens(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<HashMap<i64, i64>> {
+        let rows = sqlx::query(self.st.get(PAST_TOKENS))
+            .bind(group_id)
+            .bind(partition)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// The records of one partition in `[from, to)`.
+    pub(crate) async fn log_range(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<LoggedRow>> {
+        let rows = sqlx::query(self.st.get(LOG_RANGE))
+            .bind(topic_id)
+            .bind(partition)
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(LoggedRow::decode).collect()
+    }
+
+    /// The records at the positions of `takes` (those retention has not removed).
+    async fn records_at(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        takes: &[Take],
+    ) -> Result<Vec<LoggedRow>> {
+        let mut out = Vec::with_capacity(takes.len());
+        let mut rest = takes;
+        for size in split_into_buckets(takes.len(), MAX_LIST) {
+            let (chunk, tail) = rest.split_at(size);
+            let mut q = sqlx::query(self.st.list(LOG_AT, POSITION_ROW, size));
+            for t in chunk {
+                q = q.bind(t.partition).bind(t.offset);
+            }
+            for row in q.bind(topic_id).fetch_all(&mut *conn).await? {
+                out.push(LoggedRow::decode(&row)?);
+            }
+            rest = tail;
+        }
+        Ok(out)
+    }
+
+    /// Run `template` (`{ids}` first, then the group id) over `ids` in padded chunks.
+    pub(crate) async fn exec_group_ids(
+        &self,
+        conn: &mut MySqlConnection,
+        template: &'static str,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> Result<u64> {
+        let mut affected = 0;
+        for chunk in ids.chunks(MAX_LIST) {
+            let mut q = sqlx::query(self.st.list(
+                template,
+                crate::store::statements::ID_ROW,
+                bucket(chunk.len()),
+            ));
+            for id in padded(chunk) {
+                q = q.bind(id.bytes());
+            }
+            affected += q.bind(group_id).execute(&mut *conn).await?.rows_affected();
+        }
+        Ok(affected)
+    }
+}
+
+/// A record as read from the log for delivery.
+pub(crate) struct LoggedRow {
+    pub partition: i32,
+    pub offset: i64,
+    pub id: MessageId,
+    pub key: Option<String>,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub body: Vec<u8>,
+    pub published_us: i64,
+    /// The token of its previous lease in the group being claimed for (0: none).
+    pub token: i64,
+}
+
+impl LoggedRow {
+    /// Decode `partition_no, msg_offset, id, msg_key, headers, body, published_us`.
+    pub(crate) fn decode(row: &MySqlRow) -> Result<LoggedRow> {
+        Ok(LoggedRow {
+            partition: row.try_get(0)?,
+            offset: row.try_get(1)?,
+            id: id_at(row, 2)?,
+            key: opt_text_at(row, 3)?,
+            headers: headers_at(row, 4)?,
+            body: row.try_get(5)?,
+            published_us: row.try_get(6)?,
+            token: 0,
+        })
+    }
+}

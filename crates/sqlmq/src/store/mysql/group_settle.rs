@@ -1,0 +1,555 @@
+//! Settling a cluster group's claims: ack, failure (retry on the ladder, or dead), extend, and
+//! the releases of expired leases and of dead members' leases.
+//!
+//! As for queues, the lease row is the authority: each operation locks its lease rows by
+//! primary key and proceeds only for a receipt whose token matches a live lease. Every
+//! settlement appends one event to the record's history in the group (`group_history`: state,
+//! attempts, and the last 20 events with member, delivery time, outcome and error), which is
+//! what `trace` and the dead letters' error lists read.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::groups::GroupRow;
+use super::settle::{Failure, NackOutcome};
+use super::{MySqlStore, id_at, insert_values, micros, opt_text_at, padded};
+use crate::error::{Error, Result};
+use crate::message::{MessageId, Receipt, time_from_micros};
+use crate::store::statements::{MAX_LIST, bucket};
+
+macro_rules! lease_columns {
+    () => {
+        concat!(
+            "SELECT id, partition_no, msg_offset, token, attempts, owner, ",
+            micros!("claimed_at"),
+            ", lease_until > UTC_TIMESTAMP(6), ",
+            micros!("UTC_TIMESTAMP(6)"),
+            " FROM {p}group_leases "
+        )
+    };
+}
+pub(crate) const LOCK_GROUP_LEASES: &str = concat!(
+    lease_columns!(),
+    "FORCE INDEX (PRIMARY) WHERE group_id = ? AND id IN ({list}) FOR UPDATE"
+);
+pub(crate) const CLAIM_GROUP_EXPIRED: &str = concat!(
+    lease_columns!(),
+    "FORCE INDEX (expiry) WHERE group_id = ? AND lease_until <= UTC_TIMESTAMP(6) ",
+    "ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED"
+);
+/// A group's leases held by one owner: the group's in-flight rows, filtered (rare: a member
+/// died or left).
+pub(crate) const CLAIM_GROUP_OWNED: &str = concat!(
+    lease_columns!(),
+    "FORCE INDEX (expiry) WHERE group_id = ? AND owner = ? LIMIT ? FOR UPDATE SKIP LOCKED"
+);
+/// Groups in which `owner` holds leases (the in-flight rows of every group: small).
+pub(crate) const OWNER_GROUPS: &str =
+    "SELECT DISTINCT group_id FROM {p}group_leases WHERE owner = ?";
+pub(crate) const DELETE_GROUP_LEASES: &str = "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}group_leases t \
+    FORCE INDEX (PRIMARY) ON t.group_id = ? AND t.id = v.id";
+pub(crate) const UPSERT_HISTORY: &str = "INSERT INTO {p}group_history \
+    (group_id, partition_no, msg_offset, id, state, attempts, token, settled_at, events) \
+    VALUES {list} ON DUPLICATE KEY UPDATE state = VALUES(state), attempts = VALUES(attempts), \
+    token = VALUES(token), settled_at = VALUES(settled_at), \
+    events = SUBSTRING_INDEX(CONCAT(events, VALUES(events)), CHAR(10), -21)";
+const HISTORY_ROW: &str =
+    "(?,?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),?)";
+pub(crate) const UPSERT_RETRIES: &str = "INSERT INTO {p}group_retries \
+    (group_id, id, partition_no, msg_offset, run_at, attempts, token) VALUES {list} \
+    ON DUPLICATE KEY UPDATE run_at = VALUES(run_at), attempts = VALUES(attempts), \
+    token = GREATEST(token, VALUES(token))";
+const RETRY_ROW: &str = "(?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),?,?)";
+pub(crate) const UPSERT_DEAD: &str = "INSERT INTO {p}group_dead \
+    (group_id, id, partition_no, msg_offset, attempts, token, died_at) VALUES {list} \
+    ON DUPLICATE KEY UPDATE attempts = VALUES(attempts), token = GREATEST(token, VALUES(token)), \
+    died_at = VALUES(died_at)";
+const DEAD_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND))";
+pub(crate) const GROUP_EXTEND: &str = "UPDATE {p}group_leases FORCE INDEX (PRIMARY) \
+    SET lease_until = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND) \
+    WHERE group_id = ? AND id = ? AND token = ? AND lease_until > UTC_TIMESTAMP(6)";
+/// Leases held longer than `?` microseconds (the group's in-flight rows).
+pub(crate) const HELD_TOO_LONG: &str = concat!(
+    "SELECT id, partition_no, msg_offset, token, owner, ",
+    "TIMESTAMPDIFF(MICROSECOND, claimed_at, UTC_TIMESTAMP(6)) ",
+    "FROM {p}group_leases FORCE INDEX (PRIMARY) WHERE group_id = ? ",
+    "AND claimed_at < DATE_SUB(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)"
+);
+
+/// `group_history.state`: waiting for a retry.
+pub(crate) const STATE_RETRYING: i8 = 0;
+/// `group_history.state`: acked.
+pub(crate) const STATE_ACKED: i8 = 1;
+/// `group_history.state`: dead-lettered.
+pub(crate) const STATE_DEAD: i8 = 2;
+
+/// A locked lease of a group.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupLease {
+    pub id: MessageId,
+    pub partition: i32,
+    pub offset: i64,
+    pub token: i64,
+    pub attempts: i32,
+    pub owner: Option<String>,
+    pub claimed_us: i64,
+    pub live: bool,
+    pub now_us: i64,
+}
+
+impl GroupLease {
+    fn decode(row: &MySqlRow) -> Result<GroupLease> {
+        Ok(GroupLease {
+            id: id_at(row, 0)?,
+            partition: row.try_get(1)?,
+            offset: row.try_get(2)?,
+            token: row.try_get(3)?,
+            attempts: row.try_get(4)?,
+            owner: opt_text_at(row, 5)?,
+            claimed_us: row.try_get(6)?,
+            live: row.try_get::<i64, _>(7)? != 0,
+            now_us: row.try_get(8)?,
+        })
+    }
+
+    fn held_by(&self, receipt: &Receipt) -> bool {
+        self.live && self.token as u64 == receipt.token
+    }
+}
+
+/// One settlement, as recorded in `group_history.events` (one JSON object per line).
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+/// if let Some(trace) = t.trace(id).await? {
+///     for g in &trace.groups {
+///         for e in &g.events { println!("{} attempt {} by {:?}: {}", g.group, e.attempt, e.member, e.outcome) }
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct DeliveryEvent {
+    /// Which attempt this delivery was.
+    pub attempt: u32,
+    /// The member (process owner id) that held it.
+    pub member: Option<String>,
+    /// When it was handed out (database clock, RFC 3339).
+    pub delivered_at: String,
+    /// When it was settled (database clock, RFC 3339).
+    pub at: String,
+    /// `acked`, `failed`, `snoozed`, `dead`, `expired` (lease ended) or `released` (member
+    /// left or died).
+    pub outcome: String,
+    /// The error given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl DeliveryEvent {
+    fn line(lease: &GroupLease, outcome: &str, error: Option<&str>) -> Result<String> {
+        let event = DeliveryEvent {
+            attempt: lease.attempts.max(0) as u32,
+            member: lease.owner.clone(),
+            delivered_at: rfc3339(lease.claimed_us),
+            at: rfc3339(lease.now_us),
+            outcome: outcome.to_owned(),
+            error: error.map(truncate_error),
+        };
+        Ok(serde_json::to_string(&event)? + "\n")
+    }
+}
+
+/// Parse an events column.
+pub(crate) fn parse_events(text: &[u8]) -> Vec<DeliveryEvent> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Microseconds since the epoch as RFC 3339 (UTC, microseconds).
+pub(crate) fn rfc3339(us: i64) -> String {
+    humantime::format_rfc3339_micros(time_from_micros(us)).to_string()
+}
+
+/// Longest error text kept per event.
+const MAX_ERROR_BYTES: usize = 4096;
+
+fn truncate_error(error: &str) -> String {
+    let mut end = error.len().min(MAX_ERROR_BYTES);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    error[..end].to_owned()
+}
+
+/// What becomes of one lease that ends without an ack.
+pub(crate) struct Ending<'a> {
+    pub lease: GroupLease,
+    /// Retry after this wait; None: dead.
+    pub retry_after: Option<Duration>,
+    /// Attempts to record (a snooze gives its attempt back).
+    pub attempts: i32,
+    pub outcome: &'a str,
+    pub error: Option<&'a str>,
+}
+
+impl MySqlStore {
+    /// Lock the group's lease rows of `ids`.
+    pub(crate) async fn lock_group_leases(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> Result<HashMap<MessageId, GroupLease>> {
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(MAX_LIST) {
+            let mut q = sqlx::query(self.st.list(LOCK_GROUP_LEASES, "?", bucket(chunk.len())))
+                .bind(group_id);
+            for id in padded(chunk) {
+                q = q.bind(id.bytes());
+            }
+            for row in q.fetch_all(&mut *conn).await? {
+                let lease = GroupLease::decode(&row)?;
+                out.insert(lease.id, lease);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ack: end every lease a receipt holds, recording it in the history. Returns the receipts
+    /// that did not hold theirs (nothing was done for them).
+    pub(crate) async fn ack_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipts: &[Receipt],
+    ) -> Result<Vec<Receipt>> {
+        let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
+        let mut leases = self.lock_group_leases(conn, group_id, &ids).await?;
+        let mut acked = Vec::with_capacity(receipts.len());
+        let mut lost = Vec::new();
+        for r in receipts {
+            match leases.remove(&r.id) {
+                Some(l) if l.held_by(r) => acked.push(l),
+                _ => lost.push(*r),
+            }
+        }
+        if acked.is_empty() {
+            return Ok(lost);
+        }
+        let ids: Vec<MessageId> = acked.iter().map(|l| l.id).collect();
+        self.exec_group_ids(conn, DELETE_GROUP_LEASES, group_id, &ids)
+            .await?;
+        let history = acked
+            .iter()
+            .map(|l| {
+                Ok((
+                    l,
+                    STATE_ACKED,
+                    l.attempts,
+                    DeliveryEvent::line(l, "acked", None)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.write_history(conn, group_id, &history).await?;
+        Ok(lost)
+    }
+
+    async fn write_history(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        rows: &[(&GroupLease, i8, i32, String)],
+    ) -> Result<()> {
+        insert_values(
+            &self.st,
+            conn,
+            UPSERT_HISTORY,
+            HISTORY_ROW,
+            rows,
+            MAX_LIST,
+            |q, (l, state, attempts, line)| {
+                q.bind(group_id)
+                    .bind(l.partition)
+                    .bind(l.offset)
+                    .bind(l.id.bytes())
+                    .bind(*state)
+                    .bind(*attempts)
+                    .bind(l.token)
+                    .bind(l.now_us)
+                    .bind(line.as_bytes())
+            },
+        )
+        .await
+    }
+
+    /// Settle a failed or postponed claim (see [`Failure`]): compare-and-set on the lease, then
+    /// retry on the group's ladder or dead-letter.
+    pub(crate) async fn fail_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        receipt: &Receipt,
+        failure: Failure<'_>,
+    ) -> Result<NackOutcome> {
+        let mut leases = self
+            .lock_group_leases(conn, group.id, &[receipt.id])
+            .await?;
+        let lease = match leases.remove(&receipt.id) {
+            Some(l) if l.held_by(receipt) => l,
+            _ => {
+                return Err(Error::LeaseLost {
+                    id: receipt.id,
+                    token: receipt.token,
+                });
+            }
+        };
+        let attempts = lease.attempts;
+        let ending = match failure {
+            Failure::Retry { after, error, unit } => {
+                let exhausted = attempts as u32 >= group.config.max_attempts;
+                let after =
+                    after.unwrap_or_else(|| group.config.backoff.delay(attempts as u32, unit));
+                Ending {
+                    retry_after: (!exhausted).then_some(after),
+                    attempts,
+                    outcome: if exhausted { "dead" } else { "failed" },
+                    error: Some(error),
+                    lease,
+                }
+            }
+            Failure::DeadLetter { error } => Ending {
+                retry_after: None,
+                attempts,
+                outcome: "dead",
+                error: Some(error),
+                lease,
+            },
+            Failure::Snooze { after } => Ending {
+                retry_after: Some(after),
+                // The claim counted an attempt; a snooze is not a failure.
+                attempts: (attempts - 1).max(0),
+                outcome: "snoozed",
+                error: None,
+                lease,
+            },
+        };
+        let outcome = match ending.retry_after {
+            Some(after) => NackOutcome::Retry { after },
+            None => NackOutcome::DeadLettered,
+        };
+        self.end_leases(conn, group.id, &[ending]).await?;
+        Ok(outcome)
+    }
+
+    /// End leases (already locked) without an ack: delete them, then retry or bury each, and
+    /// record the event.
+    pub(crate) async fn end_leases(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        endings: &[Ending<'_>],
+    ) -> Result<()> {
+        if endings.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<MessageId> = endings.iter().map(|e| e.lease.id).collect();
+        self.exec_group_ids(conn, DELETE_GROUP_LEASES, group_id, &ids)
+            .await?;
+        let (retry, dead): (Vec<&Ending>, Vec<&Ending>) =
+            endings.iter().partition(|e| e.retry_after.is_some());
+        let run_at = |e: &Ending| {
+            let after = e.retry_after.unwrap_or_default();
+            e.lease
+                .now_us
+                .saturating_add(after.as_micros().min(i64::MAX as u128 / 2) as i64)
+        };
+        insert_values(
+            &self.st,
+            conn,
+            UPSERT_RETRIES,
+            RETRY_ROW,
+            &retry,
+            MAX_LIST,
+            |q, e| {
+                q.bind(group_id)
+                    .bind(e.lease.id.bytes())
+                    .bind(e.lease.partition)
+                    .bind(e.lease.offset)
+                    .bind(run_at(e))
+                    .bind(e.attempts)
+                    .bind(e.lease.token)
+            },
+        )
+        .await?;
+        insert_values(
+            &self.st,
+            conn,
+            UPSERT_DEAD,
+            DEAD_ROW,
+            &dead,
+            MAX_LIST,
+            |q, e| {
+                q.bind(group_id)
+                    .bind(e.lease.id.bytes())
+                    .bind(e.lease.partition)
+                    .bind(e.lease.offset)
+                    .bind(e.attempts)
+                    .bind(e.lease.token)
+                    .bind(e.lease.now_us)
+            },
+        )
+        .await?;
+        let history = endings
+            .iter()
+            .map(|e| {
+                let state = if e.retry_after.is_some() {
+                    STATE_RETRYING
+                } else {
+                    STATE_DEAD
+                };
+                let line = DeliveryEvent::line(&e.lease, e.outcome, e.error)?;
+                Ok((&e.lease, state, e.attempts, line))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.write_history(conn, group_id, &history).await
+    }
+
+    /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
+    pub(crate) async fn extend_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> Result<bool> {
+        let done = sqlx::query(self.st.get(GROUP_EXTEND))
+            .bind(lease.as_micros().min(i64::MAX as u128) as i64)
+            .bind(group_id)
+            .bind(receipt.id.bytes())
+            .bind(receipt.token as i64)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Release up to `limit` expired leases of `group`: due again at once (the attempt
+    /// counts), or dead on their last attempt.
+    pub(crate) async fn release_group_expired(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        limit: usize,
+    ) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(CLAIM_GROUP_EXPIRED))
+            .bind(group.id)
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        self.release_group_rows(conn, group, &rows, "expired", "lease expired")
+            .await
+    }
+
+    /// Release up to `limit` leases of `group` held by `owner` (a member that died or left).
+    pub(crate) async fn release_group_owned(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        owner: &str,
+        limit: usize,
+        reason: &str,
+    ) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(CLAIM_GROUP_OWNED))
+            .bind(group.id)
+            .bind(owner.as_bytes())
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        self.release_group_rows(conn, group, &rows, "released", reason)
+            .await
+    }
+
+    async fn release_group_rows(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        rows: &[MySqlRow],
+        outcome: &str,
+        reason: &str,
+    ) -> Result<usize> {
+        let endings = rows
+            .iter()
+            .map(|row| {
+                let lease = GroupLease::decode(row)?;
+                let exhausted = lease.attempts as u32 >= group.config.max_attempts;
+                Ok(Ending {
+                    retry_after: (!exhausted).then_some(Duration::ZERO),
+                    attempts: lease.attempts,
+                    outcome: if exhausted { "dead" } else { outcome },
+                    error: Some(reason),
+                    lease,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.end_leases(conn, group.id, &endings).await?;
+        Ok(endings.len())
+    }
+
+    /// The groups in which `owner` holds leases.
+    pub(crate) async fn groups_of_owner(
+        &self,
+        conn: &mut MySqlConnection,
+        owner: &str,
+    ) -> Result<Vec<i32>> {
+        let rows = sqlx::query(self.st.get(OWNER_GROUPS))
+            .bind(owner.as_bytes())
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+
+    /// The group's leases held longer than `limit`: (receipt, partition, offset, owner, held).
+    pub(crate) async fn held_too_long(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        limit: Duration,
+    ) -> Result<Vec<HeldTooLong>> {
+        let rows = sqlx::query(self.st.get(HELD_TOO_LONG))
+            .bind(group_id)
+            .bind(limit.as_micros().min(i64::MAX as u128) as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(HeldTooLong {
+                    receipt: Receipt {
+                        id: id_at(r, 0)?,
+                        token: r.try_get::<i64, _>(3)? as u64,
+                    },
+                    partition: r.try_get(1)?,
+                    offset: r.try_get(2)?,
+                    owner: opt_text_at(r, 4)?,
+                    held: Duration::from_micros(r.try_get::<i64, _>(5)?.max(0) as u64),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A record held by a member for longer than its group's consume timeout.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldTooLong {
+    pub receipt: Receipt,
+    pub partition: i32,
+    pub offset: i64,
+    pub owner: Option<String>,
+    pub held: Duration,
+}

@@ -1,0 +1,297 @@
+//! Consumer group rows, their cursors, and finding offsets by time.
+
+use std::time::Duration;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::topics::PartitionRow;
+use super::{MySqlStore, insert_values};
+use crate::error::{Error, Result};
+use crate::retry_policy::Backoff;
+use crate::store::statements::MAX_LIST;
+use crate::topic::{GroupConfig, GroupMode, StartAt};
+
+/// A group as stored.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupRow {
+    pub id: i32,
+    pub topic_id: i32,
+    pub name: String,
+    pub config: GroupConfig,
+}
+
+const INSERT_GROUP: &str = "INSERT IGNORE INTO {p}consumer_groups \
+    (topic_id, name, mode, max_attempts, backoff, consume_timeout_ms, created_at) \
+    VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))";
+const UPDATE_GROUP: &str = "UPDATE {p}consumer_groups SET max_attempts = ?, backoff = ?, \
+    consume_timeout_ms = ? WHERE topic_id = ? AND name = ?";
+pub(crate) const GROUP_BY_NAME: &str = "SELECT id, topic_id, name, mode, max_attempts, backoff, \
+    consume_timeout_ms FROM {p}consumer_groups WHERE topic_id = ? AND name = ?";
+pub(crate) const GROUP_BY_ID: &str = "SELECT id, topic_id, name, mode, max_attempts, backoff, \
+    consume_timeout_ms FROM {p}consumer_groups WHERE id = ?";
+const GROUPS_OF_TOPIC: &str = "SELECT id, topic_id, name, mode, max_attempts, backoff, \
+    consume_timeout_ms FROM {p}consumer_groups WHERE topic_id = ? ORDER BY name";
+/// Set cursors (creating or moving them). `high_offset` remembers the furthest a cursor ever
+/// went: below it, offsets may have been handed out before (after a reset back), which the
+/// claim then checks for.
+pub(crate) const SET_CURSORS: &str = "INSERT INTO {p}group_cursors \
+    (group_id, partition_no, next_offset, high_offset) VALUES {list} \
+    ON DUPLICATE KEY UPDATE next_offset = VALUES(next_offset), \
+    high_offset = GREATEST(high_offset, VALUES(next_offset))";
+const CURSOR_ROW: &str = "(?,?,?,?)";
+/// Cursors for partitions added after the groups were created: from offset 0, so that a group
+/// gets every record of a new partition.
+pub(crate) const ADD_CURSORS: &str = "INSERT IGNORE INTO {p}group_cursors \
+    (group_id, partition_no, next_offset, high_offset) \
+    SELECT g.id, tp.partition_no, 0, 0 FROM {p}consumer_groups g \
+    JOIN {p}topic_partitions tp ON tp.topic_id = g.topic_id WHERE g.topic_id = ?";
+const DELETE_GROUP: &str = "DELETE FROM {p}consumer_groups WHERE id = ?";
+/// Tables holding a group's rows, emptied in chunks before the group row goes.
+const GROUP_TABLES: [&str; 6] = [
+    "DELETE FROM {p}group_leases WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}group_retries WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}group_dead WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}group_history WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}group_positions WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}group_cursors WHERE group_id = ? LIMIT 1000",
+];
+pub(crate) const CURSORS: &str = "SELECT partition_no, next_offset FROM {p}group_cursors WHERE group_id = ? ORDER BY partition_no";
+pub(crate) const OFFSET_TIME: &str = concat!(
+    "SELECT ",
+    super::micros!("sequenced_at"),
+    " FROM {p}topic_log WHERE topic_id = ? AND partition_no = ? AND msg_offset = ?"
+);
+
+fn decode(row: &MySqlRow) -> Result<GroupRow> {
+    let backoff: String = row.try_get(5)?;
+    Ok(GroupRow {
+        id: row.try_get(0)?,
+        topic_id: row.try_get(1)?,
+        name: row.try_get(2)?,
+        config: GroupConfig {
+            mode: if row.try_get::<i8, _>(3)? == 1 {
+                GroupMode::Broadcast
+            } else {
+                GroupMode::Cluster
+            },
+            max_attempts: row.try_get::<i32, _>(4)?.max(1) as u32,
+            backoff: serde_json::from_str::<Backoff>(&backoff)
+                .map_err(|e| Error::Corrupt(format!("group backoff {backoff:?}: {e}")))?,
+            consume_timeout: row
+                .try_get::<Option<i64>, _>(6)?
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+        },
+    })
+}
+
+impl MySqlStore {
+    /// Create a group starting at `start` (an existing group keeps its position; its retry
+    /// settings are updated). Returns the group and whether it was created.
+    pub(crate) async fn create_group(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        name: &str,
+        config: &GroupConfig,
+        start: StartAt,
+    ) -> Result<(GroupRow, bool)> {
+        let backoff = serde_json::to_string(&config.backoff)?;
+        let timeout = config.consume_timeout.map(|d| d.as_millis() as i64);
+        let created = sqlx::query(self.st.get(INSERT_GROUP))
+            .bind(topic_id)
+            .bind(name)
+            .bind(matches!(config.mode, GroupMode::Broadcast) as i8)
+            .bind(config.max_attempts as i32)
+            .bind(&backoff)
+            .bind(timeout)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected()
+            == 1;
+        if !created {
+            sqlx::query(self.st.get(UPDATE_GROUP))
+                .bind(config.max_attempts as i32)
+                .bind(&backoff)
+                .bind(timeout)
+                .bind(topic_id)
+                .bind(name)
+                .execute(&mut *conn)
+                .await?;
+        }
+        let group = self
+            .group_by_name(conn, topic_id, name)
+            .await?
+            .ok_or_else(|| Error::Corrupt(format!("group {name} vanished")))?;
+        if created {
+            self.move_cursors(conn, &group, start, None).await?;
+        }
+        Ok((group, created))
+    }
+
+    pub(crate) async fn group_by_name(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        name: &str,
+    ) -> Result<Option<GroupRow>> {
+        let row = sqlx::query(self.st.get(GROUP_BY_NAME))
+            .bind(topic_id)
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn group_by_id(
+        &self,
+        conn: &mut MySqlConnection,
+        id: i32,
+    ) -> Result<Option<GroupRow>> {
+        let row = sqlx::query(self.st.get(GROUP_BY_ID))
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub(crate) async fn groups_of_topic(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+    ) -> Result<Vec<GroupRow>> {
+        let rows = sqlx::query(self.st.get(GROUPS_OF_TOPIC))
+            .bind(topic_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Cursors at 0 for the partitions of `topic_id` that its groups have none for.
+    pub(crate) async fn add_cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+    ) -> Result<()> {
+        sqlx::query(self.st.get(ADD_CURSORS))
+            .bind(topic_id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Delete up to 1000 of the group's rows from one of its tables (`table` indexes
+    /// `GROUP_TABLES`), or the group row itself once `table` is past them. Returns rows deleted.
+    pub(crate) async fn delete_group_chunk(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        table: usize,
+    ) -> Result<u64> {
+        let sql = GROUP_TABLES.get(table).copied().unwrap_or(DELETE_GROUP);
+        Ok(sqlx::query(self.st.get(sql))
+            .bind(group_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected())
+    }
+
+    /// How many tables `delete_group_chunk` empties before the group row.
+    pub(crate) const GROUP_TABLE_COUNT: usize = GROUP_TABLES.len();
+
+    /// The group's cursor of every partition that has one.
+    pub(crate) async fn cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+    ) -> Result<Vec<(i32, i64)>> {
+        let rows = sqlx::query(self.st.get(CURSORS))
+            .bind(group_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// Point the group's cursors (of one partition, or all) at `start`.
+    pub(crate) async fn move_cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        group: &GroupRow,
+        start: StartAt,
+        only: Option<i32>,
+    ) -> Result<Vec<(i32, i64)>> {
+        let targets = self.offsets_at(conn, group.topic_id, start, only).await?;
+        insert_values(
+            &self.st,
+            conn,
+            SET_CURSORS,
+            CURSOR_ROW,
+            &targets,
+            MAX_LIST,
+            |q, (p, o)| q.bind(group.id).bind(*p).bind(*o).bind(*o),
+        )
+        .await?;
+        Ok(targets)
+    }
+
+    /// The offset `start` designates in each partition of `topic_id` (or only one).
+    pub(crate) async fn offsets_at(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        start: StartAt,
+        only: Option<i32>,
+    ) -> Result<Vec<(i32, i64)>> {
+        let partitions = self.partitions(conn, topic_id).await?;
+        let mut targets = Vec::new();
+        for p in partitions
+            .iter()
+            .filter(|p| only.is_none_or(|o| o == p.partition))
+        {
+            let offset = match start {
+                StartAt::Earliest => p.low_offset,
+                StartAt::Latest => p.next_offset,
+                StartAt::Offset(o) => o.clamp(p.low_offset, p.next_offset),
+                StartAt::Time(t) => {
+                    let us = t
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_micros() as i64);
+                    self.offset_for_time(conn, topic_id, p, us).await?
+                }
+            };
+            targets.push((p.partition, offset));
+        }
+        Ok(targets)
+    }
+
+    /// The first offset of `partition` sequenced at or after `at_us` (microseconds since the
+    /// epoch): its end when none is. Sequencing times never decrease within a partition, so
+    /// this is a binary search by primary key over the retained offsets.
+    pub(crate) async fn offset_for_time(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        partition: &PartitionRow,
+        at_us: i64,
+    ) -> Result<i64> {
+        let (mut lo, mut hi) = (partition.low_offset, partition.next_offset);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let row = sqlx::query(self.st.get(OFFSET_TIME))
+                .bind(topic_id)
+                .bind(partition.partition)
+                .bind(mid)
+                .fetch_optional(&mut *conn)
+                .await?;
+            match row {
+                Some(r) if r.try_get::<i64, _>(0)? >= at_us => hi = mid,
+                Some(_) => lo = mid + 1,
+                // Removed by retention meanwhile: everything below is gone too.
+                None => lo = mid + 1,
+            }
+        }
+        Ok(lo)
+    }
+}

@@ -1,0 +1,191 @@
+//! Time-driven moves: due messages into `ready`, expired leases back out, old idempotency keys
+//! away. Each step claims its rows with `SKIP LOCKED`, so any number of processes may run them at
+//! once: two sweepers never take the same row, and a sweeper never waits on an ack in progress.
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::queues::QueueRow;
+use super::settle::{DELETE_LEASES, Lease};
+use super::{Entry, MySqlStore, exec_id_list, id_at, padded};
+use crate::error::Result;
+use crate::message::MessageId;
+use crate::store::statements::bucket;
+
+pub(crate) const ANY_DUE: &str = "SELECT 1 FROM {p}scheduled FORCE INDEX (due) WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) LIMIT 1";
+pub(crate) const CLAIM_DUE: &str = "SELECT id, priority, attempts, token FROM {p}scheduled FORCE INDEX (due) \
+    WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) ORDER BY run_at, id LIMIT ? \
+    FOR UPDATE SKIP LOCKED";
+pub(crate) const DELETE_SCHEDULED: &str =
+    "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}scheduled t FORCE INDEX (PRIMARY) ON t.id = v.id";
+
+pub(crate) const ANY_EXPIRED: &str = "SELECT 1 FROM {p}leases FORCE INDEX (expiry) WHERE queue_id = ? AND lease_until <= UTC_TIMESTAMP(6) LIMIT 1";
+pub(crate) const CLAIM_EXPIRED: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, 0 \
+    FROM {p}leases FORCE INDEX (expiry) WHERE queue_id = ? AND lease_until <= UTC_TIMESTAMP(6) \
+    ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED";
+
+/// The leases of a queue held by one owner: the queue's in-flight rows (bounded by its
+/// consumers' concurrency) read through `expiry`, filtered by owner. Rare (a process died or
+/// left), so no index on the hot table for it.
+pub(crate) const CLAIM_OWNED: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, 0 \
+    FROM {p}leases FORCE INDEX (expiry) WHERE queue_id = ? AND owner = ? \
+    LIMIT ? FOR UPDATE SKIP LOCKED";
+
+pub(crate) const CLAIM_OLD_DEDUP: &str = "SELECT queue_id, idempotency_key FROM {p}dedup FORCE INDEX (expiry) \
+    WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED";
+pub(crate) const DELETE_DEDUP: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p}dedup t FORCE INDEX (PRIMARY) \
+    ON t.queue_id = v.q AND t.idempotency_key = v.k";
+/// One row of a derived table of `dedup` primary keys.
+pub(crate) const DEDUP_KEY_ROW: &str = "SELECT CAST(? AS SIGNED) AS q, CAST(? AS BINARY) AS k";
+
+/// What one release of leases did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    pub released: usize,
+    pub dead_lettered: usize,
+}
+
+impl MySqlStore {
+    /// Whether `queue_id` has scheduled messages that are due (a plain, non-locking read).
+    pub(crate) async fn any_due(&self, conn: &mut MySqlConnection, queue_id: i32) -> Result<bool> {
+        let row = sqlx::query(self.st.get(ANY_DUE))
+            .bind(queue_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Move up to `limit` due scheduled messages into `ready`.
+    pub(crate) async fn promote_due(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        limit: usize,
+    ) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(CLAIM_DUE))
+            .bind(queue_id)
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut due = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let entry = Entry {
+                id: id_at(row, 0)?,
+                priority: row.try_get(1)?,
+                attempts: row.try_get(2)?,
+                token: row.try_get(3)?,
+            };
+            due.push((entry, 0));
+        }
+        let ids: Vec<MessageId> = due.iter().map(|(e, _)| e.id).collect();
+        exec_id_list(&self.st, conn, DELETE_SCHEDULED, &ids).await?;
+        self.place(conn, queue_id, &due).await?;
+        Ok(due.len())
+    }
+
+    /// Whether `queue_id` has leases that ended (a plain, non-locking read).
+    pub(crate) async fn any_expired(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+    ) -> Result<bool> {
+        let row = sqlx::query(self.st.get(ANY_EXPIRED))
+            .bind(queue_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Release up to `limit` expired leases: back to `ready` (SQS-style: visible again at once),
+    /// or to the dead letters when the attempt was the last one. The expiry is recorded in the
+    /// message's error history.
+    pub(crate) async fn release_expired(
+        &self,
+        conn: &mut MySqlConnection,
+        queue: &QueueRow,
+        limit: usize,
+    ) -> Result<Released> {
+        let rows = sqlx::query(self.st.get(CLAIM_EXPIRED))
+            .bind(queue.id)
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        self.release(conn, queue, &rows, "lease expired").await
+    }
+
+    /// Release up to `limit` leases of `queue` held by `owner` (a dead or departing process),
+    /// whatever their expiry: back to `ready`, or dead on their last attempt.
+    pub(crate) async fn release_owned(
+        &self,
+        conn: &mut MySqlConnection,
+        queue: &QueueRow,
+        owner: &str,
+        limit: usize,
+        reason: &str,
+    ) -> Result<Released> {
+        let rows = sqlx::query(self.st.get(CLAIM_OWNED))
+            .bind(queue.id)
+            .bind(owner.as_bytes())
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        self.release(conn, queue, &rows, reason).await
+    }
+
+    /// Release locked lease rows (`id, queue_id, priority, token, attempts, ordering_key, live`).
+    async fn release(
+        &self,
+        conn: &mut MySqlConnection,
+        queue: &QueueRow,
+        rows: &[MySqlRow],
+        reason: &str,
+    ) -> Result<Released> {
+        let leases = rows.iter().map(Lease::decode).collect::<Result<Vec<_>>>()?;
+        if leases.is_empty() {
+            return Ok(Released::default());
+        }
+        let ids: Vec<MessageId> = leases.iter().map(|l| l.entry.id).collect();
+        exec_id_list(&self.st, conn, DELETE_LEASES, &ids).await?;
+        for l in &leases {
+            self.append_error(conn, l.entry.id, l.entry.attempts, reason)
+                .await?;
+        }
+        let (dead, retry): (Vec<Lease>, Vec<Lease>) = leases
+            .into_iter()
+            .partition(|l| l.entry.attempts as u32 >= queue.config.max_attempts);
+        let back: Vec<(Entry, i64)> = retry.iter().map(|l| (l.entry, 0)).collect();
+        self.place(conn, queue.id, &back).await?;
+        self.bury(conn, queue.id, &dead).await?;
+        Ok(Released {
+            released: back.len(),
+            dead_lettered: dead.len(),
+        })
+    }
+
+    /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.
+    pub(crate) async fn prune_dedup(
+        &self,
+        conn: &mut MySqlConnection,
+        limit: usize,
+    ) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(CLAIM_OLD_DEDUP))
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        let keys = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<i32, _>(0)?, r.try_get::<Vec<u8>, _>(1)?)))
+            .collect::<Result<Vec<_>>>()?;
+        for chunk in keys.chunks(crate::store::statements::MAX_LIST) {
+            let mut q = sqlx::query(
+                self.st
+                    .list(DELETE_DEDUP, DEDUP_KEY_ROW, bucket(chunk.len())),
+            );
+            for (queue_id, key) in padded(chunk) {
+                q = q.bind(*queue_id).bind(key.as_slice());
+            }
+            q.execute(&mut *conn).await?;
+        }
+        Ok(keys.len())
+    }
+}

@@ -1,0 +1,112 @@
+//! Applying migrations and reading the schema version.
+
+use sqlx::{Executor, MySqlConnection, Row};
+
+use super::MySqlStore;
+use super::schema::{
+    CREATE_MIGRATIONS_TABLE, MIGRATIONS, RECORD_VERSION, SELECT_VERSION, latest_version,
+};
+use crate::error::{Error, Result};
+
+/// ER_NO_SUCH_TABLE
+const NO_SUCH_TABLE: u16 = 1146;
+
+/// What `migrate` did.
+///
+/// ```
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// let report = client.migrate().await?;
+/// println!("schema {} -> {}", report.from_version, report.to_version);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct MigrationReport {
+    /// Version before (0: no schema).
+    pub from_version: i64,
+    /// Version after.
+    pub to_version: i64,
+    /// Versions applied by this call.
+    pub applied: Vec<i64>,
+}
+
+impl MySqlStore {
+    /// The schema version in the database, 0 when there is none.
+    pub(crate) async fn schema_version(&self, conn: &mut MySqlConnection) -> Result<i64> {
+        match sqlx::query(self.st.get(SELECT_VERSION))
+            .fetch_one(&mut *conn)
+            .await
+        {
+            Ok(row) => Ok(row.try_get::<Option<i64>, _>(0)?.unwrap_or(0)),
+            Err(e) => {
+                let err = Error::from(e);
+                if err.mysql_error_number() == Some(NO_SUCH_TABLE) {
+                    Ok(0)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    /// Apply every pending migration. Safe to run from several processes at once: DDL is
+    /// idempotent (`IF NOT EXISTS`) and versions are recorded with `INSERT IGNORE`; a named lock,
+    /// where the server supports it, merely keeps concurrent migrators from doing the work twice.
+    pub(crate) async fn migrate(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
+        conn.execute(self.st.get(CREATE_MIGRATIONS_TABLE)).await?;
+        let lock_name = format!("sqlmq.migrate.{}", self.st.prefix());
+        // GET_LOCK is a hint only (Galera rejects it); a failure just means no mutual exclusion.
+        let locked = sqlx::query("SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), 60)")
+            .bind(&lock_name)
+            .fetch_one(&mut *conn)
+            .await
+            .ok()
+            .and_then(|r| r.try_get::<Option<i64>, _>(0).ok().flatten())
+            == Some(1);
+        let result = self.apply_pending(conn).await;
+        if locked {
+            let _ = sqlx::query("SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))")
+                .bind(&lock_name)
+                .execute(&mut *conn)
+                .await;
+        }
+        result
+    }
+
+    async fn apply_pending(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
+        let from_version = self.schema_version(conn).await?;
+        check_not_newer(from_version)?;
+        let mut applied = Vec::new();
+        for m in MIGRATIONS.iter().filter(|m| m.version > from_version) {
+            tracing::info!(
+                version = m.version,
+                description = m.description,
+                "applying migration"
+            );
+            for statement in m.statements {
+                conn.execute(self.st.get(statement)).await?;
+            }
+            sqlx::query(self.st.get(RECORD_VERSION))
+                .bind(m.version)
+                .bind(m.description)
+                .execute(&mut *conn)
+                .await?;
+            applied.push(m.version);
+        }
+        Ok(MigrationReport {
+            from_version,
+            to_version: latest_version(),
+            applied,
+        })
+    }
+}
+
+/// Refuse a schema written by a newer sqlmq.
+pub(crate) fn check_not_newer(found: i64) -> Result<()> {
+    let supported = latest_version();
+    if found > supported {
+        Err(Error::SchemaTooNew { found, supported })
+    } else {
+        Ok(())
+    }
+}

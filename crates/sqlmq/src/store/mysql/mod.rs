@@ -1,0 +1,217 @@
+//! The MySQL/MariaDB backend: every SQL statement sqlmq runs, and its migrations.
+//!
+//! Functions here take a `&mut MySqlConnection` that is already inside a transaction when they
+//! need one (the engine opens it, at READ COMMITTED, and owns retries); they never commit.
+//!
+//! | file | statements |
+//! |---|---|
+//! | `schema.rs` | migrations |
+//! | `migrate.rs` | applying them, schema version checks |
+//! | `server.rs` | flavour/version/durability detection, `SKIP LOCKED` self-test |
+//! | `queues.rs` | queue rows: create, look up, pause |
+//! | `send.rs` | enqueue: messages, idempotency keys, routing to ready/scheduled |
+//! | `keys.rs` | per-key FIFO: heads, blocked successors, release |
+//! | `claim.rs` | `receive`: the `SKIP LOCKED` claim |
+//! | `settle.rs` | ack, nack, extend (compare-and-set on the fencing token) |
+//! | `maintain.rs` | promote due messages, release expired leases, prune idempotency keys |
+//! | `admin.rs` | stats, cancel, purge |
+//! | `dead.rs` | dead letters: list, redrive, purge |
+//! | `processes.rs` | worker process registry: register, heartbeat, find the dead |
+//! | `probe.rs` | the idle worker's one-query wakeup probe |
+//! | `topics.rs` | topic rows and partition counters |
+//! | `sequence.rs` | publishing to `topic_pending`, sequencing into `topic_log` |
+//! | `groups.rs` | consumer group rows, cursors, offsets by time |
+//! | `group_claim.rs` | the cluster-group claim (retries, then cursors) |
+//! | `group_settle.rs` | group ack, failure, extend, lease releases, history events |
+//! | `group_dead.rs` | group dead letters, waiting retries, replay |
+//! | `group_state.rs` | per-partition counts (lag) and one record's rows (trace) |
+//! | `stream.rs` | plain log reads: broadcast, queries, checkpoints |
+//! | `retention.rs` | removing old records in primary-key-range chunks |
+
+pub(crate) mod admin;
+pub(crate) mod claim;
+pub(crate) mod dead;
+pub(crate) mod group_claim;
+pub(crate) mod group_dead;
+pub(crate) mod group_settle;
+pub(crate) mod group_state;
+pub(crate) mod groups;
+pub(crate) mod keys;
+pub(crate) mod maintain;
+pub(crate) mod migrate;
+#[cfg(test)]
+mod plans;
+pub(crate) mod probe;
+pub(crate) mod processes;
+pub(crate) mod queues;
+pub(crate) mod retention;
+pub(crate) mod schema;
+pub(crate) mod send;
+pub(crate) mod sequence;
+pub(crate) mod server;
+pub(crate) mod settle;
+pub(crate) mod stream;
+pub(crate) mod topics;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use crate::error::{Error, Result};
+use crate::message::MessageId;
+use crate::store::statements::{MAX_LIST, Statements, bucket};
+
+/// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this
+/// transaction (never the server default, REPEATABLE READ, whose gap locks make claims deadlock
+/// with producers), sent with `START TRANSACTION` in one round trip.
+pub(crate) const BEGIN_READ_COMMITTED: &str =
+    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
+
+/// SQL expression: microseconds since the Unix epoch of a `DATETIME(6)` column holding UTC.
+/// `TIMESTAMPDIFF` is pure calendar arithmetic, unlike `UNIX_TIMESTAMP`, which depends on the
+/// session time zone.
+macro_rules! micros {
+    ($col:literal) => {
+        concat!(
+            "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ",
+            $col,
+            ")"
+        )
+    };
+}
+pub(crate) use micros;
+
+/// The MySQL/MariaDB storage backend.
+#[derive(Clone)]
+pub(crate) struct MySqlStore {
+    pub(crate) st: Statements,
+}
+
+impl MySqlStore {
+    pub(crate) fn new(prefix: &str) -> MySqlStore {
+        MySqlStore {
+            st: Statements::new(prefix),
+        }
+    }
+}
+
+/// Read a `BINARY(16)` message id from column `idx`.
+pub(crate) fn id_at(row: &MySqlRow, idx: usize) -> Result<MessageId> {
+    MessageId::from_slice(row.try_get::<&[u8], _>(idx)?)
+}
+
+/// Read an optional `VARBINARY` text column.
+pub(crate) fn opt_text_at(row: &MySqlRow, idx: usize) -> Result<Option<String>> {
+    match row.try_get::<Option<Vec<u8>>, _>(idx)? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| Error::Corrupt(format!("column {idx} is not UTF-8: {e}"))),
+    }
+}
+
+/// Headers are stored as a JSON object, NULL when empty.
+pub(crate) fn headers_at(
+    row: &MySqlRow,
+    idx: usize,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    match row.try_get::<Option<&[u8]>, _>(idx)? {
+        None => Ok(Default::default()),
+        Some(bytes) => serde_json::from_slice(bytes)
+            .map_err(|e| Error::Corrupt(format!("headers are not a JSON object: {e}"))),
+    }
+}
+
+/// The statement `template` (one `{list}` of `?`) bound to `chunk` (at most `MAX_LIST` ids),
+/// padded to its bucket by repeating the last id, which changes nothing in an `IN` list.
+fn id_list_query<'q>(
+    st: &Statements,
+    template: &'static str,
+    chunk: &'q [MessageId],
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    let n = bucket(chunk.len());
+    let mut q = sqlx::query(st.list(template, "?", n));
+    for i in 0..n {
+        q = q.bind(chunk[i.min(chunk.len() - 1)].bytes());
+    }
+    q
+}
+
+/// Run `template` over `ids` in bucketed chunks; returns the total rows affected.
+pub(crate) async fn exec_id_list(
+    st: &Statements,
+    conn: &mut MySqlConnection,
+    template: &'static str,
+    ids: &[MessageId],
+) -> Result<u64> {
+    let mut affected = 0;
+    for chunk in ids.chunks(MAX_LIST) {
+        affected += id_list_query(st, template, chunk)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+    }
+    Ok(affected)
+}
+
+/// Fetch the rows of `template` for `ids` in bucketed chunks (`IN` matches a row once, so the
+/// padding never duplicates rows).
+pub(crate) async fn fetch_id_list(
+    st: &Statements,
+    conn: &mut MySqlConnection,
+    template: &'static str,
+    ids: &[MessageId],
+) -> Result<Vec<MySqlRow>> {
+    let mut rows = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(MAX_LIST) {
+        rows.extend(
+            id_list_query(st, template, chunk)
+                .fetch_all(&mut *conn)
+                .await?,
+        );
+    }
+    Ok(rows)
+}
+
+/// A query being built for MySQL.
+pub(crate) type Q<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
+
+/// `chunk` padded to its bucket size by repeating its last element (for `IN` lists).
+pub(crate) fn padded<T>(chunk: &[T]) -> impl Iterator<Item = &T> {
+    (0..bucket(chunk.len())).map(move |i| &chunk[i.min(chunk.len() - 1)])
+}
+
+/// Insert `rows` with a multi-row `VALUES` statement (`{list}` of `item`), split into bucket-sized
+/// statements of at most `max_rows` rows each.
+pub(crate) async fn insert_values<T>(
+    st: &Statements,
+    conn: &mut MySqlConnection,
+    template: &'static str,
+    item: &'static str,
+    rows: &[T],
+    max_rows: usize,
+    bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
+) -> Result<()> {
+    let mut rest = rows;
+    for size in crate::store::statements::split_into_buckets(rows.len(), max_rows) {
+        let (chunk, tail) = rest.split_at(size);
+        let mut q = sqlx::query(st.list(template, item, size));
+        for row in chunk {
+            q = bind(q, row);
+        }
+        q.execute(&mut *conn).await?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// A message's place in the hot tables: what moves between `ready`, `scheduled`, `leases`,
+/// `dead` and `blocked`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub id: MessageId,
+    pub priority: i16,
+    /// Attempts already made.
+    pub attempts: i32,
+    /// The last fencing token handed out (0: never claimed).
+    pub token: i64,
+}

@@ -1,0 +1,114 @@
+//! The wakeup probe: one cheap, non-locking query that tells an idle worker process which of its
+//! queues have work, and which need maintenance.
+//!
+//! MySQL has no LISTEN/NOTIFY, so an idle process polls. Claiming from each queue in turn would
+//! cost a locking transaction per queue per poll; this single consistent read covers every queue
+//! of the process with three `EXISTS` probes on the first index entry of a range each.
+
+use sqlx::{MySqlConnection, Row};
+
+use super::MySqlStore;
+use crate::error::Result;
+use crate::store::statements::bucket;
+
+pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \
+    EXISTS (SELECT 1 FROM {p}ready r FORCE INDEX (PRIMARY) WHERE r.queue_id = q.id), \
+    EXISTS (SELECT 1 FROM {p}scheduled s FORCE INDEX (due) \
+        WHERE s.queue_id = q.id AND s.run_at <= UTC_TIMESTAMP(6)), \
+    EXISTS (SELECT 1 FROM {p}leases l FORCE INDEX (expiry) \
+        WHERE l.queue_id = q.id AND l.lease_until <= UTC_TIMESTAMP(6)) \
+    FROM {p}queues q FORCE INDEX (PRIMARY) WHERE q.id IN ({list})";
+
+/// What the probe saw for one queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct QueueSignal {
+    pub queue_id: i32,
+    /// Claimable messages (and the queue is not paused).
+    pub ready: bool,
+    /// Delayed messages whose time has come (promotion needed).
+    pub due: bool,
+    /// Leases that ended (release needed).
+    pub expired: bool,
+}
+
+impl MySqlStore {
+    /// Probe `queue_ids` (at most 1 024).
+    pub(crate) async fn probe(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_ids: &[i32],
+    ) -> Result<Vec<QueueSignal>> {
+        if queue_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = sqlx::query(self.st.list(PROBE, "?", bucket(queue_ids.len())));
+        for id in super::padded(queue_ids) {
+            q = q.bind(*id);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        rows.iter()
+            .map(|r| {
+                let paused = r.try_get::<i8, _>(1)? != 0;
+                Ok(QueueSignal {
+                    queue_id: r.try_get(0)?,
+                    ready: !paused && r.try_get::<i64, _>(2)? != 0,
+                    due: r.try_get::<i64, _>(3)? != 0,
+                    expired: r.try_get::<i64, _>(4)? != 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The probe of cluster groups: records to hand out (a cursor behind its partition's end, or a
+/// due retry), expired leases, and published records still waiting for their offsets.
+pub(crate) const GROUP_PROBE: &str = "SELECT g.id, \
+    EXISTS (SELECT 1 FROM {p}group_cursors c FORCE INDEX (PRIMARY) WHERE c.group_id = g.id \
+        AND c.next_offset < (SELECT tp.next_offset FROM {p}topic_partitions tp \
+        WHERE tp.topic_id = g.topic_id AND tp.partition_no = c.partition_no)), \
+    EXISTS (SELECT 1 FROM {p}group_retries r FORCE INDEX (due) \
+        WHERE r.group_id = g.id AND r.run_at <= UTC_TIMESTAMP(6)), \
+    EXISTS (SELECT 1 FROM {p}group_leases l FORCE INDEX (expiry) \
+        WHERE l.group_id = g.id AND l.lease_until <= UTC_TIMESTAMP(6)), \
+    EXISTS (SELECT 1 FROM {p}topic_pending p FORCE INDEX (PRIMARY) WHERE p.topic_id = g.topic_id) \
+    FROM {p}consumer_groups g FORCE INDEX (PRIMARY) WHERE g.id IN ({list})";
+
+/// What the probe saw for one group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupSignal {
+    pub group_id: i32,
+    /// Records to hand out now.
+    pub ready: bool,
+    /// Expired leases (release needed).
+    pub expired: bool,
+    /// Records waiting for offsets (sequencing needed).
+    pub pending: bool,
+}
+
+impl MySqlStore {
+    /// Probe `group_ids` (at most 1 024).
+    pub(crate) async fn probe_groups(
+        &self,
+        conn: &mut MySqlConnection,
+        group_ids: &[i32],
+    ) -> Result<Vec<GroupSignal>> {
+        if group_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = sqlx::query(self.st.list(GROUP_PROBE, "?", bucket(group_ids.len())));
+        for id in super::padded(group_ids) {
+            q = q.bind(*id);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(GroupSignal {
+                    group_id: r.try_get(0)?,
+                    ready: r.try_get::<i64, _>(1)? != 0 || r.try_get::<i64, _>(2)? != 0,
+                    expired: r.try_get::<i64, _>(3)? != 0,
+                    pending: r.try_get::<i64, _>(4)? != 0,
+                })
+            })
+            .collect()
+    }
+}

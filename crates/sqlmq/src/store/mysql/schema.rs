@@ -1,0 +1,328 @@
+//! The MySQL/MariaDB schema as embedded, versioned migrations.
+//!
+//! Layout (one row per message per state, Solid Queue style; each table small and narrow so that
+//! the hot statements touch few index entries):
+//!
+//! | table | holds | key used by the hot path |
+//! |---|---|---|
+//! | `queues` | one row per queue: config, paused flag | `name` (unique) |
+//! | `messages` | body, headers, keys, error history: written at send, read at claim, deleted at ack | `id` |
+//! | `ready` | messages that can be claimed now | PK `(queue_id, priority, id)` = claim order |
+//! | `scheduled` | delayed messages and retries waiting for their time | `(queue_id, run_at, id)` |
+//! | `leases` | claimed messages: fencing token, lease end | `id`; `(queue_id, lease_until)` for expiry |
+//! | `dead` | dead letters | `(queue_id, died_at, id)` |
+//! | `dedup` | idempotency keys within their window | PK `(queue_id, idempotency_key)` |
+//! | `key_heads` | per ordering key: the head message and a sequence counter | PK `(queue_id, ordering_key)` |
+//! | `blocked` | keyed messages waiting for their predecessors | PK `(queue_id, ordering_key, seq)` |
+//! | `processes` | live worker processes and their heartbeats | PK `id`; `expires_at` |
+//! | `topics` | one row per topic: partitions, retention, strict order | `name` (unique) |
+//! | `topic_partitions` | per partition: next offset (the counter), first retained offset, bytes | PK |
+//! | `topic_pending` | published, not yet sequenced (no offset yet) | PK `(topic_id, partition_no, id)` |
+//! | `topic_log` | the stream: offsets dense per partition | PK `(topic_id, partition_no, msg_offset)` |
+//! | `consumer_groups` | consumer groups: mode, retry ladder, dead-letter threshold | `(topic_id, name)` |
+//! | `group_cursors` | cluster groups: next offset to hand out, per partition | PK |
+//! | `group_leases`, `group_retries`, `group_dead` | cluster groups: in flight, waiting to retry, dead | PK `(group_id, id)` |
+//! | `group_history` | per group and message: deliveries, state, errors (trace) | PK `(group_id, partition_no, msg_offset)` |
+//! | `group_positions` | broadcast members' checkpointed positions | PK `(group_id, member, partition_no)` |
+//!
+//! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
+//! Keys are `VARBINARY`: `utf8mb4_bin` is a PAD SPACE collation on MySQL, under which `"a"` and
+//! `"a "` would be the same key for the database but not for Rust.
+//! Migrations use `IF NOT EXISTS` forms so that two processes migrating at once are harmless
+//! (MySQL DDL is not transactional).
+
+/// One schema version.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub description: &'static str,
+    pub statements: &'static [&'static str],
+}
+
+/// The table that records applied versions.
+pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
+    version BIGINT NOT NULL PRIMARY KEY,
+    description VARCHAR(255) NOT NULL,
+    applied_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB";
+
+/// Highest version recorded, NULL when none.
+pub(crate) const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
+
+/// Record an applied version (IGNORE: a concurrent migrator may have recorded it first).
+pub(crate) const RECORD_VERSION: &str = "INSERT IGNORE INTO {p}schema_migrations \
+    (version, description, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))";
+
+/// Every migration, in order. Never edit a released one: add a new version.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "queues",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}probe (
+            id INT NOT NULL PRIMARY KEY
+        ) ENGINE=InnoDB",
+            "INSERT IGNORE INTO {p}probe (id) VALUES (1)",
+            "CREATE TABLE IF NOT EXISTS {p}queues (
+            id INT NOT NULL AUTO_INCREMENT,
+            name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+            paused TINYINT NOT NULL DEFAULT 0,
+            max_attempts INT NOT NULL,
+            backoff VARCHAR(4096) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            dedup_window_ms BIGINT NOT NULL,
+            created_at DATETIME(6) NOT NULL,
+            updated_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            UNIQUE KEY name (name)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}messages (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            ordering_key VARBINARY(128) NULL,
+            idempotency_key VARBINARY(128) NULL,
+            headers BLOB NULL,
+            body MEDIUMBLOB NOT NULL,
+            created_at DATETIME(6) NOT NULL,
+            errors MEDIUMBLOB NULL,
+            PRIMARY KEY (id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}ready (
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            id BINARY(16) NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            PRIMARY KEY (queue_id, priority, id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}scheduled (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            run_at DATETIME(6) NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            PRIMARY KEY (id),
+            KEY due (queue_id, run_at, id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}leases (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            token BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            ordering_key VARBINARY(128) NULL,
+            lease_until DATETIME(6) NOT NULL,
+            claimed_at DATETIME(6) NOT NULL,
+            owner VARBINARY(255) NULL,
+            PRIMARY KEY (id),
+            KEY expiry (queue_id, lease_until)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}dead (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            token BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            died_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            KEY queue_died (queue_id, died_at, id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}dedup (
+            queue_id INT NOT NULL,
+            idempotency_key VARBINARY(128) NOT NULL,
+            id BINARY(16) NOT NULL,
+            expires_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (queue_id, idempotency_key),
+            KEY expiry (expires_at)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}key_heads (
+            queue_id INT NOT NULL,
+            ordering_key VARBINARY(128) NOT NULL,
+            next_seq BIGINT NOT NULL,
+            head_id BINARY(16) NOT NULL,
+            PRIMARY KEY (queue_id, ordering_key)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}blocked (
+            queue_id INT NOT NULL,
+            ordering_key VARBINARY(128) NOT NULL,
+            seq BIGINT NOT NULL,
+            id BINARY(16) NOT NULL,
+            priority SMALLINT NOT NULL,
+            run_at DATETIME(6) NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            PRIMARY KEY (queue_id, ordering_key, seq),
+            UNIQUE KEY id (id)
+        ) ENGINE=InnoDB",
+        ],
+    },
+    Migration {
+        version: 2,
+        description: "worker processes",
+        statements: &["CREATE TABLE IF NOT EXISTS {p}processes (
+            id VARBINARY(255) NOT NULL,
+            kind VARCHAR(32) NOT NULL,
+            host VARCHAR(255) NOT NULL,
+            pid INT NOT NULL,
+            queues VARCHAR(4096) NOT NULL,
+            started_at DATETIME(6) NOT NULL,
+            heartbeat_at DATETIME(6) NOT NULL,
+            expires_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            KEY expiry (expires_at)
+        ) ENGINE=InnoDB"],
+    },
+    Migration {
+        version: 3,
+        description: "topics",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}topics (
+            id INT NOT NULL AUTO_INCREMENT,
+            name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+            partitions INT NOT NULL,
+            retention_ms BIGINT NULL,
+            retention_bytes BIGINT NULL,
+            retention_keeps_unconsumed TINYINT NOT NULL DEFAULT 0,
+            strict_order TINYINT NOT NULL DEFAULT 0,
+            created_at DATETIME(6) NOT NULL,
+            updated_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            UNIQUE KEY name (name)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}topic_partitions (
+            topic_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            next_offset BIGINT NOT NULL,
+            low_offset BIGINT NOT NULL,
+            bytes BIGINT NOT NULL,
+            last_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (topic_id, partition_no)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}topic_pending (
+            topic_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            id BINARY(16) NOT NULL,
+            msg_key VARBINARY(255) NULL,
+            headers BLOB NULL,
+            body MEDIUMBLOB NOT NULL,
+            published_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (topic_id, partition_no, id),
+            UNIQUE KEY id (id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}topic_log (
+            topic_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            id BINARY(16) NOT NULL,
+            msg_key VARBINARY(255) NULL,
+            headers BLOB NULL,
+            body MEDIUMBLOB NOT NULL,
+            published_at DATETIME(6) NOT NULL,
+            sequenced_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (topic_id, partition_no, msg_offset),
+            UNIQUE KEY id (id),
+            KEY by_key (topic_id, msg_key)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}consumer_groups (
+            id INT NOT NULL AUTO_INCREMENT,
+            topic_id INT NOT NULL,
+            name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+            mode TINYINT NOT NULL,
+            max_attempts INT NOT NULL,
+            backoff VARCHAR(4096) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            consume_timeout_ms BIGINT NULL,
+            created_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            UNIQUE KEY topic_name (topic_id, name)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_cursors (
+            group_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            next_offset BIGINT NOT NULL,
+            high_offset BIGINT NOT NULL,
+            PRIMARY KEY (group_id, partition_no)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_leases (
+            group_id INT NOT NULL,
+            id BINARY(16) NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            token BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            lease_until DATETIME(6) NOT NULL,
+            claimed_at DATETIME(6) NOT NULL,
+            owner VARBINARY(255) NULL,
+            PRIMARY KEY (group_id, id),
+            KEY expiry (group_id, lease_until),
+            KEY part (group_id, partition_no, msg_offset)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_retries (
+            group_id INT NOT NULL,
+            id BINARY(16) NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            run_at DATETIME(6) NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            PRIMARY KEY (group_id, id),
+            KEY due (group_id, run_at, id),
+            KEY part (group_id, partition_no, msg_offset)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_dead (
+            group_id INT NOT NULL,
+            id BINARY(16) NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            died_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (group_id, id),
+            KEY died (group_id, died_at, id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_history (
+            group_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            id BINARY(16) NOT NULL,
+            state TINYINT NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            settled_at DATETIME(6) NOT NULL,
+            events MEDIUMBLOB NOT NULL,
+            PRIMARY KEY (group_id, partition_no, msg_offset)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_positions (
+            group_id INT NOT NULL,
+            member VARBINARY(255) NOT NULL,
+            partition_no INT NOT NULL,
+            next_offset BIGINT NOT NULL,
+            updated_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (group_id, member, partition_no)
+        ) ENGINE=InnoDB",
+        ],
+    },
+];
+
+/// The schema version this build writes and reads.
+pub(crate) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_increase_by_one_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.description);
+            for s in m.statements {
+                let create = s.starts_with("CREATE TABLE");
+                assert!(
+                    !create || s.starts_with("CREATE TABLE IF NOT EXISTS"),
+                    "{s}"
+                );
+            }
+        }
+    }
+}

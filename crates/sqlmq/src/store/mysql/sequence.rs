@@ -1,0 +1,205 @@
+//! Publishing and sequencing: how offsets stay dense and never skip a late committer.
+//!
+//! `publish` writes a row into `topic_pending` only: no offset yet, no shared row touched, so
+//! concurrent producers scale like plain INSERTs and commit in any order. A *sequencing step*
+//! then gives committed pending rows their offsets:
+//!
+//! 1. lock the partition's counter row (`topic_partitions`, `FOR UPDATE`): one step per
+//!    partition at a time, whichever process runs it (the lock is the sequencer's lease, held
+//!    only for the step's transaction);
+//! 2. read pending rows of the partition with `FOR UPDATE SKIP LOCKED`: rows whose producer has
+//!    not committed are still locked by their inserts, so they are skipped, not waited for;
+//! 3. copy them into `topic_log` with the next offsets, server-side (bodies never travel), delete
+//!    them from `topic_pending`, advance the counter; commit.
+//!
+//! Offsets become visible only through these serialized commits, each covering a dense range
+//! after the previous one: a reader that sees offset N also sees every offset below N, and a
+//! producer that commits late simply gets a later offset (SPEC §1.6). Ids already in the log
+//! (an idempotent retry that raced with sequencing) are dropped from `topic_pending` instead of
+//! being logged twice.
+
+use std::collections::HashSet;
+
+use sqlx::{MySqlConnection, Row};
+
+use super::{MySqlStore, exec_id_list, id_at, micros, padded};
+use crate::error::Result;
+use crate::message::MessageId;
+use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
+
+pub(crate) const INSERT_PENDING: &str = "INSERT INTO {p}topic_pending \
+    (topic_id, partition_no, id, msg_key, headers, body, published_at) VALUES {list}";
+const PENDING_ROW: &str = "(?,?,?,?,?,?,UTC_TIMESTAMP(6))";
+/// Placeholders per pending row.
+const PENDING_PARAMS: usize = 6;
+/// Ids of `ids` already in the log or pending (idempotent publish).
+pub(crate) const KNOWN_IDS: &str = "SELECT id FROM {p}topic_log FORCE INDEX (id) WHERE id IN ({list}) \
+    UNION ALL SELECT id FROM {p}topic_pending FORCE INDEX (id) WHERE id IN ({list})";
+
+pub(crate) const LOCK_COUNTER: &str = concat!(
+    "SELECT next_offset, ",
+    micros!("GREATEST(last_at, UTC_TIMESTAMP(6))"),
+    " FROM {p}topic_partitions WHERE topic_id = ? AND partition_no = ? FOR UPDATE"
+);
+pub(crate) const CLAIM_PENDING: &str = "SELECT p.id, LENGTH(p.body), l.id IS NOT NULL \
+    FROM {p}topic_pending p FORCE INDEX (PRIMARY) LEFT JOIN {p}topic_log l FORCE INDEX (id) ON l.id = p.id \
+    WHERE p.topic_id = ? AND p.partition_no = ? ORDER BY p.id LIMIT ? FOR UPDATE SKIP LOCKED";
+pub(crate) const LOG_PENDING: &str = "INSERT INTO {p}topic_log (topic_id, partition_no, msg_offset, \
+    id, msg_key, headers, body, published_at, sequenced_at) \
+    SELECT p.topic_id, p.partition_no, v.o, p.id, p.msg_key, p.headers, p.body, p.published_at, \
+    DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
+    FROM ({rows}) v STRAIGHT_JOIN {p}topic_pending p FORCE INDEX (PRIMARY) \
+    ON p.topic_id = ? AND p.partition_no = ? AND p.id = v.id";
+const OFFSET_ROW: &str = "SELECT CAST(? AS BINARY) AS id, CAST(? AS SIGNED) AS o";
+pub(crate) const DELETE_PENDING: &str =
+    "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}topic_pending t FORCE INDEX (id) ON t.id = v.id";
+const ADVANCE: &str = "UPDATE {p}topic_partitions SET next_offset = next_offset + ?, \
+    bytes = bytes + ?, last_at = DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
+    WHERE topic_id = ? AND partition_no = ?";
+
+/// A message to publish, ready for its row.
+pub(crate) struct PendingRow<'a> {
+    pub partition: i32,
+    pub id: MessageId,
+    pub key: Option<&'a [u8]>,
+    pub headers: Option<String>,
+    pub body: &'a [u8],
+}
+
+/// Most pending rows a step moves.
+pub(crate) const SEQUENCE_BATCH: usize = 1000;
+
+impl MySqlStore {
+    /// Which of `ids` are already published (logged or pending).
+    pub(crate) async fn known_topic_ids(
+        &self,
+        conn: &mut MySqlConnection,
+        ids: &[MessageId],
+    ) -> Result<HashSet<MessageId>> {
+        let mut known = HashSet::new();
+        for chunk in ids.chunks(MAX_LIST / 2) {
+            let n = bucket(chunk.len());
+            let mut q = sqlx::query(self.st.list(KNOWN_IDS, "?", n));
+            for _ in 0..2 {
+                for id in padded(chunk) {
+                    q = q.bind(id.bytes());
+                }
+            }
+            for row in q.fetch_all(&mut *conn).await? {
+                known.insert(id_at(&row, 0)?);
+            }
+        }
+        Ok(known)
+    }
+
+    /// Insert pending rows (no offsets yet). Statements are bounded by `budget` bytes.
+    pub(crate) async fn insert_pending(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        rows: &[PendingRow<'_>],
+        budget: usize,
+    ) -> Result<()> {
+        let max_rows = (u16::MAX as usize / PENDING_PARAMS).min(MAX_LIST);
+        let mut start = 0;
+        while start < rows.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < rows.len() && end - start < max_rows {
+                let r = &rows[end];
+                let b = 64
+                    + r.body.len()
+                    + r.key.map_or(0, <[u8]>::len)
+                    + r.headers.as_ref().map_or(0, String::len);
+                if end > start && bytes + b > budget {
+                    break;
+                }
+                bytes += b;
+                end += 1;
+            }
+            super::insert_values(
+                &self.st,
+                conn,
+                INSERT_PENDING,
+                PENDING_ROW,
+                &rows[start..end],
+                max_rows,
+                |q, r| {
+                    q.bind(topic_id)
+                        .bind(r.partition)
+                        .bind(r.id.bytes())
+                        .bind(r.key)
+                        .bind(r.headers.as_deref().map(str::as_bytes))
+                        .bind(r.body)
+                },
+            )
+            .await?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// One sequencing step for a partition (see the module docs), inside the caller's
+    /// transaction. Returns how many pending rows it consumed (logged or dropped as duplicates).
+    pub(crate) async fn sequence_step(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        partition: i32,
+        limit: usize,
+    ) -> Result<usize> {
+        let Some(counter) = sqlx::query(self.st.get(LOCK_COUNTER))
+            .bind(topic_id)
+            .bind(partition)
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            return Ok(0); // the partition does not exist (yet): nothing to sequence
+        };
+        let next_offset: i64 = counter.try_get(0)?;
+        let now_us: i64 = counter.try_get(1)?;
+        let rows = sqlx::query(self.st.get(CLAIM_PENDING))
+            .bind(topic_id)
+            .bind(partition)
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut fresh = Vec::with_capacity(rows.len());
+        let mut all = Vec::with_capacity(rows.len());
+        let mut bytes = 0i64;
+        for row in &rows {
+            let id = id_at(row, 0)?;
+            all.push(id);
+            if row.try_get::<i64, _>(2)? == 0 {
+                fresh.push(id);
+                bytes += row.try_get::<Option<i64>, _>(1)?.unwrap_or(0);
+            }
+        }
+        // Exact bucket sizes, never padding: a repeated row would be inserted twice.
+        let mut offset = next_offset;
+        let mut rest = fresh.as_slice();
+        for size in split_into_buckets(fresh.len(), MAX_LIST) {
+            let (chunk, tail) = rest.split_at(size);
+            let mut q = sqlx::query(self.st.list(LOG_PENDING, OFFSET_ROW, size)).bind(now_us);
+            for (i, id) in chunk.iter().enumerate() {
+                q = q.bind(id.bytes()).bind(offset + i as i64);
+            }
+            q.bind(topic_id).bind(partition).execute(&mut *conn).await?;
+            offset += size as i64;
+            rest = tail;
+        }
+        exec_id_list(&self.st, conn, DELETE_PENDING, &all).await?;
+        sqlx::query(self.st.get(ADVANCE))
+            .bind(fresh.len() as i64)
+            .bind(bytes)
+            .bind(now_us)
+            .bind(topic_id)
+            .bind(partition)
+            .execute(&mut *conn)
+            .await?;
+        Ok(all.len())
+    }
+}

@@ -1,0 +1,188 @@
+//! What server we are talking to, and whether it can run sqlmq safely.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::{Connection, MySqlConnection, Row};
+
+use super::MySqlStore;
+use crate::error::{Error, Result};
+
+/// MySQL or MariaDB.
+///
+/// ```
+/// # fn f(client: sqlmq::Client) {
+/// if client.server().flavor == sqlmq::Flavor::MariaDb { println!("MariaDB") }
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Flavor {
+    /// Oracle MySQL (or a compatible fork reporting itself as MySQL, such as Percona Server).
+    MySql,
+    /// MariaDB.
+    MariaDb,
+}
+
+/// Facts about the server, read at connect time.
+///
+/// ```
+/// # fn f(client: sqlmq::Client) {
+/// let s = client.server();
+/// println!("{:?} {} (durable: {})", s.flavor, s.version, s.warnings.is_empty());
+/// # }
+/// ```
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct ServerInfo {
+    /// MySQL or MariaDB.
+    pub flavor: Flavor,
+    /// `VERSION()`, e.g. `10.11.19-MariaDB-0+deb12u1`.
+    pub version: String,
+    /// Parsed (major, minor, patch).
+    pub version_number: (u32, u32, u32),
+    /// `@@innodb_flush_log_at_trx_commit` (1 for durable commits).
+    pub innodb_flush_log_at_trx_commit: i64,
+    /// `@@sync_binlog` (1 for durable commits when the binary log is on).
+    pub sync_binlog: i64,
+    /// Whether the binary log is on.
+    pub log_bin: bool,
+    /// `@@binlog_format`.
+    pub binlog_format: String,
+    /// `@@max_allowed_packet` in bytes.
+    pub max_allowed_packet: u64,
+    /// Durability warnings (empty when commits are durable).
+    pub warnings: Vec<String>,
+}
+
+impl ServerInfo {
+    /// Whether commits survive an OS crash with these settings.
+    ///
+    /// ```
+    /// # fn f(client: sqlmq::Client) { assert_eq!(client.server().durable(), client.server().warnings.is_empty()); }
+    /// ```
+    pub fn durable(&self) -> bool {
+        self.warnings.is_empty()
+    }
+}
+
+const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
+    CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \
+    CAST(@@log_bin AS SIGNED), CAST(@@binlog_format AS CHAR), CAST(@@max_allowed_packet AS SIGNED)";
+
+/// Parse "8.0.36-0ubuntu0.22.04.1" or "10.11.19-MariaDB-0+deb12u1".
+fn parse_version(version: &str) -> (u32, u32, u32) {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    )
+}
+
+/// Read the server's identity and settings, and refuse servers without `SKIP LOCKED`.
+pub(crate) async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
+    let row = sqlx::query(SERVER_QUERY).fetch_one(&mut *conn).await?;
+    let version: String = row.try_get(0)?;
+    let lower = version.to_ascii_lowercase();
+    if lower.contains("tidb") {
+        // TiDB parses SKIP LOCKED and silently takes no lock (pingcap/tidb#69720).
+        return Err(Error::UnsupportedServer(format!(
+            "{version}: TiDB ignores SKIP LOCKED"
+        )));
+    }
+    let flavor = if lower.contains("mariadb") {
+        Flavor::MariaDb
+    } else {
+        Flavor::MySql
+    };
+    let version_number = parse_version(&version);
+    let minimum = match flavor {
+        Flavor::MySql => (8, 0, 1),
+        Flavor::MariaDb => (10, 6, 0),
+    };
+    if version_number < minimum {
+        return Err(Error::UnsupportedServer(format!(
+            "{version}: sqlmq needs FOR UPDATE SKIP LOCKED (MySQL 8.0.1+ or MariaDB 10.6+)"
+        )));
+    }
+    let flush: i64 = row.try_get(1)?;
+    let sync_binlog: i64 = row.try_get(2)?;
+    let log_bin = row.try_get::<i64, _>(3)? != 0;
+    let mut warnings = Vec::new();
+    if flush != 1 {
+        warnings.push(format!(
+            "innodb_flush_log_at_trx_commit = {flush}: committed messages can be lost in a crash \
+             (set it to 1)"
+        ));
+    }
+    if log_bin && sync_binlog != 1 {
+        warnings.push(format!(
+            "binary log on with sync_binlog = {sync_binlog}: committed messages can be lost in an \
+             OS crash (set sync_binlog = 1)"
+        ));
+    }
+    for w in &warnings {
+        tracing::warn!(server = %version, "{w}");
+    }
+    Ok(ServerInfo {
+        flavor,
+        version,
+        version_number,
+        innodb_flush_log_at_trx_commit: flush,
+        sync_binlog,
+        log_bin,
+        binlog_format: row.try_get(4)?,
+        max_allowed_packet: row.try_get::<i64, _>(5)?.max(0) as u64,
+        warnings,
+    })
+}
+
+const LOCK_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE";
+const SKIP_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE SKIP LOCKED";
+
+impl MySqlStore {
+    /// Two-connection self-test: while `a` holds the probe row's lock, a `SKIP LOCKED` read on
+    /// `b` must return nothing at once. Servers that accept the syntax but ignore it (TiDB, Dolt)
+    /// or wait would hand one message to two consumers.
+    pub(crate) async fn verify_skip_locked(
+        &self,
+        a: &mut MySqlConnection,
+        b: &mut MySqlConnection,
+    ) -> Result<()> {
+        let mut tx = a.begin_with(super::BEGIN_READ_COMMITTED).await?;
+        sqlx::query(self.st.get(LOCK_PROBE))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let probe = tokio::time::timeout(
+            Duration::from_secs(5),
+            sqlx::query(self.st.get(SKIP_PROBE)).fetch_optional(&mut *b),
+        )
+        .await;
+        tx.rollback().await?;
+        match probe {
+            Ok(Ok(None)) => Ok(()),
+            Ok(Ok(Some(_))) => Err(Error::UnsupportedServer(
+                "SKIP LOCKED returned a row locked by another transaction".into(),
+            )),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Error::UnsupportedServer(
+                "SKIP LOCKED waited for a lock".into(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_version;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("10.11.19-MariaDB-0+deb12u1"), (10, 11, 19));
+        assert_eq!(parse_version("8.0.36-0ubuntu0.22.04.1"), (8, 0, 36));
+        assert_eq!(parse_version("8.4.2"), (8, 4, 2));
+        assert_eq!(parse_version("garbage"), (0, 0, 0));
+    }
+}

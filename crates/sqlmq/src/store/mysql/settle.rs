@@ -1,0 +1,295 @@
+//! Ack, nack and extend: compare-and-set on the lease's fencing token.
+//!
+//! The lease row is the authority. Each operation first locks the `leases` rows of its receipts
+//! (`FOR UPDATE`, by primary key) and proceeds only for rows whose token equals the receipt's and
+//! whose lease has not ended by the database clock. A receipt that fails the check changes
+//! nothing. Because the expiry sweep takes the same row locks (with `SKIP LOCKED`), an ack and a
+//! release of the same message serialise: whichever commits first wins, the other sees a changed
+//! or missing row.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::queues::QueueRow;
+use super::{Entry, MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
+use crate::error::{Error, Result};
+use crate::message::{MessageId, Receipt};
+use crate::store::statements::MAX_LIST;
+
+pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
+    lease_until > UTC_TIMESTAMP(6) FROM {p}leases FORCE INDEX (PRIMARY) WHERE id IN ({list}) FOR UPDATE";
+pub(crate) const DELETE_LEASES: &str =
+    "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}leases t FORCE INDEX (PRIMARY) ON t.id = v.id";
+pub(crate) const DELETE_MESSAGES: &str =
+    "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}messages t FORCE INDEX (PRIMARY) ON t.id = v.id";
+pub(crate) const EXTEND: &str = "UPDATE {p}leases FORCE INDEX (PRIMARY) \
+    SET lease_until = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND) \
+    WHERE id = ? AND token = ? AND queue_id = ? AND lease_until > UTC_TIMESTAMP(6)";
+const INSERT_DEAD: &str =
+    "INSERT INTO {p}dead (id, queue_id, priority, token, attempts, died_at) VALUES {list}";
+const DEAD_ROW: &str = "(?,?,?,?,?,UTC_TIMESTAMP(6))";
+/// Append one JSON line to the error history and keep the last 20 (the trailing newline makes
+/// the 21st field empty). CHAR(10) rather than '\n': NO_BACKSLASH_ESCAPES may be on.
+pub(crate) const APPEND_ERROR: &str = "UPDATE {p}messages SET errors = SUBSTRING_INDEX(CONCAT(\
+    COALESCE(errors, ''), '{\"attempt\":', ?, ',\"at\":\"', \
+    DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ'), '\",\"error\":', ?, '}', CHAR(10)), \
+    CHAR(10), -21) WHERE id = ?";
+
+/// Longest error text kept per attempt.
+const MAX_ERROR_BYTES: usize = 4096;
+
+/// A locked lease row.
+pub(crate) struct Lease {
+    pub entry: Entry,
+    pub queue_id: i32,
+    pub ordering_key: Option<Vec<u8>>,
+    pub live: bool,
+}
+
+impl Lease {
+    /// Decode a row of `id, queue_id, priority, token, attempts, ordering_key, live`.
+    pub(crate) fn decode(row: &MySqlRow) -> Result<Lease> {
+        Ok(Lease {
+            entry: Entry {
+                id: id_at(row, 0)?,
+                priority: row.try_get(2)?,
+                token: row.try_get(3)?,
+                attempts: row.try_get(4)?,
+            },
+            queue_id: row.try_get(1)?,
+            ordering_key: row.try_get(5)?,
+            live: row.try_get::<i64, _>(6)? != 0,
+        })
+    }
+
+    /// Whether `receipt` holds this lease.
+    fn held_by(&self, receipt: &Receipt, queue_id: i32) -> bool {
+        self.live && self.queue_id == queue_id && self.entry.token as u64 == receipt.token
+    }
+}
+
+/// The result of a nack.
+///
+/// ```
+/// # async fn f(queue: sqlmq::Queue, d: sqlmq::Delivery) -> sqlmq::Result<()> {
+/// match queue.nack(d.receipt(), None, "smtp timeout").await? {
+///     sqlmq::NackOutcome::Retry { after } => println!("retry in {after:?}"),
+///     sqlmq::NackOutcome::DeadLettered => println!("gave up"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NackOutcome {
+    /// The message will be delivered again after this wait.
+    Retry {
+        /// The wait before the next attempt.
+        after: Duration,
+    },
+    /// The message ran out of attempts and is now a dead letter.
+    DeadLettered,
+}
+
+/// Why a claim ends without an ack.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Failure<'a> {
+    /// A failed attempt: retry after `after` (or the queue's backoff, jittered by `unit` in
+    /// `[0, 1)`), or dead-letter when the attempts are used up.
+    Retry {
+        after: Option<Duration>,
+        error: &'a str,
+        unit: f64,
+    },
+    /// Not a failure: deliver again after `after`, without counting the attempt.
+    Snooze { after: Duration },
+    /// Give up now, whatever the attempts left.
+    DeadLetter { error: &'a str },
+}
+
+/// Truncate an error text to the kept length (on a character boundary) and JSON-encode it.
+pub(crate) fn error_json(error: &str) -> String {
+    let mut end = error.len().min(MAX_ERROR_BYTES);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    serde_json::Value::from(&error[..end]).to_string()
+}
+
+impl MySqlStore {
+    /// Lock the lease rows of `ids`.
+    pub(crate) async fn lock_leases(
+        &self,
+        conn: &mut MySqlConnection,
+        ids: &[MessageId],
+    ) -> Result<HashMap<MessageId, Lease>> {
+        let rows = fetch_id_list(&self.st, conn, LOCK_LEASES, ids).await?;
+        rows.iter()
+            .map(|r| Lease::decode(r).map(|l| (l.entry.id, l)))
+            .collect()
+    }
+
+    /// Ack: delete the message for every receipt that holds its lease. Returns the receipts
+    /// that did not (stale token, expired, unknown), which changed nothing.
+    pub(crate) async fn ack(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        receipts: &[Receipt],
+    ) -> Result<Vec<Receipt>> {
+        let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
+        let leases = self.lock_leases(conn, &ids).await?;
+        let mut acked = Vec::with_capacity(receipts.len());
+        let mut lost = Vec::new();
+        for r in receipts {
+            match leases.get(&r.id) {
+                Some(l) if l.held_by(r, queue_id) && !acked.contains(&r.id) => acked.push(r.id),
+                _ => lost.push(*r),
+            }
+        }
+        if acked.is_empty() {
+            return Ok(lost);
+        }
+        exec_id_list(&self.st, conn, DELETE_LEASES, &acked).await?;
+        exec_id_list(&self.st, conn, DELETE_MESSAGES, &acked).await?;
+        for id in &acked {
+            if let Some(key) = &leases[id].ordering_key {
+                self.release_key(conn, queue_id, key, *id).await?;
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Settle a failed or postponed claim: compare-and-set on the lease, then retry, snooze or
+    /// dead-letter the message (see [`Failure`]).
+    pub(crate) async fn fail(
+        &self,
+        conn: &mut MySqlConnection,
+        queue: &QueueRow,
+        receipt: &Receipt,
+        failure: Failure<'_>,
+    ) -> Result<NackOutcome> {
+        let mut leases = self.lock_leases(conn, &[receipt.id]).await?;
+        let lease = match leases.remove(&receipt.id) {
+            Some(l) if l.held_by(receipt, queue.id) => l,
+            _ => {
+                return Err(Error::LeaseLost {
+                    id: receipt.id,
+                    token: receipt.token,
+                });
+            }
+        };
+        exec_id_list(&self.st, conn, DELETE_LEASES, &[receipt.id]).await?;
+        let attempts = lease.entry.attempts;
+        let (error, after) = match failure {
+            Failure::Retry { after, error, unit } => {
+                let exhausted = attempts as u32 >= queue.config.max_attempts;
+                let after =
+                    after.unwrap_or_else(|| queue.config.backoff.delay(attempts as u32, unit));
+                (Some(error), (!exhausted).then_some(after))
+            }
+            Failure::DeadLetter { error } => (Some(error), None),
+            Failure::Snooze { after } => (None, Some(after)),
+        };
+        if let Some(error) = error {
+            self.append_error(conn, receipt.id, attempts, error).await?;
+        }
+        let Some(after) = after else {
+            self.bury(conn, queue.id, &[lease]).await?;
+            return Ok(NackOutcome::DeadLettered);
+        };
+        let mut entry = lease.entry;
+        if matches!(failure, Failure::Snooze { .. }) {
+            // The claim counted an attempt; a snooze is not a failure, so give it back.
+            entry.attempts = (entry.attempts - 1).max(0);
+        }
+        let delay_us = after.as_micros().min(i64::MAX as u128) as i64;
+        self.place(conn, queue.id, &[(entry, delay_us)]).await?;
+        Ok(NackOutcome::Retry { after })
+    }
+
+    /// Move leased messages (already deleted from `leases`) to the dead letters, and let their
+    /// keys move on.
+    pub(crate) async fn bury(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        leases: &[Lease],
+    ) -> Result<()> {
+        insert_values(
+            &self.st,
+            conn,
+            INSERT_DEAD,
+            DEAD_ROW,
+            leases,
+            MAX_LIST,
+            |q, l| {
+                q.bind(l.entry.id.bytes())
+                    .bind(queue_id)
+                    .bind(l.entry.priority)
+                    .bind(l.entry.token)
+                    .bind(l.entry.attempts)
+            },
+        )
+        .await?;
+        for l in leases {
+            if let Some(key) = &l.ordering_key {
+                self.release_key(conn, queue_id, key, l.entry.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Add an entry to a message's error history.
+    pub(crate) async fn append_error(
+        &self,
+        conn: &mut MySqlConnection,
+        id: MessageId,
+        attempt: i32,
+        error: &str,
+    ) -> Result<()> {
+        sqlx::query(self.st.get(APPEND_ERROR))
+            .bind(attempt)
+            .bind(error_json(error))
+            .bind(id.bytes())
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Extend a live lease to `lease` from now. Returns false when the receipt does not hold it.
+    pub(crate) async fn extend(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> Result<bool> {
+        let done = sqlx::query(self.st.get(EXTEND))
+            .bind(lease.as_micros().min(i64::MAX as u128) as i64)
+            .bind(receipt.id.bytes())
+            .bind(receipt.token as i64)
+            .bind(queue_id)
+            .execute(&mut *conn)
+            .await?;
+        // sqlx sets CLIENT_FOUND_ROWS, so this counts matched rows; lease_until changes anyway.
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_json;
+
+    #[test]
+    fn error_texts_are_json_and_bounded() {
+        assert_eq!(error_json("a\"b\nc"), r#""a\"b\nc""#);
+        let long = "é".repeat(5000);
+        let j = error_json(&long);
+        assert!(j.len() <= 4096 + 2);
+        assert!(serde_json::from_str::<String>(&j).is_ok());
+    }
+}

@@ -1,0 +1,253 @@
+//! Reading the log without claiming it: broadcast members, queries, and broadcast positions.
+//!
+//! Plain (non-locking) reads by primary key range. A read from offset N returns a prefix of
+//! what is sequenced, never a set with holes: offsets become visible only through sequencing
+//! commits, each covering a dense range after the previous one.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlConnection, Row};
+
+use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
+use crate::error::Result;
+use crate::message::{MessageId, time_from_micros};
+use crate::store::statements::MAX_LIST;
+use crate::topic::StreamRecord;
+
+macro_rules! record_columns {
+    () => {
+        concat!(
+            "SELECT partition_no, msg_offset, id, msg_key, headers, body, ",
+            micros!("published_at"),
+            ", ",
+            micros!("sequenced_at"),
+            " FROM {p}topic_log "
+        )
+    };
+}
+pub(crate) const READ_FROM: &str = concat!(
+    record_columns!(),
+    "FORCE INDEX (PRIMARY) WHERE topic_id = ? AND partition_no = ? AND msg_offset >= ? ",
+    "ORDER BY msg_offset LIMIT ?"
+);
+pub(crate) const RECORD_BY_ID: &str = concat!(
+    record_columns!(),
+    "FORCE INDEX (id) WHERE id = ? AND topic_id = ?"
+);
+pub(crate) const RECORDS_BY_KEY: &str = concat!(
+    record_columns!(),
+    "FORCE INDEX (by_key) WHERE topic_id = ? AND msg_key = ? ",
+    "ORDER BY partition_no, msg_offset LIMIT ?"
+);
+/// A record published but not sequenced yet (its producer committed; no offset so far).
+pub(crate) const PENDING_BY_ID: &str = "SELECT topic_id, partition_no FROM {p}topic_pending \
+    FORCE INDEX (id) WHERE id = ?";
+pub(crate) const PENDING_PARTITIONS: &str = "SELECT partition_no, COUNT(*) FROM {p}topic_pending \
+    FORCE INDEX (PRIMARY) WHERE topic_id = ? GROUP BY partition_no";
+pub(crate) const POSITIONS: &str = "SELECT partition_no, next_offset FROM {p}group_positions \
+    WHERE group_id = ? AND member = ?";
+pub(crate) const ALL_POSITIONS: &str = concat!(
+    "SELECT member, partition_no, next_offset, ",
+    micros!("updated_at"),
+    " FROM {p}group_positions WHERE group_id = ? ORDER BY member, partition_no"
+);
+pub(crate) const SAVE_POSITIONS: &str = "INSERT INTO {p}group_positions \
+    (group_id, member, partition_no, next_offset, updated_at) VALUES {list} \
+    ON DUPLICATE KEY UPDATE next_offset = VALUES(next_offset), updated_at = VALUES(updated_at)";
+const POSITION_ROW: &str = "(?,?,?,?,UTC_TIMESTAMP(6))";
+pub(crate) const DELETE_POSITIONS: &str = "DELETE FROM {p}group_positions WHERE group_id = ?";
+pub(crate) const DELETE_MEMBER: &str =
+    "DELETE FROM {p}group_positions WHERE group_id = ? AND member = ?";
+
+impl StreamRecord {
+    fn decode(row: &MySqlRow) -> Result<StreamRecord> {
+        Ok(StreamRecord {
+            partition: row.try_get::<i32, _>(0)? as u32,
+            offset: row.try_get(1)?,
+            id: id_at(row, 2)?,
+            key: opt_text_at(row, 3)?,
+            headers: headers_at(row, 4)?,
+            body: row.try_get(5)?,
+            published_at: time_from_micros(row.try_get(6)?),
+            sequenced_at: time_from_micros(row.try_get(7)?),
+        })
+    }
+}
+
+/// A checkpointed broadcast position.
+#[derive(Clone, Debug)]
+pub(crate) struct PositionRow {
+    pub member: String,
+    pub partition: i32,
+    pub next_offset: i64,
+    pub updated_us: i64,
+}
+
+impl MySqlStore {
+    /// Up to `limit` records of one partition from `offset` on, in offset order.
+    pub(crate) async fn read_from(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        partition: i32,
+        offset: i64,
+        limit: usize,
+    ) -> Result<Vec<StreamRecord>> {
+        let rows = sqlx::query(self.st.get(READ_FROM))
+            .bind(topic_id)
+            .bind(partition)
+            .bind(offset)
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(StreamRecord::decode).collect()
+    }
+
+    /// A sequenced record of `topic_id` by id.
+    pub(crate) async fn record_by_id(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        id: MessageId,
+    ) -> Result<Option<StreamRecord>> {
+        let row = sqlx::query(self.st.get(RECORD_BY_ID))
+            .bind(id.bytes())
+            .bind(topic_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.as_ref().map(StreamRecord::decode).transpose()
+    }
+
+    /// The topic and partition of a record still waiting for its offset.
+    pub(crate) async fn pending_by_id(
+        &self,
+        conn: &mut MySqlConnection,
+        id: MessageId,
+    ) -> Result<Option<(i32, i32)>> {
+        let row = sqlx::query(self.st.get(PENDING_BY_ID))
+            .bind(id.bytes())
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+    }
+
+    /// Records with `key`, by partition and offset.
+    pub(crate) async fn records_by_key(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        key: &str,
+        limit: usize,
+    ) -> Result<Vec<StreamRecord>> {
+        let rows = sqlx::query(self.st.get(RECORDS_BY_KEY))
+            .bind(topic_id)
+            .bind(key.as_bytes())
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(StreamRecord::decode).collect()
+    }
+
+    /// Committed records without an offset yet, by partition.
+    pub(crate) async fn pending_partitions(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+    ) -> Result<BTreeMap<i32, i64>> {
+        let rows = sqlx::query(self.st.get(PENDING_PARTITIONS))
+            .bind(topic_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// A broadcast member's checkpointed positions.
+    pub(crate) async fn positions(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        member: &str,
+    ) -> Result<HashMap<i32, i64>> {
+        let rows = sqlx::query(self.st.get(POSITIONS))
+            .bind(group_id)
+            .bind(member.as_bytes())
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// Every checkpointed position of a broadcast group.
+    pub(crate) async fn all_positions(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+    ) -> Result<Vec<PositionRow>> {
+        let rows = sqlx::query(self.st.get(ALL_POSITIONS))
+            .bind(group_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(PositionRow {
+                    member: String::from_utf8_lossy(&r.try_get::<Vec<u8>, _>(0)?).into_owned(),
+                    partition: r.try_get(1)?,
+                    next_offset: r.try_get(2)?,
+                    updated_us: r.try_get(3)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Checkpoint a broadcast member's positions.
+    pub(crate) async fn save_positions(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        member: &str,
+        positions: &[(i32, i64)],
+    ) -> Result<()> {
+        insert_values(
+            &self.st,
+            conn,
+            SAVE_POSITIONS,
+            POSITION_ROW,
+            positions,
+            MAX_LIST,
+            |q, (p, o)| q.bind(group_id).bind(member.as_bytes()).bind(*p).bind(*o),
+        )
+        .await
+    }
+
+    /// Forget a broadcast member's checkpoints.
+    pub(crate) async fn delete_member(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        member: &str,
+    ) -> Result<u64> {
+        Ok(sqlx::query(self.st.get(DELETE_MEMBER))
+            .bind(group_id)
+            .bind(member.as_bytes())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected())
+    }
+
+    /// Forget every checkpoint of a broadcast group.
+    pub(crate) async fn delete_all_positions(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+    ) -> Result<u64> {
+        Ok(sqlx::query(self.st.get(DELETE_POSITIONS))
+            .bind(group_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected())
+    }
+}

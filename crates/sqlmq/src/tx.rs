@@ -1,0 +1,231 @@
+//! Running a unit of work in a short transaction of our own, with bounded retries.
+//!
+//! Every transaction sqlmq opens itself starts with `SET TRANSACTION ISOLATION LEVEL READ
+//! COMMITTED` and is retried according to the class of its error (SPEC §5):
+//!
+//! - deadlock, certification failure, snapshot conflict: the server rolled everything back, run
+//!   the unit again;
+//! - lock wait timeout: only the statement failed, so roll back explicitly, then run it again;
+//! - lost connection: discard the connection; if it happened during COMMIT the outcome is
+//!   unknown, and the unit's resolver (when it has one) asks the database whether the commit
+//!   happened, through an id the unit wrote, before anything is retried;
+//! - anything else: return the error.
+//!
+//! Retries are bounded, jittered and counted in `sqlmq_db_retries_total`.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::time::Duration;
+
+use rand::RngExt;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::store::mysql::BEGIN_READ_COMMITTED;
+
+/// Attempts per unit of work before the error is returned.
+pub(crate) const MAX_ATTEMPTS: u32 = 8;
+/// First retry wait; doubles per attempt.
+const BASE_BACKOFF: Duration = Duration::from_millis(5);
+/// Longest retry wait.
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The future a unit of work returns.
+pub(crate) type TxFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
+
+/// A marker argument that lets unit-of-work closures borrow from their caller: `&'c &'a ()` is
+/// only well-formed when `'a: 'c`, so the higher-ranked bound `for<'c>` on the closure ranges
+/// over connection lifetimes within `'a` only, and the returned future may hold `'a` borrows.
+pub(crate) type Scope<'c, 'a> = PhantomData<&'c &'a ()>;
+
+/// Wait before retry number `attempt` (1-based), with full jitter.
+fn backoff(attempt: u32) -> Duration {
+    let cap = BASE_BACKOFF
+        .saturating_mul(1 << attempt.min(10))
+        .min(MAX_BACKOFF);
+    cap.mul_f64(rand::rng().random_range(0.5..1.0))
+}
+
+fn class_label(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::RetryStatement => "retry_statement",
+        ErrorClass::RetryTransaction => "retry_transaction",
+        ErrorClass::Reconnect => "reconnect",
+        ErrorClass::Busy => "busy",
+        ErrorClass::Fatal => "fatal",
+    }
+}
+
+/// Whether to retry after `err` on attempt `attempt`; counts the retry.
+fn should_retry(op: &'static str, err: &Error, attempt: u32) -> bool {
+    let class = match err.class() {
+        // A pool timeout already waited for its whole acquire timeout: do not wait again.
+        Some(c) if c.is_retryable() && c != ErrorClass::Busy => c,
+        _ => return false,
+    };
+    if attempt >= MAX_ATTEMPTS {
+        return false;
+    }
+    metrics::counter!("sqlmq_db_retries_total", "op" => op, "class" => class_label(class))
+        .increment(1);
+    tracing::debug!(op, attempt, error = %err, "retrying transaction");
+    true
+}
+
+/// Run `work` in a fresh READ COMMITTED transaction from `pool`, retrying transient failures.
+pub(crate) async fn run<'a, T, F>(pool: &MySqlPool, op: &'static str, work: F) -> Result<T>
+where
+    T: Send,
+    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    type NoResolver<'a> = for<'c> fn(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>;
+    run_inner(pool, op, work, None::<NoResolver<'a>>).await
+}
+
+/// Like [`run`], with a resolver for a COMMIT whose outcome is unknown: it runs on a new
+/// connection and returns whether the unit's writes are in the database.
+pub(crate) async fn run_resolving<'a, T, F, R>(
+    pool: &MySqlPool,
+    op: &'static str,
+    work: F,
+    resolve: R,
+) -> Result<T>
+where
+    T: Send,
+    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
+{
+    run_inner(pool, op, work, Some(resolve)).await
+}
+
+/// How one attempt of a unit of work ended.
+enum Attempt<T> {
+    Committed(T),
+    /// The unit failed before COMMIT and was rolled back (`healthy`: the connection can be
+    /// reused).
+    Failed {
+        err: Error,
+        healthy: bool,
+    },
+    /// COMMIT itself failed; `T` is what the unit returned.
+    CommitFailed(T, Error),
+}
+
+async fn attempt<'a, T, F>(conn: &mut MySqlConnection, work: &mut F) -> Attempt<T>
+where
+    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    let mut tx = match conn.begin_with(BEGIN_READ_COMMITTED).await {
+        Ok(tx) => tx,
+        Err(e) => {
+            return Attempt::Failed {
+                err: e.into(),
+                healthy: false,
+            };
+        }
+    };
+    match work(&mut tx, PhantomData).await {
+        Ok(value) => match tx.commit().await {
+            Ok(()) => Attempt::Committed(value),
+            Err(e) => Attempt::CommitFailed(value, e.into()),
+        },
+        Err(err) => {
+            // Explicit rollback: after 1205 the transaction is still open on the server.
+            let rolled_back = tx.rollback().await.is_ok();
+            let healthy = rolled_back && err.class() != Some(ErrorClass::Reconnect);
+            Attempt::Failed { err, healthy }
+        }
+    }
+}
+
+async fn run_inner<'a, T, F, R>(
+    pool: &MySqlPool,
+    op: &'static str,
+    mut work: F,
+    mut resolve: Option<R>,
+) -> Result<T>
+where
+    T: Send,
+    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
+{
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let err = match pool.acquire().await {
+            Err(e) => Error::from(e),
+            Ok(mut conn) => match attempt(&mut conn, &mut work).await {
+                Attempt::Committed(value) => return Ok(value),
+                Attempt::Failed { err, healthy } => {
+                    if !healthy {
+                        let _ = conn.close().await;
+                    }
+                    err
+                }
+                Attempt::CommitFailed(value, err) => {
+                    let _ = conn.close().await;
+                    if err.class() == Some(ErrorClass::Reconnect) {
+                        // Unknown outcome: never blindly replay a COMMIT.
+                        let Some(resolve) = resolve.as_mut() else {
+                            return Err(err);
+                        };
+                        let mut fresh = pool.acquire().await?;
+                        if resolve(&mut fresh, PhantomData).await? {
+                            tracing::info!(op, "commit outcome was unknown; resolved as committed");
+                            return Ok(value);
+                        }
+                        tracing::info!(op, "commit outcome was unknown; resolved as not committed");
+                    }
+                    err
+                }
+            },
+        };
+        if !should_retry(op, &err, attempts) {
+            return Err(err);
+        }
+        tokio::time::sleep(backoff(attempts)).await;
+    }
+}
+
+/// Run `work` inside the caller's connection: in its transaction if it has one (no retries:
+/// the caller owns the transaction and decides), otherwise in a transaction of its own on that
+/// connection.
+pub(crate) async fn run_in<'a, T, F>(conn: &mut MySqlConnection, work: F) -> Result<T>
+where
+    F: for<'c> FnOnce(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    if conn.is_in_transaction() {
+        return work(conn, PhantomData).await;
+    }
+    let mut tx = conn.begin_with(BEGIN_READ_COMMITTED).await?;
+    let value = work(&mut tx, PhantomData).await?;
+    tx.commit().await?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        for attempt in 1..20 {
+            let d = backoff(attempt);
+            assert!(d <= MAX_BACKOFF, "{d:?}");
+            assert!(d >= BASE_BACKOFF.mul_f64(0.5));
+        }
+        assert!(backoff(1) < Duration::from_millis(10));
+    }
+
+    #[test]
+    fn fatal_and_busy_errors_are_not_retried() {
+        let fatal = Error::InvalidArgument("x".into());
+        assert!(!should_retry("t", &fatal, 1));
+        let busy = Error::from(sqlx::Error::PoolTimedOut);
+        assert!(!should_retry("t", &busy, 1));
+        let io = Error::from(sqlx::Error::Io(std::io::Error::other("x")));
+        assert!(should_retry("t", &io, 1));
+        assert!(!should_retry("t", &io, MAX_ATTEMPTS));
+    }
+}
