@@ -1,0 +1,69 @@
+//! The batch acker: acks of handlers that finish at about the same time share one `ack_batch`
+//! transaction.
+//!
+//! Batching is natural rather than timed: the acker takes the first waiting ack plus whatever
+//! else is already queued (up to [`MAX_ACK_BATCH`]) and commits them together, so an idle
+//! worker acks at once and a busy one pays one commit per batch instead of one per message.
+//!
+//! A handled message frees its slot as soon as its ack is queued here, so that claims overlap
+//! with ack commits instead of waiting for them. Back-pressure: the queue is bounded, so when the
+//! database falls behind, jobs wait to hand over their acks, slots stay taken, and claiming
+//! slows down instead of piling up acks. The acker counts each ack's outcome in the worker's
+//! tally itself. At shutdown, dropping every handle makes the task commit what is queued and end.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::execute::Settled;
+use super::tally::Tally;
+use crate::message::Receipt;
+use crate::queue::Queue;
+
+/// Most receipts per `ack_batch` transaction.
+pub const MAX_ACK_BATCH: usize = 256;
+
+/// The jobs' handle to a queue's acker task.
+#[derive(Clone)]
+pub(crate) struct Acker {
+    requests: mpsc::Sender<Receipt>,
+}
+
+impl Acker {
+    /// Start the acker task of `queue`, counting outcomes in `tally`.
+    pub(crate) fn start(queue: Queue, tally: Arc<Tally>) -> (Acker, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(MAX_ACK_BATCH * 4);
+        (Acker { requests: tx }, tokio::spawn(run(queue, rx, tally)))
+    }
+
+    /// Queue `receipt` for the next batch (waits while the queue is full). Returns false when
+    /// the acker is gone (then the message comes back when its lease ends).
+    pub(crate) async fn ack(&self, receipt: Receipt) -> bool {
+        self.requests.send(receipt).await.is_ok()
+    }
+}
+
+async fn run(queue: Queue, mut requests: mpsc::Receiver<Receipt>, tally: Arc<Tally>) {
+    let mut batch: Vec<Receipt> = Vec::with_capacity(MAX_ACK_BATCH);
+    while requests.recv_many(&mut batch, MAX_ACK_BATCH).await > 0 {
+        metrics::histogram!("sqlmq_ack_batch_size", "queue" => queue.name().to_owned())
+            .record(batch.len() as f64);
+        match queue.ack_batch(&batch).await {
+            Ok(report) => {
+                tally.add(Settled::Acked, report.acked as u64);
+                tally.add(Settled::LeaseLost, report.lost.len() as u64);
+            }
+            Err(e) => {
+                // After the runner's retries: the messages come back when their leases end.
+                tracing::warn!(
+                    queue = queue.name(),
+                    acks = batch.len(),
+                    "batch ack failed: {e}"
+                );
+                tally.add(Settled::Unsettled, batch.len() as u64);
+            }
+        }
+        batch.clear();
+    }
+}

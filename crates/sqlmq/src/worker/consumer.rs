@@ -1,0 +1,189 @@
+//! One queue's claim loop: claim batches sized to the free slots, start each message at once.
+//!
+//! Slots are the permits of a semaphore: each running message holds one and returns it when it
+//! has been settled. The slot rule — a claim never asks for more messages than there are free
+//! slots — means no message is ever claimed without being started, so shutdown has nothing to
+//! release but the handlers still running, and it knows they are done when every permit is
+//! back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::execute::{QueueRuntime, execute};
+use super::poll::PollState;
+use super::tally::Tally;
+use crate::error::Result;
+
+/// How one queue's claim loop runs.
+#[derive(Clone)]
+pub(crate) struct ConsumerConfig {
+    pub concurrency: usize,
+    pub max_batch: usize,
+    /// Stop claiming once a claim finds nothing while none of this queue's handlers runs.
+    pub stop_when_drained: bool,
+    /// Messages the whole worker may still claim (shared by its queues).
+    pub budget: Arc<AtomicU64>,
+}
+
+/// The running messages of one queue: `concurrency` slots, of which the free ones are the
+/// semaphore's permits.
+pub(crate) struct Slots {
+    free: Arc<Semaphore>,
+    concurrency: usize,
+}
+
+impl Slots {
+    pub(crate) fn new(concurrency: usize) -> Slots {
+        Slots {
+            free: Arc::new(Semaphore::new(concurrency)),
+            concurrency,
+        }
+    }
+
+    fn running(&self) -> usize {
+        self.concurrency - self.free.available_permits()
+    }
+
+    /// Wait until no message runs (every permit is back).
+    pub(crate) async fn all_done(&self) {
+        // Never closed, so this only fails if the semaphore were closed.
+        let _ = self.free.acquire_many(self.concurrency as u32).await;
+    }
+}
+
+/// Take up to `want` from the shared budget; returns how many were granted.
+fn take_budget(budget: &AtomicU64, want: usize) -> usize {
+    let mut granted = 0;
+    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        granted = left.min(want as u64);
+        Some(left - granted)
+    });
+    granted as usize
+}
+
+/// Claim and start messages of one queue until `stop` (or until the queue is drained, or the
+/// budget spent, when so configured). Returns early with an error retrying cannot fix (the
+/// queue was deleted, the schema changed); the messages already started keep running in
+/// `slots` either way.
+pub(crate) async fn run_consumer(
+    rt: Arc<QueueRuntime>,
+    config: &ConsumerConfig,
+    slots: &Slots,
+    poll: &PollState,
+    tally: &Arc<Tally>,
+    stop: &CancellationToken,
+) -> Result<()> {
+    let wakeup = rt
+        .queue
+        .client()
+        .wakeup(crate::client::Subject::Queue(rt.queue.id()));
+    let mut failures = 0u32;
+    loop {
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+        let free = slots.free.available_permits();
+        // Claim in full batches: while some of this loop's messages still run, wait until at
+        // least half a batch of slots is free, rather than claiming slot by slot (many small
+        // claim transactions cost the server more per message than a few large ones).
+        let worth_claiming = config.max_batch.min(slots.concurrency).div_ceil(2);
+        if free == 0 || (free < worth_claiming && slots.running() > 0) {
+            // Wait for a slot: take one permit and give it straight back.
+            tokio::select! {
+                permit = slots.free.acquire() => drop(permit),
+                _ = stop.cancelled() => return Ok(()),
+            }
+            continue;
+        }
+        let n = take_budget(&config.budget, free.min(config.max_batch));
+        if n == 0 {
+            // The worker's message budget is spent: the whole worker is done, including
+            // consumers of other queues that may be waiting for work.
+            stop.cancel();
+            return Ok(());
+        }
+        // Register for the wakeup before claiming, so that a send committed between an empty
+        // claim and the wait is not missed.
+        let notified = wakeup.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let claimed = rt.queue.claim(n, rt.lease).await;
+        let unused = claimed.as_ref().map_or(n, |batch| n - batch.len());
+        config.budget.fetch_add(unused as u64, Ordering::Relaxed);
+        match claimed {
+            Ok(batch) if !batch.is_empty() => {
+                failures = 0;
+                poll.activity.store(true, Ordering::Relaxed);
+                for delivery in batch {
+                    let permit = Arc::clone(&slots.free)
+                        .try_acquire_owned()
+                        .expect("claims never exceed the free slots");
+                    let (rt, tally) = (Arc::clone(&rt), Arc::clone(tally));
+                    tokio::spawn(async move {
+                        tally.add(execute(rt, delivery).await, 1);
+                        drop(permit);
+                    });
+                }
+            }
+            Ok(_) if config.stop_when_drained && slots.running() == 0 => return Ok(()),
+            Ok(_) => {
+                failures = 0;
+                poll.enter_idle();
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = stop.cancelled() => {}
+                    // A message finished: with `stop_when_drained`, look whether that was the
+                    // last one.
+                    permit = slots.free.acquire(), if config.stop_when_drained => drop(permit),
+                }
+                poll.leave_idle();
+            }
+            Err(e) if e.is_retryable() => {
+                failures += 1;
+                tracing::warn!(queue = rt.queue.name(), "claim failed, retrying: {e}");
+                let wait = Duration::from_millis(50 << failures.min(5));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.cancelled() => {}
+                }
+            }
+            Err(e) => {
+                tracing::error!(queue = rt.queue.name(), "claiming stopped: {e}");
+                return Err(e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_shared_and_never_overdrawn() {
+        let budget = AtomicU64::new(5);
+        assert_eq!(take_budget(&budget, 3), 3);
+        assert_eq!(take_budget(&budget, 3), 2);
+        assert_eq!(take_budget(&budget, 3), 0);
+        budget.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(take_budget(&budget, 3), 1);
+    }
+
+    #[tokio::test]
+    async fn slots_count_running_messages_and_report_when_all_are_done() {
+        let slots = Slots::new(2);
+        let permit = Arc::clone(&slots.free).try_acquire_owned().unwrap();
+        assert_eq!(slots.running(), 1);
+        let done = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            drop(permit);
+        });
+        slots.all_done().await;
+        assert_eq!(slots.running(), 0);
+        done.await.unwrap();
+    }
+}

@@ -1,0 +1,249 @@
+//! What a handler knows about the message it handles, and the transaction helper.
+
+use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::{MySql, MySqlConnection, Transaction};
+
+use crate::error::{Error, Result};
+use crate::message::{Delivery, MessageId, Receipt};
+use crate::queue::Queue;
+use crate::store::mysql::BEGIN_READ_COMMITTED;
+
+/// The handler's view of its message: id, attempt, headers, lease, and a transaction whose
+/// commit includes the ack. Cheap to clone.
+///
+/// ```
+/// # async fn handler(job: serde_json::Value, ctx: sqlmq::JobContext) -> anyhow::Result<sqlmq::Outcome> {
+/// // Exactly-once effects in one line of user code: the writes and the ack commit together.
+/// let mut tx = ctx.begin().await?;
+/// sqlx::query("INSERT INTO audit (message) VALUES (?)").bind(ctx.id().to_string()).execute(&mut *tx).await?;
+/// tx.commit().await?;
+/// Ok(sqlmq::Outcome::Done)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct JobContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    queue: Queue,
+    receipt: Receipt,
+    attempt: u32,
+    headers: BTreeMap<String, String>,
+    ordering_key: Option<String>,
+    /// The lease was found taken over: the message belongs to another consumer now.
+    lost: AtomicBool,
+    /// A [`JobTransaction`] committed the ack: the worker must not settle again.
+    acked: AtomicBool,
+}
+
+impl std::fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobContext")
+            .field("queue", &self.inner.queue.name())
+            .field("receipt", &self.inner.receipt)
+            .field("attempt", &self.inner.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobContext {
+    /// The context of `delivery`, which keeps its headers (raw handlers get them back).
+    pub(crate) fn new(queue: Queue, delivery: &mut Delivery) -> JobContext {
+        JobContext {
+            inner: Arc::new(Inner {
+                queue,
+                receipt: delivery.receipt(),
+                attempt: delivery.attempt,
+                headers: std::mem::take(&mut delivery.headers),
+                ordering_key: delivery.ordering_key.clone(),
+                lost: AtomicBool::new(false),
+                acked: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The message id.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { println!("{}", ctx.id()); }
+    /// ```
+    pub fn id(&self) -> MessageId {
+        self.inner.receipt.id
+    }
+
+    /// The receipt (id and fencing token) of this claim.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { assert_eq!(ctx.receipt().id, ctx.id()); }
+    /// ```
+    pub fn receipt(&self) -> Receipt {
+        self.inner.receipt
+    }
+
+    /// 1 for the first delivery.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if ctx.attempt() > 3 { println!("struggling") } }
+    /// ```
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    /// The headers the message was sent with.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { let trace = ctx.headers().get("trace-id"); }
+    /// ```
+    pub fn headers(&self) -> &BTreeMap<String, String> {
+        &self.inner.headers
+    }
+
+    /// The ordering key, if the message has one.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { let key = ctx.ordering_key(); }
+    /// ```
+    pub fn ordering_key(&self) -> Option<&str> {
+        self.inner.ordering_key.as_deref()
+    }
+
+    /// The queue the message came from.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { println!("{}", ctx.queue().name()); }
+    /// ```
+    pub fn queue(&self) -> &Queue {
+        &self.inner.queue
+    }
+
+    /// Extend the lease now to `lease` from now. The worker already extends leases on its own
+    /// while a handler runs; this is for handlers that know they are about to need longer.
+    ///
+    /// ```
+    /// # async fn f(ctx: sqlmq::JobContext) -> sqlmq::Result<()> {
+    /// ctx.extend(std::time::Duration::from_secs(600)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        let result = self.inner.queue.extend(self.inner.receipt, lease).await;
+        if let Err(Error::LeaseLost { .. }) = result {
+            self.inner.lost.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Whether the lease was found lost: another consumer owns the message now and this
+    /// handler's result will be discarded. Long handlers may check it and stop early.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if ctx.lease_lost() { return } }
+    /// ```
+    pub fn lease_lost(&self) -> bool {
+        self.inner.lost.load(Ordering::Relaxed)
+    }
+
+    /// Begin a READ COMMITTED transaction on the client's pool whose
+    /// [`commit`](JobTransaction::commit) also acks the message: the handler's writes and the
+    /// ack commit together or not at all (exactly-once effects). After a successful commit the
+    /// handler's `Outcome` no longer matters; if the commit fails with
+    /// [`Error::LeaseLost`], nothing was written and another consumer owns the message.
+    ///
+    /// ```
+    /// # async fn f(ctx: sqlmq::JobContext) -> anyhow::Result<()> {
+    /// let mut tx = ctx.begin().await?;
+    /// sqlx::query("UPDATE stock SET n = n - 1 WHERE sku = 'x'").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn begin(&self) -> Result<JobTransaction> {
+        let tx = self
+            .inner
+            .queue
+            .client()
+            .pool()
+            .begin_with(BEGIN_READ_COMMITTED)
+            .await?;
+        Ok(JobTransaction {
+            tx,
+            ctx: self.clone(),
+        })
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.inner.lost.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn acked(&self) -> bool {
+        self.inner.acked.load(Ordering::Relaxed)
+    }
+}
+
+/// A transaction whose commit acks the handler's message. Use it like a sqlx transaction
+/// (`&mut *tx` is a `&mut MySqlConnection`); dropping it rolls back.
+///
+/// ```
+/// # async fn f(ctx: sqlmq::JobContext) -> anyhow::Result<()> {
+/// let mut tx = ctx.begin().await?;
+/// sqlx::query("INSERT INTO sent (id) VALUES (?)").bind(ctx.id().to_string()).execute(&mut *tx).await?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+pub struct JobTransaction {
+    tx: Transaction<'static, MySql>,
+    ctx: JobContext,
+}
+
+impl JobTransaction {
+    /// Ack the message in this transaction, then commit. On [`Error::LeaseLost`] the
+    /// transaction is rolled back: none of its writes happen.
+    ///
+    /// ```
+    /// # async fn f(tx: sqlmq::JobTransaction) -> sqlmq::Result<()> { tx.commit().await }
+    /// ```
+    pub async fn commit(mut self) -> Result<()> {
+        let ctx = self.ctx.clone();
+        if let Err(e) = ctx
+            .inner
+            .queue
+            .ack_in(&mut self.tx, ctx.inner.receipt)
+            .await
+        {
+            if matches!(e, Error::LeaseLost { .. }) {
+                ctx.mark_lost();
+            }
+            let _ = self.tx.rollback().await;
+            return Err(e);
+        }
+        self.tx.commit().await?;
+        ctx.inner.acked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Roll back: neither the writes nor the ack happen.
+    ///
+    /// ```
+    /// # async fn f(tx: sqlmq::JobTransaction) -> sqlmq::Result<()> { tx.rollback().await }
+    /// ```
+    pub async fn rollback(self) -> Result<()> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+impl Deref for JobTransaction {
+    type Target = MySqlConnection;
+    fn deref(&self) -> &MySqlConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for JobTransaction {
+    fn deref_mut(&mut self) -> &mut MySqlConnection {
+        &mut self.tx
+    }
+}

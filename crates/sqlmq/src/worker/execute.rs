@@ -1,0 +1,229 @@
+//! One message's life in the worker: run the handler (catching a panic), keep the lease alive
+//! while it runs, enforce the timeout, then settle.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use tokio::sync::watch;
+
+use super::acker::Acker;
+use super::context::JobContext;
+use super::handler::{Answer, DynHandler, Outcome};
+use crate::error::Error;
+use crate::message::Delivery;
+use crate::queue::Queue;
+
+/// Error text of a message whose handler was stopped at the end of the shutdown grace period.
+pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the handler finished";
+
+/// What every job of one queue shares.
+pub(crate) struct QueueRuntime {
+    pub queue: Queue,
+    pub handler: Box<dyn DynHandler>,
+    pub lease: Duration,
+    pub timeout: Duration,
+    pub acker: Acker,
+    /// Becomes true when the shutdown grace period is over: stop handlers now.
+    pub kill: watch::Receiver<bool>,
+    /// `sqlmq_handler_seconds{queue}`, resolved once: the recorder is installed before workers
+    /// start, and a handle per message would allocate its labels each time.
+    pub handler_seconds: metrics::Histogram,
+}
+
+/// How a message ended, for the worker's tally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    Acked,
+    /// Handed to the batch acker, which counts its outcome.
+    AckQueued,
+    Retried,
+    Snoozed,
+    DeadLettered,
+    /// Stopped at shutdown and released for an immediate retry.
+    Released,
+    /// The lease was taken over: the result was discarded.
+    LeaseLost,
+    /// Settling failed; the message comes back when its lease ends.
+    Unsettled,
+}
+
+/// How the handler ended.
+enum Finished {
+    Answer(Answer),
+    Panicked(String),
+    TimedOut,
+    Killed,
+}
+
+/// The handler's future, under `catch_unwind`.
+type Handling =
+    std::pin::Pin<Box<dyn Future<Output = std::thread::Result<super::handler::Answer>> + Send>>;
+
+/// Run `delivery` through the queue's handler and settle it.
+///
+/// The handler runs inside this task, under `catch_unwind`: a panic ends it like an error, and
+/// stopping it (timeout, end of the grace period) is dropping its future. Only the common path
+/// — the handler done at its first poll, its ack handed to the acker — lives in this future;
+/// supervision (timers, lease extension, the kill signal) and the settlement of failures are
+/// boxed and allocated only when needed, which keeps every spawned task small.
+pub(crate) async fn execute(rt: Arc<QueueRuntime>, mut delivery: Delivery) -> Settled {
+    let ctx = JobContext::new(rt.queue.clone(), &mut delivery);
+    let started = Instant::now();
+    let mut handler: Handling =
+        Box::pin(AssertUnwindSafe(rt.handler.call(delivery, ctx.clone())).catch_unwind());
+    // Many handlers finish on their first poll: then no timer or watch needs arming.
+    let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
+    let finished = match first {
+        Poll::Ready(Ok(answer)) => Finished::Answer(answer),
+        Poll::Ready(Err(payload)) => Finished::Panicked(panic_text(payload)),
+        Poll::Pending => Box::pin(supervise(&rt, &ctx, handler)).await,
+    };
+    rt.handler_seconds.record(started.elapsed().as_secs_f64());
+    if !ctx.acked() && !ctx.lease_lost() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
+    {
+        return if rt.acker.ack(ctx.receipt()).await {
+            Settled::AckQueued
+        } else {
+            Settled::Unsettled
+        };
+    }
+    Box::pin(settle(&rt, &ctx, finished)).await
+}
+
+/// Wait for a handler that did not finish at once: extend its lease every third of it, stop
+/// it at its timeout or at the end of the shutdown grace period. One timer at a time: the next
+/// of the extension and the timeout.
+async fn supervise(rt: &QueueRuntime, ctx: &JobContext, mut handler: Handling) -> Finished {
+    let receipt = ctx.receipt();
+    let mut kill = rt.kill.clone();
+    let now = tokio::time::Instant::now();
+    let deadline = now + rt.timeout;
+    // Extend when a third of the lease has passed: two more chances before it ends.
+    let period = rt.lease / 3;
+    let mut extend_at = now + period;
+    loop {
+        let wake = if ctx.lease_lost() {
+            deadline
+        } else {
+            extend_at.min(deadline)
+        };
+        tokio::select! {
+            answer = &mut handler => return match answer {
+                Ok(answer) => Finished::Answer(answer),
+                Err(payload) => Finished::Panicked(panic_text(payload)),
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Finished::TimedOut;
+                }
+                match rt.queue.extend(receipt, rt.lease).await {
+                    Ok(()) => extend_at = tokio::time::Instant::now() + period,
+                    Err(Error::LeaseLost { .. }) => {
+                        tracing::warn!(queue = rt.queue.name(), message = %receipt.id,
+                            "lease lost while the handler runs: its result will be discarded");
+                        ctx.mark_lost();
+                    }
+                    Err(e) => {
+                        // Try again soon; the lease still has two thirds to go.
+                        tracing::warn!(queue = rt.queue.name(), "lease extension failed: {e}");
+                        extend_at = tokio::time::Instant::now() + period.min(Duration::from_secs(1)) / 2;
+                    }
+                }
+            },
+            // (the guard `wait_for` returns is not Send: drop it inside the branch future)
+            true = async { kill.wait_for(|k| *k).await.is_ok() } => return Finished::Killed,
+        }
+    }
+}
+
+/// Turn the handler's end into an ack, a nack, a snooze or a dead letter.
+async fn settle(rt: &QueueRuntime, ctx: &JobContext, finished: Finished) -> Settled {
+    let (queue, receipt) = (&rt.queue, ctx.receipt());
+    if ctx.acked() {
+        return Settled::Acked; // committed with the handler's JobTransaction
+    }
+    if ctx.lease_lost() {
+        return Settled::LeaseLost;
+    }
+    let result = match finished {
+        Finished::Answer(Ok(Outcome::Done)) => {
+            return if rt.acker.ack(receipt).await {
+                Settled::AckQueued
+            } else {
+                Settled::Unsettled
+            };
+        }
+        Finished::Answer(Ok(Outcome::Retry { after, reason })) => queue
+            .nack(receipt, Some(after), &reason)
+            .await
+            .map(|_| Settled::Retried),
+        Finished::Answer(Ok(Outcome::Snooze(after))) => queue
+            .snooze(receipt, after)
+            .await
+            .map(|()| Settled::Snoozed),
+        Finished::Answer(Ok(Outcome::DeadLetter(reason))) => queue
+            .dead_letter(receipt, &reason)
+            .await
+            .map(|()| Settled::DeadLettered),
+        Finished::Answer(Err(error)) => nack(queue, ctx, &error).await,
+        Finished::Panicked(text) => nack(queue, ctx, &format!("handler panicked: {text}")).await,
+        Finished::TimedOut => {
+            nack(
+                queue,
+                ctx,
+                &format!("handler timed out after {:?}", rt.timeout),
+            )
+            .await
+        }
+        Finished::Killed => queue
+            .nack(receipt, Some(Duration::ZERO), KILLED_AT_SHUTDOWN)
+            .await
+            .map(|_| Settled::Released),
+    };
+    match result {
+        Ok(settled) => settled,
+        Err(Error::LeaseLost { .. }) => Settled::LeaseLost,
+        Err(e) => {
+            tracing::warn!(queue = queue.name(), message = %receipt.id, "could not settle: {e}");
+            Settled::Unsettled
+        }
+    }
+}
+
+async fn nack(queue: &Queue, ctx: &JobContext, error: &str) -> crate::Result<Settled> {
+    queue
+        .nack(ctx.receipt(), None, error)
+        .await
+        .map(|outcome| match outcome {
+            crate::NackOutcome::DeadLettered => Settled::DeadLettered,
+            _ => Settled::Retried,
+        })
+}
+
+/// The message of a panic payload (`panic!` gives a `&str` or a `String`).
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => match payload.downcast::<&'static str>() {
+            Ok(s) => (*s).to_owned(),
+            Err(_) => "a non-string panic payload".to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_text;
+
+    #[test]
+    fn panic_payloads_become_text() {
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 42)).unwrap_err();
+        assert_eq!(panic_text(caught), "boom 42");
+        let caught = std::panic::catch_unwind(|| panic!("static boom")).unwrap_err();
+        assert_eq!(panic_text(caught), "static boom");
+    }
+}

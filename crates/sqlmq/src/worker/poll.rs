@@ -1,0 +1,174 @@
+//! Waking up without LISTEN/NOTIFY: an adaptive, jittered delay, and the prober that runs one
+//! query per tick for all of a process's queues.
+//!
+//! While messages keep coming, consumers claim back to back and never wait. A consumer that
+//! finds its queue empty waits for a wakeup: a send through the same client (in-process
+//! `Notify`, after the send's commit), or the prober finding ready messages. The prober's delay
+//! starts at the floor (10 ms) whenever work was found and doubles up to the ceiling while
+//! nothing is found, so an idle process costs about one query per ceiling. The same probe says
+//! which queues have due delayed messages or expired leases; the prober then runs that queue's
+//! maintenance, at least every maintenance interval even when no consumer is idle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rand::RngExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::queue::Queue;
+
+/// Default shortest wait between probes (while work keeps turning up).
+pub const DEFAULT_POLL_FLOOR: Duration = Duration::from_millis(10);
+/// Default longest wait between probes of an idle process: bounds the wakeup latency of a
+/// message sent by another process (about half of it on average), and costs about one query per
+/// interval. See the trade-off table in docs/BENCHMARKS.md.
+pub const DEFAULT_POLL_CEILING: Duration = Duration::from_millis(100);
+/// Default longest wait between two maintenance runs (promotion of due messages, release of
+/// expired leases) of a busy process.
+pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
+/// Relative jitter of poll delays, so that processes started together do not poll together.
+const JITTER: f64 = 0.2;
+
+/// A delay that doubles from `floor` to `ceiling`, reset to `floor` on activity.
+#[derive(Clone, Debug)]
+pub(crate) struct PollDelay {
+    floor: Duration,
+    ceiling: Duration,
+    next: Duration,
+}
+
+impl PollDelay {
+    pub(crate) fn new(floor: Duration, ceiling: Duration) -> PollDelay {
+        PollDelay {
+            floor,
+            ceiling: ceiling.max(floor),
+            next: floor,
+        }
+    }
+
+    /// Back to the floor: work was found.
+    pub(crate) fn reset(&mut self) {
+        self.next = self.floor;
+    }
+
+    /// The next wait (jittered by ±20 %, never above the ceiling); the one after doubles.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (self.next * 2).min(self.ceiling);
+        base.mul_f64(rand::rng().random_range(1.0 - JITTER..1.0 + JITTER))
+            .min(self.ceiling)
+    }
+}
+
+/// Shared between the consumers and the prober of one worker.
+#[derive(Default)]
+pub(crate) struct PollState {
+    /// Consumers currently waiting for work.
+    pub idle: AtomicUsize,
+    /// Set by a consumer whose claim found messages: keeps the prober at its floor.
+    pub activity: AtomicBool,
+    /// Fired when a consumer starts waiting: a prober that was sleeping its long maintenance
+    /// interval (nobody was idle) must re-plan at once.
+    pub became_idle: Notify,
+}
+
+impl PollState {
+    /// A consumer starts waiting for work.
+    pub(crate) fn enter_idle(&self) {
+        self.idle.fetch_add(1, Ordering::Relaxed);
+        self.became_idle.notify_one();
+    }
+
+    /// A consumer stops waiting.
+    pub(crate) fn leave_idle(&self) {
+        self.idle.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The prober's settings.
+pub(crate) struct ProberConfig {
+    pub floor: Duration,
+    pub ceiling: Duration,
+    pub maintenance_interval: Duration,
+}
+
+/// Probe the worker's queues until `stop`; wake consumers, run maintenance.
+pub(crate) async fn run_prober(
+    queues: Vec<Queue>,
+    state: Arc<PollState>,
+    config: ProberConfig,
+    stop: CancellationToken,
+) {
+    let Some(first) = queues.first() else { return };
+    let client = first.client().clone();
+    let ids: Vec<i32> = queues.iter().map(|q| q.id()).collect();
+    let mut delay = PollDelay::new(config.floor, config.ceiling);
+    loop {
+        if state.activity.swap(false, Ordering::Relaxed) {
+            delay.reset();
+        }
+        let anyone_idle = state.idle.load(Ordering::Relaxed) > 0;
+        let wait = if anyone_idle {
+            delay.next_delay()
+        } else {
+            config.maintenance_interval
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            // Nobody was idle, so the wait was the long maintenance interval: re-plan now that
+            // a consumer waits for work.
+            _ = state.became_idle.notified(), if !anyone_idle => continue,
+            _ = stop.cancelled() => return,
+        }
+        let signals = match client.probe(&ids).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("probe failed: {e}");
+                continue;
+            }
+        };
+        for signal in signals {
+            let Some(queue) = queues.iter().find(|q| q.id() == signal.queue_id) else {
+                continue;
+            };
+            let mut ready = signal.ready;
+            if signal.due || signal.expired {
+                match queue.maintain().await {
+                    Ok(report) => ready |= report.promoted + report.released > 0,
+                    Err(e) => tracing::warn!(queue = queue.name(), "maintenance failed: {e}"),
+                }
+            }
+            if ready {
+                delay.reset();
+                client.notify_local(crate::client::Subject::Queue(queue.id()));
+            }
+        }
+        if let Err(e) = client.prune_dedup_if_due().await {
+            tracing::warn!("pruning idempotency keys failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_to_the_ceiling_with_bounded_jitter_and_resets() {
+        let floor = Duration::from_millis(10);
+        let ceiling = Duration::from_millis(100);
+        let mut d = PollDelay::new(floor, ceiling);
+        let waits: Vec<Duration> = (0..8).map(|_| d.next_delay()).collect();
+        for (w, base) in waits.iter().zip([10u64, 20, 40, 80, 100, 100, 100, 100]) {
+            let base = Duration::from_millis(base);
+            assert!(
+                *w >= base.mul_f64(0.8) && *w <= base.mul_f64(1.2).min(ceiling),
+                "{w:?} vs {base:?}"
+            );
+        }
+        d.reset();
+        assert!(d.next_delay() <= floor.mul_f64(1.2));
+    }
+}
