@@ -1,0 +1,254 @@
+//! Broadcast members: every member reads every record in offset order, at its own position.
+
+use std::collections::BTreeMap;
+
+use super::StreamRecord;
+use super::group::Group;
+use super::group_config::{GroupMode, StartAt};
+use crate::error::{Error, Result};
+use crate::name::validate_name;
+
+/// One member of a broadcast group: reads every record of every partition in offset order,
+/// keeping its own position per partition. No acks, no retries; [`checkpoint`] saves the
+/// position, so that a member restarted under the same name resumes there (at-least-once for
+/// what was read after the last checkpoint). A member without a checkpoint starts where the
+/// group starts (its creation's [`StartAt`], or its last reset).
+///
+/// [`checkpoint`]: BroadcastReader::checkpoint
+///
+/// ```no_run
+/// # async fn f(topic: sqlmq::Topic) -> sqlmq::Result<()> {
+/// let cache = topic.create_group("cache-invalidation", sqlmq::GroupConfig::broadcast(), sqlmq::StartAt::Latest).await?;
+/// let mut reader = cache.reader("web-1").await?;
+/// loop {
+///     let batch = reader.poll(100).await?;
+///     for r in &batch { println!("{}:{} {:?}", r.partition, r.offset, r.key) }
+///     reader.checkpoint().await?;
+///     if batch.is_empty() { tokio::time::sleep(std::time::Duration::from_millis(100)).await }
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct BroadcastReader {
+    group: Group,
+    member: String,
+    /// Next offset to read, per partition.
+    positions: BTreeMap<i32, i64>,
+    /// Where the next poll starts (round robin over partitions).
+    turn: usize,
+}
+
+impl Group {
+    /// A broadcast member named `member` (a stable name, such as a host name, so that a
+    /// restart resumes from the member's checkpoint).
+    ///
+    /// ```no_run
+    /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+    /// let reader = g.reader("node-a").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reader(&self, member: &str) -> Result<BroadcastReader> {
+        validate_name("member", member)?;
+        if self.config().mode != GroupMode::Broadcast {
+            return Err(Error::InvalidArgument(format!(
+                "group {} is a cluster group: consume it with receive",
+                self.label()
+            )));
+        }
+        self.topic.client.require_schema()?;
+        let mut reader = BroadcastReader {
+            group: self.clone(),
+            member: member.to_owned(),
+            positions: BTreeMap::new(),
+            turn: 0,
+        };
+        reader.load().await?;
+        Ok(reader)
+    }
+}
+
+impl BroadcastReader {
+    /// The member's name.
+    ///
+    /// ```no_run
+    /// # fn f(r: sqlmq::BroadcastReader) { println!("{}", r.member()); }
+    /// ```
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// The group read.
+    ///
+    /// ```no_run
+    /// # fn f(r: sqlmq::BroadcastReader) { println!("{}", r.group().name()); }
+    /// ```
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    /// The next offset to read in each partition.
+    ///
+    /// ```no_run
+    /// # fn f(r: sqlmq::BroadcastReader) { for (p, o) in r.positions() { println!("{p}: {o}") } }
+    /// ```
+    pub fn positions(&self) -> Vec<(u32, i64)> {
+        self.positions
+            .iter()
+            .map(|(p, o)| (*p as u32, *o))
+            .collect()
+    }
+
+    /// Positions: the member's checkpoint, else the group's start; partitions added since
+    /// start at 0.
+    async fn load(&mut self) -> Result<()> {
+        let client = &self.group.topic.client;
+        let store = &client.inner.store;
+        let mut conn = client.pool().acquire().await?;
+        let saved = store
+            .positions(&mut conn, self.group.id(), &self.member)
+            .await?;
+        for (p, start) in store.cursors(&mut conn, self.group.id()).await? {
+            let at = saved.get(&p).copied().unwrap_or(start);
+            self.positions.entry(p).or_insert(at);
+        }
+        Ok(())
+    }
+
+    /// Read up to `n` (1 to 1000) records, continuing from the member's positions: in offset
+    /// order within each partition, partitions taken in turn. Empty when the member is at the
+    /// end of every partition.
+    ///
+    /// ```no_run
+    /// # async fn f(mut r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// let records = r.poll(100).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn poll(&mut self, n: usize) -> Result<Vec<StreamRecord>> {
+        if n == 0 || n > crate::MAX_RECEIVE {
+            return Err(Error::InvalidArgument(format!(
+                "n must be 1..={}, got {n}",
+                crate::MAX_RECEIVE
+            )));
+        }
+        let out = self.read(n).await?;
+        if !out.is_empty() {
+            return Ok(out);
+        }
+        // At the end: records may wait for their offsets, or partitions may have been added.
+        if self.group.topic.sequence_pending().await? > 0 {
+            return self.read(n).await;
+        }
+        if self.positions.len() < self.group.topic.current_partitions().await? as usize {
+            self.load().await?;
+            return self.read(n).await;
+        }
+        Ok(out)
+    }
+
+    async fn read(&mut self, n: usize) -> Result<Vec<StreamRecord>> {
+        let client = &self.group.topic.client;
+        let store = &client.inner.store;
+        let topic_id = self.group.topic.id();
+        let mut conn = client.pool().acquire().await?;
+        let partitions: Vec<i32> = self.positions.keys().copied().collect();
+        let mut out = Vec::new();
+        for i in 0..partitions.len() {
+            if out.len() >= n {
+                break;
+            }
+            let p = partitions[(self.turn + i) % partitions.len()];
+            let at = self.positions[&p];
+            let rows = store
+                .read_from(&mut conn, topic_id, p, at, n - out.len())
+                .await?;
+            let Some(first) = rows.first() else { continue };
+            let mut expect = at;
+            if first.offset != at {
+                // Only retention moves a partition's start: then the records are gone.
+                let low = store
+                    .partitions(&mut conn, topic_id)
+                    .await?
+                    .into_iter()
+                    .find(|r| r.partition == p)
+                    .map_or(0, |r| r.low_offset);
+                if low <= at || first.offset > low {
+                    tracing::error!(partition = p, at, first = first.offset, "gap in the log");
+                    continue;
+                }
+                tracing::warn!(
+                    group = self.group.label(),
+                    member = self.member,
+                    partition = p,
+                    skipped = low - at,
+                    "records removed by retention before this member read them"
+                );
+                expect = low;
+            }
+            for r in rows {
+                if r.offset != expect {
+                    break; // never deliver past a hole
+                }
+                expect += 1;
+                out.push(r);
+            }
+            self.positions.insert(p, expect);
+        }
+        self.turn = self.turn.wrapping_add(1);
+        Ok(out)
+    }
+
+    /// Save the member's positions: a member restarted under this name resumes from here.
+    ///
+    /// ```no_run
+    /// # async fn f(r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// r.checkpoint().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn checkpoint(&self) -> Result<()> {
+        let client = &self.group.topic.client;
+        let mut conn = client.pool().acquire().await?;
+        let positions: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
+        client
+            .inner
+            .store
+            .save_positions(&mut conn, self.group.id(), &self.member, &positions)
+            .await
+    }
+
+    /// Move this member to `start` (in memory; [`checkpoint`](Self::checkpoint) to keep it).
+    ///
+    /// ```no_run
+    /// # async fn f(mut r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// r.seek(sqlmq::StartAt::Earliest).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn seek(&mut self, start: StartAt) -> Result<()> {
+        let client = &self.group.topic.client;
+        let mut conn = client.pool().acquire().await?;
+        let offsets = client
+            .inner
+            .store
+            .offsets_at(&mut conn, self.group.topic.id(), start, None)
+            .await?;
+        self.positions = offsets.into_iter().collect();
+        Ok(())
+    }
+
+    /// Leave the group for good: forget this member's checkpoint.
+    ///
+    /// ```no_run
+    /// # async fn f(r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// r.leave().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn leave(self) -> Result<()> {
+        let client = &self.group.topic.client;
+        let mut conn = client.pool().acquire().await?;
+        client
+            .inner
+            .store
+            .delete_member(&mut conn, self.group.id(), &self.member)
+            .await
+            .map(drop)
+    }
+}

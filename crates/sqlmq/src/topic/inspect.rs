@@ -1,0 +1,331 @@
+//! Looking at a topic's records: query by position, key or time, and trace one record through
+//! every group.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::Topic;
+use super::group_config::GroupMode;
+use crate::error::{Error, Result};
+use crate::message::MessageId;
+use crate::store::mysql::group_settle::{
+    DeliveryEvent, STATE_ACKED, STATE_DEAD, STATE_RETRYING, parse_events, rfc3339 as rfc,
+};
+
+/// Most records one query returns.
+pub const MAX_QUERY: usize = 10_000;
+
+/// A record as stored in a topic's log.
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+/// for r in t.query_offsets(0, 0, 10).await? {
+///     println!("{}:{} key={:?} {}", r.partition, r.offset, r.key, String::from_utf8_lossy(&r.body));
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamRecord {
+    /// The record's id.
+    pub id: MessageId,
+    /// Its partition.
+    pub partition: u32,
+    /// Its offset in the partition.
+    pub offset: i64,
+    /// Its key, if it has one.
+    pub key: Option<String>,
+    /// Headers given at publish time.
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// When its producer published it (database clock).
+    pub published_at: SystemTime,
+    /// When it got its offset (database clock).
+    pub sequenced_at: SystemTime,
+}
+
+/// Where a record stands in one group.
+///
+/// ```no_run
+/// # fn f(g: sqlmq::GroupTrace) {
+/// match &g.state {
+///     sqlmq::TraceState::InFlight { member, .. } => println!("being handled by {member:?}"),
+///     other => println!("{other:?}"),
+/// }
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+#[non_exhaustive]
+pub enum TraceState {
+    /// The group has not reached it yet.
+    NotDelivered,
+    /// A member holds it now.
+    InFlight {
+        /// The member (process owner id).
+        member: Option<String>,
+        /// When it was handed out (RFC 3339).
+        since: String,
+        /// When the lease ends unless extended (RFC 3339).
+        lease_until: String,
+    },
+    /// It failed (or was snoozed or released) and waits for its next attempt.
+    WaitingRetry {
+        /// When it is due (RFC 3339).
+        at: String,
+    },
+    /// Acked.
+    Acked {
+        /// When (RFC 3339).
+        at: String,
+    },
+    /// Dead-lettered.
+    Dead {
+        /// When (RFC 3339).
+        at: String,
+    },
+    /// Handed out before its history was kept (or its history was removed): consumed.
+    Consumed,
+    /// A broadcast group: see `read_by`.
+    Broadcast,
+}
+
+/// A record's story in one group.
+///
+/// ```no_run
+/// # fn f(g: sqlmq::GroupTrace) { println!("{}: {} attempts, {} events", g.group, g.attempts, g.events.len()); }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct GroupTrace {
+    /// The group.
+    pub group: String,
+    /// Its mode.
+    pub mode: GroupMode,
+    /// Where the record stands.
+    pub state: TraceState,
+    /// Attempts made (cluster mode).
+    pub attempts: u32,
+    /// Its settled deliveries, oldest first (the last 20): member, times, outcome, error.
+    pub events: Vec<DeliveryEvent>,
+    /// Broadcast mode: members whose checkpoint is past the record.
+    pub read_by: Vec<String>,
+}
+
+/// One record's trace: the record, and its state in every group of its topic.
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+/// if let Some(trace) = t.trace(id).await? {
+///     println!("offset {:?}", trace.offset);
+///     for g in &trace.groups { println!("{}: {:?}", g.group, g.state) }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Trace {
+    /// The record's id.
+    pub id: MessageId,
+    /// Its partition.
+    pub partition: u32,
+    /// Its offset; None while it waits for one (published, not sequenced yet).
+    pub offset: Option<i64>,
+    /// The record, once sequenced.
+    pub record: Option<StreamRecord>,
+    /// Its state per group.
+    pub groups: Vec<GroupTrace>,
+}
+
+impl Topic {
+    /// Up to `limit` records of `partition` from `offset` on.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let records = t.query_offsets(0, 1000, 10).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_offsets(
+        &self,
+        partition: u32,
+        offset: i64,
+        limit: usize,
+    ) -> Result<Vec<StreamRecord>> {
+        self.check_partition(partition)?;
+        self.client.require_schema()?;
+        let mut conn = self.client.pool().acquire().await?;
+        self.client
+            .inner
+            .store
+            .read_from(
+                &mut conn,
+                self.id(),
+                partition as i32,
+                offset,
+                limit.min(MAX_QUERY),
+            )
+            .await
+    }
+
+    /// Up to `limit` records with `key`, by partition and offset.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let history = t.query_key("customer-7", 100).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_key(&self, key: &str, limit: usize) -> Result<Vec<StreamRecord>> {
+        self.client.require_schema()?;
+        let mut conn = self.client.pool().acquire().await?;
+        self.client
+            .inner
+            .store
+            .records_by_key(&mut conn, self.id(), key, limit.min(MAX_QUERY))
+            .await
+    }
+
+    /// Up to `limit` records sequenced in `[from, to)`, oldest first across partitions.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// use std::time::{Duration, SystemTime};
+    /// let now = SystemTime::now();
+    /// let last_minute = t.query_time(now - Duration::from_secs(60), now, 1000).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_time(
+        &self,
+        from: SystemTime,
+        to: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<StreamRecord>> {
+        self.client.require_schema()?;
+        let limit = limit.min(MAX_QUERY);
+        let store = &self.client.inner.store;
+        let mut conn = self.client.pool().acquire().await?;
+        let starts = store
+            .offsets_at(&mut conn, self.id(), super::StartAt::Time(from), None)
+            .await?;
+        let mut out = Vec::new();
+        for (p, start) in starts {
+            let rows = store
+                .read_from(&mut conn, self.id(), p, start, limit)
+                .await?;
+            out.extend(rows.into_iter().take_while(|r| r.sequenced_at < to));
+        }
+        out.sort_by_key(|r| (r.sequenced_at, r.partition, r.offset));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Trace one record: where it is (partition, offset) and, in every group of the topic,
+    /// its state, attempts and deliveries (member, times, outcome, error). None if the topic
+    /// has no such record (never published, or removed by retention).
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+    /// let trace = t.trace(id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn trace(&self, id: MessageId) -> Result<Option<Trace>> {
+        self.client.require_schema()?;
+        let store = &self.client.inner.store;
+        let mut conn = self.client.pool().acquire().await?;
+        let record = store.record_by_id(&mut conn, self.id(), id).await?;
+        let (partition, offset) = match &record {
+            Some(r) => (r.partition, Some(r.offset)),
+            None => match store.pending_by_id(&mut conn, id).await? {
+                Some((topic_id, p)) if topic_id == self.id() => (p as u32, None),
+                _ => return Ok(None),
+            },
+        };
+        let groups = store.groups_of_topic(&mut conn, self.id()).await?;
+        let cursors = store.group_cursors_of_topic(&mut conn, self.id()).await?;
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let cursor = cursors
+                .iter()
+                .find(|c| c.0 == g.id && c.2 == partition as i32)
+                .map_or(0, |c| c.3);
+            let mut trace = GroupTrace {
+                group: g.name.clone(),
+                mode: g.config.mode,
+                state: TraceState::NotDelivered,
+                attempts: 0,
+                events: Vec::new(),
+                read_by: Vec::new(),
+            };
+            let Some(offset) = offset else {
+                out.push(trace);
+                continue;
+            };
+            if g.config.mode == GroupMode::Broadcast {
+                trace.state = TraceState::Broadcast;
+                trace.read_by = store
+                    .all_positions(&mut conn, g.id)
+                    .await?
+                    .into_iter()
+                    .filter(|p| p.partition == partition as i32 && p.next_offset > offset)
+                    .map(|p| p.member)
+                    .collect();
+                out.push(trace);
+                continue;
+            }
+            let rows = store
+                .record_rows(&mut conn, g.id, id, partition as i32, offset)
+                .await?;
+            if let Some((state, attempts, events, settled_us)) = &rows.history {
+                trace.attempts = (*attempts).max(0) as u32;
+                trace.events = parse_events(events);
+                trace.state = match *state {
+                    STATE_ACKED => TraceState::Acked {
+                        at: rfc(*settled_us),
+                    },
+                    STATE_DEAD => TraceState::Dead {
+                        at: rfc(*settled_us),
+                    },
+                    STATE_RETRYING => TraceState::WaitingRetry {
+                        at: rfc(*settled_us),
+                    },
+                    _ => TraceState::Consumed,
+                };
+            } else if offset < cursor {
+                trace.state = TraceState::Consumed;
+            }
+            if let Some((_, attempts, owner, claimed_us, until_us)) = rows.lease {
+                trace.attempts = attempts.max(0) as u32;
+                trace.state = TraceState::InFlight {
+                    member: owner,
+                    since: rfc(claimed_us),
+                    lease_until: rfc(until_us),
+                };
+            } else if let Some((attempts, run_us)) = rows.retry {
+                trace.attempts = attempts.max(0) as u32;
+                trace.state = TraceState::WaitingRetry { at: rfc(run_us) };
+            } else if let Some((attempts, died_us)) = rows.dead {
+                trace.attempts = attempts.max(0) as u32;
+                trace.state = TraceState::Dead { at: rfc(died_us) };
+            }
+            out.push(trace);
+        }
+        Ok(Some(Trace {
+            id,
+            partition,
+            offset,
+            record,
+            groups: out,
+        }))
+    }
+
+    pub(crate) fn check_partition(&self, partition: u32) -> Result<()> {
+        if partition >= super::MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partition {partition} is out of range"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! How far behind a group is, and how busy each topic is.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::Topic;
+use super::group::Group;
+use super::group_config::GroupMode;
+use crate::client::Client;
+use crate::error::Result;
+use crate::message::time_from_micros;
+use crate::store::mysql::group_state::{
+    DEAD_BY_PARTITION, LEASES_BY_PARTITION, RETRIES_BY_PARTITION,
+};
+
+/// A group's lag in one partition.
+///
+/// ```no_run
+/// # fn f(p: sqlmq::PartitionLag) { println!("partition {}: {} behind", p.partition, p.backlog); }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PartitionLag {
+    /// The partition.
+    pub partition: u32,
+    /// Its end: the offset the next record will get.
+    pub end: i64,
+    /// The group's position: the next offset to hand out (cluster), or the slowest member's
+    /// checkpoint (broadcast; the group's start when no member checkpointed).
+    pub position: i64,
+    /// Records not handed out yet (`end - position`).
+    pub backlog: u64,
+    /// Records held by members now (cluster).
+    pub in_flight: u64,
+    /// Records waiting for their next attempt (cluster).
+    pub retrying: u64,
+    /// Dead letters (cluster).
+    pub dead: u64,
+    /// Age of the oldest record not consumed yet (backlog, in flight or retrying).
+    pub oldest_unconsumed_age: Option<Duration>,
+}
+
+/// A broadcast member's checkpoint, and how far behind it is.
+///
+/// ```no_run
+/// # fn f(m: sqlmq::MemberLag) { println!("{} is {} behind", m.member, m.behind); }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct MemberLag {
+    /// The member's name.
+    pub member: String,
+    /// Records after its checkpoint, over all partitions.
+    pub behind: u64,
+    /// Its last checkpoint (database clock).
+    pub checkpointed_at: SystemTime,
+}
+
+/// A group's lag: what it has not consumed yet, and how old the oldest of that is.
+///
+/// ```no_run
+/// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+/// let lag = g.lag().await?;
+/// println!("{} unconsumed, oldest {:?}", lag.unconsumed, lag.oldest_unconsumed_age);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct GroupLag {
+    /// The topic.
+    pub topic: String,
+    /// The group.
+    pub group: String,
+    /// Its mode.
+    pub mode: GroupMode,
+    /// Records not consumed yet: backlog + in flight + retrying (+ published records still
+    /// waiting for their offsets).
+    pub unconsumed: u64,
+    /// Records not handed out yet.
+    pub backlog: u64,
+    /// Records held by members now.
+    pub in_flight: u64,
+    /// Records waiting for their next attempt.
+    pub retrying: u64,
+    /// Dead letters (not counted as unconsumed).
+    pub dead: u64,
+    /// Published records whose offsets are not assigned yet.
+    pub unsequenced: u64,
+    /// Age of the oldest unconsumed record (by its publish time).
+    pub oldest_unconsumed_age: Option<Duration>,
+    /// Per partition.
+    pub partitions: Vec<PartitionLag>,
+    /// Broadcast members with a checkpoint.
+    pub members: Vec<MemberLag>,
+}
+
+/// A topic's size and recent volume, for ranking topics by activity.
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// for t in client.topic_stats(std::time::Duration::from_secs(60)).await? {
+///     println!("{}: {:.1} records/s, {} retained", t.name, t.rate_per_s, t.records);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct TopicStats {
+    /// The topic.
+    pub name: String,
+    /// Its partitions.
+    pub partitions: u32,
+    /// Records retained.
+    pub records: u64,
+    /// Bytes of bodies retained.
+    pub bytes: u64,
+    /// Records ever sequenced (the sum of the partitions' ends).
+    pub total: u64,
+    /// Records sequenced within the window.
+    pub recent: u64,
+    /// `recent` per second of the window.
+    pub rate_per_s: f64,
+    /// Its consumer groups.
+    pub groups: usize,
+}
+
+impl Group {
+    /// The group's lag (see [`GroupLag`]).
+    ///
+    /// ```no_run
+    /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+    /// let lag = g.lag().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lag(&self) -> Result<GroupLag> {
+        self.topic.client.require_schema()?;
+        let store = &self.topic.client.inner.store;
+        let topic_id = self.topic.id();
+        let mut conn = self.topic.client.pool().acquire().await?;
+        let parts = store.partitions(&mut conn, topic_id).await?;
+        let cursors = store.cursors(&mut conn, self.id()).await?;
+        let unsequenced: i64 = store
+            .pending_partitions(&mut conn, topic_id)
+            .await?
+            .values()
+            .sum();
+        let broadcast = self.config().mode == GroupMode::Broadcast;
+        let (leases, retries, dead) = if broadcast {
+            Default::default()
+        } else {
+            (
+                store
+                    .by_partition(&mut conn, LEASES_BY_PARTITION, self.id())
+                    .await?,
+                store
+                    .by_partition(&mut conn, RETRIES_BY_PARTITION, self.id())
+                    .await?,
+                store
+                    .by_partition(&mut conn, DEAD_BY_PARTITION, self.id())
+                    .await?,
+            )
+        };
+        let positions = if broadcast {
+            store.all_positions(&mut conn, self.id()).await?
+        } else {
+            Vec::new()
+        };
+        let mut lag = GroupLag {
+            topic: self.topic.name().to_owned(),
+            group: self.name().to_owned(),
+            mode: self.config().mode,
+            unconsumed: unsequenced.max(0) as u64,
+            backlog: 0,
+            in_flight: 0,
+            retrying: 0,
+            dead: 0,
+            unsequenced: unsequenced.max(0) as u64,
+            oldest_unconsumed_age: None,
+            partitions: Vec::new(),
+            members: Vec::new(),
+        };
+        for part in &parts {
+            let p = part.partition;
+            let cursor = cursors.iter().find(|c| c.0 == p).map_or(0, |c| c.1);
+            let position = if broadcast {
+                positions
+                    .iter()
+                    .filter(|x| x.partition == p)
+                    .map(|x| x.next_offset)
+                    .min()
+                    .unwrap_or(cursor)
+            } else {
+                cursor
+            };
+            let position = position.max(part.low_offset);
+            let backlog = (part.next_offset - position).max(0) as u64;
+            let (in_flight, min_lease) = leases.get(&p).copied().unwrap_or((0, i64::MAX));
+            let (retrying, min_retry) = retries.get(&p).copied().unwrap_or((0, i64::MAX));
+            let (dead_n, _) = dead.get(&p).copied().unwrap_or((0, 0));
+            let mut oldest = i64::MAX;
+            if backlog > 0 {
+                oldest = position;
+            }
+            oldest = oldest.min(min_lease).min(min_retry);
+            let age = if oldest == i64::MAX {
+                None
+            } else {
+                store
+                    .age_of(&mut conn, topic_id, p, oldest)
+                    .await?
+                    .map(|us| Duration::from_micros(us.max(0) as u64))
+            };
+            lag.backlog += backlog;
+            lag.in_flight += in_flight as u64;
+            lag.retrying += retrying as u64;
+            lag.dead += dead_n as u64;
+            lag.oldest_unconsumed_age = lag.oldest_unconsumed_age.max(age);
+            lag.partitions.push(PartitionLag {
+                partition: p as u32,
+                end: part.next_offset,
+                position,
+                backlog,
+                in_flight: in_flight as u64,
+                retrying: retrying as u64,
+                dead: dead_n as u64,
+                oldest_unconsumed_age: age,
+            });
+        }
+        lag.unconsumed += lag.backlog + lag.in_flight + lag.retrying;
+        let mut members: Vec<MemberLag> = Vec::new();
+        for pos in positions {
+            let end = parts
+                .iter()
+                .find(|x| x.partition == pos.partition)
+                .map_or(0, |x| x.next_offset);
+            let behind = (end - pos.next_offset).max(0) as u64;
+            let at = time_from_micros(pos.updated_us);
+            match members.iter_mut().find(|m| m.member == pos.member) {
+                Some(m) => {
+                    m.behind += behind;
+                    m.checkpointed_at = m.checkpointed_at.max(at);
+                }
+                None => members.push(MemberLag {
+                    member: pos.member,
+                    behind,
+                    checkpointed_at: at,
+                }),
+            }
+        }
+        lag.members = members;
+        metrics::gauge!("sqlmq_group_lag", "group" => self.label()).set(lag.unconsumed as f64);
+        if let Some(age) = lag.oldest_unconsumed_age {
+            metrics::gauge!("sqlmq_group_lag_seconds", "group" => self.label())
+                .set(age.as_secs_f64());
+        }
+        Ok(lag)
+    }
+}
+
+impl Topic {
+    /// The topic's size and its volume over the last `window` (see [`TopicStats`]).
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let s = t.stats(std::time::Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn stats(&self, window: Duration) -> Result<TopicStats> {
+        self.client.require_schema()?;
+        let store = &self.client.inner.store;
+        let mut conn = self.client.pool().acquire().await?;
+        let parts = store.partitions(&mut conn, self.id()).await?;
+        let groups = store.groups_of_topic(&mut conn, self.id()).await?.len();
+        let now_us = store.db_now_us(&mut conn).await?;
+        let since = now_us - window.as_micros().min(i64::MAX as u128) as i64;
+        let mut stats = TopicStats {
+            name: self.name().to_owned(),
+            partitions: parts.len() as u32,
+            records: 0,
+            bytes: 0,
+            total: 0,
+            recent: 0,
+            rate_per_s: 0.0,
+            groups,
+        };
+        for p in &parts {
+            stats.records += (p.next_offset - p.low_offset).max(0) as u64;
+            stats.bytes += p.bytes.max(0) as u64;
+            stats.total += p.next_offset.max(0) as u64;
+            let from = store
+                .offset_for_time(&mut conn, self.id(), p, since)
+                .await?;
+            stats.recent += (p.next_offset - from).max(0) as u64;
+        }
+        stats.rate_per_s = stats.recent as f64 / window.as_secs_f64().max(1e-3);
+        Ok(stats)
+    }
+}
+
+impl Client {
+    /// Every topic's size and volume over the last `window`, busiest first (by rate, then
+    /// by records retained).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let ranking = client.topic_stats(std::time::Duration::from_secs(300)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn topic_stats(&self, window: Duration) -> Result<Vec<TopicStats>> {
+        let mut out = Vec::new();
+        for topic in self.topics().await? {
+            out.push(topic.stats(window).await?);
+        }
+        out.sort_by(|a, b| {
+            b.rate_per_s
+                .total_cmp(&a.rate_per_s)
+                .then(b.records.cmp(&a.records))
+                .then(a.name.cmp(&b.name))
+        });
+        Ok(out)
+    }
+}

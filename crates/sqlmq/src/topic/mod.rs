@@ -1,0 +1,544 @@
+//! Topics: partitioned, append-only streams with consumer groups (SPEC §3).
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Topic`] handle, [`TopicConfig`], publishing, group lookup |
+//! | `record.rs` | [`Record`], [`Published`], key hashing |
+//! | `sequencer.rs` | running sequencing steps (offsets are given after commit) |
+//! | `group_config.rs` | [`GroupConfig`], [`GroupMode`], [`StartAt`], the default ladder |
+//! | `group.rs` | [`Group`]: cluster-mode receive, ack, nack, extend |
+//! | `group_admin.rs` | dead letters, retries, reset, replay, maintenance, consume timeouts |
+//! | `broadcast.rs` | [`BroadcastReader`]: broadcast members and their checkpoints |
+//! | `inspect.rs` | [`StreamRecord`], queries, [`Trace`] |
+//! | `lag.rs` | [`GroupLag`], [`TopicStats`] (volume and rate ranking) |
+//! | `retention.rs` | [`RetentionReport`]: removing old records in small chunks |
+
+mod broadcast;
+mod group;
+mod group_admin;
+mod group_config;
+mod inspect;
+mod lag;
+mod record;
+mod retention;
+mod sequencer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::MySqlConnection;
+
+pub use broadcast::BroadcastReader;
+pub use group::Group;
+pub use group_admin::GroupMaintenance;
+pub use group_config::{
+    DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
+};
+pub use inspect::{GroupTrace, MAX_QUERY, StreamRecord, Trace, TraceState};
+pub use lag::{GroupLag, MemberLag, PartitionLag, TopicStats};
+pub use record::{MAX_KEY_LEN, Published, Record, partition_for_key};
+pub use retention::{RETENTION_INTERVAL, RetentionReport};
+pub(crate) use sequencer::sequence_partition;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::message::MessageId;
+use crate::name::validate_name;
+use crate::store::mysql::sequence::PendingRow;
+use crate::tx;
+
+/// Most partitions a topic may have.
+pub const MAX_PARTITIONS: u32 = 1024;
+
+/// Per-topic settings.
+///
+/// ```
+/// use std::time::Duration;
+/// let c = sqlmq::TopicConfig::default()
+///     .partitions(8)
+///     .retention(Duration::from_secs(7 * 24 * 3600))
+///     .retention_keeps_unconsumed(true);
+/// assert_eq!(c.partitions, 8);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TopicConfig {
+    /// Partitions (default 1). Can grow, never shrink; keys then map to new partitions.
+    pub partitions: u32,
+    /// Delete records older than this (none by default: keep everything).
+    pub retention: Option<Duration>,
+    /// Keep at most about this many bytes of bodies per partition (oldest deleted first).
+    pub retention_bytes: Option<u64>,
+    /// Never delete a record that a consumer group has not consumed yet, whatever the limits.
+    pub retention_keeps_unconsumed: bool,
+    /// Cluster groups hand out one record per partition at a time (the next only once the
+    /// previous one is acked or dead): strict order per key, at the cost of parallelism within
+    /// a partition.
+    pub strict_order: bool,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            partitions: 1,
+            retention: None,
+            retention_bytes: None,
+            retention_keeps_unconsumed: false,
+            strict_order: false,
+        }
+    }
+}
+
+impl TopicConfig {
+    /// Set the partition count.
+    ///
+    /// ```
+    /// let c = sqlmq::TopicConfig::default().partitions(4);
+    /// # let _ = c;
+    /// ```
+    pub fn partitions(mut self, n: u32) -> Self {
+        self.partitions = n;
+        self
+    }
+
+    /// Delete records older than `age`.
+    ///
+    /// ```
+    /// let c = sqlmq::TopicConfig::default().retention(std::time::Duration::from_secs(3600));
+    /// # let _ = c;
+    /// ```
+    pub fn retention(mut self, age: Duration) -> Self {
+        self.retention = Some(age);
+        self
+    }
+
+    /// Keep at most about `bytes` of bodies per partition.
+    ///
+    /// ```
+    /// let c = sqlmq::TopicConfig::default().retention_bytes(1 << 30);
+    /// # let _ = c;
+    /// ```
+    pub fn retention_bytes(mut self, bytes: u64) -> Self {
+        self.retention_bytes = Some(bytes);
+        self
+    }
+
+    /// Never delete records some consumer group has not consumed.
+    ///
+    /// ```
+    /// let c = sqlmq::TopicConfig::default().retention_keeps_unconsumed(true);
+    /// # let _ = c;
+    /// ```
+    pub fn retention_keeps_unconsumed(mut self, keep: bool) -> Self {
+        self.retention_keeps_unconsumed = keep;
+        self
+    }
+
+    /// One record per partition in flight per cluster group (strict per-key order).
+    ///
+    /// ```
+    /// let c = sqlmq::TopicConfig::default().strict_order(true);
+    /// # let _ = c;
+    /// ```
+    pub fn strict_order(mut self, strict: bool) -> Self {
+        self.strict_order = strict;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be 1..={MAX_PARTITIONS}, got {}",
+                self.partitions
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A handle to one topic. Cheap to clone.
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// let orders = client.create_topic("orders", sqlmq::TopicConfig::default().partitions(4)).await?;
+/// orders.publish(sqlmq::Record::new("order 1 paid").key("customer-7")).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Topic {
+    pub(crate) client: Client,
+    pub(crate) inner: Arc<Handle>,
+}
+
+pub(crate) struct Handle {
+    pub id: i32,
+    pub name: String,
+    pub config: TopicConfig,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.inner.name)
+            .field("id", &self.inner.id)
+            .finish()
+    }
+}
+
+impl Topic {
+    pub(crate) fn new(client: Client, id: i32, name: String, config: TopicConfig) -> Topic {
+        Topic {
+            client,
+            inner: Arc::new(Handle { id, name, config }),
+        }
+    }
+
+    /// The topic's name.
+    ///
+    /// ```no_run
+    /// # fn f(t: sqlmq::Topic) { println!("{}", t.name()); }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The topic's configuration when this handle was taken.
+    ///
+    /// ```no_run
+    /// # fn f(t: sqlmq::Topic) { println!("{} partitions", t.config().partitions); }
+    /// ```
+    pub fn config(&self) -> &TopicConfig {
+        &self.inner.config
+    }
+
+    /// The client this handle belongs to.
+    ///
+    /// ```no_run
+    /// # fn f(t: sqlmq::Topic) { let pool = t.client().pool(); }
+    /// ```
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn id(&self) -> i32 {
+        self.inner.id
+    }
+
+    /// Publish one record. Durable when this returns Ok; its offset is assigned right after
+    /// (by a sequencing step, see `docs/ARCHITECTURE.md`), in commit order per partition.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let p = t.publish(sqlmq::Record::new("hello").key("k")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish(&self, record: Record) -> Result<Published> {
+        let mut published = self.publish_batch(vec![record]).await?;
+        Ok(published.remove(0))
+    }
+
+    /// Publish a batch atomically: all records are published at commit, or none. Any size;
+    /// statements are split under `max_allowed_packet` inside one transaction.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let batch = (0..100).map(|i| sqlmq::Record::new(format!("{i}"))).collect();
+    /// t.publish_batch(batch).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_batch(&self, records: Vec<Record>) -> Result<Vec<Published>> {
+        self.check(&records)?;
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let store = &self.client.inner.store;
+        let budget = self.client.inner.statement_budget;
+        let records = &records;
+        let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
+        let ids = &ids;
+        let published = tx::run_resolving(
+            self.client.pool(),
+            "publish",
+            |conn, _| Box::pin(self.publish_on(conn, records, budget)),
+            // A lost connection during COMMIT: the batch committed iff its ids are known.
+            |conn, _| {
+                Box::pin(async move { Ok(!store.known_topic_ids(conn, ids).await?.is_empty()) })
+            },
+        )
+        .await?;
+        self.after_publish(&published);
+        Ok(published)
+    }
+
+    /// Publish one record inside the caller's transaction: it exists when that transaction
+    /// commits and never if it rolls back; its offset is assigned after the commit.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, t: sqlmq::Topic) -> anyhow::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("UPDATE orders SET paid = 1 WHERE id = 42").execute(&mut *tx).await?;
+    /// t.publish_in(&mut tx, sqlmq::Record::new("order 42 paid").key("42")).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_in(
+        &self,
+        conn: &mut MySqlConnection,
+        record: Record,
+    ) -> Result<Published> {
+        let mut published = self.publish_batch_in(conn, vec![record]).await?;
+        Ok(published.remove(0))
+    }
+
+    /// Publish a batch inside the caller's transaction (see [`Topic::publish_in`]).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, t: sqlmq::Topic) -> anyhow::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// t.publish_batch_in(&mut tx, vec![sqlmq::Record::new("a"), sqlmq::Record::new("b")]).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_batch_in(
+        &self,
+        conn: &mut MySqlConnection,
+        records: Vec<Record>,
+    ) -> Result<Vec<Published>> {
+        self.check(&records)?;
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let budget = self.client.inner.statement_budget;
+        let records = &records;
+        let published = tx::run_in(conn, |conn, _| {
+            Box::pin(self.publish_on(conn, records, budget))
+        })
+        .await?;
+        let fresh = published.iter().filter(|p| !p.duplicate).count() as u64;
+        metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
+            .increment(fresh);
+        Ok(published)
+    }
+
+    fn check(&self, records: &[Record]) -> Result<()> {
+        self.client.require_schema()?;
+        let limit = self.client.max_payload_bytes();
+        records
+            .iter()
+            .try_for_each(|r| r.validate(self.inner.config.partitions, limit))
+    }
+
+    /// Write the pending rows of `records` that are not published yet.
+    async fn publish_on(
+        &self,
+        conn: &mut MySqlConnection,
+        records: &[Record],
+        budget: usize,
+    ) -> Result<Vec<Published>> {
+        let store = &self.client.inner.store;
+        let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
+        let known = store.known_topic_ids(conn, &ids).await?;
+        let partitions = self.inner.config.partitions;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(records.len());
+        let mut rows = Vec::with_capacity(records.len());
+        for r in records {
+            let partition = r.partition_of(partitions);
+            let duplicate = known.contains(&r.id) || !seen.insert(r.id);
+            out.push(Published {
+                id: r.id,
+                partition,
+                duplicate,
+            });
+            if !duplicate {
+                let headers = (!r.headers.is_empty())
+                    .then(|| serde_json::to_string(&r.headers))
+                    .transpose()?;
+                rows.push(PendingRow {
+                    partition: partition as i32,
+                    id: r.id,
+                    key: r.key.as_deref().map(str::as_bytes),
+                    headers,
+                    body: &r.body,
+                });
+            }
+        }
+        match store.insert_pending(conn, self.id(), &rows, budget).await {
+            // A concurrent publish of the same id won the race: this one is a duplicate.
+            Err(e) if e.is_duplicate_key() && records.len() == 1 => {
+                out[0].duplicate = true;
+                Ok(out)
+            }
+            other => other.map(|()| out),
+        }
+    }
+
+    /// Count, and wake the local sequencers of the partitions written to.
+    fn after_publish(&self, published: &[Published]) {
+        let mut partitions: Vec<u32> = published
+            .iter()
+            .filter(|p| !p.duplicate)
+            .map(|p| p.partition)
+            .collect();
+        metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
+            .increment(partitions.len() as u64);
+        partitions.sort_unstable();
+        partitions.dedup();
+        for p in partitions {
+            self.client.sequence_soon(self.id(), p as i32);
+        }
+    }
+
+    /// Create a consumer group starting at `start`, or update an existing group's retry
+    /// settings (its position is kept; its mode cannot change).
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let g = t.create_group("billing", sqlmq::GroupConfig::default().max_attempts(5), sqlmq::StartAt::Earliest).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_group(
+        &self,
+        name: &str,
+        config: GroupConfig,
+        start: StartAt,
+    ) -> Result<Group> {
+        validate_name("group", name)?;
+        config.validate()?;
+        self.client.require_schema()?;
+        let store = &self.client.inner.store;
+        let (config, topic_id) = (&config, self.id());
+        let (row, _) = tx::run(self.client.pool(), "create_group", |conn, _| {
+            Box::pin(store.create_group(conn, topic_id, name, config, start))
+        })
+        .await?;
+        if row.config.mode != config.mode {
+            return Err(Error::InvalidArgument(format!(
+                "group {name} of topic {} exists as a {} group",
+                self.name(),
+                row.config.mode
+            )));
+        }
+        Ok(Group::new(self.clone(), row))
+    }
+
+    /// A handle to an existing group.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// let g = t.group("billing").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn group(&self, name: &str) -> Result<Group> {
+        validate_name("group", name)?;
+        self.client.require_schema()?;
+        let mut conn = self.client.pool().acquire().await?;
+        match self
+            .client
+            .inner
+            .store
+            .group_by_name(&mut conn, self.id(), name)
+            .await?
+        {
+            Some(row) => Ok(Group::new(self.clone(), row)),
+            None => Err(Error::UnknownGroup {
+                topic: self.name().to_owned(),
+                group: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Every group of the topic, by name.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// for g in t.groups().await? { println!("{} ({})", g.name(), g.config().mode) }
+    /// # Ok(()) }
+    /// ```
+    pub async fn groups(&self) -> Result<Vec<Group>> {
+        self.client.require_schema()?;
+        let mut conn = self.client.pool().acquire().await?;
+        let rows = self
+            .client
+            .inner
+            .store
+            .groups_of_topic(&mut conn, self.id())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Group::new(self.clone(), r))
+            .collect())
+    }
+
+    /// Delete a group with its position, leases, retries, dead letters and history (in small
+    /// transactions). Stop its members first.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// t.delete_group("old-consumer").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete_group(&self, name: &str) -> Result<()> {
+        let group = self.group(name).await?;
+        let store = &self.client.inner.store;
+        for table in 0..=crate::store::mysql::MySqlStore::GROUP_TABLE_COUNT {
+            loop {
+                let n = tx::run(self.client.pool(), "delete_group", |conn, _| {
+                    Box::pin(store.delete_group_chunk(conn, group.id(), table))
+                })
+                .await?;
+                if n < 1000 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Give offsets to committed records still waiting for them in any partition (those no
+    /// local sequencer was woken for). Returns how many got offsets.
+    pub(crate) async fn sequence_pending(&self) -> Result<usize> {
+        let pending = {
+            let mut conn = self.client.pool().acquire().await?;
+            self.client
+                .inner
+                .store
+                .pending_partitions(&mut conn, self.id())
+                .await?
+        };
+        let mut total = 0;
+        for p in pending.keys() {
+            total += sequence_partition(&self.client, self.id(), *p).await?;
+        }
+        Ok(total)
+    }
+
+    /// The partition count as stored now (it may have grown since this handle was taken).
+    pub(crate) async fn current_partitions(&self) -> Result<u32> {
+        let mut conn = self.client.pool().acquire().await?;
+        Ok(self
+            .client
+            .inner
+            .store
+            .topic_by_id(&mut conn, self.id())
+            .await?
+            .map_or(self.config().partitions, |t| t.config.partitions))
+    }
+
+    /// Sequence whatever is pending in every partition now (normally done on its own: after
+    /// local publishes, and by readers). Returns how many records got offsets.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// t.sequence().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn sequence(&self) -> Result<usize> {
+        let mut total = 0;
+        for p in 0..self.inner.config.partitions as i32 {
+            total += sequence_partition(&self.client, self.id(), p).await?;
+        }
+        Ok(total)
+    }
+}

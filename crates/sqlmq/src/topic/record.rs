@@ -1,0 +1,213 @@
+//! What a producer publishes ([`Record`]) and what it gets back ([`Published`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::message::MessageId;
+
+/// Longest record key, in bytes.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// A record to publish on a topic.
+///
+/// ```
+/// let r = sqlmq::Record::new("order 42 paid")
+///     .key("customer-7")        // same key, same partition: per-key order
+///     .header("trace-id", "abc");
+/// # let _ = r;
+/// ```
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub(crate) id: MessageId,
+    pub(crate) key: Option<String>,
+    pub(crate) partition: Option<u32>,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Record {
+    /// A record with this body, no key (a random partition).
+    ///
+    /// ```
+    /// let r = sqlmq::Record::new(vec![1u8, 2, 3]);
+    /// # let _ = r;
+    /// ```
+    pub fn new(body: impl Into<Vec<u8>>) -> Record {
+        Record {
+            id: MessageId::new(),
+            key: None,
+            partition: None,
+            headers: BTreeMap::new(),
+            body: body.into(),
+        }
+    }
+
+    /// A record whose body is `value` as JSON.
+    ///
+    /// ```
+    /// let r = sqlmq::Record::json(&serde_json::json!({"order": 42})).unwrap();
+    /// # let _ = r;
+    /// ```
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Record> {
+        Ok(Record::new(serde_json::to_vec(value)?))
+    }
+
+    /// The key: records with the same key go to the same partition (FNV-1a hash of the key
+    /// modulo the partition count), so they keep their order. Up to 255 bytes.
+    ///
+    /// ```
+    /// let r = sqlmq::Record::new("x").key("account-9");
+    /// # let _ = r;
+    /// ```
+    pub fn key(mut self, key: impl Into<String>) -> Record {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Publish to this partition instead of the key's.
+    ///
+    /// ```
+    /// let r = sqlmq::Record::new("x").partition(3);
+    /// # let _ = r;
+    /// ```
+    pub fn partition(mut self, partition: u32) -> Record {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Add a header.
+    ///
+    /// ```
+    /// let r = sqlmq::Record::new("x").header("source", "billing");
+    /// # let _ = r;
+    /// ```
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Record {
+        self.headers.insert(key.into(), value.into());
+        self
+    }
+
+    /// Use this id (unique across topics): publishing a record whose id is already published
+    /// is a no-op that reports a duplicate (a retry after an unknown COMMIT outcome).
+    ///
+    /// ```
+    /// let id = sqlmq::MessageId::new();
+    /// assert_eq!(sqlmq::Record::new("x").with_id(id).id(), id);
+    /// ```
+    pub fn with_id(mut self, id: MessageId) -> Record {
+        self.id = id;
+        self
+    }
+
+    /// The record's id.
+    ///
+    /// ```
+    /// println!("{}", sqlmq::Record::new("x").id());
+    /// ```
+    pub fn id(&self) -> MessageId {
+        self.id
+    }
+
+    pub(crate) fn validate(&self, partitions: u32, max_payload: usize) -> Result<()> {
+        if self.body.len() > max_payload {
+            return Err(Error::PayloadTooLarge {
+                size: self.body.len(),
+                limit: max_payload,
+            });
+        }
+        if let Some(key) = &self.key
+            && (key.len() > MAX_KEY_LEN || key.chars().any(char::is_control))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "a record key is at most {MAX_KEY_LEN} bytes without control characters"
+            )));
+        }
+        if let Some(p) = self.partition
+            && p >= partitions
+        {
+            return Err(Error::InvalidArgument(format!(
+                "partition {p} does not exist (the topic has {partitions})"
+            )));
+        }
+        let header_bytes: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum();
+        if header_bytes > 60 * 1024 {
+            return Err(Error::InvalidArgument(format!(
+                "headers of {header_bytes} bytes exceed 60 KiB"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The partition this record goes to.
+    pub(crate) fn partition_of(&self, partitions: u32) -> u32 {
+        match (self.partition, &self.key) {
+            (Some(p), _) => p,
+            (None, Some(key)) => partition_for_key(key.as_bytes(), partitions),
+            (None, None) => rand::random_range(0..partitions),
+        }
+    }
+}
+
+/// The partition of a key: 32-bit FNV-1a of its bytes, modulo the partition count. Stable
+/// across versions and languages (producers in other languages can compute it).
+///
+/// ```
+/// assert_eq!(sqlmq::partition_for_key(b"customer-7", 1), 0);
+/// assert_eq!(sqlmq::partition_for_key(b"a", 8), sqlmq::partition_for_key(b"a", 8));
+/// ```
+pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in key {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash % partitions.max(1)
+}
+
+/// What a publish did.
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+/// let p = t.publish(sqlmq::Record::new("x").key("k")).await?;
+/// println!("{} to partition {}", p.id, p.partition);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Published {
+    /// The record's id.
+    pub id: MessageId,
+    /// Its partition.
+    pub partition: u32,
+    /// True when the id was already published and nothing was written.
+    pub duplicate: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_is_the_reference_one() {
+        // FNV-1a 32 test vectors: "" -> 0x811c9dc5, "a" -> 0xe40c292c, "foobar" -> 0xbf9cf968
+        assert_eq!(partition_for_key(b"", u32::MAX), 0x811c_9dc5 % u32::MAX);
+        assert_eq!(partition_for_key(b"a", u32::MAX), 0xe40c_292c % u32::MAX);
+        assert_eq!(
+            partition_for_key(b"foobar", u32::MAX),
+            0xbf9c_f968 % u32::MAX
+        );
+    }
+
+    #[test]
+    fn explicit_partitions_win_and_unkeyed_records_spread() {
+        assert_eq!(Record::new("x").key("k").partition(2).partition_of(4), 2);
+        let seen: std::collections::HashSet<u32> =
+            (0..200).map(|_| Record::new("x").partition_of(4)).collect();
+        assert_eq!(seen.len(), 4);
+    }
+}

@@ -1,0 +1,187 @@
+//! Applying a topic's retention (see `store/mysql/retention.rs`).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::Topic;
+use super::group_config::GroupMode;
+use crate::error::Result;
+use crate::store::mysql::group_state::{
+    DEAD_BY_PARTITION, LEASES_BY_PARTITION, RETRIES_BY_PARTITION,
+};
+use crate::store::mysql::retention::RETENTION_CHUNK;
+use crate::tx;
+
+/// How often a client applies a topic's retention on its own (from group maintenance).
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What one retention run removed.
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+/// let r = t.apply_retention().await?;
+/// println!("removed {} records ({} bytes) in {} transactions", r.records, r.bytes, r.transactions);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RetentionReport {
+    /// Records removed.
+    pub records: u64,
+    /// Bytes of bodies removed.
+    pub bytes: u64,
+    /// Transactions used (each removes at most 500 offsets of one partition).
+    pub transactions: u64,
+    /// Records retention would have removed but kept because a group has not consumed them
+    /// (`retention_keeps_unconsumed`).
+    pub kept_unconsumed: u64,
+}
+
+impl Topic {
+    /// Remove the records the topic's retention (age, bytes) no longer keeps, oldest first,
+    /// in transactions of at most 500 offsets. With `retention_keeps_unconsumed`, records a
+    /// group has not consumed (not handed out, in flight, retrying, dead) or a broadcast
+    /// member's checkpoint has not passed are kept. Group maintenance runs it once a minute.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// t.apply_retention().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn apply_retention(&self) -> Result<RetentionReport> {
+        self.client.require_schema()?;
+        let store = &self.client.inner.store;
+        let mut report = RetentionReport::default();
+        let (config, parts, now_us, floors, group_ids) = {
+            let mut conn = self.client.pool().acquire().await?;
+            let config = match store.topic_by_id(&mut conn, self.id()).await? {
+                Some(row) => row.config,
+                None => return Ok(report),
+            };
+            if config.retention.is_none() && config.retention_bytes.is_none() {
+                return Ok(report);
+            }
+            let parts = store.partitions(&mut conn, self.id()).await?;
+            let now_us = store.db_now_us(&mut conn).await?;
+            let floors = if config.retention_keeps_unconsumed {
+                Some(self.unconsumed_floors(&mut conn).await?)
+            } else {
+                None
+            };
+            let groups = store.groups_of_topic(&mut conn, self.id()).await?;
+            let ids: Vec<i32> = groups.iter().map(|g| g.id).collect();
+            (config, parts, now_us, floors, ids)
+        };
+        for part in parts {
+            let p = part.partition;
+            let mut cut = part.low_offset;
+            let mut conn = self.client.pool().acquire().await?;
+            if let Some(age) = config.retention {
+                let before = now_us - age.as_micros().min(i64::MAX as u128) as i64;
+                cut = cut.max(
+                    store
+                        .offset_for_time(&mut conn, self.id(), &part, before)
+                        .await?,
+                );
+            }
+            if let Some(limit) = config.retention_bytes {
+                let limit = limit.min(i64::MAX as u64) as i64;
+                if part.bytes > limit {
+                    let by_bytes = store
+                        .offset_for_bytes(
+                            &mut conn,
+                            self.id(),
+                            p,
+                            part.low_offset,
+                            part.bytes,
+                            limit,
+                        )
+                        .await?;
+                    cut = cut.max(by_bytes);
+                }
+            }
+            drop(conn);
+            if let Some(floor) = floors.as_ref().and_then(|f| f.get(&p)) {
+                if cut > *floor {
+                    report.kept_unconsumed += (cut - floor.max(&part.low_offset)) as u64;
+                    cut = (*floor).max(part.low_offset);
+                }
+            }
+            let mut at = part.low_offset;
+            while at < cut {
+                let end = cut.min(at + RETENTION_CHUNK);
+                let group_ids = &group_ids;
+                let (records, bytes) = tx::run(self.client.pool(), "retention", |conn, _| {
+                    Box::pin(store.remove_range(conn, self.id(), p, at, end, group_ids))
+                })
+                .await?;
+                report.records += records;
+                report.bytes += bytes.max(0) as u64;
+                report.transactions += 1;
+                at = end;
+            }
+        }
+        if report.records > 0 {
+            tracing::info!(topic = self.name(), ?report, "retention applied");
+            metrics::counter!("sqlmq_records_expired_total", "topic" => self.name().to_owned())
+                .increment(report.records);
+        }
+        Ok(report)
+    }
+
+    /// Per partition, the smallest offset some group still has to consume.
+    async fn unconsumed_floors(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+    ) -> Result<HashMap<i32, i64>> {
+        let store = &self.client.inner.store;
+        let mut floors: HashMap<i32, i64> = HashMap::new();
+        let mut lower = |p: i32, o: i64| {
+            let f = floors.entry(p).or_insert(o);
+            *f = (*f).min(o);
+        };
+        let cursors = store.group_cursors_of_topic(conn, self.id()).await?;
+        let groups = store.groups_of_topic(conn, self.id()).await?;
+        for g in &groups {
+            let own = cursors.iter().filter(|c| c.0 == g.id);
+            if g.config.mode == GroupMode::Broadcast {
+                let checkpoints = store.min_positions(conn, g.id).await?;
+                for c in own {
+                    lower(c.2, checkpoints.get(&c.2).copied().unwrap_or(c.3));
+                }
+                continue;
+            }
+            for c in own {
+                lower(c.2, c.3);
+            }
+            for which in [LEASES_BY_PARTITION, RETRIES_BY_PARTITION, DEAD_BY_PARTITION] {
+                for (p, (_, min)) in store.by_partition(conn, which, g.id).await? {
+                    lower(p, min);
+                }
+            }
+        }
+        Ok(floors)
+    }
+
+    /// Apply retention if this client has not done so for this topic in the last minute.
+    pub(crate) async fn retention_if_due(&self) -> Result<()> {
+        let due = {
+            let mut last = self.client.inner.housekeeping.lock().expect("poisoned");
+            let now = Instant::now();
+            let key = crate::client::Subject::Topic(self.id());
+            match last.get(&key) {
+                Some(t) if now.duration_since(*t) < RETENTION_INTERVAL => false,
+                _ => {
+                    last.insert(key, now);
+                    true
+                }
+            }
+        };
+        if due {
+            self.apply_retention().await?;
+        }
+        Ok(())
+    }
+}
