@@ -1,0 +1,237 @@
+//! SPEC §1.9 (bad input): clear typed errors, and nothing half-written.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestDb, count, queue};
+use sqlmq::{Backoff, Client, Error, Message, MessageId, QueueConfig, Receipt};
+
+/// Every table that a rejected call must leave untouched.
+const TABLES: [&str; 8] = [
+    "messages",
+    "ready",
+    "scheduled",
+    "leases",
+    "dead",
+    "dedup",
+    "key_heads",
+    "blocked",
+];
+
+async fn assert_nothing_written(db: &TestDb) {
+    let pool = db.pool().await;
+    for t in TABLES {
+        assert_eq!(count(&pool, t).await, 0, "{t} was written to");
+    }
+}
+
+#[tokio::test]
+async fn invalid_names_are_rejected_before_anything_is_written() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    for bad in [
+        "",
+        "has space",
+        "slash/name",
+        "ünï",
+        "semi;colon",
+        &"x".repeat(129),
+    ] {
+        match client.create_queue(bad, QueueConfig::default()).await {
+            Err(Error::InvalidName {
+                kind: "queue",
+                name,
+            }) => assert_eq!(name, bad),
+            other => panic!("{bad:?}: expected InvalidName, got {other:?}"),
+        }
+        assert!(matches!(
+            client.queue(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+    }
+    assert_eq!(count(&db.pool().await, "queues").await, 0);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn unknown_queues_are_a_typed_error() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    match client.queue("nope").await {
+        Err(Error::UnknownQueue(name)) => assert_eq!(name, "nope"),
+        other => panic!("expected UnknownQueue, got {other:?}"),
+    }
+    assert!(matches!(
+        client.delete_queue("nope").await,
+        Err(Error::UnknownQueue(_))
+    ));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn bad_messages_are_rejected_and_nothing_is_written() {
+    let (db, client, q) = queue(QueueConfig::default()).await;
+    let limit = client.max_payload_bytes();
+    let oversized = Message::new(vec![7u8; limit + 1]);
+    match q.send(oversized.clone()).await {
+        Err(Error::PayloadTooLarge { size, limit: l }) => assert_eq!((size, l), (limit + 1, limit)),
+        other => panic!("expected PayloadTooLarge, got {other:?}"),
+    }
+    // exactly at the limit is fine... but check the rejections first
+    let bad: Vec<(&str, Message)> = vec![
+        ("empty ordering key", Message::new("x").ordering_key("")),
+        (
+            "long ordering key",
+            Message::new("x").ordering_key("k".repeat(129)),
+        ),
+        (
+            "control char in key",
+            Message::new("x").ordering_key("a\u{7}b"),
+        ),
+        (
+            "empty idempotency key",
+            Message::new("x").idempotency_key(""),
+        ),
+        (
+            "delay beyond ten years",
+            Message::new("x").delay(Duration::from_secs(11 * 366 * 24 * 3600)),
+        ),
+        (
+            "huge headers",
+            Message::new("x").header("h", "v".repeat(70_000)),
+        ),
+    ];
+    for (what, msg) in bad {
+        match q.send(msg.clone()).await {
+            Err(Error::InvalidArgument(text)) => assert!(!text.is_empty(), "{what}"),
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+        // in a batch of good messages, the whole batch is refused
+        let batch = vec![Message::new("good"), msg, Message::new("good too")];
+        assert!(q.send_batch(batch).await.is_err(), "{what} in a batch");
+        let mut tx = client.pool().begin().await.unwrap();
+        assert!(
+            q.send_in(&mut tx, Message::new("y").ordering_key(""))
+                .await
+                .is_err()
+        );
+        tx.commit().await.unwrap();
+    }
+    assert_nothing_written(&db).await;
+    q.send(Message::new(vec![1u8; limit])).await.unwrap();
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn out_of_range_arguments_are_rejected() {
+    let (db, client, q) = queue(QueueConfig::default()).await;
+    for n in [0, sqlmq::MAX_RECEIVE + 1] {
+        assert!(
+            matches!(
+                q.receive(n, Duration::from_secs(1)).await,
+                Err(Error::InvalidArgument(_))
+            ),
+            "n={n}"
+        );
+    }
+    for lease in [Duration::ZERO, sqlmq::MAX_LEASE + Duration::from_secs(1)] {
+        assert!(
+            matches!(q.receive(1, lease).await, Err(Error::InvalidArgument(_))),
+            "{lease:?}"
+        );
+    }
+    let receipt = Receipt {
+        id: MessageId::new(),
+        token: 1,
+    };
+    assert!(matches!(
+        q.extend(receipt, Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(q.ack(receipt).await, Err(Error::LeaseLost { .. })));
+    assert!(matches!(
+        q.cancel(receipt.id).await,
+        Err(Error::MessageNotFound(_))
+    ));
+    assert!(q.redrive(&[receipt.id]).await.unwrap().is_empty());
+
+    let bad_configs = [
+        QueueConfig::default().max_attempts(0),
+        QueueConfig::default().backoff(Backoff::Ladder(vec![])),
+        QueueConfig::default().backoff(Backoff::Exponential {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(10),
+            jitter: 2.0,
+        }),
+    ];
+    for config in bad_configs {
+        assert!(matches!(
+            client.create_queue("other", config).await,
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    for text in ["", "x", "not-a-uuid:1", &format!("{}:-1", MessageId::new())] {
+        assert!(
+            matches!(text.parse::<Receipt>(), Err(Error::InvalidArgument(_))),
+            "{text:?}"
+        );
+    }
+    assert!(matches!(
+        "1s,soon".parse::<Backoff>(),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_nothing_written(&db).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn bad_client_options_are_rejected() {
+    let db = TestDb::new().await;
+    let bad_prefix = Client::builder()
+        .table_prefix("no-dashes")
+        .connect(&db.url)
+        .await;
+    assert!(
+        matches!(bad_prefix, Err(Error::InvalidArgument(_))),
+        "{bad_prefix:?}"
+    );
+    let bad_url = Client::connect("postgres://nope").await;
+    assert!(
+        matches!(bad_url, Err(Error::InvalidArgument(_))),
+        "{bad_url:?}"
+    );
+    let too_big = Client::builder()
+        .max_payload_bytes(64 * 1024 * 1024)
+        .connect(&db.url)
+        .await;
+    assert!(
+        matches!(too_big, Err(Error::InvalidArgument(_))),
+        "{too_big:?}"
+    );
+
+    // Nothing listens on this port: the real cause comes back quickly and is retryable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let refused = Client::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .connect(&format!("mysql://root@127.0.0.1:{port}/test"))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    match refused {
+        Err(e) => {
+            assert!(e.is_retryable(), "{e}");
+            assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
+        }
+        Ok(_) => panic!("connected to nothing"),
+    }
+    db.drop().await;
+}

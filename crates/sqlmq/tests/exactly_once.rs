@@ -1,0 +1,163 @@
+//! SPEC §1.5 (exactly-once effects): handlers write to a side table and `ack_in` in the same
+//! transaction while leases are forced to expire mid-handler, so that other consumers take the
+//! same messages. Every message's effect row must appear exactly once.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{check_invariants, queue};
+use rand::RngExt;
+use sqlmq::{Error, Message, QueueConfig};
+use sqlx::Row;
+
+const MESSAGES: usize = 400;
+const CONSUMERS: usize = 8;
+/// Handlers take 0–450 ms against a 150 ms lease: most leases expire mid-handler.
+const LEASE: Duration = Duration::from_millis(150);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn effects_apply_once_although_leases_expire_mid_handler() {
+    let (db, client, q) = queue(QueueConfig::default().max_attempts(1000)).await;
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE effects (message_id CHAR(36) NOT NULL, KEY (message_id))")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let batch: Vec<Message> = (0..MESSAGES)
+        .map(|i| Message::new(format!("{i}")))
+        .collect();
+    q.send_batch(batch).await.unwrap();
+
+    let lost = Arc::new(AtomicUsize::new(0));
+    let committed = Arc::new(AtomicUsize::new(0));
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let (q, client, lost, committed) =
+                (q.clone(), client.clone(), lost.clone(), committed.clone());
+            tokio::spawn(async move {
+                let mut idle = 0;
+                while idle < 100 {
+                    let Some(d) = q.receive(1, LEASE).await.unwrap().pop() else {
+                        idle += 1;
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    idle = 0;
+                    let mut tx = client.pool().begin().await.unwrap();
+                    sqlx::query("INSERT INTO effects (message_id) VALUES (?)")
+                        .bind(d.id.to_string())
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    let work = { rand::rng().random_range(0..450) };
+                    tokio::time::sleep(Duration::from_millis(work)).await;
+                    match q.ack_in(&mut tx, d.receipt()).await {
+                        Ok(()) => {
+                            tx.commit().await.unwrap();
+                            committed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(Error::LeaseLost { .. }) => {
+                            tx.rollback().await.unwrap();
+                            lost.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("ack_in: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for c in consumers {
+        c.await.unwrap();
+    }
+
+    let lost = lost.load(Ordering::Relaxed);
+    assert!(
+        lost > 50,
+        "the test must actually lose leases mid-handler (lost {lost})"
+    );
+    let rows = sqlx::query("SELECT message_id, COUNT(*) FROM effects GROUP BY message_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let twice: Vec<_> = rows.iter().filter(|r| r.get::<i64, _>(1) != 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} messages' effects applied more than once",
+        twice.len()
+    );
+    assert_eq!(rows.len(), MESSAGES, "every message's effect applied");
+    assert_eq!(committed.load(Ordering::Relaxed), MESSAGES);
+    let stats = q.stats().await.unwrap();
+    assert_eq!(stats.pending() + stats.dead, 0, "{stats:?}");
+    check_invariants(&pool).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn ack_in_commits_or_rolls_back_with_the_handlers_writes() {
+    let (db, client, q) = queue(QueueConfig::default()).await;
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE effects (n INT)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    q.send(Message::new("x")).await.unwrap();
+    let d = q
+        .receive(1, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+
+    // Roll back: neither the effect nor the ack happened; the lease is still ours.
+    let mut tx = client.pool().begin().await.unwrap();
+    sqlx::query("INSERT INTO effects VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    q.ack_in(&mut tx, d.receipt()).await.unwrap();
+    tx.rollback().await.unwrap();
+    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(effects, 0);
+    assert_eq!(q.stats().await.unwrap().in_flight, 1);
+
+    // Commit: both.
+    let mut tx = client.pool().begin().await.unwrap();
+    sqlx::query("INSERT INTO effects VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    q.ack_in(&mut tx, d.receipt()).await.unwrap();
+    tx.commit().await.unwrap();
+    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(effects, 1);
+    assert_eq!(q.stats().await.unwrap().pending(), 0);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn nack_in_rolls_back_with_the_callers_transaction() {
+    let (db, client, q) = queue(QueueConfig::default()).await;
+    q.send(Message::new("x")).await.unwrap();
+    let d = q
+        .receive(1, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let mut tx = client.pool().begin().await.unwrap();
+    q.nack_in(&mut tx, d.receipt(), None, "oops").await.unwrap();
+    tx.rollback().await.unwrap();
+    // still ours, no error recorded
+    q.ack(d.receipt()).await.unwrap();
+    db.drop().await;
+}

@@ -1,0 +1,139 @@
+//! Schema versioning: migrations are idempotent and safe to run concurrently, an un-migrated
+//! schema is reported, and an older build refuses a newer schema (SPEC §1.9, §5).
+
+mod common;
+
+use common::TestDb;
+use sqlmq::{Client, Error, Message, QueueConfig};
+
+#[tokio::test]
+async fn an_older_build_refuses_a_newer_schema() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let current = client.schema_version();
+    let pool = db.pool().await;
+    sqlx::query("INSERT INTO sqlmq_schema_migrations (version, description, applied_at) VALUES (?, 'from the future', UTC_TIMESTAMP(6))")
+        .bind(current + 1)
+        .execute(&pool)
+        .await
+        .unwrap();
+    match Client::connect(&db.url).await {
+        Err(Error::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (current + 1, current))
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+    // A client that connected before the upgrade refuses to migrate backwards too.
+    assert!(matches!(
+        client.migrate().await,
+        Err(Error::SchemaTooNew { .. })
+    ));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn an_unmigrated_database_is_reported_until_migrate() {
+    let db = TestDb::new().await;
+    let client = Client::connect(&db.url).await.unwrap();
+    assert_eq!(client.schema_version(), 0);
+    match client.create_queue("q", QueueConfig::default()).await {
+        Err(Error::SchemaOutdated { found: 0, required }) => assert!(required >= 1),
+        other => panic!("expected SchemaOutdated, got {other:?}"),
+    }
+    let report = client.migrate().await.unwrap();
+    assert_eq!(report.from_version, 0);
+    assert!(!report.applied.is_empty());
+    let again = client.migrate().await.unwrap();
+    assert!(again.applied.is_empty(), "a second migrate applies nothing");
+    client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_migrations_are_harmless() {
+    let db = TestDb::new().await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let url = db.url.clone();
+            tokio::spawn(async move {
+                Client::connect(&url)
+                    .await
+                    .unwrap()
+                    .migrate()
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let pool = db.pool().await;
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM sqlmq_schema_migrations ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let expected: Vec<i64> = (1..=versions.len() as i64).collect();
+    assert_eq!(versions, expected, "each version recorded once");
+    let client = Client::connect(&db.url).await.unwrap();
+    client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap()
+        .send(Message::new("ok"))
+        .await
+        .unwrap();
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn table_prefixes_keep_installations_apart() {
+    let db = TestDb::new().await;
+    let a = Client::builder()
+        .table_prefix("app_a_")
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let b = Client::builder()
+        .table_prefix("app_b_")
+        .connect(&db.url)
+        .await
+        .unwrap();
+    a.migrate().await.unwrap();
+    b.migrate().await.unwrap();
+    let qa = a
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    let qb = b
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    qa.send(Message::new("for a")).await.unwrap();
+    assert!(
+        qb.receive(10, std::time::Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        qa.receive(10, std::time::Duration::from_secs(5))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let pool = db.pool().await;
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'app\\_b\\_%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(tables >= 10, "app_b_ tables: {tables}");
+    db.drop().await;
+}

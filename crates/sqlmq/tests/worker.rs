@@ -1,0 +1,523 @@
+//! The worker runtime in one process: typed jobs and outcomes, exactly-once effects through the
+//! job transaction, panics, timeouts, automatic lease extension, wakeups, graceful shutdown,
+//! and a stalled process that lost its claims.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{TestDb, check_invariants, count, eventually};
+use sqlmq::{
+    Backoff, Client, Delivery, Error, Job, JobContext, Message, Outcome, QueueConfig, Worker,
+    WorkerReport,
+};
+use tokio_util::sync::CancellationToken;
+
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
+struct Task {
+    n: u32,
+    action: String,
+}
+
+impl Job for Task {
+    const NAME: &'static str = "task";
+}
+
+fn task(n: u32, action: &str) -> Task {
+    Task {
+        n,
+        action: action.to_owned(),
+    }
+}
+
+async fn setup(config: QueueConfig) -> (TestDb, Client, sqlmq::Queue) {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let q = client.create_queue("jobs", config).await.unwrap();
+    (db, client, q)
+}
+
+/// Run a worker in the background; returns its stop token and handle.
+fn spawn(
+    builder: sqlmq::WorkerBuilder,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<sqlmq::Result<WorkerReport>>,
+) {
+    let token = CancellationToken::new();
+    let handle = tokio::spawn(builder.run(token.clone()));
+    (token, handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn typed_jobs_and_every_outcome() {
+    let config = QueueConfig::default()
+        .max_attempts(3)
+        .backoff(Backoff::Ladder(vec![Duration::from_millis(50)]));
+    let (db, client, q) = setup(config).await;
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE effects (n INT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (n, action) in [
+        (1, "done"),
+        (2, "tx"),
+        (3, "fail-once"),
+        (4, "snooze-once"),
+        (5, "give-up"),
+        (6, "always-fail"),
+    ] {
+        q.enqueue(&task(n, action)).await.unwrap();
+    }
+    q.send(Message::new("not json")).await.unwrap();
+    q.send(Message::new("{}").header(sqlmq::JOB_HEADER, "other_job"))
+        .await
+        .unwrap();
+
+    // Snoozes do not count as attempts (attempt() stays 1), so remember them here.
+    let snoozes = Arc::new(AtomicUsize::new(0));
+    let s = snoozes.clone();
+    let builder = Worker::builder(&client).queue("jobs", move |job: Task, ctx: JobContext| {
+        let s = s.clone();
+        async move {
+            match job.action.as_str() {
+                "tx" => {
+                    let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
+                    sqlx::query("INSERT INTO effects VALUES (?)")
+                        .bind(job.n)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    tx.commit().await.map_err(|e| e.to_string())?;
+                    Ok(Outcome::Done)
+                }
+                "fail-once" if ctx.attempt() == 1 => Err("first attempt fails".to_owned()),
+                "snooze-once" if s.fetch_add(1, Ordering::Relaxed) == 0 => {
+                    assert_eq!(ctx.attempt(), 1);
+                    Ok(Outcome::Snooze(Duration::from_millis(100)))
+                }
+                "snooze-once" => {
+                    assert_eq!(ctx.attempt(), 1, "a snooze is not an attempt");
+                    Ok(Outcome::Done)
+                }
+                "give-up" => Ok(Outcome::DeadLetter("not worth it".into())),
+                "always-fail" => Err(format!("failure {}", ctx.attempt())),
+                _ => Ok(Outcome::Done),
+            }
+        }
+    });
+    let (stop, run) =
+        spawn(builder.poll_interval(Duration::from_millis(5), Duration::from_millis(20)));
+    eventually(Duration::from_secs(20), "every job settled", || async {
+        let s = q.stats().await.unwrap();
+        (s.pending() == 0 && s.dead == 4).then_some(())
+    })
+    .await;
+    stop.cancel();
+    let report = run.await.unwrap().unwrap();
+    // done, tx, fail-once (2nd), snooze-once (after snooze) acked; give-up, always-fail x3,
+    // undecodable, other job: dead.
+    assert_eq!(report.acked, 4, "{report:?}");
+    assert_eq!(report.snoozed, 1, "{report:?}");
+    assert_eq!(report.dead_lettered, 4, "{report:?}");
+    assert_eq!(
+        report.retried, 3,
+        "fail-once once, always-fail twice: {report:?}"
+    );
+    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(effects, 1);
+    let dead = q.dead_letters(10).await.unwrap();
+    let reasons: Vec<String> = dead
+        .iter()
+        .map(|d| d.errors.last().unwrap().error.clone())
+        .collect();
+    assert!(reasons.iter().any(|r| r == "not worth it"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "failure 3"), "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("cannot decode job \"task\"")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("\"other_job\" sent to a worker of \"task\"")),
+        "{reasons:?}"
+    );
+    // the snooze did not count as an attempt
+    let snoozed_attempts: Vec<u32> = dead.iter().map(|d| d.attempts).collect();
+    assert!(snoozed_attempts.contains(&3));
+    assert!(
+        client.processes().await.unwrap().is_empty(),
+        "the worker deregistered"
+    );
+    check_invariants(&pool).await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text() {
+    let config = QueueConfig::default()
+        .max_attempts(3)
+        .backoff(Backoff::Ladder(vec![Duration::ZERO]));
+    let (db, client, q) = setup(config).await;
+    q.enqueue(&task(1, "panic")).await.unwrap();
+    let builder =
+        Worker::builder(&client).queue("jobs", |job: Task, _ctx: JobContext| async move {
+            if job.action == "panic" {
+                panic!("handler exploded on {}", job.n);
+            }
+            Ok::<_, String>(Outcome::Done)
+        });
+    let (stop, run) =
+        spawn(builder.poll_interval(Duration::from_millis(5), Duration::from_millis(20)));
+    let dead = eventually(Duration::from_secs(20), "dead letter", || async {
+        q.dead_letters(1).await.unwrap().pop()
+    })
+    .await;
+    stop.cancel();
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(dead.attempts, 3);
+    let errors: Vec<&str> = dead.errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(errors, vec!["handler panicked: handler exploded on 1"; 3]);
+    assert_eq!((report.retried, report.dead_lettered), (2, 1));
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_longer_than_its_lease_keeps_its_message() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    q.enqueue(&task(1, "slow")).await.unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let make = |runs: Arc<AtomicUsize>| {
+        move |_job: Task, _ctx: JobContext| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(3500)).await;
+                Ok::<_, String>(Outcome::Done)
+            }
+        }
+    };
+    // Two workers side by side (two clients: two processes as far as sqlmq knows), 1 s leases.
+    let other = Client::connect(&db.url).await.unwrap();
+    let lease = Duration::from_secs(1);
+    let fast = |b: sqlmq::WorkerBuilder| {
+        b.lease(lease)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
+    };
+    let (stop_a, run_a) = spawn(fast(
+        Worker::builder(&client).queue("jobs", make(runs.clone())),
+    ));
+    let (stop_b, run_b) = spawn(fast(
+        Worker::builder(&other).queue("jobs", make(runs.clone())),
+    ));
+    eventually(Duration::from_secs(15), "the slow job done", || async {
+        (q.stats().await.unwrap().pending() == 0).then_some(())
+    })
+    .await;
+    stop_a.cancel();
+    stop_b.cancel();
+    let (a, b) = (run_a.await.unwrap().unwrap(), run_b.await.unwrap().unwrap());
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        1,
+        "no other worker got the message"
+    );
+    assert_eq!(a.acked + b.acked, 1);
+    assert_eq!(a.lease_lost + b.lease_lost, 0);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_past_its_timeout_is_stopped_and_retried() {
+    let config = QueueConfig::default().max_attempts(1);
+    let (db, client, q) = setup(config).await;
+    q.enqueue(&task(1, "hang")).await.unwrap();
+    let builder = Worker::builder(&client)
+        .queue("jobs", |_: Task, _ctx: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, String>(Outcome::Done)
+        })
+        .timeout(Duration::from_millis(300))
+        .poll_interval(Duration::from_millis(5), Duration::from_millis(20));
+    let (stop, run) = spawn(builder);
+    let dead = eventually(Duration::from_secs(10), "timed-out job dead", || async {
+        q.dead_letters(1).await.unwrap().pop()
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(dead.errors[0].error, "handler timed out after 300ms");
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling() {
+    let (db, client, _q) = setup(QueueConfig::default()).await;
+    let ceiling = Duration::from_millis(300);
+    let started = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let s = started.clone();
+    let builder = Worker::builder(&client)
+        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().get_or_insert_with(Instant::now);
+                Ok::<_, String>(Outcome::Done)
+            }
+        })
+        .poll_interval(Duration::from_millis(10), ceiling);
+    let (stop, run) = spawn(builder);
+    // Idle long enough for the poll delay to reach its ceiling.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let producer = Client::connect(&db.url).await.unwrap(); // another client: no in-process wakeup
+    let q = producer.queue("jobs").await.unwrap();
+    let sent_at = Instant::now();
+    q.send(Message::new("wake up")).await.unwrap();
+    let handled_at = eventually(Duration::from_secs(5), "handler start", || async {
+        *started.lock().unwrap()
+    })
+    .await;
+    let latency = handled_at - sent_at;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    // The ceiling plus jitter (20 %) plus one claim.
+    assert!(
+        latency <= ceiling.mul_f64(1.2) + Duration::from_millis(100),
+        "idle wakeup took {latency:?}"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_send_through_the_same_client_wakes_the_worker_at_once() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    let started = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let s = started.clone();
+    let builder = Worker::builder(&client)
+        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().get_or_insert_with(Instant::now);
+                Ok::<_, String>(Outcome::Done)
+            }
+        })
+        // A ceiling so long that only the in-process wakeup can explain a fast start.
+        .poll_interval(Duration::from_secs(5), Duration::from_secs(5));
+    let (stop, run) = spawn(builder);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent_at = Instant::now();
+    q.send(Message::new("local")).await.unwrap();
+    let handled_at = eventually(Duration::from_secs(4), "handler start", || async {
+        *started.lock().unwrap()
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert!(
+        handled_at - sent_at < Duration::from_millis(500),
+        "took {:?}",
+        handled_at - sent_at
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    for n in 0..4 {
+        let action = if n < 2 { "quick" } else { "stuck" };
+        q.enqueue(&task(n, action)).await.unwrap();
+    }
+    let builder = Worker::builder(&client)
+        .queue("jobs", |job: Task, _ctx: JobContext| async move {
+            let wait = if job.action == "quick" { 500 } else { 60_000 };
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            Ok::<_, String>(Outcome::Done)
+        })
+        .shutdown_grace(Duration::from_millis(1500))
+        .poll_interval(Duration::from_millis(5), Duration::from_millis(20));
+    let (stop, run) = spawn(builder);
+    eventually(Duration::from_secs(5), "all four claimed", || async {
+        (q.stats().await.unwrap().in_flight == 4).then_some(())
+    })
+    .await;
+    let stopped_at = Instant::now();
+    stop.cancel();
+    let report = run.await.unwrap().unwrap();
+    let took = stopped_at.elapsed();
+    assert!(
+        took < Duration::from_millis(1500) + Duration::from_secs(2),
+        "shutdown took {took:?}"
+    );
+    assert_eq!((report.acked, report.released), (2, 2), "{report:?}");
+    let s = q.stats().await.unwrap();
+    assert_eq!(
+        (s.in_flight, s.ready),
+        (0, 2),
+        "released at once, not left to their leases: {s:?}"
+    );
+    let again = q.receive(10, Duration::from_secs(5)).await.unwrap();
+    assert!(again.iter().all(|d| d.attempt == 2));
+    check_invariants(&db.pool().await).await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    let pool = db.pool().await;
+    for n in 0..3 {
+        q.enqueue(&task(n, "slow")).await.unwrap();
+    }
+    // Process A: slow handlers, long heartbeat (it will not notice being declared dead).
+    let a_handled = Arc::new(AtomicUsize::new(0));
+    let h = a_handled.clone();
+    let (stop_a, run_a) = spawn(
+        Worker::builder(&client)
+            .queue("jobs", move |_: Task, _ctx: JobContext| {
+                let h = h.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    h.fetch_add(1, Ordering::Relaxed);
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+            .heartbeat_interval(Duration::from_secs(60))
+            .lease(Duration::from_secs(60))
+            // Its three slots stay busy, so the stalled process cannot claim the messages back.
+            .concurrency(3)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(20)),
+    );
+    eventually(Duration::from_secs(5), "A holds all three", || async {
+        (q.stats().await.unwrap().in_flight == 3).then_some(())
+    })
+    .await;
+    // A stalls: to its peers its heartbeat deadline has passed.
+    sqlx::query("UPDATE sqlmq_processes SET expires_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 1 SECOND) WHERE id = ?")
+        .bind(client.owner_id().as_bytes())
+        .execute(&pool)
+        .await
+        .unwrap();
+    // Process B (another client) notices and takes over.
+    let other = Client::connect(&db.url).await.unwrap();
+    let b_handled = Arc::new(AtomicUsize::new(0));
+    let h = b_handled.clone();
+    let (stop_b, run_b) = spawn(
+        Worker::builder(&other)
+            .queue("jobs", move |_: Task, _ctx: JobContext| {
+                let h = h.clone();
+                async move {
+                    h.fetch_add(1, Ordering::Relaxed);
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+            .heartbeat_interval(Duration::from_millis(100))
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(20)),
+    );
+    eventually(Duration::from_secs(10), "B handled all three", || async {
+        (b_handled.load(Ordering::Relaxed) == 3).then_some(())
+    })
+    .await;
+    // A's handlers finish after the takeover: their acks are refused.
+    eventually(Duration::from_secs(10), "A finished", || async {
+        (a_handled.load(Ordering::Relaxed) == 3).then_some(())
+    })
+    .await;
+    stop_a.cancel();
+    stop_b.cancel();
+    let (a, b) = (run_a.await.unwrap().unwrap(), run_b.await.unwrap().unwrap());
+    assert_eq!((a.acked, a.lease_lost), (0, 3), "{a:?}");
+    assert_eq!(b.acked, 3, "{b:?}");
+    let dead = q.dead_letters(10).await.unwrap();
+    assert!(dead.is_empty());
+    assert_eq!(count(&pool, "messages").await, 0);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn bad_worker_settings_and_unknown_queues_are_rejected() {
+    let (db, client, _q) = setup(QueueConfig::default()).await;
+    let noop = |_: Task, _ctx: JobContext| async { Ok::<_, String>(Outcome::Done) };
+    let cases = [
+        Worker::builder(&client),
+        Worker::builder(&client)
+            .queue("jobs", noop)
+            .queue("jobs", noop),
+        Worker::builder(&client).queue("jobs", noop).concurrency(0),
+        Worker::builder(&client)
+            .queue("jobs", noop)
+            .queue_concurrency("other", 2),
+        Worker::builder(&client)
+            .queue("jobs", noop)
+            .lease(Duration::from_millis(10)),
+        Worker::builder(&client).queue("bad name", noop),
+    ];
+    for builder in cases {
+        let result = builder.run(CancellationToken::new()).await;
+        assert!(
+            matches!(
+                result,
+                Err(Error::InvalidArgument(_) | Error::InvalidName { .. })
+            ),
+            "{result:?}"
+        );
+    }
+    let unknown = Worker::builder(&client)
+        .queue("missing", noop)
+        .run(CancellationToken::new())
+        .await;
+    assert!(
+        matches!(unknown, Err(Error::UnknownQueue(_))),
+        "{unknown:?}"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    let batch: Vec<Message> = (0..25).map(|i| Message::new(format!("{i}"))).collect();
+    q.send_batch(batch).await.unwrap();
+    let noop = |_d: Delivery, _ctx: JobContext| async { Ok::<_, String>(Outcome::Done) };
+    let fast = |b: sqlmq::WorkerBuilder| {
+        b.concurrency(4)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
+    };
+
+    // At most 10 claimed, then a graceful stop (no token needed).
+    let report = fast(
+        Worker::builder(&client)
+            .queue_raw("jobs", noop)
+            .max_messages(10),
+    )
+    .run(CancellationToken::new())
+    .await
+    .unwrap();
+    assert_eq!(report.acked, 10, "{report:?}");
+    assert_eq!(q.stats().await.unwrap().ready, 15);
+
+    // Everything left, then stop on its own.
+    let report = tokio::time::timeout(
+        Duration::from_secs(20),
+        fast(
+            Worker::builder(&client)
+                .queue_raw("jobs", noop)
+                .stop_when_drained(),
+        )
+        .run(CancellationToken::new()),
+    )
+    .await
+    .expect("stops once drained")
+    .unwrap();
+    assert_eq!(report.acked, 15, "{report:?}");
+    assert_eq!(q.stats().await.unwrap().pending(), 0);
+    db.drop().await;
+}
