@@ -1,0 +1,89 @@
+//! sqlmq queue scenarios: each runs on a queue in tables of its own (see
+//! [`Ctx::client`](super::context::Ctx::client)) and reports beside the raw baseline it is
+//! compared with.
+//!
+//! | file | scenario |
+//! |---|---|
+//! | `produce.rs` | `queue.produce` (single sends) and `queue.batch` (atomic batches) |
+//! | `drain.rs` | `queue.drain` (pre-filled queue, 8 consumers, peak memory) and `queue.mixed` |
+//! | `latency.rs` | `queue.latency`: end-to-end latency, busy and after idle |
+//! | `claim.rs` | `queue.claim`: claim latency at a small and a large backlog |
+//! | `idle.rs` | `queue.idle`: queries/s of an idle polling consumer |
+//! | `consumer.rs` | the polling consumer loop they share |
+
+pub mod claim;
+mod consumer;
+pub mod drain;
+pub mod idle;
+pub mod latency;
+pub mod produce;
+
+use anyhow::Result;
+use sqlmq::{Client, Message, MessageId, Queue, QueueConfig};
+
+use super::args::{CONSUMERS, MANY};
+use super::context::Ctx;
+use super::measure::body;
+use super::progress::Bar;
+use super::raw::warm_up;
+
+/// Pool size of the queue scenarios' clients: a connection for every producer and consumer of
+/// the largest scenario, and a few for housekeeping.
+pub const POOL: u32 = (MANY + CONSUMERS) as u32 + 4;
+/// Batch size used to pre-fill queues (not measured).
+const FILL_BATCH: u64 = 10_000;
+
+/// Run `work` with a fresh client (tables of its own) with `connections` pooled connections,
+/// opened before `work` starts; then drop the client's tables.
+pub async fn with_client<F, Fut, T>(ctx: &Ctx, tag: &str, connections: u32, work: F) -> Result<T>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let client = ctx.client(tag, connections).await?;
+    let result = async {
+        warm_up(client.pool(), connections as usize).await?;
+        work(client.clone()).await
+    }
+    .await;
+    ctx.release(client).await?;
+    result
+}
+
+/// Like [`with_client`], with a queue named `tag` in it.
+pub async fn with_queue<F, Fut, T>(ctx: &Ctx, tag: &str, connections: u32, work: F) -> Result<T>
+where
+    F: FnOnce(Queue) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    with_client(ctx, tag, connections, |client| async move {
+        let queue = client.create_queue(tag, QueueConfig::default()).await?;
+        work(queue).await
+    })
+    .await
+}
+
+/// A spawned task that is aborted when dropped (when a scenario ends early: an error, Ctrl-C).
+pub struct AbortOnDrop<T>(pub tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Send `n` messages in atomic batches (unmeasured set-up); returns their ids.
+pub async fn fill(queue: &Queue, n: u64, bar: &Bar) -> Result<Vec<MessageId>> {
+    bar.phase("pre-fill (send_batch)", n);
+    let mut ids = Vec::with_capacity(n as usize);
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(FILL_BATCH);
+        let batch: Vec<Message> = (0..k).map(|_| Message::new(body(0))).collect();
+        ids.extend(batch.iter().map(Message::id));
+        queue.send_batch(batch).await?;
+        left -= k;
+        bar.inc(k);
+    }
+    Ok(ids)
+}

@@ -1,0 +1,360 @@
+//! The worker runtime's scenarios.
+//!
+//! - `worker.e2e`: a pre-filled queue drained by one worker process running a no-op typed
+//!   handler, until the worker stops on its own (all acks flushed), against the raw `receive`/
+//!   `ack_batch` loop of `queue.drain`; then the bench's peak memory.
+//! - `worker.latency`: send → handler start, busy (a producer at a moderate rate) and after the
+//!   worker has been idle (a minute in a full run). Messages come through another `Client`, so
+//!   only polling can wake the worker, as for a message sent by another process.
+//! - `worker.idle`: statements per second an idle worker process costs the server, and the
+//!   trade-off table: for each poll ceiling, the idle statements/s and the latency of a message
+//!   sent to the idle worker.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use sqlmq::{
+    CancellationToken, Client, Delivery, Job, JobContext, Message, MessageId, Outcome, Queue,
+    QueueConfig, Worker, WorkerReport,
+};
+use tokio::time::MissedTickBehavior;
+
+use super::args::BUSY_RATE_PER_S;
+use super::context::Ctx;
+use super::measure::{Latencies, Summary, peak_rss_bytes};
+use super::queue::idle::{delta, questions};
+use super::queue::{AbortOnDrop, POOL, with_client};
+use super::registry::Outcome as Ran;
+use super::report::{Figure, Unit};
+use super::track::Tracker;
+
+/// Handlers running at once in the throughput scenario: two full batches per claim loop, so
+/// that a loop's next claim is in flight while its previous batch is handled.
+const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::DEFAULT_CLAIMERS;
+/// Messages per claim in the throughput scenario (as `queue.drain`'s consumers).
+const E2E_BATCH: usize = 100;
+/// Pre-fill batch (not measured).
+const FILL_BATCH: u64 = 10_000;
+/// The poll ceiling the library ships with (the idle figure is taken at it).
+const DEFAULT_CEILING: Duration = sqlmq::DEFAULT_POLL_CEILING;
+
+/// The no-op job of the throughput scenario.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Noop(u64);
+
+impl Job for Noop {
+    const NAME: &'static str = "bench_noop";
+}
+
+/// `worker.e2e`.
+pub async fn e2e(ctx: &Ctx) -> Result<Ran> {
+    let n = ctx.plan.worker_messages;
+    let bar = ctx.bar("worker.e2e");
+    let b = bar.clone();
+    let (elapsed, check, report) = with_client(ctx, "wrk", POOL, |client| async move {
+        let queue = client.create_queue("wrk", QueueConfig::default()).await?;
+        b.phase("pre-fill (send_batch)", n);
+        let mut ids = Vec::with_capacity(n as usize);
+        while (ids.len() as u64) < n {
+            let take = FILL_BATCH.min(n - ids.len() as u64);
+            let batch = (0..take)
+                .map(|i| Message::job(&Noop(ids.len() as u64 + i)))
+                .collect::<sqlmq::Result<Vec<_>>>()?;
+            ids.extend(queue.send_batch(batch).await?.into_iter().map(|s| s.id));
+            b.set(ids.len() as u64);
+        }
+        b.phase("worker, no-op typed handler", n);
+        let tracker = Arc::new(Tracker::new(n));
+        let (t, bb) = (Arc::clone(&tracker), b.clone());
+        let handler = move |_job: Noop, ctx: JobContext| {
+            t.record([ctx.id()]);
+            bb.set(t.delivered());
+            async { Ok::<_, Infallible>(Outcome::Done) }
+        };
+        let started = Instant::now();
+        let report = Worker::builder(&client)
+            .queue("wrk", handler)
+            .concurrency(E2E_CONCURRENCY)
+            .max_batch(E2E_BATCH)
+            .stop_when_drained()
+            .run(CancellationToken::new())
+            .await?;
+        Ok((started.elapsed(), tracker.check(&ids), report))
+    })
+    .await?;
+    bar.finish();
+    let mut figures = vec![
+        Figure::rate(
+            "worker.e2e",
+            format!("sqlmq worker, no-op typed handler, {E2E_CONCURRENCY} slots"),
+            n,
+            elapsed,
+        )
+        .against("queue.drain.8")
+        .checked(check)
+        .note(format!(
+            "one worker process, {} claim loops sharing {E2E_CONCURRENCY} slots, claims of up to \
+             {E2E_BATCH}, batched acks; timed until the worker stopped on its own with every ack \
+             flushed ({} acked)",
+            sqlmq::DEFAULT_CLAIMERS,
+            report.acked
+        )),
+    ];
+    if let Some(bytes) = peak_rss_bytes() {
+        figures.push(
+            Figure::new(
+                "worker.memory.peak",
+                "bench peak RSS after the worker",
+                bytes as f64 / f64::from(1u32 << 20),
+                Unit::MiB,
+            )
+            .note("VmHWM of the whole bench process, all scenarios so far included"),
+        );
+    }
+    Ok(Ran::Ran(figures))
+}
+
+/// When each message reached a handler.
+type Started = Arc<Mutex<HashMap<MessageId, Instant>>>;
+
+/// A worker on `queue` that records when each message's handler starts; stopped (and joined)
+/// when dropped.
+struct Timed {
+    started: Started,
+    stop: CancellationToken,
+    run: AbortOnDrop<sqlmq::Result<WorkerReport>>,
+}
+
+impl Timed {
+    fn start(client: &Client, queue: &str, ceiling: Duration) -> Timed {
+        let started: Started = Arc::default();
+        let s = Arc::clone(&started);
+        let handler = move |d: Delivery, _ctx: JobContext| {
+            s.lock()
+                .expect("poisoned")
+                .entry(d.id)
+                .or_insert_with(Instant::now);
+            async { Ok::<_, Infallible>(Outcome::Done) }
+        };
+        let stop = CancellationToken::new();
+        let builder = Worker::builder(client)
+            .queue_raw(queue, handler)
+            .concurrency(8)
+            .poll_interval(sqlmq::DEFAULT_POLL_FLOOR, ceiling);
+        let run = AbortOnDrop(tokio::spawn(builder.run(stop.clone())));
+        Timed { started, stop, run }
+    }
+
+    /// Wait until `id` was handled; its start time.
+    async fn handled(&self, id: MessageId) -> Result<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(at) = self.started.lock().expect("poisoned").get(&id) {
+                return Ok(*at);
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "message {id} not handled within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    async fn stop(mut self) -> Result<WorkerReport> {
+        self.stop.cancel();
+        Ok((&mut self.run.0).await.context("worker task")??)
+    }
+}
+
+/// A second client on `client`'s tables: its sends wake the worker only through polling.
+async fn producer(ctx: &Ctx, client: &Client, queue: &str) -> Result<(Client, Queue)> {
+    let other = Client::builder()
+        .table_prefix(client.table_prefix())
+        .max_connections(2)
+        .connect(&ctx.scratch.url)
+        .await?;
+    let q = other.queue(queue).await?;
+    Ok((other, q))
+}
+
+/// Send one message and return the time from the call to its handler's start.
+async fn one_sample(q: &Queue, worker: &Timed) -> Result<Duration> {
+    let m = Message::new("x");
+    let id = m.id();
+    let sent = Instant::now();
+    q.send(m).await?;
+    Ok(worker.handled(id).await?.saturating_duration_since(sent))
+}
+
+/// A wait long enough for the worker's poll delay to climb back to `ceiling` (it doubles from
+/// 10 ms), plus a random fraction of the ceiling so that sends land anywhere in its cycle.
+fn settle(ceiling: Duration) -> Duration {
+    ceiling * 3 + Duration::from_millis(200) + ceiling.mul_f64(rand::random::<f64>())
+}
+
+/// `worker.latency`.
+pub async fn latency(ctx: &Ctx) -> Result<Ran> {
+    let plan = &ctx.plan;
+    let bar = ctx.bar("worker.latency");
+    let b = bar.clone();
+    let (busy, idle) = with_client(ctx, "wlat", 8, |client| async move {
+        client.create_queue("wlat", QueueConfig::default()).await?;
+        let worker = Timed::start(&client, "wlat", DEFAULT_CEILING);
+        let (other, q) = producer(ctx, &client, "wlat").await?;
+
+        b.phase(&format!("busy: {BUSY_RATE_PER_S} msg/s"), plan.worker_busy);
+        let busy = Latencies::default();
+        let mut tick = tokio::time::interval(Duration::from_secs(1) / BUSY_RATE_PER_S as u32);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut sent = Vec::with_capacity(plan.worker_busy as usize);
+        for i in 0..plan.worker_busy {
+            tick.tick().await;
+            let m = Message::new("x");
+            sent.push((m.id(), Instant::now()));
+            q.send(m).await?;
+            b.set(i + 1);
+        }
+        for (id, at) in sent {
+            busy.record(worker.handled(id).await?.saturating_duration_since(at));
+        }
+
+        let first = plan.worker_idle_first;
+        b.phase(
+            &format!("after {}s idle", first.as_secs()),
+            plan.worker_idle_samples,
+        );
+        tokio::time::sleep(first).await;
+        let idle = Latencies::default();
+        for i in 0..plan.worker_idle_samples {
+            if i > 0 {
+                tokio::time::sleep(settle(DEFAULT_CEILING)).await;
+            }
+            idle.record(one_sample(&q, &worker).await?);
+            b.set(i + 1);
+        }
+        worker.stop().await?;
+        other.pool().close().await;
+        Ok((busy.summary(), idle.summary()))
+    })
+    .await?;
+    bar.finish();
+    let ceiling = DEFAULT_CEILING.as_millis();
+    Ok(Ran::Ran(vec![
+        Figure::latency(
+            "worker.latency.busy",
+            format!("sqlmq worker latency, busy {BUSY_RATE_PER_S} msg/s"),
+            busy,
+        )
+        .note("send from another client → handler start"),
+        Figure::latency(
+            "worker.latency.idle",
+            format!(
+                "sqlmq worker latency after {}s idle",
+                plan.worker_idle_first.as_secs()
+            ),
+            idle,
+        )
+        .note(format!(
+            "send from another client (no in-process wakeup) → handler start; poll ceiling \
+             {ceiling} ms (the default)"
+        )),
+    ]))
+}
+
+/// One row of the trade-off table.
+struct Tradeoff {
+    ceiling: Duration,
+    queries_per_s: f64,
+    statements: u64,
+    window: Duration,
+    latency: Summary,
+}
+
+/// `worker.idle`.
+pub async fn idle(ctx: &Ctx) -> Result<Ran> {
+    let plan = &ctx.plan;
+    let bar = ctx.bar("worker.idle");
+    let mut rows = Vec::new();
+    for &ceiling in &plan.tradeoff_ceilings {
+        let b = bar.clone();
+        let row = with_client(ctx, "widl", 4, |client| async move {
+            client.create_queue("widl", QueueConfig::default()).await?;
+            let worker = Timed::start(&client, "widl", ceiling);
+            let (other, q) = producer(ctx, &client, "widl").await?;
+            // Let the poll delay reach the ceiling.
+            tokio::time::sleep(settle(ceiling) + Duration::from_millis(500)).await;
+            b.phase(
+                &format!("ceiling {} ms: counting statements", ceiling.as_millis()),
+                1,
+            );
+            let pool = client.pool();
+            let overhead = delta(&questions(pool).await?, &questions(pool).await?);
+            let before = questions(pool).await?;
+            let t0 = Instant::now();
+            tokio::time::sleep(plan.tradeoff_window).await;
+            let after = questions(pool).await?;
+            let window = t0.elapsed();
+            let statements = delta(&before, &after).saturating_sub(overhead);
+            b.phase(
+                &format!("ceiling {} ms: idle wakeups", ceiling.as_millis()),
+                plan.tradeoff_samples,
+            );
+            let latencies = Latencies::default();
+            for i in 0..plan.tradeoff_samples {
+                tokio::time::sleep(settle(ceiling)).await;
+                latencies.record(one_sample(&q, &worker).await?);
+                b.set(i + 1);
+            }
+            worker.stop().await?;
+            other.pool().close().await;
+            Ok(Tradeoff {
+                ceiling,
+                queries_per_s: statements as f64 / window.as_secs_f64(),
+                statements,
+                window,
+                latency: latencies.summary(),
+            })
+        })
+        .await?;
+        rows.push(row);
+    }
+    bar.finish();
+    let mut figures = Vec::new();
+    for row in &rows {
+        let ms = row.ceiling.as_millis();
+        let default = row.ceiling == DEFAULT_CEILING;
+        let key = |what: &str| {
+            if default {
+                format!("worker.idle.{what}")
+            } else {
+                format!("worker.idle.{ms}ms.{what}")
+            }
+        };
+        figures.push(
+            Figure::new(
+                key("queries"),
+                format!("sqlmq idle worker, poll ceiling {ms} ms"),
+                row.queries_per_s,
+                Unit::QueriesPerS,
+            )
+            .note(format!(
+                "{} statements in {:.1} s from one idle worker process (probe, heartbeat, \
+                 maintenance), per-session Questions counters",
+                row.statements,
+                row.window.as_secs_f64()
+            )),
+        );
+        figures.push(
+            Figure::latency(
+                &key("latency"),
+                format!("sqlmq idle wakeup, poll ceiling {ms} ms"),
+                row.latency,
+            )
+            .note("send from another client to an idle worker → handler start"),
+        );
+    }
+    Ok(Ran::Ran(figures))
+}

@@ -1,0 +1,239 @@
+//! One message in `consume`: run the command with the body on its stdin. The worker runtime
+//! around it extends the lease while the command runs, acks on `Outcome::Done`, nacks with the
+//! returned error text (the end of stderr and the exit status), and at the end of the shutdown
+//! grace period drops the handler, which kills the command's whole process group.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlmq::{Delivery, Handler, JobContext, Outcome};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+/// Bytes of the command's stderr kept as the nack's error text (the end, where errors are).
+pub const STDERR_TAIL_BYTES: usize = 4096;
+/// How long to wait for the command's stdin/stderr pipes after it exited. A background
+/// grandchild may hold them open; we do not wait for it.
+const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The handler `consume` registers: `sh -c EXEC` per message.
+pub struct CommandHandler {
+    /// The shell command.
+    pub exec: Arc<str>,
+    /// Print one line per message.
+    pub verbose: bool,
+}
+
+impl Handler<Delivery> for CommandHandler {
+    type Error = String;
+
+    async fn handle(&self, delivery: Delivery, ctx: JobContext) -> Result<Outcome, String> {
+        let started = Instant::now();
+        let (id, attempt) = (delivery.id, delivery.attempt);
+        let result = run(&self.exec, ctx.queue().name(), delivery).await;
+        if self.verbose {
+            let what = match &result {
+                Ok(_) => "exit 0".to_owned(),
+                Err(e) => e.lines().last().unwrap_or_default().to_owned(),
+            };
+            eprintln!("{id} attempt {attempt}: {what} ({:?})", started.elapsed());
+        }
+        result
+    }
+}
+
+/// Run the command to its end; Ok on exit 0, else the text to nack with.
+async fn run(exec: &str, queue: &str, delivery: Delivery) -> Result<Outcome, String> {
+    let mut child = command(exec, queue, &delivery)
+        .spawn()
+        .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
+    let guard = GroupGuard(child.id());
+    let writer = feed_stdin(&mut child, delivery.body);
+    let reader = collect_stderr(&mut child);
+    let status = child.wait().await;
+    guard.disarm();
+    let stderr = drain(reader).await.unwrap_or_default();
+    let _ = drain(writer).await;
+    match status {
+        Ok(status) if status.success() => Ok(Outcome::Done),
+        Ok(status) => Err(failure_text(&stderr, &describe(status))),
+        Err(e) => Err(format!("cannot wait for the command: {e}")),
+    }
+}
+
+/// Kills the command's process group if the handler is dropped before the command ended (the
+/// runtime stopping it at the end of the grace period, or its timeout).
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            kill_group(pid);
+        }
+    }
+}
+
+/// `sh -c CMD` with the message on stdin and its facts in the environment.
+fn command(exec: &str, queue: &str, d: &Delivery) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(exec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .env("SQLMQ_QUEUE", queue)
+        .env("SQLMQ_MESSAGE_ID", d.id.to_string())
+        .env("SQLMQ_RECEIPT", d.receipt().to_string())
+        .env("SQLMQ_ATTEMPT", d.attempt.to_string())
+        // Its own process group: a Ctrl-C at the terminal (SIGINT to the foreground group)
+        // must not interrupt running commands, which get their grace period instead; and at
+        // the end of that period the whole group (sh and its children) is killed.
+        .process_group(0)
+        // If the handler is dropped (grace period over), do not leak the child; `GroupGuard`
+        // kills the rest of its process group.
+        .kill_on_drop(true);
+    match &d.ordering_key {
+        Some(key) => cmd.env("SQLMQ_ORDERING_KEY", key),
+        None => cmd.env_remove("SQLMQ_ORDERING_KEY"),
+    };
+    for (key, value) in &d.headers {
+        cmd.env(header_var(key), value);
+    }
+    cmd
+}
+
+/// `SQLMQ_HEADER_<KEY>`, the key uppercased and every other character than A-Z 0-9 as `_`.
+pub fn header_var(key: &str) -> String {
+    let key: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("SQLMQ_HEADER_{key}")
+}
+
+/// Write the body to the command's stdin and close it. A command that does not read its
+/// stdin makes the write fail with a broken pipe, which is not an error.
+fn feed_stdin(child: &mut Child, body: Vec<u8>) -> JoinHandle<()> {
+    let stdin = child.stdin.take();
+    tokio::spawn(async move {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&body).await;
+        }
+    })
+}
+
+/// Read the command's stderr to its end, keeping the last [`STDERR_TAIL_BYTES`].
+fn collect_stderr(child: &mut Child) -> JoinHandle<String> {
+    let stderr = child.stderr.take();
+    tokio::spawn(async move {
+        match stderr {
+            Some(stderr) => tail(stderr, STDERR_TAIL_BYTES).await,
+            None => String::new(),
+        }
+    })
+}
+
+/// Read `reader` to its end and return its last `keep` bytes as text.
+async fn tail(mut reader: impl AsyncRead + Unpin, keep: usize) -> String {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = reader.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > keep {
+            kept.drain(..kept.len() - keep);
+        }
+    }
+    // The cut may have split a character: drop the partial one.
+    let start = kept
+        .iter()
+        .position(|b| (b & 0xC0) != 0x80)
+        .unwrap_or(kept.len());
+    String::from_utf8_lossy(&kept[start..]).trim().to_owned()
+}
+
+/// Wait a bounded time for a pipe task; abandon it after [`PIPE_DRAIN_TIMEOUT`].
+async fn drain<T>(task: JoinHandle<T>) -> Option<T> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(PIPE_DRAIN_TIMEOUT, task).await {
+        Ok(result) => result.ok(),
+        Err(_) => {
+            abort.abort();
+            None
+        }
+    }
+}
+
+/// SIGKILL the command's process group (sh and everything it started).
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) has no memory effects. The group id is the child's pid (it was spawned
+    // with process_group(0)) and the child is not reaped yet (the guard is disarmed once it is),
+    // so the id is not reused.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
+/// `exit status N` or `killed by signal N`.
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// The nack's error text: the end of stderr, then how the command ended.
+fn failure_text(stderr: &str, ended: &str) -> String {
+    if stderr.is_empty() {
+        ended.to_owned()
+    } else {
+        format!("{stderr}\n{ended}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_names() {
+        assert_eq!(header_var("trace-id"), "SQLMQ_HEADER_TRACE_ID");
+        assert_eq!(header_var("Content.Type"), "SQLMQ_HEADER_CONTENT_TYPE");
+        assert_eq!(header_var("é"), "SQLMQ_HEADER__");
+    }
+
+    #[tokio::test]
+    async fn stderr_tail_keeps_the_end_on_a_character_boundary() {
+        let mut input = "x".repeat(5000).into_bytes();
+        input.extend_from_slice("é".repeat(10).as_bytes());
+        input.extend_from_slice(b"the error\n");
+        let text = tail(&input[..], 25).await;
+        assert!(text.ends_with("the error"), "{text}");
+        assert!(!text.contains('\u{FFFD}'), "{text}");
+        assert!(text.len() <= 25);
+    }
+
+    #[test]
+    fn failure_texts() {
+        assert_eq!(failure_text("", "exit status 1"), "exit status 1");
+        assert_eq!(failure_text("boom", "exit status 2"), "boom\nexit status 2");
+    }
+}

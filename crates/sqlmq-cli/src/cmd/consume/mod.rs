@@ -1,0 +1,146 @@
+//! `sqlmq consume`: a worker for any language. Runs a shell command per message, the body on
+//! its stdin; exit 0 acks, anything else nacks with the end of its stderr.
+//!
+//! It runs on the library's worker runtime (`sqlmq::Worker`), which supplies the claim loop
+//! (batch claims sized to the free slots: nothing is claimed that is not started at once),
+//! automatic lease extension while commands run, batched acks, the process registry and
+//! heartbeats (so that peers release this process's claims at once if it is killed), and the
+//! graceful shutdown protocol.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | arguments, building the worker, the summary |
+//! | `command.rs` | the handler: one `sh -c CMD` per message |
+//! | `shutdown.rs` | SIGTERM/SIGINT to the worker's stop and kill tokens |
+//!
+//! Shutdown: the first SIGTERM/SIGINT stops claiming; running commands finish within `--grace`
+//! (their leases still extended); at its end, or at a second signal, the commands still running
+//! are killed with their process groups and their messages released for an immediate retry.
+//! Acks are flushed and the process deregisters before it exits 0. A `kill -9` skips all this:
+//! a peer worker notices the missed heartbeats and releases the claims, or they come back when
+//! their leases end (at-least-once, SPEC §1.3).
+
+mod command;
+mod shutdown;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use sqlmq::{Worker, WorkerReport};
+
+use self::command::CommandHandler;
+use super::{UsageError, parse_duration};
+use crate::output::short_duration;
+use crate::settings::Settings;
+
+/// Shortest lease `consume` accepts: it is extended every third of it, and a shorter period
+/// would mostly measure scheduling noise.
+const MIN_LEASE: Duration = Duration::from_millis(300);
+
+/// Arguments of `sqlmq consume`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Queue name
+    queue: String,
+    /// Shell command run once per message (`sh -c CMD`): the body on stdin; SQLMQ_QUEUE,
+    /// SQLMQ_MESSAGE_ID, SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY and
+    /// SQLMQ_HEADER_<KEY> in the environment. Exit 0 acks; anything else nacks with the end of
+    /// its stderr
+    #[arg(long, value_name = "CMD")]
+    exec: String,
+    /// Commands running at once
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    concurrency: usize,
+    /// Lease of each message; extended every third of it while its command runs
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Most messages per claim [default: the concurrency]; a claim never asks for more than
+    /// the free slots
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
+    /// Longest a command may run; then it is killed and its message retried
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = parse_duration)]
+    timeout: Duration,
+    /// On SIGTERM/SIGINT, how long running commands may finish before they are killed (and
+    /// their messages released for an immediate retry)
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+    grace: Duration,
+    /// Exit after this many messages were claimed (and settled)
+    #[arg(long, value_name = "N")]
+    max_messages: Option<u64>,
+    /// Exit when a claim finds nothing and no command is running
+    #[arg(long)]
+    exit_when_empty: bool,
+}
+
+/// Run `sqlmq consume`.
+pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+    let batch = args.batch.unwrap_or(args.concurrency);
+    if args.concurrency == 0 || args.concurrency > 1000 {
+        return Err(UsageError("--concurrency must be 1 to 1000".into()).into());
+    }
+    if batch == 0 || batch > sqlmq::MAX_RECEIVE {
+        return Err(UsageError(format!("--batch must be 1 to {}", sqlmq::MAX_RECEIVE)).into());
+    }
+    if args.lease < MIN_LEASE || args.lease > sqlmq::MAX_LEASE {
+        return Err(UsageError(format!(
+            "--lease must be between {} and 24h",
+            short_duration(MIN_LEASE)
+        ))
+        .into());
+    }
+    // Each running command holds at most one connection at a time (an extension or a nack),
+    // plus the claim, the acker, the prober and the heartbeat.
+    let connections = (args.concurrency + 4).clamp(4, 200) as u32;
+    let client = settings
+        .connect_with(settings.builder().max_connections(connections))
+        .await?;
+    let signals = shutdown::listen()?;
+    let handler = CommandHandler {
+        exec: Arc::from(args.exec.as_str()),
+        verbose: settings.verbose > 0,
+    };
+    let mut worker = Worker::builder(&client)
+        .queue_raw(&args.queue, handler)
+        .concurrency(args.concurrency)
+        .max_batch(batch)
+        .lease(args.lease)
+        .timeout(args.timeout)
+        .shutdown_grace(args.grace)
+        .kill_on(signals.kill.clone());
+    if let Some(n) = args.max_messages {
+        worker = worker.max_messages(n);
+    }
+    if args.exit_when_empty {
+        worker = worker.stop_when_drained();
+    }
+    let started = Instant::now();
+    let report = worker
+        .run(signals.stop.clone())
+        .await
+        .with_context(|| format!("cannot consume {}", args.queue))?;
+    eprintln!("{}", summary(&args.queue, &report, started.elapsed()));
+    Ok(())
+}
+
+/// The final line printed to stderr.
+fn summary(queue: &str, r: &WorkerReport, took: Duration) -> String {
+    let nacked = r.retried + r.snoozed + r.dead_lettered;
+    let processed = r.acked + nacked + r.released + r.lease_lost + r.unsettled;
+    let mut text = format!(
+        "sqlmq consume {queue}: {processed} processed in {}: {} acked, {nacked} nacked ({} \
+         dead-lettered), {} lost leases",
+        short_duration(took),
+        r.acked,
+        r.dead_lettered,
+        r.lease_lost
+    );
+    if r.released > 0 {
+        text.push_str(&format!(", {} released at shutdown", r.released));
+    }
+    if r.unsettled > 0 {
+        text.push_str(&format!(", {} not settled (errors)", r.unsettled));
+    }
+    text
+}

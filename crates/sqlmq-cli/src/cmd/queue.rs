@@ -1,0 +1,108 @@
+//! `sqlmq queue create|delete`: declare and remove queues.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Subcommand;
+use sqlmq::{Backoff, QueueConfig};
+
+use super::{confirm, parse_backoff, parse_duration};
+use crate::settings::Settings;
+
+/// `sqlmq queue ...`
+#[derive(Subcommand, Debug)]
+pub enum QueueCommand {
+    /// Create a queue, or change the given settings of an existing one (its messages are kept)
+    Create {
+        /// Queue name: 1 to 128 characters of A-Z a-z 0-9 . _ -
+        name: String,
+        /// Deliveries before a failing message becomes a dead letter [default: 25]
+        #[arg(long, value_name = "N")]
+        max_attempts: Option<u32>,
+        /// Wait between attempts: `exp:BASE:MAX` (e.g. exp:1s:1h, the default) or a ladder of
+        /// steps (e.g. 10s,30s,1m)
+        #[arg(long, value_name = "SPEC", value_parser = parse_backoff)]
+        backoff: Option<Backoff>,
+        /// How long idempotency keys (`send --id`) are remembered [default: 24h]
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        dedup_window: Option<Duration>,
+    },
+    /// Delete a queue with all its messages and dead letters
+    Delete {
+        /// Queue name
+        name: String,
+        /// Confirm the deletion
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// Run `sqlmq queue ...`.
+pub async fn run(settings: &Settings, command: QueueCommand) -> Result<()> {
+    match command {
+        QueueCommand::Create {
+            name,
+            max_attempts,
+            backoff,
+            dedup_window,
+        } => {
+            let client = settings.connect().await?;
+            // Start from the existing configuration so that options not given are kept rather
+            // than reset to the defaults.
+            let existing = client
+                .queue_configs()
+                .await?
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, config)| config);
+            let created = existing.is_none();
+            let mut config = existing.unwrap_or_default();
+            if let Some(n) = max_attempts {
+                config = config.max_attempts(n);
+            }
+            if let Some(b) = backoff {
+                config = config.backoff(b);
+            }
+            if let Some(w) = dedup_window {
+                config = config.dedup_window(w);
+            }
+            client.create_queue(&name, config.clone()).await?;
+            let verb = if created { "created" } else { "updated" };
+            println!("{verb} queue {name}: {}", describe(&config));
+        }
+        QueueCommand::Delete { name, yes } => {
+            confirm(
+                yes,
+                &format!("deleting queue {name} deletes all its messages and dead letters"),
+            )?;
+            let client = settings.connect().await?;
+            client.delete_queue(&name).await?;
+            println!("deleted queue {name}");
+        }
+    }
+    Ok(())
+}
+
+/// A queue's settings on one line.
+fn describe(config: &QueueConfig) -> String {
+    let backoff = match &config.backoff {
+        Backoff::Exponential { base, max, jitter } => format!(
+            "exponential {} to {} ±{:.0}%",
+            humantime::format_duration(*base),
+            humantime::format_duration(*max),
+            jitter * 100.0
+        ),
+        Backoff::Ladder(steps) => {
+            let steps: Vec<String> = steps
+                .iter()
+                .map(|s| humantime::format_duration(*s).to_string())
+                .collect();
+            format!("ladder {}", steps.join(","))
+        }
+    };
+    format!(
+        "max attempts {}, backoff {backoff}, dedup window {}",
+        config.max_attempts,
+        humantime::format_duration(config.dedup_window)
+    )
+}

@@ -1,0 +1,174 @@
+//! `sqlmq send`: one message from the argument or stdin, or with `--batch` one message per
+//! stdin line, all sent atomically.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sqlmq::{Message, Sent};
+use tokio::io::AsyncReadExt;
+
+use super::{parse_duration, parse_header};
+use crate::output::print_json;
+use crate::settings::Settings;
+
+/// Arguments of `sqlmq send`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Queue name
+    queue: String,
+    /// Message body; when absent, all of stdin is one message
+    #[arg(conflicts_with = "batch")]
+    body: Option<String>,
+    /// Do not deliver before this delay (e.g. 30s)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    delay: Option<Duration>,
+    /// Priority, -32768 to 32767: lower values are delivered first [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    priority: Option<i16>,
+    /// Ordering key: strict FIFO among messages with the same key
+    #[arg(long = "key", value_name = "ORDERING_KEY")]
+    ordering_key: Option<String>,
+    /// Idempotency key: sending the same key again is a no-op that returns the first id
+    #[arg(long = "id", value_name = "IDEMPOTENCY_KEY", conflicts_with = "batch")]
+    idempotency_key: Option<String>,
+    /// Header KEY=VALUE (repeatable)
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// Send every non-empty line of stdin as one message, all in one transaction
+    #[arg(long)]
+    batch: bool,
+    /// Print [{"id", "duplicate"}] as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    /// A message with this body and the options of the command line.
+    fn message(&self, body: Vec<u8>) -> Message {
+        let mut m = Message::new(body);
+        if let Some(d) = self.delay {
+            m = m.delay(d);
+        }
+        if let Some(p) = self.priority {
+            m = m.priority(p);
+        }
+        if let Some(k) = &self.ordering_key {
+            m = m.ordering_key(k);
+        }
+        if let Some(k) = &self.idempotency_key {
+            m = m.idempotency_key(k);
+        }
+        for (k, v) in &self.headers {
+            m = m.header(k, v);
+        }
+        m
+    }
+}
+
+/// Run `sqlmq send`.
+pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+    let bodies: Vec<Vec<u8>> = match &args.body {
+        Some(body) => vec![body.clone().into_bytes()],
+        None => {
+            let input = read_stdin().await?;
+            if args.batch {
+                lines(&input)
+            } else {
+                vec![input]
+            }
+        }
+    };
+    if bodies.is_empty() {
+        eprintln!("stdin held no lines: nothing sent");
+        return Ok(());
+    }
+    let client = settings.connect().await?;
+    let queue = client.queue(&args.queue).await?;
+    let limit = client.max_payload_bytes();
+    let messages: Vec<Message> = bodies.iter().map(|b| args.message(b.clone())).collect();
+    let count = messages.len();
+    let sent = queue.send_batch(messages).await.map_err(|e| match e {
+        // The library rejects the whole batch; name the line so that it can be fixed.
+        sqlmq::Error::PayloadTooLarge { .. } if args.batch => {
+            let line = bodies
+                .iter()
+                .position(|b| b.len() > limit)
+                .map_or(0, |i| i + 1);
+            anyhow::Error::new(e).context(format!(
+                "line {line} of stdin is too large: the batch of {count} messages was \
+                 rejected and nothing was sent"
+            ))
+        }
+        e @ sqlmq::Error::InvalidArgument(_) if args.batch => anyhow::Error::new(e).context(
+            format!("the batch of {count} messages was rejected and nothing was sent"),
+        ),
+        e => e.into(),
+    })?;
+    print_sent(&sent, args.json)
+}
+
+/// All of stdin.
+async fn read_stdin() -> Result<Vec<u8>> {
+    if std::io::stdin().is_terminal() {
+        eprintln!("reading the message from stdin (end with Ctrl-D)");
+    }
+    let mut input = Vec::new();
+    tokio::io::stdin()
+        .read_to_end(&mut input)
+        .await
+        .context("cannot read stdin")?;
+    Ok(input)
+}
+
+/// The non-empty lines of `input`, without their `\n`.
+fn lines(input: &[u8]) -> Vec<Vec<u8>> {
+    input
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// One id per line (`(duplicate)` when the idempotency key was known), or JSON.
+fn print_sent(sent: &[Sent], json: bool) -> Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Row {
+            id: String,
+            duplicate: bool,
+        }
+        let rows: Vec<Row> = sent
+            .iter()
+            .map(|s| Row {
+                id: s.id.to_string(),
+                duplicate: s.duplicate,
+            })
+            .collect();
+        return print_json(&rows);
+    }
+    for s in sent {
+        if s.duplicate {
+            println!("{} (duplicate)", s.id);
+        } else {
+            println!("{}", s.id);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_skip_empty_ones_and_keep_other_bytes() {
+        assert_eq!(
+            lines(b"a\n\nb\r\n\xff\n"),
+            vec![b"a".to_vec(), b"b\r".to_vec(), vec![0xff]]
+        );
+        assert!(lines(b"").is_empty());
+        assert!(lines(b"\n\n").is_empty());
+    }
+}

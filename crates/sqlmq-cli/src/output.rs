@@ -1,0 +1,110 @@
+//! Printing for humans (tables, short durations, body previews) and for scripts (JSON).
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+use base64::Engine;
+use serde::Serialize;
+
+/// A message body in JSON: `"body": "text"` when it is valid UTF-8, else
+/// `"body_base64": "..."`. Flatten it into the surrounding object.
+#[derive(Debug, Serialize)]
+pub enum JsonBody {
+    /// Valid UTF-8.
+    #[serde(rename = "body")]
+    Text(String),
+    /// Anything else, standard base64 with padding.
+    #[serde(rename = "body_base64")]
+    Base64(String),
+}
+
+impl JsonBody {
+    /// Encode `bytes` in whichever form keeps them intact.
+    pub fn new(bytes: &[u8]) -> JsonBody {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => JsonBody::Text(text.to_owned()),
+            Err(_) => JsonBody::Base64(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        }
+    }
+}
+
+/// Print `value` as pretty JSON on stdout.
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Print a left-aligned table with a header row; columns are separated by two spaces.
+pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(headers.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// A duration for humans: `850ms` below a second, else whole units such as `2m 5s`.
+pub fn short_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
+/// A point in time as RFC 3339 UTC with seconds.
+pub fn timestamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The first `max` characters of a body on one line (lossy UTF-8, control characters shown as
+/// spaces), with `…` when cut.
+pub fn preview(body: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut out: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_keep_their_bytes() {
+        let text = serde_json::to_value(JsonBody::new(b"hi")).unwrap();
+        assert_eq!(text, serde_json::json!({"body": "hi"}));
+        let bin = serde_json::to_value(JsonBody::new(&[0xff, 0x00, 0x41])).unwrap();
+        assert_eq!(bin, serde_json::json!({"body_base64": "/wBB"}));
+    }
+
+    #[test]
+    fn durations_and_previews() {
+        assert_eq!(short_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(short_duration(Duration::from_millis(125_400)), "2m 5s");
+        assert_eq!(preview(b"a\nb", 10), "a b");
+        assert_eq!(preview("héllo wörld".as_bytes(), 5), "héllo…");
+    }
+}

@@ -1,0 +1,210 @@
+//! Global options: flags, environment, TOML config file, and connecting with them.
+//!
+//! Precedence, highest first: command-line flag, environment variable, config file, built-in
+//! default. clap merges the first two; the file is read here.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{ArgAction, Args};
+use serde::Deserialize;
+use sqlx::mysql::MySqlConnectOptions;
+use tokio::net::TcpStream;
+
+/// Database used when neither a flag, the environment nor the config file names one.
+pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// Options accepted before or after any subcommand.
+#[derive(Args, Debug)]
+pub struct GlobalArgs {
+    /// Database to use [default: mysql://root@127.0.0.1:3306/test]
+    #[arg(
+        long,
+        env = "SQLMQ_DATABASE_URL",
+        global = true,
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+
+    /// Prefix of sqlmq's tables [default: sqlmq_]
+    #[arg(long, env = "SQLMQ_TABLE_PREFIX", global = true, value_name = "P")]
+    pub table_prefix: Option<String>,
+
+    /// Largest accepted message body in bytes [default: 1048576]
+    #[arg(long, env = "SQLMQ_MAX_PAYLOAD_BYTES", global = true, value_name = "N")]
+    pub max_payload_bytes: Option<usize>,
+
+    /// TOML file with database_url, table_prefix and max_payload_bytes (flags and environment
+    /// override it)
+    #[arg(long, env = "SQLMQ_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Log more to stderr (-v: info and one line per consumed message, -vv: debug); RUST_LOG
+    /// overrides
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+/// The config file's keys; all optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    database_url: Option<String>,
+    table_prefix: Option<String>,
+    max_payload_bytes: Option<usize>,
+}
+
+/// The options in force after merging flags, environment, file and defaults.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where to connect.
+    pub database_url: String,
+    /// Table prefix.
+    pub table_prefix: String,
+    /// Payload limit; `None` keeps the library's default.
+    pub max_payload_bytes: Option<usize>,
+    /// `-v` count.
+    pub verbose: u8,
+}
+
+impl Settings {
+    /// Merge the sources.
+    pub fn resolve(args: &GlobalArgs) -> Result<Settings> {
+        let file = match &args.config {
+            Some(path) => read_config(path)?,
+            None => FileConfig::default(),
+        };
+        Ok(Settings {
+            database_url: args
+                .database_url
+                .clone()
+                .or(file.database_url)
+                .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            table_prefix: args
+                .table_prefix
+                .clone()
+                .or(file.table_prefix)
+                .unwrap_or_else(|| sqlmq::DEFAULT_TABLE_PREFIX.to_owned()),
+            max_payload_bytes: args.max_payload_bytes.or(file.max_payload_bytes),
+            verbose: args.verbose,
+        })
+    }
+
+    /// The client builder these settings describe.
+    pub fn builder(&self) -> sqlmq::ClientBuilder {
+        let builder = sqlmq::Client::builder().table_prefix(&self.table_prefix);
+        match self.max_payload_bytes {
+            Some(n) => builder.max_payload_bytes(n),
+            None => builder,
+        }
+    }
+
+    /// Connect with these settings.
+    pub async fn connect(&self) -> Result<sqlmq::Client> {
+        self.connect_with(self.builder()).await
+    }
+
+    /// Connect with a builder derived from [`Settings::builder`] (to tune the pool).
+    pub async fn connect_with(&self, builder: sqlmq::ClientBuilder) -> Result<sqlmq::Client> {
+        let context = || format!("cannot use {}", redact(&self.database_url));
+        reachable(&self.database_url).await.with_context(context)?;
+        builder
+            .connect(&self.database_url)
+            .await
+            .with_context(context)
+    }
+}
+
+/// How long the pre-flight TCP connect may take.
+const REACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Fail fast, with the real cause, when the server cannot be reached at all: the pool would
+/// retry for its whole acquire timeout (30 s) and then report only "pool timed out". URLs
+/// that sqlx cannot parse or that name a Unix socket are left to the library.
+async fn reachable(url: &str) -> Result<()> {
+    let Ok(options) = url.parse::<MySqlConnectOptions>() else {
+        return Ok(());
+    };
+    if options.get_socket().is_some() {
+        return Ok(());
+    }
+    let (host, port) = (options.get_host(), options.get_port());
+    match tokio::time::timeout(REACH_TIMEOUT, TcpStream::connect((host, port))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => bail!("cannot reach the database server at {host}:{port}: {e}"),
+        Err(_) => bail!(
+            "cannot reach the database server at {host}:{port}: no answer within {}",
+            humantime::format_duration(REACH_TIMEOUT)
+        ),
+    }
+}
+
+/// Read and parse the TOML config file; unknown keys are errors (they are usually typos).
+fn read_config(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// The URL with its password replaced by `***`, for messages.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_only_the_password() {
+        assert_eq!(
+            redact("mysql://app:s3cr@t@db:3306/x"),
+            "mysql://app:***@db:3306/x"
+        );
+        assert_eq!(redact("mysql://root@h/db"), "mysql://root@h/db");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = std::env::temp_dir().join(format!("sqlmq-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(
+            &path,
+            "database_url = \"mysql://f/db\"\ntable_prefix = \"f_\"\nmax_payload_bytes = 10\n",
+        )
+        .unwrap();
+        let mut args = GlobalArgs {
+            database_url: None,
+            table_prefix: Some("flag_".into()),
+            max_payload_bytes: None,
+            config: Some(path.clone()),
+            verbose: 0,
+        };
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.database_url, "mysql://f/db");
+        assert_eq!(s.table_prefix, "flag_");
+        assert_eq!(s.max_payload_bytes, Some(10));
+        args.config = None;
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.database_url, DEFAULT_DATABASE_URL);
+        std::fs::write(&path, "databse_url = \"typo\"\n").unwrap();
+        args.config = Some(path);
+        let err = Settings::resolve(&args).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown field"), "{err:#}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

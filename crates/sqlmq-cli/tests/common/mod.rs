@@ -1,0 +1,317 @@
+//! Test harness for the `sqlmq` binary: every test gets its own database on the server at
+//! `SQLMQ_TEST_DATABASE_URL` (default: `SQLMQ_DATABASE_URL`, else
+//! `mysql://root@127.0.0.1:3306/test`), created here and dropped when the `TestDb` is dropped
+//! (also when the test panics). Databases left behind by killed runs are swept after two hours.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::{AssertSqlSafe, MySqlPool, Row};
+
+pub fn server_url() -> String {
+    std::env::var("SQLMQ_TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("SQLMQ_DATABASE_URL"))
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
+}
+
+/// The URL of `database` on the test server.
+pub fn url_for(database: &str) -> String {
+    let base = server_url();
+    let (head, _) = base.rsplit_once('/').expect("database URL has a path");
+    format!("{head}/{database}")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn admin_pool() -> MySqlPool {
+    MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&server_url())
+        .await
+        .expect("test database server reachable (see SQLMQ_TEST_DATABASE_URL)")
+}
+
+/// A throwaway database and a scratch directory, with helpers to run the binary against them.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub dir: PathBuf,
+}
+
+impl TestDb {
+    /// A fresh, migrated database.
+    pub fn new() -> TestDb {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let name = format!("sqlmq_t_{now}_{:08x}", rand::random::<u32>());
+        runtime().block_on(async {
+            let admin = admin_pool().await;
+            sweep(&admin, now).await;
+            sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+                .execute(&admin)
+                .await
+                .unwrap();
+        });
+        let dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = TestDb {
+            url: url_for(&name),
+            name,
+            dir,
+        };
+        db.ok(&["migrate"]);
+        db
+    }
+
+    /// The binary with this database in its environment and nothing else inherited that could
+    /// change its behaviour.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sqlmq"));
+        cmd.args(args)
+            .env("SQLMQ_DATABASE_URL", &self.url)
+            .env_remove("SQLMQ_CONFIG")
+            .env_remove("SQLMQ_TABLE_PREFIX")
+            .env_remove("SQLMQ_MAX_PAYLOAD_BYTES")
+            .env_remove("RUST_LOG")
+            .current_dir(&self.dir);
+        cmd
+    }
+
+    /// Run to completion with `stdin` as input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        let input = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    }
+
+    /// Run to completion with an empty stdin.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, b"")
+    }
+
+    /// Run, require success, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        self.ok_with_stdin(args, b"")
+    }
+
+    /// Run with input, require success, return stdout.
+    pub fn ok_with_stdin(&self, args: &[&str], stdin: &[u8]) -> String {
+        let out = self.run_with_stdin(args, stdin);
+        assert!(
+            out.status.success(),
+            "sqlmq {args:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Run, require success, parse stdout as JSON.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let text = self.ok(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("sqlmq {args:?}: {e}: {text}"))
+    }
+
+    /// Run and require failure with `code` and a stderr containing `needle`; return stderr.
+    pub fn fails(&self, args: &[&str], code: i32, needle: &str) -> String {
+        self.fails_with_stdin(args, b"", code, needle)
+    }
+
+    /// Like [`TestDb::fails`], with input.
+    pub fn fails_with_stdin(&self, args: &[&str], stdin: &[u8], code: i32, needle: &str) -> String {
+        let out = self.run_with_stdin(args, stdin);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "sqlmq {args:?} should exit {code}; stderr:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(needle),
+            "sqlmq {args:?}: stderr should mention {needle:?}:\n{stderr}"
+        );
+        assert!(
+            stderr.starts_with("error: "),
+            "sqlmq {args:?}: errors start with `error: `:\n{stderr}"
+        );
+        stderr
+    }
+
+    /// `queues --json` entry of `queue`.
+    pub fn stats(&self, queue: &str) -> Stats {
+        let all = self.json(&["queues", "--json"]);
+        let q = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == queue)
+            .unwrap_or_else(|| panic!("queue {queue} not in {all}"));
+        let n = |k: &str| q[k].as_u64().unwrap_or_else(|| panic!("{k} in {q}"));
+        Stats {
+            ready: n("ready"),
+            scheduled: n("scheduled"),
+            blocked: n("blocked"),
+            in_flight: n("in_flight"),
+            dead: n("dead"),
+        }
+    }
+
+    /// A path in this test's scratch directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Spawn the binary in the background; killed when the guard drops.
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        let child = self
+            .cmd(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running { child: Some(child) }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        runtime().block_on(async {
+            let admin = admin_pool().await;
+            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+                .execute(&admin)
+                .await;
+        });
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Counts of one queue, from `queues --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub blocked: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+}
+
+impl Stats {
+    pub fn pending(&self) -> u64 {
+        self.ready + self.scheduled + self.blocked + self.in_flight
+    }
+}
+
+/// A background `sqlmq` process, SIGKILLed if still running when dropped.
+pub struct Running {
+    child: Option<Child>,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Whether it has exited (without collecting its output).
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().unwrap().try_wait().unwrap()
+    }
+
+    /// Send a signal (e.g. `libc::SIGTERM`).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child, which is not reaped yet.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill failed");
+    }
+
+    /// SIGKILL (what `kill -9` does) and reap.
+    pub fn kill9(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Wait for the exit, failing after `deadline`; returns the output.
+    pub fn wait(mut self, deadline: Duration) -> Output {
+        eventually(deadline, "the process to exit", || self.try_status());
+        self.child.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Poll `check` until it returns `Some`, failing after `deadline`.
+pub fn eventually<T>(deadline: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lines of a file, empty when it does not exist.
+pub fn lines(path: &Path) -> Vec<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.lines().map(str::to_owned).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Drop test databases older than two hours (left by killed runs).
+async fn sweep(admin: &MySqlPool, now: u64) {
+    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%'")
+        .fetch_all(admin)
+        .await
+        .unwrap_or_default();
+    for row in rows {
+        let name: String = row.get(0);
+        let created = name
+            .split('_')
+            .nth(2)
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(now);
+        if now.saturating_sub(created) > 7200 {
+            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+                .execute(admin)
+                .await;
+        }
+    }
+}
