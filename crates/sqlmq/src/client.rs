@@ -621,8 +621,20 @@ impl Client {
         &self,
         queue_ids: &[i32],
     ) -> Result<Vec<crate::store::mysql::probe::QueueSignal>> {
+        if queue_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut conn = self.inner.pool.acquire().await?;
         self.inner.store.probe(&mut conn, queue_ids).await
+    }
+
+    /// The wakeup probe over consumer groups `group_ids` (one non-locking query).
+    pub(crate) async fn probe_groups(
+        &self,
+        group_ids: &[i32],
+    ) -> Result<Vec<crate::store::mysql::probe::GroupSignal>> {
+        let mut conn = self.inner.pool.acquire().await?;
+        self.inner.store.probe_groups(&mut conn, group_ids).await
     }
 
     /// Every registered worker process.

@@ -17,24 +17,24 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::execute::Settled;
+use super::source::Source;
 use super::tally::Tally;
 use crate::message::Receipt;
-use crate::queue::Queue;
 
 /// Most receipts per `ack_batch` transaction.
 pub const MAX_ACK_BATCH: usize = 256;
 
-/// The jobs' handle to a queue's acker task.
+/// The jobs' handle to a source's acker task.
 #[derive(Clone)]
 pub(crate) struct Acker {
     requests: mpsc::Sender<Receipt>,
 }
 
 impl Acker {
-    /// Start the acker task of `queue`, counting outcomes in `tally`.
-    pub(crate) fn start(queue: Queue, tally: Arc<Tally>) -> (Acker, JoinHandle<()>) {
+    /// Start the acker task of `source`, counting outcomes in `tally`.
+    pub(crate) fn start(source: Source, tally: Arc<Tally>) -> (Acker, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_ACK_BATCH * 4);
-        (Acker { requests: tx }, tokio::spawn(run(queue, rx, tally)))
+        (Acker { requests: tx }, tokio::spawn(run(source, rx, tally)))
     }
 
     /// Queue `receipt` for the next batch (waits while the queue is full). Returns false when
@@ -44,23 +44,20 @@ impl Acker {
     }
 }
 
-async fn run(queue: Queue, mut requests: mpsc::Receiver<Receipt>, tally: Arc<Tally>) {
+async fn run(source: Source, mut requests: mpsc::Receiver<Receipt>, tally: Arc<Tally>) {
     let mut batch: Vec<Receipt> = Vec::with_capacity(MAX_ACK_BATCH);
+    let (label, name) = source.metric_label();
+    let batch_size = metrics::histogram!("sqlmq_ack_batch_size", label => name.clone());
     while requests.recv_many(&mut batch, MAX_ACK_BATCH).await > 0 {
-        metrics::histogram!("sqlmq_ack_batch_size", "queue" => queue.name().to_owned())
-            .record(batch.len() as f64);
-        match queue.ack_batch(&batch).await {
+        batch_size.record(batch.len() as f64);
+        match source.ack_batch(&batch).await {
             Ok(report) => {
                 tally.add(Settled::Acked, report.acked as u64);
                 tally.add(Settled::LeaseLost, report.lost.len() as u64);
             }
             Err(e) => {
                 // After the runner's retries: the messages come back when their leases end.
-                tracing::warn!(
-                    queue = queue.name(),
-                    acks = batch.len(),
-                    "batch ack failed: {e}"
-                );
+                tracing::warn!(source = name, acks = batch.len(), "batch ack failed: {e}");
                 tally.add(Settled::Unsettled, batch.len() as u64);
             }
         }

@@ -1,4 +1,5 @@
-//! One queue's claim loop: claim batches sized to the free slots, start each message at once.
+//! One source's claim loop (a queue or a consumer group): claim batches sized to the free slots,
+//! start each message at once.
 //!
 //! Slots are the permits of a semaphore: each running message holds one and returns it when it
 //! has been settled. The slot rule — a claim never asks for more messages than there are free
@@ -13,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::{QueueRuntime, execute};
+use super::execute::{SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
 use crate::error::Result;
@@ -70,17 +71,14 @@ fn take_budget(budget: &AtomicU64, want: usize) -> usize {
 /// queue was deleted, the schema changed); the messages already started keep running in
 /// `slots` either way.
 pub(crate) async fn run_consumer(
-    rt: Arc<QueueRuntime>,
+    rt: Arc<SourceRuntime>,
     config: &ConsumerConfig,
     slots: &Slots,
     poll: &PollState,
     tally: &Arc<Tally>,
     stop: &CancellationToken,
 ) -> Result<()> {
-    let wakeup = rt
-        .queue
-        .client()
-        .wakeup(crate::client::Subject::Queue(rt.queue.id()));
+    let wakeup = rt.source.client().wakeup(rt.source.subject());
     let mut failures = 0u32;
     loop {
         if stop.is_cancelled() {
@@ -111,7 +109,7 @@ pub(crate) async fn run_consumer(
         let notified = wakeup.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let claimed = rt.queue.claim(n, rt.lease).await;
+        let claimed = rt.source.claim(n, rt.lease).await;
         let unused = claimed.as_ref().map_or(n, |batch| n - batch.len());
         config.budget.fetch_add(unused as u64, Ordering::Relaxed);
         match claimed {
@@ -144,7 +142,7 @@ pub(crate) async fn run_consumer(
             }
             Err(e) if e.is_retryable() => {
                 failures += 1;
-                tracing::warn!(queue = rt.queue.name(), "claim failed, retrying: {e}");
+                tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
                 let wait = Duration::from_millis(50 << failures.min(5));
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
@@ -152,7 +150,7 @@ pub(crate) async fn run_consumer(
                 }
             }
             Err(e) => {
-                tracing::error!(queue = rt.queue.name(), "claiming stopped: {e}");
+                tracing::error!(source = rt.source.name(), "claiming stopped: {e}");
                 return Err(e);
             }
         }

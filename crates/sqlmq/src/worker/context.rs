@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use sqlx::{MySql, MySqlConnection, Transaction};
 
+use super::source::Source;
 use crate::error::{Error, Result};
 use crate::message::{Delivery, MessageId, Receipt};
 use crate::queue::Queue;
 use crate::store::mysql::BEGIN_READ_COMMITTED;
+use crate::topic::Group;
 
 /// The handler's view of its message: id, attempt, headers, lease, and a transaction whose
 /// commit includes the ack. Cheap to clone.
@@ -31,11 +33,13 @@ pub struct JobContext {
 }
 
 struct Inner {
-    queue: Queue,
+    source: Source,
     receipt: Receipt,
     attempt: u32,
     headers: BTreeMap<String, String>,
     ordering_key: Option<String>,
+    partition: Option<u32>,
+    offset: Option<i64>,
     /// The lease was found taken over: the message belongs to another consumer now.
     lost: AtomicBool,
     /// A [`JobTransaction`] committed the ack: the worker must not settle again.
@@ -45,7 +49,7 @@ struct Inner {
 impl std::fmt::Debug for JobContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobContext")
-            .field("queue", &self.inner.queue.name())
+            .field("source", &self.inner.source.name())
             .field("receipt", &self.inner.receipt)
             .field("attempt", &self.inner.attempt)
             .finish_non_exhaustive()
@@ -54,14 +58,16 @@ impl std::fmt::Debug for JobContext {
 
 impl JobContext {
     /// The context of `delivery`, which keeps its headers (raw handlers get them back).
-    pub(crate) fn new(queue: Queue, delivery: &mut Delivery) -> JobContext {
+    pub(crate) fn new(source: Source, delivery: &mut Delivery) -> JobContext {
         JobContext {
             inner: Arc::new(Inner {
-                queue,
+                source,
                 receipt: delivery.receipt(),
                 attempt: delivery.attempt,
                 headers: std::mem::take(&mut delivery.headers),
                 ordering_key: delivery.ordering_key.clone(),
+                partition: delivery.partition,
+                offset: delivery.offset,
                 lost: AtomicBool::new(false),
                 acked: AtomicBool::new(false),
             }),
@@ -104,7 +110,7 @@ impl JobContext {
         &self.inner.headers
     }
 
-    /// The ordering key, if the message has one.
+    /// The ordering key, if the message has one (for a topic record: its key).
     ///
     /// ```
     /// # fn f(ctx: sqlmq::JobContext) { let key = ctx.ordering_key(); }
@@ -113,13 +119,55 @@ impl JobContext {
         self.inner.ordering_key.as_deref()
     }
 
-    /// The queue the message came from.
+    /// The partition of a topic record (`None` for a queue message).
     ///
     /// ```
-    /// # fn f(ctx: sqlmq::JobContext) { println!("{}", ctx.queue().name()); }
+    /// # fn f(ctx: sqlmq::JobContext) { if let Some(p) = ctx.partition() { println!("partition {p}") } }
     /// ```
-    pub fn queue(&self) -> &Queue {
-        &self.inner.queue
+    pub fn partition(&self) -> Option<u32> {
+        self.inner.partition
+    }
+
+    /// The offset of a topic record in its partition (`None` for a queue message).
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if let Some(o) = ctx.offset() { println!("offset {o}") } }
+    /// ```
+    pub fn offset(&self) -> Option<i64> {
+        self.inner.offset
+    }
+
+    /// The queue the message came from, when it came from a queue.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if let Some(q) = ctx.queue() { println!("{}", q.name()) } }
+    /// ```
+    pub fn queue(&self) -> Option<&Queue> {
+        match &self.inner.source {
+            Source::Queue(q) => Some(q),
+            Source::Group(_) => None,
+        }
+    }
+
+    /// The consumer group the record came from, when it came from a topic.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if let Some(g) = ctx.group() { println!("{}", g.name()) } }
+    /// ```
+    pub fn group(&self) -> Option<&Group> {
+        match &self.inner.source {
+            Source::Queue(_) => None,
+            Source::Group(g) => Some(g),
+        }
+    }
+
+    /// Where the message came from: the queue's name, or `topic/group`.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { println!("handling a message of {}", ctx.source_name()); }
+    /// ```
+    pub fn source_name(&self) -> String {
+        self.inner.source.name()
     }
 
     /// Extend the lease now to `lease` from now. The worker already extends leases on its own
@@ -131,7 +179,7 @@ impl JobContext {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let result = self.inner.queue.extend(self.inner.receipt, lease).await;
+        let result = self.inner.source.extend(self.inner.receipt, lease).await;
         if let Err(Error::LeaseLost { .. }) = result {
             self.inner.lost.store(true, Ordering::Relaxed);
         }
@@ -164,7 +212,7 @@ impl JobContext {
     pub async fn begin(&self) -> Result<JobTransaction> {
         let tx = self
             .inner
-            .queue
+            .source
             .client()
             .pool()
             .begin_with(BEGIN_READ_COMMITTED)
@@ -210,7 +258,7 @@ impl JobTransaction {
         let ctx = self.ctx.clone();
         if let Err(e) = ctx
             .inner
-            .queue
+            .source
             .ack_in(&mut self.tx, ctx.inner.receipt)
             .await
         {

@@ -13,23 +13,23 @@ use tokio::sync::watch;
 use super::acker::Acker;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
+use super::source::Source;
 use crate::error::Error;
 use crate::message::Delivery;
-use crate::queue::Queue;
 
 /// Error text of a message whose handler was stopped at the end of the shutdown grace period.
 pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the handler finished";
 
-/// What every job of one queue shares.
-pub(crate) struct QueueRuntime {
-    pub queue: Queue,
+/// What every job of one source (queue or consumer group) shares.
+pub(crate) struct SourceRuntime {
+    pub source: Source,
     pub handler: Box<dyn DynHandler>,
     pub lease: Duration,
     pub timeout: Duration,
     pub acker: Acker,
     /// Becomes true when the shutdown grace period is over: stop handlers now.
     pub kill: watch::Receiver<bool>,
-    /// `sqlmq_handler_seconds{queue}`, resolved once: the recorder is installed before workers
+    /// `sqlmq_handler_seconds{queue|group}`, resolved once: the recorder is installed before workers
     /// start, and a handle per message would allocate its labels each time.
     pub handler_seconds: metrics::Histogram,
 }
@@ -70,8 +70,8 @@ type Handling =
 /// — the handler done at its first poll, its ack handed to the acker — lives in this future;
 /// supervision (timers, lease extension, the kill signal) and the settlement of failures are
 /// boxed and allocated only when needed, which keeps every spawned task small.
-pub(crate) async fn execute(rt: Arc<QueueRuntime>, mut delivery: Delivery) -> Settled {
-    let ctx = JobContext::new(rt.queue.clone(), &mut delivery);
+pub(crate) async fn execute(rt: Arc<SourceRuntime>, mut delivery: Delivery) -> Settled {
+    let ctx = JobContext::new(rt.source.clone(), &mut delivery);
     let started = Instant::now();
     let mut handler: Handling =
         Box::pin(AssertUnwindSafe(rt.handler.call(delivery, ctx.clone())).catch_unwind());
@@ -97,7 +97,7 @@ pub(crate) async fn execute(rt: Arc<QueueRuntime>, mut delivery: Delivery) -> Se
 /// Wait for a handler that did not finish at once: extend its lease every third of it, stop
 /// it at its timeout or at the end of the shutdown grace period. One timer at a time: the next
 /// of the extension and the timeout.
-async fn supervise(rt: &QueueRuntime, ctx: &JobContext, mut handler: Handling) -> Finished {
+async fn supervise(rt: &SourceRuntime, ctx: &JobContext, mut handler: Handling) -> Finished {
     let receipt = ctx.receipt();
     let mut kill = rt.kill.clone();
     let now = tokio::time::Instant::now();
@@ -120,16 +120,16 @@ async fn supervise(rt: &QueueRuntime, ctx: &JobContext, mut handler: Handling) -
                 if tokio::time::Instant::now() >= deadline {
                     return Finished::TimedOut;
                 }
-                match rt.queue.extend(receipt, rt.lease).await {
+                match rt.source.extend(receipt, rt.lease).await {
                     Ok(()) => extend_at = tokio::time::Instant::now() + period,
                     Err(Error::LeaseLost { .. }) => {
-                        tracing::warn!(queue = rt.queue.name(), message = %receipt.id,
+                        tracing::warn!(source = rt.source.name(), message = %receipt.id,
                             "lease lost while the handler runs: its result will be discarded");
                         ctx.mark_lost();
                     }
                     Err(e) => {
                         // Try again soon; the lease still has two thirds to go.
-                        tracing::warn!(queue = rt.queue.name(), "lease extension failed: {e}");
+                        tracing::warn!(source = rt.source.name(), "lease extension failed: {e}");
                         extend_at = tokio::time::Instant::now() + period.min(Duration::from_secs(1)) / 2;
                     }
                 }
@@ -141,8 +141,8 @@ async fn supervise(rt: &QueueRuntime, ctx: &JobContext, mut handler: Handling) -
 }
 
 /// Turn the handler's end into an ack, a nack, a snooze or a dead letter.
-async fn settle(rt: &QueueRuntime, ctx: &JobContext, finished: Finished) -> Settled {
-    let (queue, receipt) = (&rt.queue, ctx.receipt());
+async fn settle(rt: &SourceRuntime, ctx: &JobContext, finished: Finished) -> Settled {
+    let (source, receipt) = (&rt.source, ctx.receipt());
     if ctx.acked() {
         return Settled::Acked; // committed with the handler's JobTransaction
     }
@@ -157,29 +157,29 @@ async fn settle(rt: &QueueRuntime, ctx: &JobContext, finished: Finished) -> Sett
                 Settled::Unsettled
             };
         }
-        Finished::Answer(Ok(Outcome::Retry { after, reason })) => queue
+        Finished::Answer(Ok(Outcome::Retry { after, reason })) => source
             .nack(receipt, Some(after), &reason)
             .await
             .map(|_| Settled::Retried),
-        Finished::Answer(Ok(Outcome::Snooze(after))) => queue
+        Finished::Answer(Ok(Outcome::Snooze(after))) => source
             .snooze(receipt, after)
             .await
             .map(|()| Settled::Snoozed),
-        Finished::Answer(Ok(Outcome::DeadLetter(reason))) => queue
+        Finished::Answer(Ok(Outcome::DeadLetter(reason))) => source
             .dead_letter(receipt, &reason)
             .await
             .map(|()| Settled::DeadLettered),
-        Finished::Answer(Err(error)) => nack(queue, ctx, &error).await,
-        Finished::Panicked(text) => nack(queue, ctx, &format!("handler panicked: {text}")).await,
+        Finished::Answer(Err(error)) => nack(source, ctx, &error).await,
+        Finished::Panicked(text) => nack(source, ctx, &format!("handler panicked: {text}")).await,
         Finished::TimedOut => {
             nack(
-                queue,
+                source,
                 ctx,
                 &format!("handler timed out after {:?}", rt.timeout),
             )
             .await
         }
-        Finished::Killed => queue
+        Finished::Killed => source
             .nack(receipt, Some(Duration::ZERO), KILLED_AT_SHUTDOWN)
             .await
             .map(|_| Settled::Released),
@@ -188,14 +188,14 @@ async fn settle(rt: &QueueRuntime, ctx: &JobContext, finished: Finished) -> Sett
         Ok(settled) => settled,
         Err(Error::LeaseLost { .. }) => Settled::LeaseLost,
         Err(e) => {
-            tracing::warn!(queue = queue.name(), message = %receipt.id, "could not settle: {e}");
+            tracing::warn!(source = source.name(), message = %receipt.id, "could not settle: {e}");
             Settled::Unsettled
         }
     }
 }
 
-async fn nack(queue: &Queue, ctx: &JobContext, error: &str) -> crate::Result<Settled> {
-    queue
+async fn nack(source: &Source, ctx: &JobContext, error: &str) -> crate::Result<Settled> {
+    source
         .nack(ctx.receipt(), None, error)
         .await
         .map(|outcome| match outcome {

@@ -3,7 +3,8 @@
 //!
 //! A process is dead once it missed three heartbeats (its row's `expires_at` passed). The first
 //! live process to notice releases the dead one's leases on every queue it consumed — back to
-//! `ready` at once, instead of after their (possibly long) leases — then deletes its row. Two
+//! `ready` at once, instead of after their (possibly long) leases — and in every consumer group
+//! where it holds leases (for the group's other members to take at once), then deletes its row. Two
 //! processes doing this at the same moment take disjoint rows (`SKIP LOCKED`), so it is harmless.
 //! Leases stay the authority: a process that was only slow finds its claims gone and its acks
 //! rejected by fencing, and re-registers when its next heartbeat finds its row missing.
@@ -13,9 +14,9 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
+use super::source::Source;
 use crate::client::Client;
 use crate::error::Result;
-use crate::queue::Queue;
 
 /// Default interval between heartbeats (EMS renews client leases every 5 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -28,7 +29,7 @@ const RELEASE_BATCH: usize = 500;
 /// This process's registration.
 pub(crate) struct Registration {
     pub client: Client,
-    pub queues: Vec<Queue>,
+    pub sources: Vec<Source>,
     pub interval: Duration,
 }
 
@@ -38,7 +39,11 @@ impl Registration {
     }
 
     fn queue_ids(&self) -> Vec<i32> {
-        self.queues.iter().map(|q| q.id()).collect()
+        let queues = self.sources.iter().filter_map(|s| match s {
+            Source::Queue(q) => Some(q.id()),
+            Source::Group(_) => None,
+        });
+        queues.collect()
     }
 
     pub(crate) async fn register(&self) -> Result<()> {
@@ -110,6 +115,15 @@ impl Registration {
             for &queue_id in &process.queue_ids {
                 released += release_all(&self.client, queue_id, &process.id, &reason).await?;
             }
+            // Groups are not listed in the process row: a member may join any group at any
+            // time. Its leases say where it holds records.
+            let groups = {
+                let mut conn = self.client.pool().acquire().await?;
+                store.groups_of_owner(&mut conn, &process.id).await?
+            };
+            for group_id in groups {
+                released += release_group(&self.client, group_id, &process.id, &reason).await?;
+            }
             let mut conn = self.client.pool().acquire().await?;
             store.prune_process(&mut conn, &process.id).await?;
             tracing::warn!(
@@ -124,15 +138,13 @@ impl Registration {
 
     /// Clean exit: release what this process still holds, then remove its row.
     pub(crate) async fn deregister(&self) -> Result<usize> {
-        let mut released = 0;
-        for q in &self.queues {
-            released += release_all(
-                &self.client,
-                q.id(),
-                self.client.owner_id(),
-                "worker shut down",
-            )
-            .await?;
+        let (mut released, owner) = (0, self.client.owner_id());
+        for source in &self.sources {
+            let reason = "worker shut down";
+            released += match source {
+                Source::Queue(q) => release_all(&self.client, q.id(), owner, reason).await?,
+                Source::Group(g) => release_group(&self.client, g.id(), owner, reason).await?,
+            };
         }
         let mut conn = self.client.pool().acquire().await?;
         self.client
@@ -158,6 +170,29 @@ async fn release_all(client: &Client, queue_id: i32, owner: &str, reason: &str) 
                     .release_owned(conn, &queue, owner, RELEASE_BATCH, reason)
                     .await?;
                 Ok(r.released + r.dead_lettered)
+            })
+        })
+        .await?;
+        total += released;
+        if released < RELEASE_BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+/// Release every lease `owner` holds in consumer group `group_id`, in small transactions.
+async fn release_group(client: &Client, group_id: i32, owner: &str, reason: &str) -> Result<usize> {
+    let store = &client.inner.store;
+    let mut total = 0;
+    loop {
+        let released = crate::tx::run(client.pool(), "release_group_owned", |conn, _| {
+            Box::pin(async move {
+                let Some(group) = store.group_by_id(conn, group_id).await? else {
+                    return Ok(0); // the group was deleted with its leases
+                };
+                store
+                    .release_group_owned(conn, &group, owner, RELEASE_BATCH, reason)
+                    .await
             })
         })
         .await?;

@@ -1,4 +1,4 @@
-//! The worker runtime: queues in, handled jobs out.
+//! The worker runtime: queues and consumer groups in, handled jobs out.
 //!
 //! ```no_run
 //! use sqlmq::{Client, JobContext, Outcome, Worker};
@@ -25,7 +25,8 @@
 //! | `mod.rs` | [`Worker`], [`WorkerBuilder`], the run and shutdown protocol |
 //! | `handler.rs` | [`Handler`], [`Outcome`], type erasure of typed and raw handlers |
 //! | `context.rs` | [`JobContext`], [`JobTransaction`] (commit includes the ack) |
-//! | `consumer.rs` | one queue's claim loop (batch claims sized to free slots) |
+//! | `source.rs` | a queue or a cluster-mode consumer group, behind one interface |
+//! | `consumer.rs` | one source's claim loop (batch claims sized to free slots) |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
 //! | `acker.rs` | the batch acker |
 //! | `poll.rs` | adaptive polling, the one-query prober, maintenance triggers |
@@ -39,6 +40,7 @@ mod execute;
 mod handler;
 mod liveness;
 mod poll;
+mod source;
 mod tally;
 
 use std::collections::HashMap;
@@ -59,16 +61,16 @@ pub use tally::WorkerReport;
 
 use self::acker::Acker;
 use self::consumer::{ConsumerConfig, Slots};
-use self::execute::QueueRuntime;
+use self::execute::SourceRuntime;
 use self::handler::{DynHandler, Raw, Typed};
 use self::liveness::Registration;
 use self::poll::{PollState, ProberConfig};
+use self::source::SourceSpec;
 use self::tally::Tally;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::message::Delivery;
-use crate::name::validate_name;
 
 /// Default handlers running at once per queue.
 pub const DEFAULT_CONCURRENCY: usize = 10;
@@ -110,7 +112,7 @@ impl Worker {
     pub fn builder(client: &Client) -> WorkerBuilder {
         WorkerBuilder {
             client: client.clone(),
-            queues: Vec::new(),
+            sources: Vec::new(),
             concurrency: DEFAULT_CONCURRENCY,
             per_queue_concurrency: HashMap::new(),
             lease: DEFAULT_LEASE,
@@ -129,7 +131,7 @@ impl Worker {
     }
 }
 
-/// How a [`Worker`] runs: its queues and handlers, and its settings (all with named defaults).
+/// How a [`Worker`] runs: its queues and consumer groups with their handlers, and its settings (all with named defaults).
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
@@ -147,7 +149,7 @@ impl Worker {
 /// ```
 pub struct WorkerBuilder {
     client: Client,
-    queues: Vec<(String, Box<dyn DynHandler>)>,
+    sources: Vec<(SourceSpec, Box<dyn DynHandler>)>,
     concurrency: usize,
     per_queue_concurrency: HashMap<String, usize>,
     lease: Duration,
@@ -177,8 +179,9 @@ impl WorkerBuilder {
     /// # }
     /// ```
     pub fn queue<J: Job, H: Handler<J>>(mut self, name: &str, handler: H) -> Self {
-        self.queues
-            .push((name.to_owned(), Box::new(Typed::<J, H>::new(handler))));
+        let spec = SourceSpec::Queue(name.to_owned());
+        self.sources
+            .push((spec, Box::new(Typed::<J, H>::new(handler))));
         self
     }
 
@@ -192,8 +195,63 @@ impl WorkerBuilder {
     /// # }
     /// ```
     pub fn queue_raw<H: Handler<Delivery>>(mut self, name: &str, handler: H) -> Self {
-        self.queues
-            .push((name.to_owned(), Box::new(Raw::new(handler))));
+        let spec = SourceSpec::Queue(name.to_owned());
+        self.sources.push((spec, Box::new(Raw::new(handler))));
+        self
+    }
+
+    /// Handle the records of the cluster-mode consumer group `group` of topic `topic` as typed
+    /// jobs `J` (JSON payloads), exactly like a queue's: each record goes to one member, is
+    /// acked when the handler returns [`Outcome::Done`], and is retried on the group's ladder
+    /// otherwise. The group must exist (see [`Topic::create_group`](crate::Topic::create_group)).
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct OrderPlaced { id: u64 }
+    /// # impl sqlmq::Job for OrderPlaced { const NAME: &'static str = "order_placed"; }
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_group("orders", "billing", |o: OrderPlaced, ctx: sqlmq::JobContext| async move {
+    ///     println!("bill order {} (offset {:?})", o.id, ctx.offset());
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_group<J: Job, H: Handler<J>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        handler: H,
+    ) -> Self {
+        let spec = SourceSpec::Group {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        };
+        self.sources
+            .push((spec, Box::new(Typed::<J, H>::new(handler))));
+        self
+    }
+
+    /// Handle the records of consumer group `group` of topic `topic` as raw [`Delivery`]s
+    /// (with their partition, offset and key).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_group_raw("clicks", "counter", |d: sqlmq::Delivery, _ctx| async move {
+    ///     println!("partition {:?} offset {:?}: {} bytes", d.partition, d.offset, d.body.len());
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_group_raw<H: Handler<Delivery>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        handler: H,
+    ) -> Self {
+        let spec = SourceSpec::Group {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        };
+        self.sources.push((spec, Box::new(Raw::new(handler))));
         self
     }
 
@@ -208,7 +266,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// Handlers running at once for queue `name`.
+    /// Handlers running at once for queue `name` (or consumer group `"topic/group"`).
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.queue_concurrency("emails", 2); }
@@ -338,19 +396,19 @@ impl WorkerBuilder {
 
     fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidArgument(what));
-        if self.queues.is_empty() {
-            return bad("a worker needs at least one queue".into());
+        if self.sources.is_empty() {
+            return bad("a worker needs at least one queue or consumer group".into());
         }
-        for (i, (name, _)) in self.queues.iter().enumerate() {
-            validate_name("queue", name)?;
-            if self.queues[..i].iter().any(|(n, _)| n == name) {
-                return bad(format!("queue {name:?} is listed twice"));
+        for (i, (spec, _)) in self.sources.iter().enumerate() {
+            spec.validate()?;
+            if self.sources[..i].iter().any(|(s, _)| s == spec) {
+                return bad(format!("{:?} is listed twice", spec.key()));
             }
         }
         if let Some(name) = self
             .per_queue_concurrency
             .keys()
-            .find(|n| !self.queues.iter().any(|(q, _)| q == *n))
+            .find(|n| !self.sources.iter().any(|(s, _)| s.key() == **n))
         {
             return bad(format!(
                 "concurrency set for {name:?}, which the worker does not consume"
@@ -380,8 +438,9 @@ impl WorkerBuilder {
     }
 
     /// Run until `shutdown` is cancelled, then shut down gracefully (see the protocol below) and
-    /// return what was done. Fails at once on bad settings or an unknown queue; fails after a
-    /// graceful shutdown if a queue became unusable while running (deleted, schema changed).
+    /// return what was done. Fails at once on bad settings, an unknown queue or group, or a
+    /// broadcast group; fails after a graceful shutdown if a source became unusable while
+    /// running (deleted, schema changed).
     ///
     /// ## Shutdown protocol
     ///
@@ -412,13 +471,13 @@ impl WorkerBuilder {
     /// ```
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
         self.validate()?;
-        let mut queues = Vec::new();
-        for (name, _) in &self.queues {
-            queues.push(self.client.queue(name).await?);
+        let mut sources = Vec::new();
+        for (spec, _) in &self.sources {
+            sources.push(spec.resolve(&self.client).await?);
         }
         let registration = Registration {
             client: self.client.clone(),
-            queues: queues.clone(),
+            sources: sources.clone(),
             interval: self.heartbeat_interval,
         };
         registration.register().await?;
@@ -433,17 +492,19 @@ impl WorkerBuilder {
         let mut consumers = JoinSet::new();
         let mut all_slots = Vec::new();
         let budget = Arc::new(AtomicU64::new(self.max_messages.unwrap_or(u64::MAX)));
-        for ((name, handler), queue) in self.queues.into_iter().zip(queues.iter()) {
-            let (acker, acker_task) = Acker::start(queue.clone(), tally.clone());
+        for ((spec, handler), source) in self.sources.into_iter().zip(sources.iter()) {
+            let name = spec.key();
+            let (acker, acker_task) = Acker::start(source.clone(), tally.clone());
             ackers.push(acker_task);
-            let rt = Arc::new(QueueRuntime {
-                queue: queue.clone(),
+            let (label, value) = source.metric_label();
+            let rt = Arc::new(SourceRuntime {
+                source: source.clone(),
                 handler,
                 lease: self.lease,
                 timeout: self.timeout,
                 acker,
                 kill: kill_rx.clone(),
-                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", "queue" => name.clone()),
+                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", label => value),
             });
             let config = ConsumerConfig {
                 concurrency: self
@@ -480,7 +541,7 @@ impl WorkerBuilder {
             }
         }
         let prober = tokio::spawn(poll::run_prober(
-            queues.clone(),
+            sources.clone(),
             poll,
             ProberConfig {
                 floor: self.poll_floor,
@@ -496,7 +557,7 @@ impl WorkerBuilder {
         };
         tracing::info!(
             process = self.client.owner_id(),
-            queues = queues.len(),
+            sources = sources.len(),
             "worker started"
         );
 

@@ -1,5 +1,5 @@
 //! Waking up without LISTEN/NOTIFY: an adaptive, jittered delay, and the prober that runs one
-//! query per tick for all of a process's queues.
+//! query per tick for all of a process's queues (and one for all of its consumer groups).
 //!
 //! While messages keep coming, consumers claim back to back and never wait. A consumer that
 //! finds its queue empty waits for a wakeup: a send through the same client (in-process
@@ -7,7 +7,11 @@
 //! starts at the floor (10 ms) whenever work was found and doubles up to the ceiling while
 //! nothing is found, so an idle process costs about one query per ceiling. The same probe says
 //! which queues have due delayed messages or expired leases; the prober then runs that queue's
-//! maintenance, at least every maintenance interval even when no consumer is idle.
+//! maintenance, at least every maintenance interval even when no consumer is idle. For consumer
+//! groups the probe also says which topics have records waiting for their offsets (published
+//! in a caller's transaction, or by a process that died before sequencing them): the group's
+//! maintenance sequences them; and each group's housekeeping (consume-timeout alerts,
+//! retention) runs from here at its own interval.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +21,9 @@ use rand::RngExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::queue::Queue;
+use super::source::Source;
+use crate::client::Subject;
+use crate::topic::Group;
 
 /// Default shortest wait between probes (while work keeps turning up).
 pub const DEFAULT_POLL_FLOOR: Duration = Duration::from_millis(10);
@@ -94,15 +100,22 @@ pub(crate) struct ProberConfig {
     pub maintenance_interval: Duration,
 }
 
-/// Probe the worker's queues until `stop`; wake consumers, run maintenance.
+/// Probe the worker's queues and groups until `stop`; wake consumers, run maintenance.
 pub(crate) async fn run_prober(
-    queues: Vec<Queue>,
+    sources: Vec<Source>,
     state: Arc<PollState>,
     config: ProberConfig,
     stop: CancellationToken,
 ) {
-    let Some(first) = queues.first() else { return };
+    let Some(first) = sources.first() else { return };
     let client = first.client().clone();
+    let (mut queues, mut groups) = (Vec::new(), Vec::new());
+    for source in sources {
+        match source {
+            Source::Queue(q) => queues.push(q),
+            Source::Group(g) => groups.push(g),
+        }
+    }
     let ids: Vec<i32> = queues.iter().map(|q| q.id()).collect();
     let mut delay = PollDelay::new(config.floor, config.ceiling);
     loop {
@@ -121,6 +134,9 @@ pub(crate) async fn run_prober(
             // a consumer waits for work.
             _ = state.became_idle.notified(), if !anyone_idle => continue,
             _ = stop.cancelled() => return,
+        }
+        if probe_groups(&groups).await {
+            delay.reset();
         }
         let signals = match client.probe(&ids).await {
             Ok(s) => s,
@@ -149,6 +165,44 @@ pub(crate) async fn run_prober(
             tracing::warn!("pruning idempotency keys failed: {e}");
         }
     }
+}
+
+/// Probe `groups` (one query), run the maintenance of those with expired leases or records
+/// waiting for offsets, their housekeeping when due, and wake their local consumers when there
+/// is work. Returns whether there was.
+async fn probe_groups(groups: &[Group]) -> bool {
+    let Some(first) = groups.first() else {
+        return false;
+    };
+    let ids: Vec<i32> = groups.iter().map(|g| g.id()).collect();
+    let signals = match first.topic().client().probe_groups(&ids).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("group probe failed: {e}");
+            return false;
+        }
+    };
+    let mut work = false;
+    for group in groups {
+        let signal = signals.iter().find(|s| s.group_id == group.id());
+        let mut ready = signal.is_some_and(|s| s.ready);
+        if signal.is_some_and(|s| s.expired || s.pending) {
+            match group.maintain().await {
+                Ok(report) => ready |= report.sequenced + report.released > 0,
+                Err(e) => tracing::warn!(group = group.label(), "maintenance failed: {e}"),
+            }
+        } else if let Err(e) = group.housekeeping_if_due().await {
+            tracing::warn!(group = group.label(), "housekeeping failed: {e}");
+        }
+        if ready {
+            work = true;
+            group
+                .topic()
+                .client()
+                .notify_local(Subject::Topic(group.topic().id()));
+        }
+    }
+    work
 }
 
 #[cfg(test)]

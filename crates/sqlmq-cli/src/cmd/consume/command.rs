@@ -33,7 +33,7 @@ impl Handler<Delivery> for CommandHandler {
     async fn handle(&self, delivery: Delivery, ctx: JobContext) -> Result<Outcome, String> {
         let started = Instant::now();
         let (id, attempt) = (delivery.id, delivery.attempt);
-        let result = run(&self.exec, ctx.queue().name(), delivery).await;
+        let result = run(&self.exec, &ctx.source_name(), delivery).await;
         if self.verbose {
             let what = match &result {
                 Ok(_) => "exit 0".to_owned(),
