@@ -5,6 +5,7 @@ mod common;
 
 use common::TestDb;
 use sqlmq::{Client, Error, Message, QueueConfig};
+use std::time::Duration;
 
 #[tokio::test]
 async fn an_older_build_refuses_a_newer_schema() {
@@ -135,5 +136,53 @@ async fn table_prefixes_keep_installations_apart() {
     .await
     .unwrap();
     assert!(tables >= 10, "app_b_ tables: {tables}");
+    db.drop().await;
+}
+
+/// No table is named after a reserved word: with an empty prefix every table name is bare, and
+/// the whole schema, queues and topics with their groups, must still work.
+#[tokio::test]
+async fn an_empty_table_prefix_works_for_queues_and_topics() {
+    let db = TestDb::new().await;
+    let client = Client::builder()
+        .table_prefix("")
+        .connect(&db.url)
+        .await
+        .unwrap();
+    client.migrate().await.unwrap();
+    let q = client
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    q.send(Message::new("m").ordering_key("k")).await.unwrap();
+    let d = q.receive(1, Duration::from_secs(5)).await.unwrap();
+    q.ack(d[0].receipt()).await.unwrap();
+    let t = client
+        .create_topic("events", sqlmq::TopicConfig::default().partitions(2))
+        .await
+        .unwrap();
+    let g = t
+        .create_group("g", sqlmq::GroupConfig::default(), sqlmq::StartAt::Earliest)
+        .await
+        .unwrap();
+    t.publish(sqlmq::Record::new("r").key("k")).await.unwrap();
+    let got = g.receive(1, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(got.len(), 1);
+    g.nack(got[0].receipt(), Some(Duration::ZERO), "again")
+        .await
+        .unwrap();
+    let again = g.receive(1, Duration::from_secs(5)).await.unwrap();
+    g.ack(again[0].receipt()).await.unwrap();
+    assert_eq!(g.lag().await.unwrap().unconsumed, 0);
+    assert!(t.trace(got[0].id).await.unwrap().is_some());
+    let pool = db.pool().await;
+    let bare: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
+         AND table_name IN ('queues', 'key_heads', 'consumer_groups', 'topic_log')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(bare, 4);
     db.drop().await;
 }
