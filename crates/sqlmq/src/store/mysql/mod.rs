@@ -41,6 +41,8 @@ pub(crate) mod maintain;
 pub(crate) mod migrate;
 #[cfg(test)]
 mod plans;
+#[cfg(test)]
+mod plans_topics;
 pub(crate) mod probe;
 pub(crate) mod processes;
 pub(crate) mod queues;

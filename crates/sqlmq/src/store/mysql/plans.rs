@@ -15,16 +15,16 @@ use super::{admin, claim, dead, keys, maintain, queues, send, settle};
 use crate::{Client, Message, QueueConfig};
 
 /// One statement and the index its main table must be read through.
-struct Case {
-    name: &'static str,
-    sql: SqlStr,
-    binds: Vec<Bind>,
+pub(super) struct Case {
+    pub name: &'static str,
+    pub sql: SqlStr,
+    pub binds: Vec<Bind>,
     /// (table alias as EXPLAIN prints it, index)
-    expect: (&'static str, &'static str),
+    pub expect: (&'static str, &'static str),
 }
 
 #[derive(Clone)]
-enum Bind {
+pub(super) enum Bind {
     Int(i64),
     Bytes(Vec<u8>),
 }
@@ -35,7 +35,7 @@ fn server_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
-async fn explain(pool: &MySqlPool, case: &Case) -> Vec<MySqlRow> {
+pub(super) async fn explain(pool: &MySqlPool, case: &Case) -> Vec<MySqlRow> {
     let text = format!("EXPLAIN {}", case.sql.as_str());
     let mut q = sqlx::query(AssertSqlSafe(text));
     for b in &case.binds {
@@ -56,7 +56,7 @@ fn text(row: &MySqlRow, col: &str) -> String {
         .unwrap_or_default()
 }
 
-fn check(case: &Case, rows: &[MySqlRow], pass: &str) {
+pub(super) fn check(case: &Case, rows: &[MySqlRow], pass: &str) {
     let plan: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -101,7 +101,7 @@ fn check(case: &Case, rows: &[MySqlRow], pass: &str) {
     assert!(main_seen, "table {} missing from {context}", case.expect.0);
 }
 
-fn id(n: u8) -> Bind {
+pub(super) fn id(n: u8) -> Bind {
     Bind::Bytes(vec![n; 16])
 }
 
@@ -375,8 +375,8 @@ async fn populate(client: &Client) {
     }
 }
 
-#[tokio::test]
-async fn hot_statements_use_their_index_without_scans_or_sorts() {
+/// A migrated client on a scratch database: (admin pool, database name, client).
+pub(super) async fn scratch() -> (MySqlPool, String, Client) {
     let admin = MySqlPool::connect(&server_url()).await.unwrap();
     // Named like the integration tests' databases, so that a failed run's is swept later.
     let now = std::time::SystemTime::now()
@@ -391,6 +391,12 @@ async fn hot_statements_use_their_index_without_scans_or_sorts() {
     let url = format!("{}/{db}", server_url().rsplit_once('/').unwrap().0);
     let client = Client::connect(&url).await.unwrap();
     client.migrate().await.unwrap();
+    (admin, db, client)
+}
+
+#[tokio::test]
+async fn hot_statements_use_their_index_without_scans_or_sorts() {
+    let (admin, db, client) = scratch().await;
     let pool = client.pool().clone();
 
     // Pass 1: tiny tables with fresh statistics (the case where MariaDB likes full scans).
