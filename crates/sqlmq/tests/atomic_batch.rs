@@ -96,7 +96,14 @@ async fn rollback_of_the_callers_transaction_leaves_nothing_of_any_kind() {
     ];
     q.send_batch_in(&mut tx, batch).await.unwrap();
     drop(tx); // an application error: the transaction rolls back
-    for table in ["messages", "ready", "scheduled", "blocked", "key_heads", "dedup"] {
+    for table in [
+        "messages",
+        "ready",
+        "scheduled",
+        "blocked",
+        "key_heads",
+        "dedup",
+    ] {
         assert_eq!(count(&pool, table).await, 0, "{table} after rollback");
     }
     let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
