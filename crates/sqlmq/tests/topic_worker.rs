@@ -29,6 +29,9 @@ impl sqlmq::Job for Click {
     const NAME: &'static str = "click";
 }
 
+/// A typed job handled: its user and the record's key.
+type TypedSeen = (u32, Option<String>);
+
 fn fast(builder: sqlmq::WorkerBuilder) -> sqlmq::WorkerBuilder {
     builder
         .lease(LEASE)
@@ -68,7 +71,7 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     // Raw handler: fails every fifth record's first attempt, then writes its effect and acks in
     // one transaction.
     let attempts: Arc<Mutex<BTreeMap<(u32, i64), u32>>> = Arc::default();
-    let typed: Arc<Mutex<Vec<(u32, Option<String>)>>> = Arc::default();
+    let typed: Arc<Mutex<Vec<TypedSeen>>> = Arc::default();
     let (a, ty) = (attempts.clone(), typed.clone());
     let token = CancellationToken::new();
     let worker = tokio::spawn(
@@ -129,7 +132,7 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
         .await
         .unwrap();
     assert_eq!(effects.len(), 200, "one effect per record, exactly");
-    let attempts = attempts.lock().unwrap();
+    let attempts = attempts.lock().unwrap().clone();
     assert_eq!(attempts.len(), 200);
     for ((_, off), attempt) in attempts.iter() {
         let expected = if off % 5 == 0 { 2 } else { 1 };
@@ -138,7 +141,7 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     let retried = attempts.keys().filter(|(_, off)| off % 5 == 0).count() as u64;
     assert_eq!(report.retried, retried);
     assert_eq!(report.acked, 400, "every record of both groups acked once");
-    let typed = typed.lock().unwrap();
+    let typed = typed.lock().unwrap().clone();
     let users: HashSet<u32> = typed.iter().map(|(u, _)| *u).collect();
     assert_eq!(users, (0..200).collect(), "every typed job decoded once");
     assert!(

@@ -103,11 +103,11 @@ impl Topic {
                 }
             }
             drop(conn);
-            if let Some(floor) = floors.as_ref().and_then(|f| f.get(&p)) {
-                if cut > *floor {
-                    report.kept_unconsumed += (cut - floor.max(&part.low_offset)) as u64;
-                    cut = (*floor).max(part.low_offset);
-                }
+            if let Some(floor) = floors.as_ref().and_then(|f| f.get(&p))
+                && cut > *floor
+            {
+                report.kept_unconsumed += (cut - floor.max(&part.low_offset)) as u64;
+                cut = (*floor).max(part.low_offset);
             }
             let mut at = part.low_offset;
             while at < cut {
