@@ -24,17 +24,30 @@ const SCENARIOS: &[&str] = &[
     "queue.latency",
     "queue.claim",
     "queue.idle",
+    "topic.publish",
+    "topic.group",
     "peer.postgres",
     "peer.rabbitmq",
     "peer.redis",
 ];
 
-/// Figures of consumer scenarios: each must report its duplicates and losses.
+/// Figures of consumer scenarios, and of topic publishes (each record exactly one offset,
+/// offsets dense): each must report its duplicates and losses.
 const CHECKED: &[&str] = &[
     "queue.drain.8",
     "queue.mixed.consume",
     "queue.latency.busy",
     "queue.latency.idle",
+    "topic.publish.1p.single.1",
+    "topic.publish.1p.single.16",
+    "topic.publish.1p.batch100.1",
+    "topic.publish.1p.batch100.16",
+    "topic.publish.8p.single.1",
+    "topic.publish.8p.single.16",
+    "topic.publish.8p.batch100.1",
+    "topic.publish.8p.batch100.16",
+    "topic.publish.1p.sequencer",
+    "topic.group.8",
 ];
 
 /// Run `sql` on the test server as root; returns the first column of each row as text.

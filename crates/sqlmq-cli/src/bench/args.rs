@@ -27,6 +27,10 @@ pub const CLAIM_N: usize = 10;
 pub const BUSY_RATE_PER_S: u64 = 200;
 /// Independent queue/consumer pairs sampled at once in the idle latency scenario.
 pub const IDLE_PAIRS: usize = 8;
+/// Partitions of the spread topic scenarios (`topic.publish` on 8 partitions, `topic.group`).
+pub const TOPIC_PARTITIONS: u32 = 8;
+/// Records per `publish_batch` in the topic publish scenario.
+pub const PUBLISH_BATCH: usize = 100;
 /// Consumers give up when no message arrived for this long after the producers finished: the
 /// messages still missing then are counted as lost.
 pub const STALL: Duration = Duration::from_secs(10);
@@ -34,7 +38,7 @@ pub const STALL: Duration = Duration::from_secs(10);
 /// Arguments of `sqlmq bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Scenarios to run: ids (queue.drain), groups (raw, queue, peers) or peer names
+    /// Scenarios to run: ids (queue.drain), groups (raw, queue, topic, peers) or peer names
     /// (postgres, rabbitmq, redis); default all. `--list` shows them. Baselines a scenario is
     /// compared with always run too.
     #[arg(value_name = "SCENARIO")]
@@ -155,6 +159,18 @@ pub struct Plan {
     pub worker_idle_first: Duration,
     /// After-idle latency samples of the worker (one at a time).
     pub worker_idle_samples: u64,
+    /// Records published singly by one producer (per partition count).
+    pub topic_single_one: u64,
+    /// Records published singly by [`MANY`] producers (per partition count).
+    pub topic_single_many: u64,
+    /// Records published in batches of [`PUBLISH_BATCH`] by one producer (per partition count);
+    /// also the records the sequencer alone is timed on.
+    pub topic_batch_one: u64,
+    /// Records published in batches of [`PUBLISH_BATCH`] by [`MANY`] producers (per partition
+    /// count).
+    pub topic_batch_many: u64,
+    /// Records pre-published and drained by a group of [`CONSUMERS`] members.
+    pub topic_group: u64,
     /// Poll ceilings of the trade-off table.
     pub tradeoff_ceilings: Vec<Duration>,
     /// Idle latency samples per ceiling of the trade-off table.
@@ -201,6 +217,11 @@ impl Plan {
             worker_busy: n(4_000, 600, 20),
             worker_idle_first: t(if quick { 5.0 } else { 60.0 }, 300),
             worker_idle_samples: if quick { 6 } else { 24 },
+            topic_single_one: n(10_000, 1_000, 50),
+            topic_single_many: n(50_000, 5_000, 160),
+            topic_batch_one: n(100_000, 10_000, PUBLISH_BATCH as u64),
+            topic_batch_many: n(200_000, 20_000, (MANY * PUBLISH_BATCH) as u64),
+            topic_group: drain,
             tradeoff_ceilings: if quick {
                 vec![Duration::from_millis(100), Duration::from_millis(250)]
             } else {

@@ -16,6 +16,7 @@
 //! | `raw.rs` | raw SQL baselines on sqlmq-shaped tables |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
 //! | `queue/` | sqlmq queue scenarios |
+//! | `topic/` | sqlmq topic scenarios: publish until sequenced, consumer group drain |
 //! | `peers/` | PostgreSQL, RabbitMQ, Redis Streams |
 //! | `track.rs` | duplicate and loss bookkeeping |
 //! | `measure.rs` | bodies with sequence numbers or timestamps, histograms, peak memory |
@@ -36,6 +37,7 @@ mod raw;
 mod registry;
 mod report;
 mod scratch;
+mod topic;
 mod track;
 mod worker;
 
@@ -254,6 +256,6 @@ fn list() {
         .collect();
     crate::output::print_table(&["scenario", "measures", ""], &rows);
     println!(
-        "\ngroups: raw (or baselines), queue, peers (or peer); peers also by name: postgres, rabbitmq, redis"
+        "\ngroups: raw (or baselines), queue, worker, topic, peers (or peer); peers also by name: postgres, rabbitmq, redis"
     );
 }

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::context::Ctx;
 use super::report::{Figure, PeerInfo, Planned};
-use super::{peers, queue, raw, worker};
+use super::{peers, queue, raw, topic, worker};
 use crate::cmd::UsageError;
 
 /// What running a scenario gave.
@@ -98,9 +98,17 @@ pub const SCENARIOS: &[Scenario] = &[
         title: "worker runtime: idle statements/s and wakeup latency by poll ceiling",
         needs: &[],
     },
-    // Later issues add their scenarios here, before the peers, and remove them from PLANNED:
-    // "topic.publish" (1 and 8 partitions, single and batched) and "topic.group" (group
-    // consume).
+    Scenario {
+        id: "topic.publish",
+        title: "topic publish until sequenced (1/8 partitions, 1/16 producers, single/batches of 100); sequencer alone",
+        needs: &["raw.insert"],
+    },
+    Scenario {
+        id: "topic.group",
+        title: "drain an 8-partition topic with one consumer group of 8 members",
+        needs: &["raw.lifecycle"],
+    },
+    // Later issues add their scenarios here, before the peers, and remove them from PLANNED.
     Scenario {
         id: "peer.postgres",
         title: "PostgreSQL: same SKIP LOCKED queue pattern, and its raw baselines",
@@ -119,16 +127,7 @@ pub const SCENARIOS: &[Scenario] = &[
 ];
 
 /// Scenarios that come with later issues: listed in every report as not measured yet.
-pub const PLANNED: &[Planned] = &[
-    Planned {
-        id: "topic.publish",
-        title: "topic publish, 1 and 8 partitions, single and batched",
-    },
-    Planned {
-        id: "topic.group",
-        title: "topic consumer group consume",
-    },
-];
+pub const PLANNED: &[Planned] = &[];
 
 /// Run scenario `id`.
 pub async fn run(ctx: &Ctx, id: &str) -> Result<Outcome> {
@@ -146,6 +145,8 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<Outcome> {
         "worker.e2e" => worker::e2e(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
+        "topic.publish" => topic::publish::publish(ctx).await,
+        "topic.group" => topic::group::group(ctx).await,
         "peer.postgres" => peers::postgres::run(ctx).await,
         "peer.rabbitmq" => peers::rabbitmq::run(ctx).await,
         "peer.redis" => peers::redis::run(ctx).await,
@@ -247,11 +248,15 @@ mod tests {
                 .0
                 .contains("unknown scenario")
         );
-        assert!(
-            select(&["topic.group".into()])
-                .unwrap_err()
-                .0
-                .contains("later issue")
+        assert_eq!(ids(&["topic.group"]), vec!["raw.lifecycle", "topic.group"]);
+        assert_eq!(
+            ids(&["topic"]),
+            vec![
+                "raw.insert",
+                "raw.lifecycle",
+                "topic.publish",
+                "topic.group"
+            ]
         );
         assert!(!matches("queue.drain", "queue.d"));
     }
