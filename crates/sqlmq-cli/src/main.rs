@@ -1,4 +1,4 @@
-//! `sqlmq`: the operator's command line for sqlmq queues.
+//! `sqlmq`: the operator's command line for sqlmq queues and topics.
 //!
 //! This binary only parses arguments, calls the `sqlmq` library and prints results; it holds no
 //! SQL. Human-readable output by default, `--json` where a script would parse it. Errors go to
@@ -12,7 +12,7 @@
 //! | `settings` | global options, TOML config file, connecting |
 //! | `output` | tables, durations, message bodies for humans and for JSON |
 //! | `poll` | adaptive, jittered polling delay shared by `consume` and `demo` |
-//! | `cmd/*` | one subcommand per file (`consume/` and `demo/` are directories) |
+//! | `cmd/*` | one subcommand per file (`consume/`, `demo/` and `topic/` are directories) |
 //! | `bench/` | `sqlmq bench`: scenarios, baselines, peers, report |
 
 mod bench;
@@ -30,7 +30,7 @@ use tracing_subscriber::EnvFilter;
 use crate::cmd::UsageError;
 use crate::settings::{GlobalArgs, Settings};
 
-/// Durable, transactional message queues stored in MySQL/MariaDB.
+/// Durable, transactional message queues and topics stored in MySQL/MariaDB.
 #[derive(Parser, Debug)]
 #[command(name = "sqlmq", version, propagate_version = true)]
 struct Cli {
@@ -60,7 +60,7 @@ enum Command {
     Nack(cmd::nack::Args),
     /// Extend the lease of a claimed message.
     Extend(cmd::extend::Args),
-    /// Inspect, redrive or purge a queue's dead letters.
+    /// Inspect, redrive or purge the dead letters of a queue (or with --group, of a group).
     #[command(subcommand)]
     Dlq(cmd::dlq::DlqCommand),
     /// Stop handing out a queue's messages until `resume`.
@@ -73,6 +73,25 @@ enum Command {
     Purge(cmd::purge::Args),
     /// Run a shell command for every message of a queue: a worker for any language.
     Consume(cmd::consume::Args),
+    /// Create, list or describe topics (partitioned streams with consumer groups).
+    #[command(subcommand)]
+    Topic(cmd::topic::TopicCommand),
+    /// Publish a record (or, with --batch, one record per stdin line, atomically).
+    Publish(cmd::publish::Args),
+    /// Consume a topic in a group (created if missing): print records, or --exec a command.
+    Subscribe(cmd::subscribe::Args),
+    /// List consumer groups with their lag, retries and dead letters.
+    Groups(cmd::groups::Args),
+    /// Show consumer groups' lag per partition.
+    Lag(cmd::lag::Args),
+    /// Move a consumer group's position (earliest, latest, an offset or a time).
+    Reset(cmd::reset::Args),
+    /// Deliver a range of a topic's records to a consumer group again.
+    Replay(cmd::replay::Args),
+    /// Read a topic's records by partition and offset, by key, or by time.
+    Query(cmd::query::Args),
+    /// Show one record's state, attempts and errors in every group of its topic.
+    Trace(cmd::trace::Args),
     /// Watch producers, consumers, a retry and a dead letter at work on a `demo` queue.
     Demo(cmd::demo::Args),
     /// Measure sqlmq against the raw capacity of the same server, and against peers.
@@ -125,6 +144,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cancel(args) => cmd::cancel::run(&settings, args).await,
         Purge(args) => cmd::purge::run(&settings, args).await,
         Consume(args) => cmd::consume::run(&settings, args).await,
+        Topic(command) => cmd::topic::run(&settings, command).await,
+        Publish(args) => cmd::publish::run(&settings, args).await,
+        Subscribe(args) => cmd::subscribe::run(&settings, args).await,
+        Groups(args) => cmd::groups::run(&settings, args).await,
+        Lag(args) => cmd::lag::run(&settings, args).await,
+        Reset(args) => cmd::reset::run(&settings, args).await,
+        Replay(args) => cmd::replay::run(&settings, args).await,
+        Query(args) => cmd::query::run(&settings, args).await,
+        Trace(args) => cmd::trace::run(&settings, args).await,
         Demo(args) => cmd::demo::run(&settings, args).await,
         Bench(args) => bench::run(&settings, args).await,
     }

@@ -1,4 +1,5 @@
-//! `sqlmq dlq list|redrive|purge`: a queue's dead letters.
+//! `sqlmq dlq list|redrive|purge`: a queue's dead letters, or with `--group G` those of a
+//! topic's consumer group.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,7 @@ use clap::{ArgGroup, Subcommand};
 use serde::Serialize;
 use sqlmq::{AttemptError, DeadLetter, MessageId};
 
-use super::{confirm, open_queue, parse_message_id};
+use super::{confirm, open_group, open_queue, parse_message_id};
 use crate::output::{JsonBody, preview, print_json, print_table, timestamp};
 use crate::settings::Settings;
 
@@ -21,8 +22,12 @@ const ERROR_PREVIEW_CHARS: usize = 60;
 pub enum DlqCommand {
     /// List the oldest dead letters with their last error
     List {
-        /// Queue name
+        /// Queue name (with --group: topic name)
+        #[arg(value_name = "QUEUE|TOPIC")]
         queue: String,
+        /// The dead letters of this consumer group of topic QUEUE|TOPIC
+        #[arg(long, value_name = "G")]
+        group: Option<String>,
         /// Most dead letters to show
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -33,8 +38,12 @@ pub enum DlqCommand {
     /// Put dead letters back into the queue, attempts reset
     #[command(group(ArgGroup::new("which").required(true).args(["ids", "all"])))]
     Redrive {
-        /// Queue name
+        /// Queue name (with --group: topic name)
+        #[arg(value_name = "QUEUE|TOPIC")]
         queue: String,
+        /// Redrive into this consumer group of topic QUEUE|TOPIC
+        #[arg(long, value_name = "G")]
+        group: Option<String>,
         /// Ids of the dead letters to redrive
         #[arg(
             value_name = "ID",
@@ -48,8 +57,12 @@ pub enum DlqCommand {
     },
     /// Delete every dead letter of the queue
     Purge {
-        /// Queue name
+        /// Queue name (with --group: topic name)
+        #[arg(value_name = "QUEUE|TOPIC")]
         queue: String,
+        /// Delete the dead letters of this consumer group of topic QUEUE|TOPIC
+        #[arg(long, value_name = "G")]
+        group: Option<String>,
         /// Confirm the deletion
         #[arg(long)]
         yes: bool,
@@ -64,6 +77,12 @@ struct JsonDeadLetter<'a> {
     died_at: String,
     enqueued_at: String,
     errors: &'a [AttemptError],
+    /// Topic records only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<u32>,
+    /// Topic records only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
     ordering_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
     #[serde(flatten)]
@@ -78,6 +97,8 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
             died_at: timestamp(d.died_at),
             enqueued_at: timestamp(d.enqueued_at),
             errors: &d.errors,
+            partition: d.partition,
+            offset: d.offset,
             ordering_key: d.ordering_key.as_deref(),
             headers: &d.headers,
             body: JsonBody::new(&d.body),
@@ -85,35 +106,116 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
     }
 }
 
+/// Whose dead letters: a queue's or a consumer group's.
+enum Target {
+    Queue(sqlmq::Queue),
+    Group(sqlmq::Group),
+}
+
+impl Target {
+    /// Connect and look the queue, or the topic and its group, up.
+    async fn open(settings: &Settings, name: &str, group: Option<&str>) -> Result<Target> {
+        Ok(match group {
+            Some(group) => Target::Group(open_group(settings, name, group).await?),
+            None => Target::Queue(open_queue(settings, name).await?),
+        })
+    }
+
+    /// `queue q` or `group t/g`, for messages.
+    fn label(&self) -> String {
+        match self {
+            Target::Queue(q) => q.name().to_owned(),
+            Target::Group(g) => format!("{}/{}", g.topic().name(), g.name()),
+        }
+    }
+
+    async fn dead_letters(&self, limit: usize) -> sqlmq::Result<Vec<DeadLetter>> {
+        match self {
+            Target::Queue(q) => q.dead_letters(limit).await,
+            Target::Group(g) => g.dead_letters(limit).await,
+        }
+    }
+
+    async fn redrive(&self, ids: &[MessageId]) -> sqlmq::Result<Vec<MessageId>> {
+        match self {
+            Target::Queue(q) => q.redrive(ids).await,
+            Target::Group(g) => g.redrive(ids).await,
+        }
+    }
+
+    async fn redrive_all(&self) -> sqlmq::Result<u64> {
+        match self {
+            Target::Queue(q) => q.redrive_all().await,
+            Target::Group(g) => g.redrive_all().await,
+        }
+    }
+
+    async fn purge_dead_letters(&self) -> sqlmq::Result<u64> {
+        match self {
+            Target::Queue(q) => q.purge_dead_letters().await,
+            Target::Group(g) => g.purge_dead_letters().await,
+        }
+    }
+}
+
 /// Run `sqlmq dlq ...`.
 pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
     match command {
-        DlqCommand::List { queue, limit, json } => {
-            let letters = open_queue(settings, &queue)
-                .await?
-                .dead_letters(limit)
-                .await?;
+        DlqCommand::List {
+            queue,
+            group,
+            limit,
+            json,
+        } => {
+            let target = Target::open(settings, &queue, group.as_deref()).await?;
+            let letters = target.dead_letters(limit).await?;
             if json {
                 let rows: Vec<JsonDeadLetter> = letters.iter().map(JsonDeadLetter::from).collect();
                 return print_json(&rows);
             }
             if letters.is_empty() {
-                eprintln!("no dead letters in {queue}");
+                eprintln!("no dead letters in {}", target.label());
                 return Ok(());
             }
-            print_table(
-                &["ID", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
-                &letters.iter().map(row).collect::<Vec<_>>(),
-            );
+            let rows: Vec<Vec<String>> = letters.iter().map(row).collect();
+            match target {
+                Target::Queue(_) => {
+                    print_table(&["ID", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"], &rows)
+                }
+                Target::Group(_) => {
+                    let rows: Vec<Vec<String>> = letters
+                        .iter()
+                        .zip(rows)
+                        .map(|(d, mut r)| {
+                            let at = match (d.partition, d.offset) {
+                                (Some(p), Some(o)) => format!("{p}:{o}"),
+                                _ => "-".to_owned(),
+                            };
+                            r.insert(1, at);
+                            r
+                        })
+                        .collect();
+                    print_table(
+                        &["ID", "AT", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
+                        &rows,
+                    );
+                }
+            }
         }
-        DlqCommand::Redrive { queue, ids, all } => {
-            let q = open_queue(settings, &queue).await?;
+        DlqCommand::Redrive {
+            queue,
+            group,
+            ids,
+            all,
+        } => {
+            let target = Target::open(settings, &queue, group.as_deref()).await?;
+            let into = target.label();
             if all {
-                let n = q.redrive_all().await?;
-                println!("redrove {n} dead letter(s) into {queue}");
+                let n = target.redrive_all().await?;
+                println!("redrove {n} dead letter(s) into {into}");
             } else {
-                let done = q.redrive(&ids).await?;
-                println!("redrove {} dead letter(s) into {queue}", done.len());
+                let done = target.redrive(&ids).await?;
+                println!("redrove {} dead letter(s) into {into}", done.len());
                 let missing: Vec<String> = ids
                     .iter()
                     .filter(|id| !done.contains(id))
@@ -121,22 +223,21 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
                     .collect();
                 if !missing.is_empty() {
                     bail!(
-                        "not dead letters of {queue}, left alone: {}",
+                        "not dead letters of {into}, left alone: {}",
                         missing.join(" ")
                     );
                 }
             }
         }
-        DlqCommand::Purge { queue, yes } => {
-            confirm(
-                yes,
-                &format!("purging deletes every dead letter of {queue}"),
-            )?;
-            let n = open_queue(settings, &queue)
-                .await?
-                .purge_dead_letters()
-                .await?;
-            println!("deleted {n} dead letter(s) of {queue}");
+        DlqCommand::Purge { queue, group, yes } => {
+            let what = match &group {
+                Some(g) => format!("{queue}/{g}"),
+                None => queue.clone(),
+            };
+            confirm(yes, &format!("purging deletes every dead letter of {what}"))?;
+            let target = Target::open(settings, &queue, group.as_deref()).await?;
+            let n = target.purge_dead_letters().await?;
+            println!("deleted {n} dead letter(s) of {what}");
         }
     }
     Ok(())

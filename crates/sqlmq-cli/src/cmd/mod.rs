@@ -6,17 +6,26 @@ pub mod consume;
 pub mod demo;
 pub mod dlq;
 pub mod extend;
+pub mod groups;
+pub mod lag;
 pub mod migrate;
 pub mod nack;
 pub mod pause;
+pub mod publish;
 pub mod purge;
+pub mod query;
 pub mod queue;
 pub mod queues;
 pub mod recv;
+pub mod replay;
+pub mod reset;
 pub mod resume;
 pub mod send;
+pub mod subscribe;
+pub mod topic;
+pub mod trace;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
@@ -47,6 +56,42 @@ pub fn confirm(yes: bool, what: &str) -> Result<()> {
 pub async fn open_queue(settings: &Settings, name: &str) -> Result<sqlmq::Queue> {
     let client = settings.connect().await?;
     Ok(client.queue(name).await?)
+}
+
+/// Connect and look the topic up (fails with the library's "unknown topic" error).
+pub async fn open_topic(settings: &Settings, name: &str) -> Result<sqlmq::Topic> {
+    let client = settings.connect().await?;
+    Ok(client.topic(name).await?)
+}
+
+/// Connect and look the consumer group up (unknown topic or group: the library's errors).
+pub async fn open_group(settings: &Settings, topic: &str, group: &str) -> Result<sqlmq::Group> {
+    Ok(open_topic(settings, topic).await?.group(group).await?)
+}
+
+/// clap value parser for a position: `earliest`, `latest`, an offset or an RFC 3339 time.
+pub fn parse_start_at(text: &str) -> Result<sqlmq::StartAt, String> {
+    text.parse::<sqlmq::StartAt>().map_err(|e| match e {
+        sqlmq::Error::InvalidArgument(m) => m,
+        e => e.to_string(),
+    })
+}
+
+/// clap value parser for a point in time: RFC 3339 (`2026-11-22T10:00:00Z`), or a duration
+/// meaning that long ago (`10m`, `1h 30m`).
+pub fn parse_time(text: &str) -> Result<SystemTime, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return Ok(t);
+    }
+    match humantime::parse_duration(text) {
+        Ok(ago) => SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(|| format!("{text} ago is out of range")),
+        Err(_) => Err(format!(
+            "expected an RFC 3339 time (2026-11-22T10:00:00Z) or a duration ago (10m), got \
+             {text:?}"
+        )),
+    }
 }
 
 /// clap value parser for durations such as `30s`, `1m 30s`, `250ms`.
@@ -94,5 +139,17 @@ mod tests {
         assert!(parse_header("x").is_err());
         assert!(parse_backoff("10s,1m").is_ok());
         assert!(parse_backoff("exp:1h:1s").is_err());
+        assert_eq!(parse_start_at("7"), Ok(sqlmq::StartAt::Offset(7)));
+        assert!(
+            parse_start_at("soon")
+                .unwrap_err()
+                .contains("expected earliest")
+        );
+        assert!(parse_start_at("-1").is_err());
+        let ago = parse_time("10m").unwrap();
+        let elapsed = SystemTime::now().duration_since(ago).unwrap();
+        assert!(elapsed >= Duration::from_secs(600) && elapsed < Duration::from_secs(660));
+        assert!(parse_time("2026-11-22T10:00:00Z").is_ok());
+        assert!(parse_time("yesterday").is_err());
     }
 }

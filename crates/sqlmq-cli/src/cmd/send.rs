@@ -109,8 +109,8 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     print_sent(&sent, args.json)
 }
 
-/// All of stdin.
-async fn read_stdin() -> Result<Vec<u8>> {
+/// All of stdin (also used by `publish`).
+pub async fn read_stdin() -> Result<Vec<u8>> {
     if std::io::stdin().is_terminal() {
         eprintln!("reading the message from stdin (end with Ctrl-D)");
     }
@@ -122,8 +122,8 @@ async fn read_stdin() -> Result<Vec<u8>> {
     Ok(input)
 }
 
-/// The non-empty lines of `input`, without their `\n`.
-fn lines(input: &[u8]) -> Vec<Vec<u8>> {
+/// The non-empty lines of `input`, without their `\n` (also used by `publish --batch`).
+pub fn lines(input: &[u8]) -> Vec<Vec<u8>> {
     input
         .split(|&b| b == b'\n')
         .filter(|line| !line.is_empty())

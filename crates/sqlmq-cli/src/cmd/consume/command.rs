@@ -33,7 +33,7 @@ impl Handler<Delivery> for CommandHandler {
     async fn handle(&self, delivery: Delivery, ctx: JobContext) -> Result<Outcome, String> {
         let started = Instant::now();
         let (id, attempt) = (delivery.id, delivery.attempt);
-        let result = run(&self.exec, &ctx.source_name(), delivery).await;
+        let result = run(&self.exec, &ctx, delivery).await;
         if self.verbose {
             let what = match &result {
                 Ok(_) => "exit 0".to_owned(),
@@ -46,8 +46,8 @@ impl Handler<Delivery> for CommandHandler {
 }
 
 /// Run the command to its end; Ok on exit 0, else the text to nack with.
-async fn run(exec: &str, queue: &str, delivery: Delivery) -> Result<Outcome, String> {
-    let mut child = command(exec, queue, &delivery)
+async fn run(exec: &str, ctx: &JobContext, delivery: Delivery) -> Result<Outcome, String> {
+    let mut child = command(exec, ctx, &delivery)
         .spawn()
         .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
     let guard = GroupGuard(child.id());
@@ -82,15 +82,17 @@ impl Drop for GroupGuard {
     }
 }
 
-/// `sh -c CMD` with the message on stdin and its facts in the environment.
-fn command(exec: &str, queue: &str, d: &Delivery) -> Command {
+/// `sh -c CMD` with the message on stdin and its facts in the environment. A topic record's
+/// SQLMQ_QUEUE is `topic/group`; it also gets SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION and
+/// SQLMQ_OFFSET.
+fn command(exec: &str, ctx: &JobContext, d: &Delivery) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(exec)
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
-        .env("SQLMQ_QUEUE", queue)
+        .env("SQLMQ_QUEUE", ctx.source_name())
         .env("SQLMQ_MESSAGE_ID", d.id.to_string())
         .env("SQLMQ_RECEIPT", d.receipt().to_string())
         .env("SQLMQ_ATTEMPT", d.attempt.to_string())
@@ -104,6 +106,18 @@ fn command(exec: &str, queue: &str, d: &Delivery) -> Command {
     match &d.ordering_key {
         Some(key) => cmd.env("SQLMQ_ORDERING_KEY", key),
         None => cmd.env_remove("SQLMQ_ORDERING_KEY"),
+    };
+    match ctx.group() {
+        Some(group) => cmd
+            .env("SQLMQ_TOPIC", group.topic().name())
+            .env("SQLMQ_GROUP", group.name()),
+        None => cmd.env_remove("SQLMQ_TOPIC").env_remove("SQLMQ_GROUP"),
+    };
+    match (d.partition, d.offset) {
+        (Some(partition), Some(offset)) => cmd
+            .env("SQLMQ_PARTITION", partition.to_string())
+            .env("SQLMQ_OFFSET", offset.to_string()),
+        _ => cmd.env_remove("SQLMQ_PARTITION").env_remove("SQLMQ_OFFSET"),
     };
     for (key, value) in &d.headers {
         cmd.env(header_var(key), value);

@@ -1,5 +1,6 @@
 //! `sqlmq consume`: a worker for any language. Runs a shell command per message, the body on
-//! its stdin; exit 0 acks, anything else nacks with the end of its stderr.
+//! its stdin; exit 0 acks, anything else nacks with the end of its stderr. `sqlmq subscribe
+//! --exec` runs the same worker ([`run_exec`]) on a topic's consumer group.
 //!
 //! It runs on the library's worker runtime (`sqlmq::Worker`), which supplies the claim loop
 //! (batch claims sized to the free slots: nothing is claimed that is not started at once),
@@ -9,7 +10,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | arguments, building the worker, the summary |
+//! | `mod.rs` | arguments, building the worker (for a queue or a group), the summary |
 //! | `command.rs` | the handler: one `sh -c CMD` per message |
 //! | `shutdown.rs` | SIGTERM/SIGINT to the worker's stop and kill tokens |
 //!
@@ -49,12 +50,25 @@ pub struct Args {
     /// its stderr
     #[arg(long, value_name = "CMD")]
     exec: String,
+    #[command(flatten)]
+    options: ExecOptions,
+    /// Exit after this many messages were claimed (and settled)
+    #[arg(long, value_name = "N")]
+    max_messages: Option<u64>,
+    /// Exit when a claim finds nothing and no command is running
+    #[arg(long)]
+    exit_when_empty: bool,
+}
+
+/// How a `--exec` worker runs; shared by `consume` and `subscribe --exec`.
+#[derive(clap::Args, Debug)]
+pub struct ExecOptions {
     /// Commands running at once
     #[arg(long, value_name = "N", default_value_t = 4)]
     concurrency: usize,
     /// Lease of each message; extended every third of it while its command runs
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
-    lease: Duration,
+    pub lease: Duration,
     /// Most messages per claim [default: the concurrency]; a claim never asks for more than
     /// the free slots
     #[arg(long, value_name = "N")]
@@ -66,70 +80,141 @@ pub struct Args {
     /// their messages released for an immediate retry)
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
     grace: Duration,
-    /// Exit after this many messages were claimed (and settled)
-    #[arg(long, value_name = "N")]
-    max_messages: Option<u64>,
-    /// Exit when a claim finds nothing and no command is running
-    #[arg(long)]
-    exit_when_empty: bool,
+}
+
+impl ExecOptions {
+    /// Refuse out-of-range options (usage errors), before anything is written.
+    pub fn validate(&self) -> Result<()> {
+        let batch = self.batch.unwrap_or(self.concurrency);
+        if self.concurrency == 0 || self.concurrency > 1000 {
+            return Err(UsageError("--concurrency must be 1 to 1000".into()).into());
+        }
+        if batch == 0 || batch > sqlmq::MAX_RECEIVE {
+            return Err(UsageError(format!("--batch must be 1 to {}", sqlmq::MAX_RECEIVE)).into());
+        }
+        if self.lease < MIN_LEASE || self.lease > sqlmq::MAX_LEASE {
+            return Err(UsageError(format!(
+                "--lease must be between {} and 24h",
+                short_duration(MIN_LEASE)
+            ))
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// What a `--exec` worker consumes.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// A queue.
+    Queue(&'a str),
+    /// A cluster-mode consumer group (which must exist).
+    Group {
+        /// The topic.
+        topic: &'a str,
+        /// The group.
+        group: &'a str,
+    },
+}
+
+impl std::fmt::Display for Source<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Queue(queue) => f.write_str(queue),
+            Source::Group { topic, group } => write!(f, "{topic}/{group}"),
+        }
+    }
+}
+
+/// When a `--exec` worker stops on its own (else at SIGTERM/SIGINT).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StopWhen {
+    /// After this many messages were claimed (and settled).
+    pub max_messages: Option<u64>,
+    /// When a claim finds nothing and no command is running.
+    pub drained: bool,
 }
 
 /// Run `sqlmq consume`.
 pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let batch = args.batch.unwrap_or(args.concurrency);
-    if args.concurrency == 0 || args.concurrency > 1000 {
-        return Err(UsageError("--concurrency must be 1 to 1000".into()).into());
-    }
-    if batch == 0 || batch > sqlmq::MAX_RECEIVE {
-        return Err(UsageError(format!("--batch must be 1 to {}", sqlmq::MAX_RECEIVE)).into());
-    }
-    if args.lease < MIN_LEASE || args.lease > sqlmq::MAX_LEASE {
-        return Err(UsageError(format!(
-            "--lease must be between {} and 24h",
-            short_duration(MIN_LEASE)
-        ))
-        .into());
-    }
+    let stop = StopWhen {
+        max_messages: args.max_messages,
+        drained: args.exit_when_empty,
+    };
+    run_exec(
+        settings,
+        "consume",
+        Source::Queue(&args.queue),
+        &args.exec,
+        &args.options,
+        stop,
+    )
+    .await
+}
+
+/// Run `sh -c EXEC` for every message of `source` on the worker runtime until a signal or
+/// `stop`, then print a summary line (`sqlmq <command> <source>: ...`) to stderr.
+pub async fn run_exec(
+    settings: &Settings,
+    command: &str,
+    source: Source<'_>,
+    exec: &str,
+    options: &ExecOptions,
+    stop: StopWhen,
+) -> Result<()> {
+    options.validate()?;
+    let batch = options.batch.unwrap_or(options.concurrency);
     // Each running command holds at most one connection at a time (an extension or a nack),
     // plus the claim, the acker, the prober and the heartbeat.
-    let connections = (args.concurrency + 4).clamp(4, 200) as u32;
+    let connections = (options.concurrency + 4).clamp(4, 200) as u32;
     let client = settings
         .connect_with(settings.builder().max_connections(connections))
         .await?;
     let signals = shutdown::listen()?;
     let handler = CommandHandler {
-        exec: Arc::from(args.exec.as_str()),
+        exec: Arc::from(exec),
         verbose: settings.verbose > 0,
     };
-    let mut worker = Worker::builder(&client)
-        .queue_raw(&args.queue, handler)
-        .concurrency(args.concurrency)
+    let mut worker = Worker::builder(&client);
+    worker = match source {
+        Source::Queue(queue) => worker.queue_raw(queue, handler),
+        Source::Group { topic, group } => worker.topic_group_raw(topic, group, handler),
+    };
+    worker = worker
+        .concurrency(options.concurrency)
         .max_batch(batch)
-        .lease(args.lease)
-        .timeout(args.timeout)
-        .shutdown_grace(args.grace)
+        .lease(options.lease)
+        .timeout(options.timeout)
+        .shutdown_grace(options.grace)
         .kill_on(signals.kill.clone());
-    if let Some(n) = args.max_messages {
+    if let Some(n) = stop.max_messages {
         worker = worker.max_messages(n);
     }
-    if args.exit_when_empty {
+    if stop.drained {
         worker = worker.stop_when_drained();
     }
     let started = Instant::now();
     let report = worker
         .run(signals.stop.clone())
         .await
-        .with_context(|| format!("cannot consume {}", args.queue))?;
-    eprintln!("{}", summary(&args.queue, &report, started.elapsed()));
+        .with_context(|| format!("cannot consume {source}"))?;
+    eprintln!(
+        "{}",
+        summary(
+            &format!("sqlmq {command} {source}"),
+            &report,
+            started.elapsed()
+        )
+    );
     Ok(())
 }
 
 /// The final line printed to stderr.
-fn summary(queue: &str, r: &WorkerReport, took: Duration) -> String {
+fn summary(what: &str, r: &WorkerReport, took: Duration) -> String {
     let nacked = r.retried + r.snoozed + r.dead_lettered;
     let processed = r.acked + nacked + r.released + r.lease_lost + r.unsettled;
     let mut text = format!(
-        "sqlmq consume {queue}: {processed} processed in {}: {} acked, {nacked} nacked ({} \
+        "{what}: {processed} processed in {}: {} acked, {nacked} nacked ({} \
          dead-lettered), {} lost leases",
         short_duration(took),
         r.acked,

@@ -1,0 +1,87 @@
+//! `sqlmq lag`: consumer groups' lag per partition (and per broadcast member).
+
+use anyhow::Result;
+
+use super::topic::view::{JsonLag, age, group_lags};
+use crate::output::{print_json, print_table, timestamp};
+use crate::settings::Settings;
+
+/// Arguments of `sqlmq lag`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Only this topic's groups [default: every topic's]
+    topic: Option<String>,
+    /// Only this group
+    #[arg(long, value_name = "G")]
+    group: Option<String>,
+    /// Print the lags as JSON (as `groups --json`)
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `sqlmq lag`.
+pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect().await?;
+    let lags = group_lags(&client, args.topic.as_deref(), args.group.as_deref()).await?;
+    if args.json {
+        return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());
+    }
+    if lags.is_empty() {
+        eprintln!("no consumer groups (create one: sqlmq subscribe TOPIC --group NAME)");
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for l in &lags {
+        for p in &l.partitions {
+            rows.push(vec![
+                l.topic.clone(),
+                l.group.clone(),
+                p.partition.to_string(),
+                p.end.to_string(),
+                p.position.to_string(),
+                p.backlog.to_string(),
+                p.in_flight.to_string(),
+                p.retrying.to_string(),
+                p.dead.to_string(),
+                age(p.oldest_unconsumed_age),
+            ]);
+        }
+    }
+    print_table(
+        &[
+            "TOPIC",
+            "GROUP",
+            "PARTITION",
+            "END",
+            "POSITION",
+            "BACKLOG",
+            "IN-FLIGHT",
+            "RETRYING",
+            "DEAD",
+            "OLDEST",
+        ],
+        &rows,
+    );
+    let members: Vec<Vec<String>> = lags
+        .iter()
+        .flat_map(|l| {
+            l.members.iter().map(|m| {
+                vec![
+                    l.topic.clone(),
+                    l.group.clone(),
+                    m.member.clone(),
+                    m.behind.to_string(),
+                    timestamp(m.checkpointed_at),
+                ]
+            })
+        })
+        .collect();
+    if !members.is_empty() {
+        println!();
+        print_table(
+            &["TOPIC", "GROUP", "MEMBER", "BEHIND", "CHECKPOINTED-AT"],
+            &members,
+        );
+    }
+    Ok(())
+}

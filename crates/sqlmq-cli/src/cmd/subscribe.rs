@@ -1,0 +1,330 @@
+//! `sqlmq subscribe`: join a topic's consumer group (creating it if missing) and print its
+//! records as they arrive, or with `--exec` run a command per record on the worker runtime of
+//! `consume`.
+
+use std::io::Write;
+
+use anyhow::Result;
+use sqlmq::{Backoff, Delivery, Error, Group, GroupConfig, GroupMode, Receipt, StartAt, Topic};
+
+use super::consume::{self, ExecOptions, Source, StopWhen};
+use super::topic::view::{JsonRecord, record_line};
+use super::{UsageError, parse_backoff, parse_start_at};
+use crate::poll::PollDelay;
+use crate::settings::Settings;
+
+/// Most records claimed or read at once when printing.
+const PRINT_BATCH: u64 = 100;
+
+/// Arguments of `sqlmq subscribe`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Topic name
+    topic: String,
+    /// Consumer group; created if missing (see --mode, --from)
+    #[arg(long, value_name = "G")]
+    group: String,
+    /// Mode of a group created now: `cluster` (each record to one member, acked, retried,
+    /// dead-lettered) or `broadcast` (every member reads every record) [default: cluster]. An
+    /// existing group keeps its mode; naming another one is an error
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    mode: Option<GroupMode>,
+    /// Where a group created now starts: earliest, latest, an offset or an RFC 3339 time
+    /// [default: latest, i.e. only records published from now on]. An existing group keeps
+    /// its position (move it with `sqlmq reset`)
+    #[arg(long, value_name = "WHEN", value_parser = parse_start_at, allow_negative_numbers = true)]
+    from: Option<StartAt>,
+    /// Failed attempts before a record becomes a dead letter of the group [default: 16 for a
+    /// new group]; given for an existing group, it is updated
+    #[arg(long, value_name = "N")]
+    max_attempts: Option<u32>,
+    /// Wait between the group's attempts: a ladder (10s,1m) or exp:BASE:MAX [default: 10s, 30s,
+    /// 1m, 2m ... 2h]; given for an existing group, it is updated
+    #[arg(long, value_name = "SPEC", value_parser = parse_backoff)]
+    backoff: Option<Backoff>,
+    /// Broadcast member name: a restarted member resumes from its checkpoint [default: the
+    /// host name]
+    #[arg(long, value_name = "NAME")]
+    member: Option<String>,
+    /// Shell command run once per record (`sh -c CMD`, cluster groups only), the body on stdin
+    /// and SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION, SQLMQ_OFFSET, SQLMQ_MESSAGE_ID,
+    /// SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY (the record's key) and
+    /// SQLMQ_HEADER_<KEY> in the environment. Exit 0 acks; anything else nacks with the end of
+    /// its stderr. Without --exec, records are printed (and acked once printed)
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// Exit after N records (printed, or claimed and settled with --exec) [default: run until
+    /// Ctrl-C]
+    #[arg(short = 'n', long = "count", value_name = "N")]
+    count: Option<u64>,
+    /// Print each record as one line of JSON (id, partition, offset, key, headers, body)
+    #[arg(long, conflicts_with = "exec")]
+    json: bool,
+    #[command(
+        flatten,
+        next_help_heading = "Worker options (--lease also applies to printing)"
+    )]
+    options: ExecOptions,
+}
+
+/// clap value parser for `--mode`.
+fn parse_mode(text: &str) -> Result<GroupMode, String> {
+    text.parse::<GroupMode>().map_err(|e| match e {
+        Error::InvalidArgument(m) => m,
+        e => e.to_string(),
+    })
+}
+
+/// Run `sqlmq subscribe`.
+pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+    if args.exec.is_some() && args.mode == Some(GroupMode::Broadcast) {
+        return Err(broadcast_exec(&args.group).into());
+    }
+    if args.count == Some(0) {
+        return Err(UsageError("-n must be at least 1".into()).into());
+    }
+    if args.exec.is_some() {
+        args.options.validate()?;
+    }
+    let client = settings.connect().await?;
+    let topic = client.topic(&args.topic).await?;
+    let group = join(&topic, &args).await?;
+    match (&args.exec, group.config().mode) {
+        (Some(_), GroupMode::Broadcast) => Err(broadcast_exec(group.name()).into()),
+        (Some(exec), GroupMode::Cluster) => {
+            drop(client);
+            let source = Source::Group {
+                topic: topic.name(),
+                group: group.name(),
+            };
+            let stop = StopWhen {
+                max_messages: args.count,
+                drained: false,
+            };
+            consume::run_exec(settings, "subscribe", source, exec, &args.options, stop).await
+        }
+        (None, GroupMode::Cluster) => print_cluster(&group, &args).await,
+        (None, GroupMode::Broadcast) => print_broadcast(&group, &args).await,
+    }
+}
+
+/// The usage error of `--exec` on a broadcast group.
+fn broadcast_exec(group: &str) -> UsageError {
+    UsageError(format!(
+        "--exec needs a cluster group, and {group} is a broadcast group: its members read \
+         every record without acks (subscribe without --exec to print them)"
+    ))
+}
+
+/// The group, created if missing (at `--from`, default latest), its retry settings updated
+/// if given.
+async fn join(topic: &Topic, args: &Args) -> Result<Group> {
+    let label = format!("{}/{}", topic.name(), args.group);
+    match topic.group(&args.group).await {
+        Ok(group) => {
+            let mode = group.config().mode;
+            if let Some(wanted) = args.mode
+                && wanted != mode
+            {
+                return Err(UsageError(format!(
+                    "group {label} exists as a {mode} group, not {wanted}"
+                ))
+                .into());
+            }
+            if args.exec.is_some() && mode == GroupMode::Broadcast {
+                return Err(broadcast_exec(&label).into());
+            }
+            if args.from.is_some() {
+                eprintln!(
+                    "group {label} exists: --from applies to new groups only, it keeps its \
+                     position (move it with `sqlmq reset`)"
+                );
+            }
+            if args.max_attempts.is_none() && args.backoff.is_none() {
+                return Ok(group);
+            }
+            let config = retry_settings(group.config().clone(), args);
+            Ok(topic
+                .create_group(&args.group, config, StartAt::Latest)
+                .await?)
+        }
+        Err(Error::UnknownGroup { .. }) => {
+            let mode = args.mode.unwrap_or_default();
+            let config = retry_settings(GroupConfig::default().mode(mode), args);
+            let start = args.from.unwrap_or_default();
+            let group = topic.create_group(&args.group, config, start).await?;
+            let from = match start {
+                StartAt::Latest => "latest (records published from now on)".to_owned(),
+                StartAt::Earliest => "earliest (every retained record)".to_owned(),
+                StartAt::Offset(o) => format!("offset {o}"),
+                StartAt::Time(t) => crate::output::timestamp(t),
+            };
+            eprintln!("created {mode} group {label}, starting at {from}");
+            Ok(group)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `config` with the retry settings of the command line.
+fn retry_settings(mut config: GroupConfig, args: &Args) -> GroupConfig {
+    if let Some(n) = args.max_attempts {
+        config = config.max_attempts(n);
+    }
+    if let Some(b) = &args.backoff {
+        config = config.backoff(b.clone());
+    }
+    config
+}
+
+/// How many to take next: at most [`PRINT_BATCH`], and never more than are still wanted.
+fn next_batch(count: Option<u64>, printed: u64) -> usize {
+    count
+        .map_or(PRINT_BATCH, |n| n.saturating_sub(printed).min(PRINT_BATCH))
+        .max(1) as usize
+}
+
+/// Print one record (a line of text or of JSON).
+fn print_record(json: bool, line: impl FnOnce() -> String, value: JsonRecord) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", line())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Wait for the next poll; false when a signal came first.
+async fn idle(delay: &mut PollDelay, stop: &sqlmq::CancellationToken) -> bool {
+    tokio::select! {
+        _ = stop.cancelled() => false,
+        _ = tokio::time::sleep(delay.next_delay()) => true,
+    }
+}
+
+/// Cluster group: claim, print, ack (at least once: a crash between printing and acking
+/// prints the record again elsewhere).
+async fn print_cluster(group: &Group, args: &Args) -> Result<()> {
+    let stop = sqlmq::shutdown_on_signals();
+    let mut delay = PollDelay::default();
+    let mut printed = 0u64;
+    while args.count.is_none_or(|n| printed < n) && !stop.is_cancelled() {
+        let batch = group
+            .receive(next_batch(args.count, printed), args.options.lease)
+            .await?;
+        if batch.is_empty() {
+            if !idle(&mut delay, &stop).await {
+                break;
+            }
+            continue;
+        }
+        delay.reset();
+        for d in &batch {
+            let line = || {
+                record_line(
+                    d.partition,
+                    d.offset,
+                    d.id,
+                    d.ordering_key.as_deref(),
+                    &d.body,
+                )
+            };
+            print_record(args.json, line, JsonRecord::from(d))?;
+        }
+        printed += batch.len() as u64;
+        let receipts: Vec<Receipt> = batch.iter().map(Delivery::receipt).collect();
+        let report = group.ack_batch(&receipts).await?;
+        if !report.lost.is_empty() {
+            eprintln!(
+                "warning: {} record(s) printed too late to be acked (their lease ended): they \
+                 will be delivered again",
+                report.lost.len()
+            );
+        }
+    }
+    eprintln!(
+        "sqlmq subscribe {}/{}: {printed} record(s)",
+        group.topic().name(),
+        group.name()
+    );
+    Ok(())
+}
+
+/// Broadcast group: read as member `--member`, print, checkpoint after every batch.
+async fn print_broadcast(group: &Group, args: &Args) -> Result<()> {
+    let member = args.member.clone().unwrap_or_else(host_name);
+    let mut reader = group.reader(&member).await?;
+    let stop = sqlmq::shutdown_on_signals();
+    let mut delay = PollDelay::default();
+    let mut printed = 0u64;
+    while args.count.is_none_or(|n| printed < n) && !stop.is_cancelled() {
+        let batch = reader.poll(next_batch(args.count, printed)).await?;
+        if batch.is_empty() {
+            if !idle(&mut delay, &stop).await {
+                break;
+            }
+            continue;
+        }
+        delay.reset();
+        for r in &batch {
+            let line = || {
+                record_line(
+                    Some(r.partition),
+                    Some(r.offset),
+                    r.id,
+                    r.key.as_deref(),
+                    &r.body,
+                )
+            };
+            print_record(args.json, line, JsonRecord::from(r))?;
+        }
+        printed += batch.len() as u64;
+        reader.checkpoint().await?;
+    }
+    eprintln!(
+        "sqlmq subscribe {}/{} (member {member}): {printed} record(s)",
+        group.topic().name(),
+        group.name()
+    );
+    Ok(())
+}
+
+/// This host's name as a valid member name (other characters than A-Z a-z 0-9 . _ - as `-`).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name: String = String::from_utf8_lossy(&buf[..end])
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(sqlmq::MAX_NAME_LEN)
+        .collect();
+    if rc != 0 || name.is_empty() {
+        "sqlmq-cli".to_owned()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_never_exceed_what_is_wanted() {
+        assert_eq!(next_batch(None, 5000), 100);
+        assert_eq!(next_batch(Some(3), 1), 2);
+        assert_eq!(next_batch(Some(1000), 0), 100);
+        assert!(sqlmq::validate_name("member", &host_name()).is_ok());
+    }
+}

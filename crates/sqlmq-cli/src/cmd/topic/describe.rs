@@ -1,0 +1,161 @@
+//! `sqlmq topic describe`: a topic's settings, partitions and consumer groups.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use sqlmq::TopicConfig;
+
+use super::view::{JsonLag, age, group_lags};
+use crate::output::{print_json, print_table};
+use crate::settings::Settings;
+
+/// Window of the publish rate shown.
+const RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Arguments of `sqlmq topic describe`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Topic name
+    name: String,
+    /// Print the description as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// One partition in `--json` output.
+#[derive(Serialize)]
+struct JsonPartition {
+    partition: u32,
+    /// The offset the next record gets; null when it cannot be told (a topic of many
+    /// partitions without groups).
+    end: Option<i64>,
+}
+
+/// A topic's settings in `--json` output.
+#[derive(Serialize)]
+struct JsonConfig {
+    partitions: u32,
+    retention_ms: Option<u64>,
+    retention_bytes: Option<u64>,
+    retention_keeps_unconsumed: bool,
+    strict_order: bool,
+}
+
+impl From<&TopicConfig> for JsonConfig {
+    fn from(c: &TopicConfig) -> Self {
+        JsonConfig {
+            partitions: c.partitions,
+            retention_ms: c.retention.map(|d| d.as_millis() as u64),
+            retention_bytes: c.retention_bytes,
+            retention_keeps_unconsumed: c.retention_keeps_unconsumed,
+            strict_order: c.strict_order,
+        }
+    }
+}
+
+/// `topic describe --json`.
+#[derive(Serialize)]
+struct JsonDescription<'a> {
+    name: &'a str,
+    config: JsonConfig,
+    records: u64,
+    bytes: u64,
+    rate_per_s: f64,
+    partitions: Vec<JsonPartition>,
+    groups: Vec<JsonLag<'a>>,
+}
+
+/// Run `sqlmq topic describe`.
+pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect().await?;
+    let topic = client.topic(&args.name).await?;
+    let stats = topic.stats(RATE_WINDOW).await?;
+    let lags = group_lags(&client, Some(topic.name()), None).await?;
+    let config = topic.config();
+    // The partitions' ends come with a group's lag; without groups, a single partition's end is
+    // the number of records ever sequenced.
+    let partitions: Vec<JsonPartition> = match lags.first() {
+        Some(lag) => lag
+            .partitions
+            .iter()
+            .map(|p| JsonPartition {
+                partition: p.partition,
+                end: Some(p.end),
+            })
+            .collect(),
+        None => (0..stats.partitions)
+            .map(|p| JsonPartition {
+                partition: p,
+                end: (stats.partitions == 1).then_some(stats.total as i64),
+            })
+            .collect(),
+    };
+    if args.json {
+        return print_json(&JsonDescription {
+            name: topic.name(),
+            config: JsonConfig::from(config),
+            records: stats.records,
+            bytes: stats.bytes,
+            rate_per_s: stats.rate_per_s,
+            partitions,
+            groups: lags.iter().map(JsonLag::from).collect(),
+        });
+    }
+    println!(
+        "topic {}: {}",
+        topic.name(),
+        super::create::describe(config)
+    );
+    println!(
+        "{} record(s) retained ({} bytes), {} ever, {:.1}/s over the last minute",
+        stats.records, stats.bytes, stats.total, stats.rate_per_s
+    );
+    println!();
+    print_table(
+        &["PARTITION", "END"],
+        &partitions
+            .iter()
+            .map(|p| {
+                vec![
+                    p.partition.to_string(),
+                    p.end.map_or_else(|| "?".to_owned(), |e| e.to_string()),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    );
+    println!();
+    if lags.is_empty() {
+        println!(
+            "no consumer groups (sqlmq subscribe {} --group NAME)",
+            topic.name()
+        );
+        return Ok(());
+    }
+    print_table(
+        &[
+            "GROUP",
+            "MODE",
+            "LAG",
+            "OLDEST",
+            "IN-FLIGHT",
+            "RETRYING",
+            "DEAD",
+        ],
+        &lags
+            .iter()
+            .map(|l| {
+                vec![
+                    l.group.clone(),
+                    l.mode.to_string(),
+                    l.unconsumed.to_string(),
+                    age(l.oldest_unconsumed_age),
+                    l.in_flight.to_string(),
+                    l.retrying.to_string(),
+                    l.dead.to_string(),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    );
+    Ok(())
+}

@@ -1,0 +1,39 @@
+//! `sqlmq topic create|list|describe`: declare and look at topics. (There is no `delete`: the
+//! library has no way to delete a topic yet.)
+//!
+//! | file | what |
+//! |---|---|
+//! | `create.rs` | `topic create` |
+//! | `list.rs` | `topic list` |
+//! | `describe.rs` | `topic describe` |
+//! | `view.rs` | records and lags for humans and JSON, shared by the topic commands |
+
+pub mod create;
+pub mod describe;
+pub mod list;
+pub mod view;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::settings::Settings;
+
+/// `sqlmq topic ...`
+#[derive(Subcommand, Debug)]
+pub enum TopicCommand {
+    /// Create a topic, or change the given settings of an existing one (partitions only grow)
+    Create(create::Args),
+    /// List topics with their partitions, records and groups
+    List(list::Args),
+    /// Show a topic's settings, partitions and consumer groups with their lag
+    Describe(describe::Args),
+}
+
+/// Run `sqlmq topic ...`.
+pub async fn run(settings: &Settings, command: TopicCommand) -> Result<()> {
+    match command {
+        TopicCommand::Create(args) => create::run(settings, args).await,
+        TopicCommand::List(args) => list::run(settings, args).await,
+        TopicCommand::Describe(args) => describe::run(settings, args).await,
+    }
+}

@@ -1,0 +1,201 @@
+//! Records and lags for humans and for JSON, shared by the topic commands (`query`,
+//! `subscribe`, `groups`, `lag`, `topic describe`, `trace`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use sqlmq::{Client, Delivery, Error, GroupLag, GroupMode, StreamRecord};
+
+use crate::output::{JsonBody, short_duration, timestamp};
+
+/// A topic record in `--json` output.
+#[derive(Serialize)]
+pub struct JsonRecord<'a> {
+    id: String,
+    partition: Option<u32>,
+    offset: Option<i64>,
+    key: Option<&'a str>,
+    headers: &'a BTreeMap<String, String>,
+    /// Cluster deliveries: which attempt this is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequenced_at: Option<String>,
+    #[serde(flatten)]
+    body: JsonBody,
+}
+
+impl<'a> From<&'a StreamRecord> for JsonRecord<'a> {
+    fn from(r: &'a StreamRecord) -> Self {
+        JsonRecord {
+            id: r.id.to_string(),
+            partition: Some(r.partition),
+            offset: Some(r.offset),
+            key: r.key.as_deref(),
+            headers: &r.headers,
+            attempt: None,
+            published_at: Some(timestamp(r.published_at)),
+            sequenced_at: Some(timestamp(r.sequenced_at)),
+            body: JsonBody::new(&r.body),
+        }
+    }
+}
+
+impl<'a> From<&'a Delivery> for JsonRecord<'a> {
+    fn from(d: &'a Delivery) -> Self {
+        JsonRecord {
+            id: d.id.to_string(),
+            partition: d.partition,
+            offset: d.offset,
+            key: d.ordering_key.as_deref(),
+            headers: &d.headers,
+            attempt: Some(d.attempt),
+            published_at: Some(timestamp(d.enqueued_at)),
+            sequenced_at: None,
+            body: JsonBody::new(&d.body),
+        }
+    }
+}
+
+/// `PARTITION:OFFSET  ID  [key=KEY  ]BODY` on one line (the body as lossy UTF-8).
+pub fn record_line(
+    partition: Option<u32>,
+    offset: Option<i64>,
+    id: sqlmq::MessageId,
+    key: Option<&str>,
+    body: &[u8],
+) -> String {
+    let at = match (partition, offset) {
+        (Some(p), Some(o)) => format!("{p}:{o}"),
+        _ => "-".to_owned(),
+    };
+    let key = key.map_or_else(String::new, |k| format!("key={k}  "));
+    format!("{at}  {id}  {key}{}", String::from_utf8_lossy(body))
+}
+
+/// A duration in milliseconds, for JSON.
+fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+/// An age for humans, `-` when there is none.
+pub fn age(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_owned(), short_duration)
+}
+
+/// A group's lag in `--json` output.
+#[derive(Serialize)]
+pub struct JsonLag<'a> {
+    topic: &'a str,
+    group: &'a str,
+    mode: GroupMode,
+    /// backlog + in_flight + retrying + unsequenced.
+    unconsumed: u64,
+    backlog: u64,
+    in_flight: u64,
+    retrying: u64,
+    dead: u64,
+    unsequenced: u64,
+    oldest_unconsumed_age_ms: Option<u64>,
+    partitions: Vec<JsonPartitionLag>,
+    members: Vec<JsonMember<'a>>,
+}
+
+/// One partition of [`JsonLag`].
+#[derive(Serialize)]
+struct JsonPartitionLag {
+    partition: u32,
+    end: i64,
+    position: i64,
+    backlog: u64,
+    in_flight: u64,
+    retrying: u64,
+    dead: u64,
+    oldest_unconsumed_age_ms: Option<u64>,
+}
+
+/// One broadcast member of [`JsonLag`].
+#[derive(Serialize)]
+struct JsonMember<'a> {
+    member: &'a str,
+    behind: u64,
+    checkpointed_at: String,
+}
+
+impl<'a> From<&'a GroupLag> for JsonLag<'a> {
+    fn from(l: &'a GroupLag) -> Self {
+        JsonLag {
+            topic: &l.topic,
+            group: &l.group,
+            mode: l.mode,
+            unconsumed: l.unconsumed,
+            backlog: l.backlog,
+            in_flight: l.in_flight,
+            retrying: l.retrying,
+            dead: l.dead,
+            unsequenced: l.unsequenced,
+            oldest_unconsumed_age_ms: l.oldest_unconsumed_age.map(millis),
+            partitions: l
+                .partitions
+                .iter()
+                .map(|p| JsonPartitionLag {
+                    partition: p.partition,
+                    end: p.end,
+                    position: p.position,
+                    backlog: p.backlog,
+                    in_flight: p.in_flight,
+                    retrying: p.retrying,
+                    dead: p.dead,
+                    oldest_unconsumed_age_ms: p.oldest_unconsumed_age.map(millis),
+                })
+                .collect(),
+            members: l
+                .members
+                .iter()
+                .map(|m| JsonMember {
+                    member: &m.member,
+                    behind: m.behind,
+                    checkpointed_at: timestamp(m.checkpointed_at),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The lag of every group of `topic` (of every topic when `None`), by topic then group;
+/// only `group` when given (an unknown group is an error).
+pub async fn group_lags(
+    client: &Client,
+    topic: Option<&str>,
+    group: Option<&str>,
+) -> Result<Vec<GroupLag>> {
+    let topics = match topic {
+        Some(name) => vec![client.topic(name).await?],
+        None => client.topics().await?,
+    };
+    let mut out = Vec::new();
+    for t in &topics {
+        let groups = match group {
+            Some(name) => match t.group(name).await {
+                Ok(g) => vec![g],
+                // Looking through every topic: skip the topics without this group.
+                Err(Error::UnknownGroup { .. }) if topic.is_none() => continue,
+                Err(e) => return Err(e.into()),
+            },
+            None => t.groups().await?,
+        };
+        for g in groups {
+            out.push(g.lag().await?);
+        }
+    }
+    if let (None, Some(name)) = (topic, group)
+        && out.is_empty()
+    {
+        anyhow::bail!("no topic has a consumer group {name:?}");
+    }
+    Ok(out)
+}
