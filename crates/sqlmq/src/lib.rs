@@ -92,9 +92,9 @@ pub use store::mysql::settle::NackOutcome;
 pub use tokio_util::sync::CancellationToken;
 pub use topic::{
     BroadcastReader, DEFAULT_GROUP_MAX_ATTEMPTS, Group, GroupConfig, GroupLag, GroupMaintenance,
-    GroupMode, GroupTrace, MAX_KEY_LEN, MAX_PARTITIONS, MAX_QUERY, MemberLag, PartitionLag,
-    Published, RETENTION_INTERVAL, Record, RetentionReport, StartAt, StreamRecord, Topic,
-    TopicConfig, TopicStats, Trace, TraceState, default_group_ladder, partition_for_key,
+    GroupMode, GroupTrace, MAX_KEY_LEN, MAX_PARTITIONS, MAX_QUERY, MemberLag, PartitionInfo,
+    PartitionLag, Published, RETENTION_INTERVAL, Record, RetentionReport, StartAt, StreamRecord,
+    Topic, TopicConfig, TopicStats, Trace, TraceState, default_group_ladder, partition_for_key,
 };
 pub use worker::{
     DEFAULT_CLAIMERS, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE,

@@ -128,3 +128,66 @@ async fn a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appe
     );
     db.drop().await;
 }
+
+#[tokio::test]
+async fn partitions_report_their_ranges_and_delete_topic_removes_everything() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let pool = db.pool().await;
+    let t = client
+        .create_topic("gone", TopicConfig::default().partitions(3))
+        .await
+        .unwrap();
+    let g = t
+        .create_group("g", sqlmq::GroupConfig::default(), sqlmq::StartAt::Earliest)
+        .await
+        .unwrap();
+    let records = (0..2500)
+        .map(|i| Record::new(format!("{i}")).partition(i % 3))
+        .collect();
+    t.publish_batch(records).await.unwrap();
+    t.sequence().await.unwrap();
+    let parts = t.partitions().await.unwrap();
+    let ranges: Vec<(u32, i64, i64)> = parts
+        .iter()
+        .map(|p| (p.partition, p.start, p.end))
+        .collect();
+    assert_eq!(ranges, vec![(0, 0, 834), (1, 0, 833), (2, 0, 833)]);
+    assert!(parts.iter().all(|p| p.bytes > 0));
+    let got = g.receive(10, Duration::from_secs(30)).await.unwrap();
+    g.nack(got[0].receipt(), None, "later").await.unwrap();
+    // One more still waiting for its offset.
+    let mut tx = pool.begin().await.unwrap();
+    t.publish_in(&mut tx, Record::new("pending")).await.unwrap();
+    tx.commit().await.unwrap();
+
+    client.delete_topic("gone").await.unwrap();
+    assert!(matches!(
+        client.topic("gone").await,
+        Err(sqlmq::Error::UnknownTopic(_))
+    ));
+    for table in [
+        "topics",
+        "topic_partitions",
+        "topic_pending",
+        "topic_log",
+        "consumer_groups",
+        "group_cursors",
+        "group_leases",
+        "group_retries",
+        "group_history",
+    ] {
+        assert_eq!(common::count(&pool, table).await, 0, "{table} after delete");
+    }
+    assert!(matches!(
+        client.delete_topic("gone").await,
+        Err(sqlmq::Error::UnknownTopic(_))
+    ));
+    // The name is free again, and the new topic starts empty.
+    let again = client
+        .create_topic("gone", TopicConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(again.partitions().await.unwrap()[0].end, 0);
+    db.drop().await;
+}

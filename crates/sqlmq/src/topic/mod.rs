@@ -19,6 +19,7 @@ mod group_admin;
 mod group_config;
 mod inspect;
 mod lag;
+mod manage;
 mod record;
 mod retention;
 mod sequencer;
@@ -37,6 +38,7 @@ pub use group_config::{
 };
 pub use inspect::{GroupTrace, MAX_QUERY, StreamRecord, Trace, TraceState};
 pub use lag::{GroupLag, MemberLag, PartitionLag, TopicStats};
+pub use manage::PartitionInfo;
 pub use record::{MAX_KEY_LEN, Published, Record, partition_for_key};
 pub use retention::{RETENTION_INTERVAL, RetentionReport};
 pub(crate) use sequencer::sequence_partition;

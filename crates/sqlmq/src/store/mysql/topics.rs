@@ -37,6 +37,14 @@ const PARTITION_ROW: &str = "(?, ?, 0, 0, 0, UTC_TIMESTAMP(6))";
 pub(crate) const PARTITIONS: &str = "SELECT partition_no, next_offset, low_offset, bytes \
     FROM {p}topic_partitions WHERE topic_id = ? ORDER BY partition_no";
 
+const DELETE_TOPIC: &str = "DELETE FROM {p}topics WHERE id = ?";
+/// Tables holding a topic's rows, emptied in chunks (primary-key order) before the topic row.
+const TOPIC_TABLES: [&str; 3] = [
+    "DELETE FROM {p}topic_log WHERE topic_id = ? ORDER BY topic_id, partition_no, msg_offset LIMIT 1000",
+    "DELETE FROM {p}topic_pending WHERE topic_id = ? ORDER BY topic_id, partition_no, id LIMIT 1000",
+    "DELETE FROM {p}topic_partitions WHERE topic_id = ? LIMIT 1000",
+];
+
 /// One partition's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct PartitionRow {
@@ -138,6 +146,25 @@ impl MySqlStore {
     }
 
     /// The counters of every partition of `topic_id`.
+    /// Delete up to 1000 of the topic's rows from one of its tables (`table` indexes
+    /// `TOPIC_TABLES`), or the topic row itself once `table` is past them. Returns rows deleted.
+    pub(crate) async fn delete_topic_chunk(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+        table: usize,
+    ) -> Result<u64> {
+        let sql = TOPIC_TABLES.get(table).copied().unwrap_or(DELETE_TOPIC);
+        Ok(sqlx::query(self.st.get(sql))
+            .bind(topic_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected())
+    }
+
+    /// How many tables `delete_topic_chunk` empties before the topic row.
+    pub(crate) const TOPIC_TABLE_COUNT: usize = TOPIC_TABLES.len();
+
     pub(crate) async fn partitions(
         &self,
         conn: &mut MySqlConnection,
