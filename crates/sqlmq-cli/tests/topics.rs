@@ -612,3 +612,60 @@ fn bad_input_is_rejected_and_writes_nothing() {
         .collect();
     assert_eq!(names, ["b"], "no other group was created");
 }
+
+#[test]
+fn describe_shows_partition_ranges_and_delete_asks_then_removes_everything() {
+    let db = TestDb::new();
+    db.ok(&["topic", "create", "old", "--partitions", "2"]);
+    db.ok_with_stdin(
+        &["publish", "old", "--batch", "--partition", "1"],
+        b"a\nb\nc\n",
+    );
+    db.ok(&[
+        "subscribe",
+        "old",
+        "--group",
+        "g",
+        "--from",
+        "earliest",
+        "-n",
+        "1",
+    ]);
+    let described = db.json(&["topic", "describe", "old", "--json"]);
+    let parts = described["partitions"].as_array().unwrap();
+    let ranges: Vec<(i64, i64, i64)> = parts
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_i64().unwrap(),
+                p["start"].as_i64().unwrap(),
+                p["end"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ranges, vec![(0, 0, 0), (1, 0, 3)]);
+
+    db.fails(&["topic", "delete", "old"], 2, "--yes");
+    assert_eq!(
+        db.json(&["topic", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    db.ok(&["topic", "delete", "old", "--yes"]);
+    db.fails(&["topic", "describe", "old"], 1, "unknown topic");
+    assert!(
+        db.json(&["topic", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        db.json(&["groups", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    db.fails(&["topic", "delete", "old", "--yes"], 1, "unknown topic");
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::TopicConfig;
+use sqlmq::{PartitionInfo, TopicConfig};
 
 use super::view::{JsonLag, age, group_lags};
 use crate::output::{print_json, print_table};
@@ -21,15 +21,6 @@ pub struct Args {
     /// Print the description as JSON
     #[arg(long)]
     json: bool,
-}
-
-/// One partition in `--json` output.
-#[derive(Serialize)]
-struct JsonPartition {
-    partition: u32,
-    /// The offset the next record gets; null when it cannot be told (a topic of many
-    /// partitions without groups).
-    end: Option<i64>,
 }
 
 /// A topic's settings in `--json` output.
@@ -62,7 +53,7 @@ struct JsonDescription<'a> {
     records: u64,
     bytes: u64,
     rate_per_s: f64,
-    partitions: Vec<JsonPartition>,
+    partitions: Vec<PartitionInfo>,
     groups: Vec<JsonLag<'a>>,
 }
 
@@ -73,24 +64,7 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     let stats = topic.stats(RATE_WINDOW).await?;
     let lags = group_lags(&client, Some(topic.name()), None).await?;
     let config = topic.config();
-    // The partitions' ends come with a group's lag; without groups, a single partition's end is
-    // the number of records ever sequenced.
-    let partitions: Vec<JsonPartition> = match lags.first() {
-        Some(lag) => lag
-            .partitions
-            .iter()
-            .map(|p| JsonPartition {
-                partition: p.partition,
-                end: Some(p.end),
-            })
-            .collect(),
-        None => (0..stats.partitions)
-            .map(|p| JsonPartition {
-                partition: p,
-                end: (stats.partitions == 1).then_some(stats.total as i64),
-            })
-            .collect(),
-    };
+    let partitions = topic.partitions().await?;
     if args.json {
         return print_json(&JsonDescription {
             name: topic.name(),
@@ -113,13 +87,15 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     );
     println!();
     print_table(
-        &["PARTITION", "END"],
+        &["PARTITION", "START", "END", "BYTES"],
         &partitions
             .iter()
             .map(|p| {
                 vec![
                     p.partition.to_string(),
-                    p.end.map_or_else(|| "?".to_owned(), |e| e.to_string()),
+                    p.start.to_string(),
+                    p.end.to_string(),
+                    p.bytes.to_string(),
                 ]
             })
             .collect::<Vec<_>>(),

@@ -1,14 +1,15 @@
-//! `sqlmq topic create|list|describe`: declare and look at topics. (There is no `delete`: the
-//! library has no way to delete a topic yet.)
+//! `sqlmq topic create|list|describe|delete`: declare, look at and remove topics.
 //!
 //! | file | what |
 //! |---|---|
 //! | `create.rs` | `topic create` |
 //! | `list.rs` | `topic list` |
 //! | `describe.rs` | `topic describe` |
+//! | `delete.rs` | `topic delete` |
 //! | `view.rs` | records and lags for humans and JSON, shared by the topic commands |
 
 pub mod create;
+pub mod delete;
 pub mod describe;
 pub mod list;
 pub mod view;
@@ -27,6 +28,8 @@ pub enum TopicCommand {
     List(list::Args),
     /// Show a topic's settings, partitions and consumer groups with their lag
     Describe(describe::Args),
+    /// Delete a topic with its records and consumer groups (asks for --yes)
+    Delete(delete::Args),
 }
 
 /// Run `sqlmq topic ...`.
@@ -35,5 +38,6 @@ pub async fn run(settings: &Settings, command: TopicCommand) -> Result<()> {
         TopicCommand::Create(args) => create::run(settings, args).await,
         TopicCommand::List(args) => list::run(settings, args).await,
         TopicCommand::Describe(args) => describe::run(settings, args).await,
+        TopicCommand::Delete(args) => delete::run(settings, args).await,
     }
 }
