@@ -13,6 +13,10 @@
 //! - a loss is a published id not in the log, an id logged in another partition than its
 //!   publish reported, or an offset left empty below a partition's end (a reader would find a
 //!   hole where a record should be).
+//!
+//! The same reading counts the sequencing steps that gave the offsets: a step stamps every
+//! record it logs with one `sequenced_at`, so a step is a run of consecutive offsets with the
+//! same time.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -68,20 +72,53 @@ pub async fn wait_sequenced(
     }
 }
 
+/// What reading the log back found.
+pub struct Logged {
+    /// Duplicates and losses.
+    pub check: Check,
+    /// Sequencing steps that gave the offsets, over all partitions.
+    pub steps: u64,
+    /// Offsets left empty below a partition's end (counted in `check.losses`).
+    pub gaps: u64,
+    /// Published records not in the log (counted in `check.losses`).
+    pub missing: u64,
+}
+
+impl Logged {
+    /// What went wrong, for a figure's note; empty when nothing did.
+    pub fn problems(&self) -> String {
+        let misplaced = self.check.losses - self.gaps - self.missing;
+        if self.check.losses + self.check.duplicates + self.check.unexpected == 0 {
+            return String::new();
+        }
+        format!(
+            "; BROKEN: {} offsets left empty, {} published records not in the log, {} in \
+             another partition, {} logged twice, {} unknown ids",
+            self.gaps, self.missing, misplaced, self.check.duplicates, self.check.unexpected
+        )
+    }
+}
+
 /// Read the whole log of `topic` and compare it with what was `published`.
-pub async fn check(topic: &Topic, published: &[Published]) -> Result<Check> {
+pub async fn check(topic: &Topic, published: &[Published]) -> Result<Logged> {
     let placed: HashMap<MessageId, u32> = published.iter().map(|p| (p.id, p.partition)).collect();
     let mut seen = HashSet::with_capacity(published.len());
     let mut check = Check::default();
+    let (mut steps, mut gaps) = (0, 0);
     for partition in 0..topic.config().partitions {
         let mut next = 0i64;
+        let mut step = None;
         loop {
             let page = topic.query_offsets(partition, next, MAX_QUERY).await?;
             if page.is_empty() {
                 break;
             }
             for r in &page {
-                check.losses += (r.offset - next).max(0) as u64;
+                if step != Some(r.sequenced_at) {
+                    steps += 1;
+                    step = Some(r.sequenced_at);
+                }
+                gaps += (r.offset - next).max(0) as u64;
                 next = r.offset + 1;
                 match placed.get(&r.id) {
                     None => check.unexpected += 1,
@@ -92,6 +129,12 @@ pub async fn check(topic: &Topic, published: &[Published]) -> Result<Check> {
             }
         }
     }
-    check.losses += placed.keys().filter(|id| !seen.contains(*id)).count() as u64;
-    Ok(check)
+    let missing = placed.keys().filter(|id| !seen.contains(*id)).count() as u64;
+    check.losses += gaps + missing;
+    Ok(Logged {
+        check,
+        steps,
+        gaps,
+        missing,
+    })
 }

@@ -20,14 +20,14 @@ use anyhow::Result;
 use sqlmq::{Published, Topic};
 use tokio::task::JoinSet;
 
-use super::{FILL_BATCH, log, record, with_topic};
+use super::log::{self, Logged};
+use super::{FILL_BATCH, record, with_topic};
 use crate::bench::args::{MANY, PUBLISH_BATCH, TOPIC_PARTITIONS};
 use crate::bench::context::Ctx;
 use crate::bench::progress::Bar;
 use crate::bench::raw::{self, split};
 use crate::bench::registry::Outcome;
 use crate::bench::report::Figure;
-use crate::bench::track::Check;
 
 /// Rows one sequencing step moves at most (the library's `SEQUENCE_BATCH`).
 const SEQUENCE_STEP: usize = 1000;
@@ -58,14 +58,14 @@ pub async fn publish(ctx: &Ctx) -> Result<Outcome> {
         ] {
             let what = describe(batch, partitions, producers);
             let b = bar.clone();
-            let (run, check) = with_topic(ctx, "pub", partitions, |topic| async move {
+            let (run, logged) = with_topic(ctx, "pub", partitions, |topic| async move {
                 b.phase(&what, n);
                 let run = timed(&topic, producers, batch, n, &b).await?;
-                let check = log::check(&topic, &run.published).await?;
-                Ok((run, check))
+                let logged = log::check(&topic, &run.published).await?;
+                Ok((run, logged))
             })
             .await?;
-            figures.push(figure(batch, partitions, producers, &run, check).against(baseline));
+            figures.push(figure(batch, partitions, producers, &run, logged).against(baseline));
         }
     }
     figures.push(sequencer(ctx, &bar).await?);
@@ -78,15 +78,15 @@ pub async fn publish(ctx: &Ctx) -> Result<Outcome> {
 async fn sequencer(ctx: &Ctx, bar: &Bar) -> Result<Figure> {
     let n = ctx.plan.topic_batch_one;
     let b = bar.clone();
-    let (published, moved, elapsed, check) = with_topic(ctx, "seq", 1, |topic| async move {
+    let (published, moved, elapsed, logged) = with_topic(ctx, "seq", 1, |topic| async move {
         let published = pending(&topic, n, &b).await?;
         b.phase("sequencer alone, 1 partition", n);
         let started = Instant::now();
         let moved = topic.sequence().await?;
         let elapsed = started.elapsed();
         b.inc(moved as u64);
-        let check = log::check(&topic, &published).await?;
-        Ok((published.len(), moved, elapsed, check))
+        let logged = log::check(&topic, &published).await?;
+        Ok((published.len(), moved, elapsed, logged))
     })
     .await?;
     Ok(Figure::rate(
@@ -96,12 +96,15 @@ async fn sequencer(ctx: &Ctx, bar: &Bar) -> Result<Figure> {
         elapsed,
     )
     .against(raw::INSERT_MANY)
-    .checked(check)
-    .note(format!(
-        "offsets given by one sequencing pass over {published} committed records waiting \
-         in 1 partition ({moved} of them sequenced by this pass): the ceiling of one \
-         partition's sequencer"
-    )))
+    .checked(logged.check)
+    .note(
+        format!(
+            "offsets given by one sequencing pass over {published} committed records waiting \
+         in 1 partition ({moved} of them sequenced by this pass, in {} steps): the ceiling \
+         of one partition's sequencer",
+            logged.steps
+        ) + &logged.problems(),
+    ))
 }
 
 /// Commit `n` records to the topic in batches inside the bench's own transactions: they wait
@@ -185,7 +188,7 @@ fn describe(batch: usize, partitions: u32, producers: usize) -> String {
 
 /// The figure of one run: `topic.publish.<partitions>p.single.<producers>` or
 /// `topic.publish.<partitions>p.batch100.<producers>`.
-fn figure(batch: usize, partitions: u32, producers: usize, run: &Run, check: Check) -> Figure {
+fn figure(batch: usize, partitions: u32, producers: usize, run: &Run, logged: Logged) -> Figure {
     let kind = if batch == 1 {
         "single".to_owned()
     } else {
@@ -193,20 +196,28 @@ fn figure(batch: usize, partitions: u32, producers: usize, run: &Run, check: Che
     };
     let key = format!("topic.publish.{partitions}p.{kind}.{producers}");
     let label = format!("sqlmq {}", describe(batch, partitions, producers));
-    let mut note = format!(
-        "every record had its offset {:.0} ms after the last publish returned",
-        run.tail.as_secs_f64() * 1000.0
-    );
-    if !run.complete {
-        note = format!(
+    let records = run.published.len() as u64;
+    let mut note = if run.complete {
+        format!(
+            "every record had its offset {:.0} ms after the last publish returned",
+            run.tail.as_secs_f64() * 1000.0
+        )
+    } else {
+        format!(
             "gave up waiting for offsets {:.1} s after the last publish returned",
             run.tail.as_secs_f64()
-        );
-    }
+        )
+    };
+    note.push_str(&format!(
+        "; {} sequencing steps, {:.1} records per step",
+        logged.steps,
+        records as f64 / logged.steps.max(1) as f64
+    ));
+    note.push_str(&logged.problems());
     if batch > 1 {
         note.push_str("; compared with the raw single-row INSERT rate");
     }
-    Figure::rate(&key, label, run.published.len() as u64, run.elapsed)
-        .checked(check)
+    Figure::rate(&key, label, records, run.elapsed)
+        .checked(logged.check)
         .note(note)
 }
