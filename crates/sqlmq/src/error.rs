@@ -249,6 +249,15 @@ impl Error {
         }
     }
 
+    /// A transient conflict sqlmq detected itself (not reported by the server): the
+    /// transaction must be rolled back and run again, like after a deadlock.
+    pub(crate) fn retry_transaction(reason: &str) -> Error {
+        Error::Database {
+            class: ErrorClass::RetryTransaction,
+            source: sqlx::Error::Protocol(reason.to_owned()),
+        }
+    }
+
     /// Whether this is a duplicate-key error (1062).
     pub(crate) fn is_duplicate_key(&self) -> bool {
         self.mysql_error_number() == Some(1062)
