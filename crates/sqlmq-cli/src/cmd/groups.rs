@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
-use super::topic::view::{JsonLag, age, group_lags};
-use crate::output::{print_json, print_table};
+use super::topic::view::{JsonLag, group_lags, print_lags};
+use crate::output::print_json;
 use crate::settings::Settings;
 
 /// Arguments of `sqlmq groups`.
@@ -27,33 +27,6 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
         eprintln!("no consumer groups (create one: sqlmq subscribe TOPIC --group NAME)");
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = lags
-        .iter()
-        .map(|l| {
-            vec![
-                l.topic.clone(),
-                l.group.clone(),
-                l.mode.to_string(),
-                l.unconsumed.to_string(),
-                age(l.oldest_unconsumed_age),
-                l.in_flight.to_string(),
-                l.retrying.to_string(),
-                l.dead.to_string(),
-            ]
-        })
-        .collect();
-    print_table(
-        &[
-            "TOPIC",
-            "GROUP",
-            "MODE",
-            "LAG",
-            "OLDEST",
-            "IN-FLIGHT",
-            "RETRYING",
-            "DEAD",
-        ],
-        &rows,
-    );
+    print_lags(&lags, true);
     Ok(())
 }

@@ -5,7 +5,7 @@ use anyhow::Result;
 use serde::Serialize;
 use sqlmq::{MessageId, Published, Record};
 
-use super::send::{lines, read_stdin};
+use super::send::{batch_error, bodies};
 use super::{parse_header, parse_message_id};
 use crate::output::print_json;
 use crate::settings::Settings;
@@ -61,17 +61,7 @@ impl Args {
 
 /// Run `sqlmq publish`.
 pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let bodies: Vec<Vec<u8>> = match &args.body {
-        Some(body) => vec![body.clone().into_bytes()],
-        None => {
-            let input = read_stdin().await?;
-            if args.batch {
-                lines(&input)
-            } else {
-                vec![input]
-            }
-        }
-    };
+    let bodies = bodies(args.body.as_deref(), args.batch).await?;
     if bodies.is_empty() {
         eprintln!("stdin held no lines: nothing published");
         return Ok(());
@@ -81,22 +71,10 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     let limit = client.max_payload_bytes();
     let count = bodies.len();
     let records: Vec<Record> = bodies.iter().map(|b| args.record(b.clone())).collect();
-    let published = topic.publish_batch(records).await.map_err(|e| match e {
-        // The library rejects the whole batch; name the line so that it can be fixed.
-        sqlmq::Error::PayloadTooLarge { .. } if args.batch => {
-            let line = bodies
-                .iter()
-                .position(|b| b.len() > limit)
-                .map_or(0, |i| i + 1);
-            anyhow::Error::new(e).context(format!(
-                "line {line} of stdin is too large: the batch of {count} records was rejected \
-                 and nothing was published"
-            ))
-        }
-        e @ sqlmq::Error::InvalidArgument(_) if args.batch => anyhow::Error::new(e).context(
-            format!("the batch of {count} records was rejected and nothing was published"),
-        ),
-        e => e.into(),
+    let published = topic.publish_batch(records).await.map_err(|e| {
+        let rejected =
+            format!("the batch of {count} records was rejected and nothing was published");
+        batch_error(e, args.batch.then_some(&bodies[..]), limit, &rejected)
     })?;
     // Offsets are given right after commit by a sequencer of this process, which is about to
     // exit: give them now, so that readers and `topic list` see the records at once. Should

@@ -69,17 +69,7 @@ impl Args {
 
 /// Run `sqlmq send`.
 pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let bodies: Vec<Vec<u8>> = match &args.body {
-        Some(body) => vec![body.clone().into_bytes()],
-        None => {
-            let input = read_stdin().await?;
-            if args.batch {
-                lines(&input)
-            } else {
-                vec![input]
-            }
-        }
-    };
+    let bodies = bodies(args.body.as_deref(), args.batch).await?;
     if bodies.is_empty() {
         eprintln!("stdin held no lines: nothing sent");
         return Ok(());
@@ -89,28 +79,48 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     let limit = client.max_payload_bytes();
     let messages: Vec<Message> = bodies.iter().map(|b| args.message(b.clone())).collect();
     let count = messages.len();
-    let sent = queue.send_batch(messages).await.map_err(|e| match e {
-        // The library rejects the whole batch; name the line so that it can be fixed.
-        sqlmq::Error::PayloadTooLarge { .. } if args.batch => {
-            let line = bodies
-                .iter()
-                .position(|b| b.len() > limit)
-                .map_or(0, |i| i + 1);
-            anyhow::Error::new(e).context(format!(
-                "line {line} of stdin is too large: the batch of {count} messages was \
-                 rejected and nothing was sent"
-            ))
-        }
-        e @ sqlmq::Error::InvalidArgument(_) if args.batch => anyhow::Error::new(e).context(
-            format!("the batch of {count} messages was rejected and nothing was sent"),
-        ),
-        e => e.into(),
+    let sent = queue.send_batch(messages).await.map_err(|e| {
+        let rejected = format!("the batch of {count} messages was rejected and nothing was sent");
+        batch_error(e, args.batch.then_some(&bodies[..]), limit, &rejected)
     })?;
     print_sent(&sent, args.json)
 }
 
-/// All of stdin (also used by `publish`).
-pub async fn read_stdin() -> Result<Vec<u8>> {
+/// The bodies to send or publish: `body`, else all of stdin, or with `batch` its non-empty
+/// lines (also used by `publish`).
+pub async fn bodies(body: Option<&str>, batch: bool) -> Result<Vec<Vec<u8>>> {
+    Ok(match body {
+        Some(body) => vec![body.as_bytes().to_vec()],
+        None if batch => lines(&read_stdin().await?),
+        None => vec![read_stdin().await?],
+    })
+}
+
+/// Explain a rejected batch read from stdin (`lines`; `None` for a single body): the library
+/// rejects the whole batch, so name the line that is too large, and say what `rejected` it.
+pub fn batch_error(
+    e: sqlmq::Error,
+    lines: Option<&[Vec<u8>]>,
+    limit: usize,
+    rejected: &str,
+) -> anyhow::Error {
+    match (e, lines) {
+        (e @ sqlmq::Error::PayloadTooLarge { .. }, Some(lines)) => {
+            let line = lines
+                .iter()
+                .position(|b| b.len() > limit)
+                .map_or(0, |i| i + 1);
+            anyhow::Error::new(e).context(format!("line {line} of stdin is too large: {rejected}"))
+        }
+        (e @ sqlmq::Error::InvalidArgument(_), Some(_)) => {
+            anyhow::Error::new(e).context(rejected.to_owned())
+        }
+        (e, _) => e.into(),
+    }
+}
+
+/// All of stdin.
+async fn read_stdin() -> Result<Vec<u8>> {
     if std::io::stdin().is_terminal() {
         eprintln!("reading the message from stdin (end with Ctrl-D)");
     }
@@ -122,8 +132,8 @@ pub async fn read_stdin() -> Result<Vec<u8>> {
     Ok(input)
 }
 
-/// The non-empty lines of `input`, without their `\n` (also used by `publish --batch`).
-pub fn lines(input: &[u8]) -> Vec<Vec<u8>> {
+/// The non-empty lines of `input`, without their `\n`.
+fn lines(input: &[u8]) -> Vec<Vec<u8>> {
     input
         .split(|&b| b == b'\n')
         .filter(|line| !line.is_empty())

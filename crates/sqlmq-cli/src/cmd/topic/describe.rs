@@ -6,7 +6,7 @@ use anyhow::Result;
 use serde::Serialize;
 use sqlmq::{PartitionInfo, TopicConfig};
 
-use super::view::{JsonLag, age, group_lags};
+use super::view::{JsonLag, group_lags, print_lags};
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
 
@@ -108,30 +108,6 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
         );
         return Ok(());
     }
-    print_table(
-        &[
-            "GROUP",
-            "MODE",
-            "LAG",
-            "OLDEST",
-            "IN-FLIGHT",
-            "RETRYING",
-            "DEAD",
-        ],
-        &lags
-            .iter()
-            .map(|l| {
-                vec![
-                    l.group.clone(),
-                    l.mode.to_string(),
-                    l.unconsumed.to_string(),
-                    age(l.oldest_unconsumed_age),
-                    l.in_flight.to_string(),
-                    l.retrying.to_string(),
-                    l.dead.to_string(),
-                ]
-            })
-            .collect::<Vec<_>>(),
-    );
+    print_lags(&lags, false);
     Ok(())
 }

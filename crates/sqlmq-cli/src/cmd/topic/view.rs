@@ -199,3 +199,36 @@ pub async fn group_lags(
     }
     Ok(out)
 }
+
+/// One table row per group: lag, age of the oldest unconsumed record, in flight, retrying and
+/// dead (first the topic, when `with_topic`).
+pub fn print_lags(lags: &[GroupLag], with_topic: bool) {
+    let mut headers = vec!["TOPIC"];
+    headers.extend([
+        "GROUP",
+        "MODE",
+        "LAG",
+        "OLDEST",
+        "IN-FLIGHT",
+        "RETRYING",
+        "DEAD",
+    ]);
+    let skip = usize::from(!with_topic);
+    let rows: Vec<Vec<String>> = lags
+        .iter()
+        .map(|l| {
+            let row = [
+                l.topic.clone(),
+                l.group.clone(),
+                l.mode.to_string(),
+                l.unconsumed.to_string(),
+                age(l.oldest_unconsumed_age),
+                l.in_flight.to_string(),
+                l.retrying.to_string(),
+                l.dead.to_string(),
+            ];
+            row[skip..].to_vec()
+        })
+        .collect();
+    crate::output::print_table(&headers[skip..], &rows);
+}
