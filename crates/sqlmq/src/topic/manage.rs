@@ -1,15 +1,38 @@
-//! Deleting a topic, and its partitions' counters.
+//! Deleting topics and groups, and a topic's partitions' counters.
 
 use serde::Serialize;
 
 use super::Topic;
 use crate::client::{Client, Subject};
 use crate::error::Result;
-use crate::store::mysql::MySqlStore;
+use crate::store::mysql::{groups::DELETE_GROUP, topics::DELETE_TOPIC};
 use crate::tx;
 
-/// Rows deleted per transaction when a topic or a group goes.
+/// Rows deleted per transaction when a topic or a group goes (the `LIMIT` of its statements).
 const DELETE_CHUNK: u64 = 1000;
+
+/// Run each of `statements` (one parameter: `id`) in transactions of its own until it deletes
+/// fewer than [`DELETE_CHUNK`] rows: a large topic or group goes without one huge transaction.
+async fn delete_in_chunks(
+    client: &Client,
+    op: &'static str,
+    statements: &'static [&'static str],
+    id: i32,
+) -> Result<()> {
+    let store = &client.inner.store;
+    for &statement in statements {
+        loop {
+            let deleted = tx::run(client.pool(), op, |conn, _| {
+                Box::pin(store.delete_chunk(conn, statement, id))
+            })
+            .await?;
+            if deleted < DELETE_CHUNK {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// One partition of a topic: its retained offsets and bytes.
 ///
@@ -34,6 +57,19 @@ pub struct PartitionInfo {
 }
 
 impl Topic {
+    /// Delete a group with its position, leases, retries, dead letters and history (in small
+    /// transactions). Stop its members first.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// t.delete_group("old-consumer").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete_group(&self, name: &str) -> Result<()> {
+        let group = self.group(name).await?;
+        delete_in_chunks(&self.client, "delete_group", &DELETE_GROUP, group.id()).await
+    }
+
     /// Every partition's retained offset range and size, as stored now.
     ///
     /// ```no_run
@@ -77,18 +113,8 @@ impl Client {
         for group in topic.groups().await? {
             topic.delete_group(group.name()).await?;
         }
-        let (store, id) = (&self.inner.store, topic.id());
-        for table in 0..=MySqlStore::TOPIC_TABLE_COUNT {
-            loop {
-                let deleted = tx::run(self.pool(), "delete_topic", |conn, _| {
-                    Box::pin(store.delete_topic_chunk(conn, id, table))
-                })
-                .await?;
-                if deleted < DELETE_CHUNK {
-                    break;
-                }
-            }
-        }
+        let id = topic.id();
+        delete_in_chunks(self, "delete_topic", &DELETE_TOPIC, id).await?;
         self.inner
             .wakeups
             .lock()

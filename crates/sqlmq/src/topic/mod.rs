@@ -473,31 +473,6 @@ impl Topic {
             .collect())
     }
 
-    /// Delete a group with its position, leases, retries, dead letters and history (in small
-    /// transactions). Stop its members first.
-    ///
-    /// ```no_run
-    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
-    /// t.delete_group("old-consumer").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn delete_group(&self, name: &str) -> Result<()> {
-        let group = self.group(name).await?;
-        let store = &self.client.inner.store;
-        for table in 0..=crate::store::mysql::MySqlStore::GROUP_TABLE_COUNT {
-            loop {
-                let n = tx::run(self.client.pool(), "delete_group", |conn, _| {
-                    Box::pin(store.delete_group_chunk(conn, group.id(), table))
-                })
-                .await?;
-                if n < 1000 {
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Give offsets to committed records still waiting for them in any partition (those no
     /// local sequencer was woken for). Returns how many got offsets.
     pub(crate) async fn sequence_pending(&self) -> Result<usize> {

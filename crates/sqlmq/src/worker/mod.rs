@@ -221,10 +221,7 @@ impl WorkerBuilder {
         group: &str,
         handler: H,
     ) -> Self {
-        let spec = SourceSpec::Group {
-            topic: topic.to_owned(),
-            group: group.to_owned(),
-        };
+        let spec = SourceSpec::group(topic, group);
         self.sources
             .push((spec, Box::new(Typed::<J, H>::new(handler))));
         self
@@ -247,10 +244,7 @@ impl WorkerBuilder {
         group: &str,
         handler: H,
     ) -> Self {
-        let spec = SourceSpec::Group {
-            topic: topic.to_owned(),
-            group: group.to_owned(),
-        };
+        let spec = SourceSpec::group(topic, group);
         self.sources.push((spec, Box::new(Raw::new(handler))));
         self
     }

@@ -108,6 +108,13 @@ pub(crate) enum SourceSpec {
 }
 
 impl SourceSpec {
+    pub(crate) fn group(topic: &str, group: &str) -> SourceSpec {
+        SourceSpec::Group {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        }
+    }
+
     /// The name per-source settings use: the queue's name, or `topic/group`.
     pub(crate) fn key(&self) -> String {
         match self {

@@ -46,15 +46,15 @@ pub(crate) const ADD_CURSORS: &str = "INSERT IGNORE INTO {p}group_cursors \
     (group_id, partition_no, next_offset, high_offset) \
     SELECT g.id, tp.partition_no, 0, 0 FROM {p}consumer_groups g \
     JOIN {p}topic_partitions tp ON tp.topic_id = g.topic_id WHERE g.topic_id = ?";
-const DELETE_GROUP: &str = "DELETE FROM {p}consumer_groups WHERE id = ?";
-/// Tables holding a group's rows, emptied in chunks before the group row goes.
-const GROUP_TABLES: [&str; 6] = [
+/// Deleting a group: its rows, table by table in chunks of at most 1000, then the group row.
+pub(crate) const DELETE_GROUP: [&str; 7] = [
     "DELETE FROM {p}group_leases WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_retries WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_dead WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_history WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_positions WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_cursors WHERE group_id = ? LIMIT 1000",
+    "DELETE FROM {p}consumer_groups WHERE id = ?",
 ];
 pub(crate) const CURSORS: &str = "SELECT partition_no, next_offset FROM {p}group_cursors WHERE group_id = ? ORDER BY partition_no";
 pub(crate) const OFFSET_TIME: &str = concat!(
@@ -179,25 +179,6 @@ impl MySqlStore {
             .await?;
         Ok(())
     }
-
-    /// Delete up to 1000 of the group's rows from one of its tables (`table` indexes
-    /// `GROUP_TABLES`), or the group row itself once `table` is past them. Returns rows deleted.
-    pub(crate) async fn delete_group_chunk(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        table: usize,
-    ) -> Result<u64> {
-        let sql = GROUP_TABLES.get(table).copied().unwrap_or(DELETE_GROUP);
-        Ok(sqlx::query(self.st.get(sql))
-            .bind(group_id)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected())
-    }
-
-    /// How many tables `delete_group_chunk` empties before the group row.
-    pub(crate) const GROUP_TABLE_COUNT: usize = GROUP_TABLES.len();
 
     /// The group's cursor of every partition that has one.
     pub(crate) async fn cursors(

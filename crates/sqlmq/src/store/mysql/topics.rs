@@ -37,12 +37,13 @@ const PARTITION_ROW: &str = "(?, ?, 0, 0, 0, UTC_TIMESTAMP(6))";
 pub(crate) const PARTITIONS: &str = "SELECT partition_no, next_offset, low_offset, bytes \
     FROM {p}topic_partitions WHERE topic_id = ? ORDER BY partition_no";
 
-const DELETE_TOPIC: &str = "DELETE FROM {p}topics WHERE id = ?";
-/// Tables holding a topic's rows, emptied in chunks (primary-key order) before the topic row.
-const TOPIC_TABLES: [&str; 3] = [
+/// Deleting a topic (its groups first): its rows, table by table in primary-key order in chunks
+/// of at most 1000, then the topic row.
+pub(crate) const DELETE_TOPIC: [&str; 4] = [
     "DELETE FROM {p}topic_log WHERE topic_id = ? ORDER BY topic_id, partition_no, msg_offset LIMIT 1000",
     "DELETE FROM {p}topic_pending WHERE topic_id = ? ORDER BY topic_id, partition_no, id LIMIT 1000",
     "DELETE FROM {p}topic_partitions WHERE topic_id = ? LIMIT 1000",
+    "DELETE FROM {p}topics WHERE id = ?",
 ];
 
 /// One partition's counters.
@@ -146,24 +147,20 @@ impl MySqlStore {
     }
 
     /// The counters of every partition of `topic_id`.
-    /// Delete up to 1000 of the topic's rows from one of its tables (`table` indexes
-    /// `TOPIC_TABLES`), or the topic row itself once `table` is past them. Returns rows deleted.
-    pub(crate) async fn delete_topic_chunk(
+    /// Run one chunk of a deletion (a statement of `DELETE_TOPIC` or `DELETE_GROUP`, whose one
+    /// parameter is the id). Returns rows deleted.
+    pub(crate) async fn delete_chunk(
         &self,
         conn: &mut MySqlConnection,
-        topic_id: i32,
-        table: usize,
+        statement: &'static str,
+        id: i32,
     ) -> Result<u64> {
-        let sql = TOPIC_TABLES.get(table).copied().unwrap_or(DELETE_TOPIC);
-        Ok(sqlx::query(self.st.get(sql))
-            .bind(topic_id)
+        Ok(sqlx::query(self.st.get(statement))
+            .bind(id)
             .execute(&mut *conn)
             .await?
             .rows_affected())
     }
-
-    /// How many tables `delete_topic_chunk` empties before the topic row.
-    pub(crate) const TOPIC_TABLE_COUNT: usize = TOPIC_TABLES.len();
 
     pub(crate) async fn partitions(
         &self,
