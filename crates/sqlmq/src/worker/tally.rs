@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::execute::Settled;
 
-/// What a worker did, returned by [`Worker::run`](super::Worker::run).
+/// What a worker did, returned by [`WorkerBuilder::run`](super::WorkerBuilder::run).
 ///
 /// ```no_run
 /// # async fn f(report: sqlmq::WorkerReport) { println!("{} acked, {} retried", report.acked, report.retried); }
