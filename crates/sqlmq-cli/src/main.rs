@@ -88,6 +88,8 @@ enum Command {
     Reset(cmd::reset::Args),
     /// Deliver a range of a topic's records to a consumer group again.
     Replay(cmd::replay::Args),
+    /// List a consumer group's records waiting to retry, or make them due now (--now).
+    Retries(cmd::retries::Args),
     /// Read a topic's records by partition and offset, by key, or by time.
     Query(cmd::query::Args),
     /// Show one record's state, attempts and errors in every group of its topic.
@@ -151,6 +153,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Lag(args) => cmd::lag::run(&settings, args).await,
         Reset(args) => cmd::reset::run(&settings, args).await,
         Replay(args) => cmd::replay::run(&settings, args).await,
+        Retries(args) => cmd::retries::run(&settings, args).await,
         Query(args) => cmd::query::run(&settings, args).await,
         Trace(args) => cmd::trace::run(&settings, args).await,
         Demo(args) => cmd::demo::run(&settings, args).await,

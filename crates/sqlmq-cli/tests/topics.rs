@@ -425,6 +425,35 @@ fn subscribe_exec_acks_retries_and_dead_letters() {
     assert_eq!(tr["events"][0]["outcome"], "failed");
     assert_eq!(tr["events"][0]["error"], "it broke: fail 3\nexit status 3");
     assert_eq!(by_group("d")["state"], "dead");
+    // The waiting retry is listed, made due now, and then handed out at once.
+    let waiting = db.json(&["retries", "e", "--group", "r", "--json"]);
+    let waiting = waiting.as_array().unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(
+        (
+            &waiting[0]["id"],
+            &waiting[0]["offset"],
+            &waiting[0]["attempts"]
+        ),
+        (
+            &Value::from(ids[2].as_str()),
+            &Value::from(2),
+            &Value::from(1)
+        )
+    );
+    assert!(db.ok(&["retries", "e", "--group", "r"]).contains("0:2"));
+    db.fails(&["retries", "e", "--group", "r", "--all"], 2, "--now");
+    db.fails(&["retries", "e", "--group", "r", "--now"], 2, "--all");
+    let out = db.ok(&["retries", "e", "--group", "r", "--now", "--all"]);
+    assert_eq!(out.trim(), "1 retry of e/r due now");
+    let (printed, _) = subscribe(&db, &["e", "--group", "r", "-n", "1", "--json"]);
+    assert!(printed.contains("fail 3"), "{printed}");
+    assert!(
+        db.json(&["retries", "e", "--group", "r", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     let ok = db.json(&["trace", "e", &ids[0], "--json"]);
     assert!(
         ok["groups"]

@@ -20,6 +20,7 @@ pub mod recv;
 pub mod replay;
 pub mod reset;
 pub mod resume;
+pub mod retries;
 pub mod send;
 pub mod subscribe;
 pub mod topic;
