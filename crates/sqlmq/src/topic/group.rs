@@ -135,13 +135,19 @@ impl Group {
         self.require_cluster()?;
         self.topic.client.require_schema()?;
         self.housekeeping_if_due().await?;
+        self.claim_or_sequence(n, lease).await
+    }
+
+    /// Claim; when there is nothing to hand out, give offsets to records no local sequencer
+    /// serves (published in a caller's transaction, or by a process that died before
+    /// sequencing) and claim again.
+    pub(crate) async fn claim_or_sequence(
+        &self,
+        n: usize,
+        lease: Duration,
+    ) -> Result<Vec<Delivery>> {
         let claimed = self.claim(n, lease).await?;
-        if !claimed.is_empty() {
-            return Ok(claimed);
-        }
-        // Nothing to hand out: records whose producers no local sequencer serves may be
-        // waiting for their offsets.
-        if self.topic.sequence_pending().await? > 0 {
+        if claimed.is_empty() && self.topic.sequence_pending().await? > 0 {
             return self.claim(n, lease).await;
         }
         Ok(claimed)

@@ -324,8 +324,16 @@ impl Group {
     /// ```
     pub async fn maintain(&self) -> Result<GroupMaintenance> {
         self.topic.client.require_schema()?;
+        // A sequencing failure must not keep expired leases from being released below.
+        let sequenced = self.topic.sequence_pending().await.unwrap_or_else(|e| {
+            tracing::warn!(
+                group = self.label(),
+                "sequencing pending records failed: {e}"
+            );
+            0
+        });
         let mut report = GroupMaintenance {
-            sequenced: self.topic.sequence_pending().await?,
+            sequenced,
             ..GroupMaintenance::default()
         };
         if self.config().mode == GroupMode::Broadcast {

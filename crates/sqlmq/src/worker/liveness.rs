@@ -2,10 +2,11 @@
 //! watches the others and releases the claims of any that went silent.
 //!
 //! A process is dead once it missed three heartbeats (its row's `expires_at` passed). The first
-//! live process to notice releases the dead one's leases on every queue it consumed — back to
-//! `ready` at once, instead of after their (possibly long) leases — and in every consumer group
-//! where it holds leases (for the group's other members to take at once), then deletes its row. Two
-//! processes doing this at the same moment take disjoint rows (`SKIP LOCKED`), so it is harmless.
+//! live process to notice deletes its row — only while it is still silent, and only one reaper
+//! succeeds — then releases the dead one's leases on every queue it consumed — back to `ready`
+//! at once, instead of after their (possibly long) leases — and in every consumer group where it
+//! holds leases (for the group's other members to take at once). Releases take rows with
+//! `SKIP LOCKED`, so running them anywhere at the same time is harmless.
 //! Leases stay the authority: a process that was only slow finds its claims gone and its acks
 //! rejected by fencing, and re-registers when its next heartbeat finds its row missing.
 
@@ -102,7 +103,7 @@ impl Registration {
         Ok(())
     }
 
-    /// Release the claims of every dead process, then forget it.
+    /// Forget every dead process and release its claims.
     async fn reap(&self) -> Result<()> {
         let store = &self.client.inner.store;
         let dead = {
@@ -110,6 +111,17 @@ impl Registration {
             store.dead_processes(&mut conn).await?
         };
         for process in dead.iter().filter(|p| p.id != self.client.owner_id()) {
+            // Forget it first, and only if it is still silent: a slow process that heartbeats
+            // now keeps its claims, and of two reapers only one releases them. A process that
+            // comes back after this finds its row gone, registers again, and its stale acks are
+            // refused by fencing.
+            let pruned = {
+                let mut conn = self.client.pool().acquire().await?;
+                store.prune_process(&mut conn, &process.id).await?
+            };
+            if !pruned {
+                continue;
+            }
             let reason = format!("process {} stopped heartbeating", process.id);
             let mut released = 0;
             for &queue_id in &process.queue_ids {
@@ -124,8 +136,6 @@ impl Registration {
             for group_id in groups {
                 released += release_group(&self.client, group_id, &process.id, &reason).await?;
             }
-            let mut conn = self.client.pool().acquire().await?;
-            store.prune_process(&mut conn, &process.id).await?;
             tracing::warn!(
                 process = process.id,
                 released,

@@ -66,7 +66,11 @@ impl Source {
     }
 
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
-        either!(self, s => s.claim(n, lease).await)
+        match self {
+            Source::Queue(q) => q.claim(n, lease).await,
+            // (an empty claim is rare in a worker: it waits for a wakeup before claiming again)
+            Source::Group(g) => g.claim_or_sequence(n, lease).await,
+        }
     }
 
     pub(crate) async fn ack_batch(&self, receipts: &[Receipt]) -> Result<AckReport> {

@@ -60,18 +60,26 @@ impl MySqlStore {
     }
 }
 
-/// The probe of cluster groups: records to hand out (a cursor behind its partition's end, or a
-/// due retry), expired leases, and published records still waiting for their offsets.
+/// The probe of cluster groups: records to hand out (a cursor behind its partition's end — with
+/// strict order, only in a partition with nothing in flight or waiting to retry — or a due
+/// retry), expired leases, and published records still waiting for their offsets. (The
+/// strict-order checks are scalar subqueries: MariaDB would turn an `EXISTS` there into a
+/// materialized `IN` that reads the whole `part` index.)
 pub(crate) const GROUP_PROBE: &str = "SELECT g.id, \
     EXISTS (SELECT 1 FROM {p}group_cursors c FORCE INDEX (PRIMARY) WHERE c.group_id = g.id \
         AND c.next_offset < (SELECT tp.next_offset FROM {p}topic_partitions tp \
-        WHERE tp.topic_id = g.topic_id AND tp.partition_no = c.partition_no)), \
+        WHERE tp.topic_id = g.topic_id AND tp.partition_no = c.partition_no) \
+        AND NOT (t.strict_order <> 0 AND ((SELECT 1 FROM {p}group_leases l FORCE INDEX (part) \
+            WHERE l.group_id = c.group_id AND l.partition_no = c.partition_no LIMIT 1) IS NOT NULL \
+        OR (SELECT 1 FROM {p}group_retries r FORCE INDEX (part) \
+            WHERE r.group_id = c.group_id AND r.partition_no = c.partition_no LIMIT 1) IS NOT NULL))), \
     EXISTS (SELECT 1 FROM {p}group_retries r FORCE INDEX (due) \
         WHERE r.group_id = g.id AND r.run_at <= UTC_TIMESTAMP(6)), \
     EXISTS (SELECT 1 FROM {p}group_leases l FORCE INDEX (expiry) \
         WHERE l.group_id = g.id AND l.lease_until <= UTC_TIMESTAMP(6)), \
     EXISTS (SELECT 1 FROM {p}topic_pending p FORCE INDEX (PRIMARY) WHERE p.topic_id = g.topic_id) \
-    FROM {p}consumer_groups g FORCE INDEX (PRIMARY) WHERE g.id IN ({list})";
+    FROM {p}consumer_groups g FORCE INDEX (PRIMARY) \
+    STRAIGHT_JOIN {p}topics t FORCE INDEX (PRIMARY) ON t.id = g.topic_id WHERE g.id IN ({list})";
 
 /// What the probe saw for one group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,5 +118,88 @@ impl MySqlStore {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::{AssertSqlSafe, Executor};
+
+    use crate::{GroupConfig, Record, StartAt, TopicConfig};
+
+    /// With strict order, a partition whose head is in flight or waiting to retry has nothing
+    /// to hand out: the probe must not keep waking consumers for it.
+    #[tokio::test]
+    async fn the_group_probe_sees_strict_partitions_blocked_by_their_head() {
+        let (admin, db, client) = super::super::plans::scratch().await;
+        let strict = client
+            .create_topic("s", TopicConfig::default().strict_order(true))
+            .await
+            .unwrap();
+        let loose = client
+            .create_topic("l", TopicConfig::default())
+            .await
+            .unwrap();
+        let mut groups = Vec::new();
+        for t in [&strict, &loose] {
+            t.publish_batch(vec![Record::new("a"), Record::new("b")])
+                .await
+                .unwrap();
+            t.sequence().await.unwrap();
+            groups.push(
+                t.create_group("g", GroupConfig::default(), StartAt::Earliest)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let ready = |signals: &[super::GroupSignal], id: i32| {
+            signals.iter().find(|s| s.group_id == id).unwrap().ready
+        };
+        let ids: Vec<i32> = groups.iter().map(|g| g.id()).collect();
+        let probe = || async { client.probe_groups(&ids).await.unwrap() };
+        assert!(ready(&probe().await, ids[0]) && ready(&probe().await, ids[1]));
+
+        let held: Vec<_> = groups
+            .iter()
+            .map(|g| async move { g.receive(1, Duration::from_secs(60)).await.unwrap() })
+            .collect();
+        let mut heads = Vec::new();
+        for h in held {
+            heads.push(h.await.remove(0));
+        }
+        let signals = probe().await;
+        assert!(!ready(&signals, ids[0]), "strict: the head is in flight");
+        assert!(
+            ready(&signals, ids[1]),
+            "not strict: the second record can go"
+        );
+
+        // Waiting to retry blocks the strict partition too; once acked, the next is ready.
+        groups[0]
+            .nack(heads[0].receipt(), Some(Duration::from_secs(3600)), "later")
+            .await
+            .unwrap();
+        assert!(
+            !ready(&probe().await, ids[0]),
+            "strict: the head waits to retry"
+        );
+        groups[0].retry_now(&[heads[0].id]).await.unwrap();
+        assert!(
+            ready(&probe().await, ids[0]),
+            "strict: the head is due again"
+        );
+        let again = groups[0].receive(1, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(again[0].id, heads[0].id);
+        groups[0].ack(again[0].receipt()).await.unwrap();
+        assert!(
+            ready(&probe().await, ids[0]),
+            "strict: the next record can go"
+        );
+        admin
+            .execute(AssertSqlSafe(format!("DROP DATABASE `{db}`")))
+            .await
+            .unwrap();
     }
 }

@@ -140,12 +140,14 @@ impl MySqlStore {
     }
 
     /// Delete a dead process's row once its claims are released (if it is still silent).
-    pub(crate) async fn prune_process(&self, conn: &mut MySqlConnection, id: &str) -> Result<()> {
-        sqlx::query(self.st.get(PRUNE))
+    /// Returns whether this call removed it (so that one reaper, and only while the process
+    /// stays silent, releases its claims).
+    pub(crate) async fn prune_process(&self, conn: &mut MySqlConnection, id: &str) -> Result<bool> {
+        let done = sqlx::query(self.st.get(PRUNE))
             .bind(id.as_bytes())
             .execute(&mut *conn)
             .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// Remove this process's row (clean shutdown).
