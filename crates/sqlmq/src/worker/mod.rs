@@ -573,8 +573,10 @@ impl WorkerBuilder {
             Some(joined) => Some(joined),
             None => consumers.join_next().await,
         } {
-            let result =
-                joined.map_err(|e| Error::Corrupt(format!("consumer task failed: {e}")))?;
+            // A consumer task that panicked is an error to report, after the shutdown below:
+            // returning now would skip the drain, the ack flush and the deregistration.
+            let result = joined
+                .unwrap_or_else(|e| Err(Error::Corrupt(format!("consumer task failed: {e}"))));
             fatal = fatal.or(result.err());
         }
         // 3. Drain within the grace period (messages keep running, leases still extended, until
