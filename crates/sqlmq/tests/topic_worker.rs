@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{TestDb, count, eventually, url_for};
+use common::{Recorder, TestDb, count, eventually, url_for};
 use sqlmq::{
     Client, Delivery, GroupConfig, JobContext, MessageId, Outcome, Record, StartAt, TopicConfig,
     Worker,
@@ -252,24 +252,17 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
     child.wait().unwrap();
     let killed_at = Instant::now();
 
-    let handled: Arc<Mutex<Vec<MessageId>>> = Arc::default();
-    let h = handled.clone();
+    let handled = Recorder::default();
     let token = CancellationToken::new();
     let survivor = tokio::spawn(
         fast(Worker::builder(&client))
-            .topic_group_raw("t", "g", move |d: Delivery, _ctx: JobContext| {
-                let h = h.clone();
-                async move {
-                    h.lock().unwrap().push(d.id);
-                    Ok::<_, String>(Outcome::Done)
-                }
-            })
+            .topic_group_raw("t", "g", handled.clone())
             .run(token.clone()),
     );
     eventually(
         Duration::from_secs(30),
         "the survivor handling all 40",
-        || async { (handled.lock().unwrap().len() >= 40).then_some(()) },
+        || async { (handled.count() >= 40).then_some(()) },
     )
     .await;
     let took = killed_at.elapsed();
@@ -279,7 +272,7 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
         took < LEASE / 4,
         "took {took:?}: the records must come back long before their {LEASE:?} leases end"
     );
-    let handled: HashSet<MessageId> = handled.lock().unwrap().iter().copied().collect();
+    let handled = handled.ids();
     assert_eq!(handled, published, "every record handled");
     assert_eq!(report.acked, 40);
     assert_eq!(g.lag().await.unwrap().unconsumed, 0);

@@ -9,10 +9,9 @@ mod common;
 
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{TestDb, check_invariants, eventually, url_for};
+use common::{Recorder, TestDb, check_invariants, eventually, url_for};
 use sqlmq::{Client, Delivery, JobContext, Message, MessageId, Outcome, QueueConfig, Worker};
 use tokio_util::sync::CancellationToken;
 
@@ -109,27 +108,20 @@ async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire()
     child.wait().unwrap();
     let killed_at = Instant::now();
 
-    let handled: Arc<Mutex<Vec<MessageId>>> = Arc::default();
-    let h = handled.clone();
+    let handled = Recorder::default();
     let token = CancellationToken::new();
     let survivor = tokio::spawn(
         Worker::builder(&client)
             .lease(LEASE)
             .heartbeat_interval(HEARTBEAT)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
-            .queue_raw("work", move |d: Delivery, _ctx: JobContext| {
-                let h = h.clone();
-                async move {
-                    h.lock().unwrap().push(d.id);
-                    Ok::<_, String>(Outcome::Done)
-                }
-            })
+            .queue_raw("work", handled.clone())
             .run(token.clone()),
     );
     eventually(
         Duration::from_secs(30),
         "the survivor handling all 40",
-        || async { (handled.lock().unwrap().len() >= 40).then_some(()) },
+        || async { (handled.count() >= 40).then_some(()) },
     )
     .await;
     let took = killed_at.elapsed();
@@ -139,8 +131,7 @@ async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire()
         took < LEASE / 4,
         "took {took:?}: the claims must come back long before their {LEASE:?} leases end"
     );
-    let handled: HashSet<MessageId> = handled.lock().unwrap().iter().copied().collect();
-    assert_eq!(handled, sent, "every message handled");
+    assert_eq!(handled.ids(), sent, "every message handled");
     assert_eq!(report.acked, 40);
     let history = q.receive(1, Duration::from_secs(1)).await.unwrap();
     assert!(history.is_empty());

@@ -190,3 +190,32 @@ pub async fn check_invariants(pool: &MySqlPool) {
     .await;
     assert_eq!(keyless, 0, "blocked messages need their key row");
 }
+
+/// A raw handler that records the id of every delivery it handles, then acks it.
+#[derive(Clone, Default)]
+pub struct Recorder(pub std::sync::Arc<std::sync::Mutex<Vec<sqlmq::MessageId>>>);
+
+impl Recorder {
+    /// How many deliveries were handled.
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The distinct ids handled.
+    pub fn ids(&self) -> std::collections::HashSet<sqlmq::MessageId> {
+        self.0.lock().unwrap().iter().copied().collect()
+    }
+}
+
+impl sqlmq::Handler<sqlmq::Delivery> for Recorder {
+    type Error = String;
+
+    fn handle(
+        &self,
+        delivery: sqlmq::Delivery,
+        _ctx: sqlmq::JobContext,
+    ) -> impl Future<Output = Result<sqlmq::Outcome, String>> + Send {
+        self.0.lock().unwrap().push(delivery.id);
+        std::future::ready(Ok(sqlmq::Outcome::Done))
+    }
+}
