@@ -42,6 +42,24 @@ pub(crate) fn check_lease(lease: Duration) -> Result<()> {
     Ok(())
 }
 
+impl AckReport {
+    /// The outcome of acking `total` receipts of which `lost` had lost their lease, counted
+    /// in `acked_counter` and `sqlmq_leases_lost_total` under the label `key => value`.
+    pub(crate) fn counted(
+        total: usize,
+        lost: Vec<Receipt>,
+        acked_counter: &'static str,
+        (key, value): (&'static str, String),
+    ) -> AckReport {
+        let acked = total - lost.len();
+        metrics::counter!(acked_counter, key => value.clone()).increment(acked as u64);
+        if !lost.is_empty() {
+            metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
+        }
+        AckReport { acked, lost }
+    }
+}
+
 /// `Err(LeaseLost)` for the first receipt an ack found without its lease.
 pub(crate) fn lost_to_error(report: AckReport) -> Result<()> {
     match report.lost.first() {
@@ -177,15 +195,8 @@ impl Queue {
     }
 
     fn record_acks(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
-        let acked = total - lost.len();
-        let queue = self.name().to_owned();
-        metrics::counter!("sqlmq_messages_acked_total", "queue" => queue.clone())
-            .increment(acked as u64);
-        if !lost.is_empty() {
-            metrics::counter!("sqlmq_leases_lost_total", "queue" => queue)
-                .increment(lost.len() as u64);
-        }
-        AckReport { acked, lost }
+        let label = ("queue", self.name().to_owned());
+        AckReport::counted(total, lost, "sqlmq_messages_acked_total", label)
     }
 
     /// Nack: record `error` in the message's history and retry it after `retry_in` (or the

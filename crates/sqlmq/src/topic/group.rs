@@ -270,15 +270,8 @@ impl Group {
     }
 
     fn record_acks(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
-        let acked = total - lost.len();
-        let label = self.label();
-        metrics::counter!("sqlmq_records_acked_total", "group" => label.clone())
-            .increment(acked as u64);
-        if !lost.is_empty() {
-            metrics::counter!("sqlmq_leases_lost_total", "group" => label)
-                .increment(lost.len() as u64);
-        }
-        AckReport { acked, lost }
+        let label = ("group", self.label());
+        AckReport::counted(total, lost, "sqlmq_records_acked_total", label)
     }
 
     /// Nack: record `error` and retry after `retry_in` (or the group's ladder step when
