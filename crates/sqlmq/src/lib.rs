@@ -60,7 +60,10 @@ mod error;
 mod job;
 mod message;
 mod name;
-mod nodelay;
+/// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its
+/// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.
+#[doc(hidden)]
+pub mod nodelay;
 mod queue;
 mod retry_policy;
 mod store;

@@ -1,4 +1,5 @@
-//! Work around sqlx 0.9.0 not setting `TCP_NODELAY` on MySQL connections.
+//! Work around sqlx 0.9.0 not setting `TCP_NODELAY` on its connections (MySQL here; the bench
+//! uses it for its PostgreSQL peer too).
 //!
 //! sqlx 0.9.0 lost the `TCP_NODELAY` option (launchbadge/sqlx#4335, fixed on its main branch by
 //! #4336 but not released). Without it, Nagle's algorithm holds back the tail of any request
@@ -15,7 +16,7 @@
 /// Set `TCP_NODELAY` on every TCP socket of this process whose peer port is `port`.
 /// Returns how many sockets were changed.
 #[cfg(target_os = "linux")]
-pub(crate) fn apply(port: u16) -> usize {
+pub fn apply(port: u16) -> usize {
     use std::os::fd::BorrowedFd;
 
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
@@ -50,7 +51,7 @@ pub(crate) fn apply(port: u16) -> usize {
 
 /// On other systems the workaround is not available; unix sockets (`?socket=`) avoid Nagle.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn apply(_port: u16) -> usize {
+pub fn apply(_port: u16) -> usize {
     0
 }
 

@@ -23,13 +23,11 @@
 //! | `report.rs` | figures, ratios, the table and the JSON document |
 //! | `machine.rs` | machine and server facts |
 //! | `progress.rs` | progress bars |
-//! | `nodelay.rs` | `TCP_NODELAY` for the PostgreSQL peer (sqlx 0.9.0 sets none) |
 
 mod args;
 mod context;
 mod machine;
 mod measure;
-mod nodelay;
 mod peers;
 mod progress;
 mod queue;

@@ -5,8 +5,8 @@
 //! COMMIT leaves its messages in place (at-least-once, like sqlmq's lease then ack). Beside it,
 //! PostgreSQL's own raw baselines: autocommit INSERT and INSERT-then-DELETE on 16 connections.
 //!
-//! sqlx 0.9.0 sets no `TCP_NODELAY`; the pool applies the bench's workaround after every
-//! connect (see `bench::nodelay`), as the sqlmq library does for MySQL.
+//! sqlx 0.9.0 sets no `TCP_NODELAY`; the pool applies the library's own workaround for MySQL
+//! (`sqlmq::nodelay`) after every connect.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -23,12 +23,12 @@ use super::{CONNECT_TIMEOUT, ranges, reach};
 use crate::bench::args::{CONSUMERS, MANY, RECEIVE_BATCH};
 use crate::bench::context::Ctx;
 use crate::bench::measure::{body, body_value};
-use crate::bench::nodelay;
 use crate::bench::progress::Bar;
 use crate::bench::registry::Outcome;
 use crate::bench::report::{Figure, PeerInfo};
 use crate::bench::track::Tracker;
 use crate::poll::PollDelay;
+use sqlmq::nodelay;
 
 const CREATE: &str = "CREATE TABLE {t} (id UUID NOT NULL PRIMARY KEY, queue_id INT NOT NULL, \
     priority SMALLINT NOT NULL, body BYTEA NOT NULL, created_at TIMESTAMPTZ NOT NULL)";
