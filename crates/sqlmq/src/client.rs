@@ -8,15 +8,19 @@ use std::time::{Duration, Instant};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{Connection, Executor, MySqlConnection, MySqlPool};
 
-use crate::error::{Error, Result};
-use crate::name::{validate_name, validate_table_prefix};
-use crate::queue::{Queue, QueueConfig};
-use crate::store::mysql::admin::QueueStats;
-use crate::store::mysql::migrate::{MigrationReport, check_not_newer};
+use crate::domain::MigrationReport;
+use crate::domain::QueueConfig;
+use crate::domain::QueueStats;
+use crate::domain::ServerInfo;
+use crate::domain::TopicConfig;
+use crate::domain::{Error, Result};
+use crate::domain::{validate_name, validate_table_prefix};
+use crate::queue::Queue;
+use crate::store::mysql::migrate::check_not_newer;
 use crate::store::mysql::schema::latest_version;
-use crate::store::mysql::server::{self, ServerInfo};
+use crate::store::mysql::server;
 use crate::store::mysql::{MySqlStore, send::statement_budget};
-use crate::topic::{Topic, TopicConfig};
+use crate::topic::Topic;
 use crate::tx;
 
 /// Default table prefix.
@@ -644,7 +648,7 @@ impl Client {
     /// for p in client.processes().await? { println!("{} {:?}", p.id, p.silent_for) }
     /// # Ok(()) }
     /// ```
-    pub async fn processes(&self) -> Result<Vec<crate::store::mysql::processes::ProcessInfo>> {
+    pub async fn processes(&self) -> Result<Vec<crate::domain::ProcessInfo>> {
         self.require_schema()?;
         let mut conn = self.inner.pool.acquire().await?;
         self.inner.store.processes(&mut conn).await

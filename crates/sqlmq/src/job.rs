@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::MySqlConnection;
 
-use crate::error::Result;
-use crate::message::{Message, Sent};
+use crate::domain::Result;
+use crate::domain::{Message, Sent};
 use crate::queue::Queue;
 
 /// Header holding a job's [`Job::NAME`].

@@ -56,16 +56,13 @@
 #![warn(missing_docs)]
 
 mod client;
-mod error;
+mod domain;
 mod job;
-mod message;
-mod name;
 /// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its
 /// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.
 #[doc(hidden)]
 pub mod nodelay;
 mod queue;
-mod retry_policy;
 mod store;
 mod topic;
 mod tx;
@@ -76,29 +73,20 @@ pub use client::{
     DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_TABLE_PREFIX,
 };
-pub use error::{Error, ErrorClass, Result};
-pub use job::{JOB_HEADER, Job};
-pub use message::{AttemptError, DeadLetter, Delivery, Message, MessageId, Receipt, Sent};
-pub use name::{MAX_NAME_LEN, validate_name};
-pub use queue::{
-    AckReport, DEFAULT_DEDUP_WINDOW, MAX_LEASE, MAX_RECEIVE, MaintenanceReport, Queue, QueueConfig,
+pub use domain::{
+    AckReport, AttemptError, Backoff, DEFAULT_DEDUP_WINDOW, DEFAULT_GROUP_MAX_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass, Flavor,
+    GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace, MAX_KEY_LEN, MAX_NAME_LEN,
+    MAX_PARTITIONS, MaintenanceReport, MemberLag, Message, MessageId, MigrationReport, NackOutcome,
+    PartitionInfo, PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats,
+    Receipt, Record, Result, RetentionReport, Sent, ServerInfo, StartAt, StreamRecord, TopicConfig,
+    TopicStats, Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };
-pub use retry_policy::{Backoff, DEFAULT_MAX_ATTEMPTS};
-pub use store::mysql::admin::QueueStats;
-pub use store::mysql::group_dead::PendingRetry;
-pub use store::mysql::group_settle::DeliveryEvent;
-pub use store::mysql::migrate::MigrationReport;
-pub use store::mysql::processes::ProcessInfo;
-pub use store::mysql::server::{Flavor, ServerInfo};
-pub use store::mysql::settle::NackOutcome;
+pub use job::{JOB_HEADER, Job};
+pub use queue::{MAX_LEASE, MAX_RECEIVE, Queue};
 /// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
 pub use tokio_util::sync::CancellationToken;
-pub use topic::{
-    BroadcastReader, DEFAULT_GROUP_MAX_ATTEMPTS, Group, GroupConfig, GroupLag, GroupMaintenance,
-    GroupMode, GroupTrace, MAX_KEY_LEN, MAX_PARTITIONS, MAX_QUERY, MemberLag, PartitionInfo,
-    PartitionLag, Published, RETENTION_INTERVAL, Record, RetentionReport, StartAt, StreamRecord,
-    Topic, TopicConfig, TopicStats, Trace, TraceState, default_group_ladder, partition_for_key,
-};
+pub use topic::{BroadcastReader, Group, MAX_QUERY, RETENTION_INTERVAL, Topic};
 pub use worker::{
     DEFAULT_CLAIMERS, DEFAULT_CONCURRENCY, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEASE,
     DEFAULT_MAINTENANCE_INTERVAL, DEFAULT_MAX_BATCH, DEFAULT_POLL_CEILING, DEFAULT_POLL_FLOOR,

@@ -21,7 +21,7 @@ use std::time::Duration;
 use rand::RngExt;
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 
-use crate::error::{Error, ErrorClass, Result};
+use crate::domain::{Error, ErrorClass, Result};
 use crate::store::mysql::BEGIN_READ_COMMITTED;
 
 /// Attempts per unit of work before the error is returned.

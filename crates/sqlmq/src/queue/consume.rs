@@ -6,32 +6,17 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlConnection;
 
 use super::Queue;
-use crate::error::{Error, Result};
-use crate::message::{Delivery, MessageId, Receipt};
-use crate::store::mysql::settle::{Failure, NackOutcome};
+use crate::domain::AckReport;
+use crate::domain::NackOutcome;
+use crate::domain::{Delivery, MessageId, Receipt};
+use crate::domain::{Error, Result};
+use crate::store::mysql::settle::Failure;
 use crate::tx;
 
 /// Most messages one `receive` may claim.
 pub const MAX_RECEIVE: usize = 1000;
 /// Longest lease one claim or extension may take.
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
-
-/// What a batch ack did.
-///
-/// ```no_run
-/// # async fn f(q: sqlmq::Queue, receipts: Vec<sqlmq::Receipt>) -> sqlmq::Result<()> {
-/// let report = q.ack_batch(&receipts).await?;
-/// for r in &report.lost { eprintln!("lease lost for {}", r.id) }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AckReport {
-    /// Messages acked (deleted).
-    pub acked: usize,
-    /// Receipts whose lease was no longer theirs: nothing was done for them.
-    pub lost: Vec<Receipt>,
-}
 
 pub(crate) fn check_lease(lease: Duration) -> Result<()> {
     if lease < Duration::from_millis(1) || lease > MAX_LEASE {
@@ -42,22 +27,20 @@ pub(crate) fn check_lease(lease: Duration) -> Result<()> {
     Ok(())
 }
 
-impl AckReport {
-    /// The outcome of acking `total` receipts of which `lost` had lost their lease, counted
-    /// in `acked_counter` and `sqlmq_leases_lost_total` under the label `key => value`.
-    pub(crate) fn counted(
-        total: usize,
-        lost: Vec<Receipt>,
-        acked_counter: &'static str,
-        (key, value): (&'static str, String),
-    ) -> AckReport {
-        let acked = total - lost.len();
-        metrics::counter!(acked_counter, key => value.clone()).increment(acked as u64);
-        if !lost.is_empty() {
-            metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
-        }
-        AckReport { acked, lost }
+/// The outcome of acking `total` receipts of which `lost` had lost their lease, counted in
+/// `acked_counter` and `sqlmq_leases_lost_total` under the label `key => value`.
+pub(crate) fn counted_acks(
+    total: usize,
+    lost: Vec<Receipt>,
+    acked_counter: &'static str,
+    (key, value): (&'static str, String),
+) -> AckReport {
+    let acked = total - lost.len();
+    metrics::counter!(acked_counter, key => value.clone()).increment(acked as u64);
+    if !lost.is_empty() {
+        metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
     }
+    AckReport { acked, lost }
 }
 
 /// `Err(LeaseLost)` for the first receipt an ack found without its lease.
@@ -196,7 +179,7 @@ impl Queue {
 
     fn record_acks(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
         let label = ("queue", self.name().to_owned());
-        AckReport::counted(total, lost, "sqlmq_messages_acked_total", label)
+        counted_acks(total, lost, "sqlmq_messages_acked_total", label)
     }
 
     /// Nack: record `error` in the message's history and retry it after `retry_in` (or the

@@ -3,34 +3,17 @@
 use std::time::Instant;
 
 use super::Queue;
-use crate::error::{Error, Result};
-use crate::message::{DeadLetter, MessageId};
-use crate::store::mysql::admin::{PurgeScope, QueueStats};
+use crate::domain::MaintenanceReport;
+use crate::domain::QueueStats;
+use crate::domain::{DeadLetter, MessageId};
+use crate::domain::{Error, Result};
+use crate::store::mysql::admin::PurgeScope;
 use crate::tx;
 
 /// Rows moved per maintenance transaction: small enough to keep transactions short.
 const MAINTENANCE_BATCH: usize = 500;
 /// Rows deleted per purge transaction (never one huge DELETE).
 const PURGE_BATCH: usize = 1000;
-
-/// What one maintenance run did.
-///
-/// ```no_run
-/// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
-/// let r = q.maintain().await?;
-/// println!("{} promoted, {} released, {} dead", r.promoted, r.released, r.dead_lettered);
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct MaintenanceReport {
-    /// Delayed or backed-off messages that became ready.
-    pub promoted: usize,
-    /// Expired leases whose messages went back to ready.
-    pub released: usize,
-    /// Expired leases whose messages had no attempts left.
-    pub dead_lettered: usize,
-}
 
 impl Queue {
     /// Stop handing out messages (`receive` returns nothing) until [`Queue::resume`]. Sends are

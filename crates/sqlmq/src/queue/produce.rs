@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlConnection;
 
 use super::Queue;
-use crate::error::{Error, Result};
-use crate::message::{Message, MessageId, Sent};
-use crate::name::validate_key;
+use crate::domain::validate_key;
+use crate::domain::{Error, Result};
+use crate::domain::{Message, MessageId, Sent};
 use crate::tx;
 
 /// Longest accepted delay.

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::StreamRecord;
 use super::group::Group;
-use super::group_config::{GroupMode, StartAt};
-use crate::error::{Error, Result};
-use crate::name::validate_name;
+use crate::domain::StreamRecord;
+use crate::domain::validate_name;
+use crate::domain::{Error, Result};
+use crate::domain::{GroupMode, StartAt};
 
 /// One member of a broadcast group: reads every record of every partition in offset order,
 /// keeping its own position per partition. No acks, no retries; [`checkpoint`] saves the

@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlConnection;
 
 use super::Topic;
-use super::group_config::{GroupConfig, GroupMode};
 use crate::client::Subject;
-use crate::error::{Error, Result};
-use crate::message::{Delivery, MessageId, Receipt};
-use crate::queue::{AckReport, MAX_RECEIVE, check_lease, lost_to_error};
+use crate::domain::AckReport;
+use crate::domain::NackOutcome;
+use crate::domain::{Delivery, MessageId, Receipt};
+use crate::domain::{Error, Result};
+use crate::domain::{GroupConfig, GroupMode};
+use crate::queue::{MAX_RECEIVE, check_lease, lost_to_error};
 use crate::store::mysql::groups::GroupRow;
-use crate::store::mysql::settle::{Failure, NackOutcome};
+use crate::store::mysql::settle::Failure;
 use crate::tx;
 
 /// A handle to one consumer group of a topic. Cheap to clone.
@@ -271,7 +273,7 @@ impl Group {
 
     fn record_acks(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
         let label = ("group", self.label());
-        AckReport::counted(total, lost, "sqlmq_records_acked_total", label)
+        crate::queue::counted_acks(total, lost, "sqlmq_records_acked_total", label)
     }
 
     /// Nack: record `error` and retry after `retry_in` (or the group's ladder step when

@@ -3,38 +3,18 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
-
 use super::group::Group;
-use super::group_config::{GroupMode, StartAt};
-use crate::error::{Error, Result};
-use crate::message::{DeadLetter, MessageId};
-use crate::store::mysql::group_dead::PendingRetry;
+use crate::domain::GroupMaintenance;
+use crate::domain::PendingRetry;
+use crate::domain::{DeadLetter, MessageId};
+use crate::domain::{Error, Result};
+use crate::domain::{GroupMode, StartAt};
 use crate::tx;
 
 /// Records replayed per transaction.
 const REPLAY_CHUNK: i64 = 1000;
 /// Leases released per transaction.
 const RELEASE_BATCH: usize = 500;
-
-/// What one maintenance run of a group did.
-///
-/// ```no_run
-/// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
-/// let r = g.maintain().await?;
-/// println!("{} expired leases released, {} records held too long", r.released, r.consume_timeouts);
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct GroupMaintenance {
-    /// Records that got their offsets (their producers' sequencers had not run).
-    pub sequenced: usize,
-    /// Expired leases released (due again at once, or dead on their last attempt).
-    pub released: usize,
-    /// Records held longer than the group's consume timeout.
-    pub consume_timeouts: usize,
-}
 
 impl Group {
     /// The oldest `limit` dead letters, with their error histories.

@@ -1,144 +1,18 @@
 //! Looking at a topic's records: query by position, key or time, and trace one record through
 //! every group.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use serde::Serialize;
-
 use super::Topic;
-use super::group_config::GroupMode;
-use crate::error::{Error, Result};
-use crate::message::MessageId;
-use crate::store::mysql::group_settle::{
-    DeliveryEvent, STATE_ACKED, STATE_DEAD, STATE_RETRYING, parse_events, rfc3339 as rfc,
-};
+use crate::domain::GroupMode;
+use crate::domain::MessageId;
+use crate::domain::{Error, Result};
+use crate::domain::{GroupTrace, MAX_PARTITIONS, StartAt, StreamRecord, Trace, TraceState};
+use crate::domain::{parse_events, rfc3339 as rfc};
+use crate::store::mysql::group_settle::{STATE_ACKED, STATE_DEAD, STATE_RETRYING};
 
 /// Most records one query returns.
 pub const MAX_QUERY: usize = 10_000;
-
-/// A record as stored in a topic's log.
-///
-/// ```no_run
-/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
-/// for r in t.query_offsets(0, 0, 10).await? {
-///     println!("{}:{} key={:?} {}", r.partition, r.offset, r.key, String::from_utf8_lossy(&r.body));
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StreamRecord {
-    /// The record's id.
-    pub id: MessageId,
-    /// Its partition.
-    pub partition: u32,
-    /// Its offset in the partition.
-    pub offset: i64,
-    /// Its key, if it has one.
-    pub key: Option<String>,
-    /// Headers given at publish time.
-    pub headers: BTreeMap<String, String>,
-    /// The body.
-    pub body: Vec<u8>,
-    /// When its producer published it (database clock).
-    pub published_at: SystemTime,
-    /// When it got its offset (database clock).
-    pub sequenced_at: SystemTime,
-}
-
-/// Where a record stands in one group.
-///
-/// ```no_run
-/// # fn f(g: sqlmq::GroupTrace) {
-/// match &g.state {
-///     sqlmq::TraceState::InFlight { member, .. } => println!("being handled by {member:?}"),
-///     other => println!("{other:?}"),
-/// }
-/// # }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
-#[non_exhaustive]
-pub enum TraceState {
-    /// The group has not reached it yet.
-    NotDelivered,
-    /// A member holds it now.
-    InFlight {
-        /// The member (process owner id).
-        member: Option<String>,
-        /// When it was handed out (RFC 3339).
-        since: String,
-        /// When the lease ends unless extended (RFC 3339).
-        lease_until: String,
-    },
-    /// It failed (or was snoozed or released) and waits for its next attempt.
-    WaitingRetry {
-        /// When it is due (RFC 3339).
-        at: String,
-    },
-    /// Acked.
-    Acked {
-        /// When (RFC 3339).
-        at: String,
-    },
-    /// Dead-lettered.
-    Dead {
-        /// When (RFC 3339).
-        at: String,
-    },
-    /// Handed out before its history was kept (or its history was removed): consumed.
-    Consumed,
-    /// A broadcast group: see `read_by`.
-    Broadcast,
-}
-
-/// A record's story in one group.
-///
-/// ```no_run
-/// # fn f(g: sqlmq::GroupTrace) { println!("{}: {} attempts, {} events", g.group, g.attempts, g.events.len()); }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct GroupTrace {
-    /// The group.
-    pub group: String,
-    /// Its mode.
-    pub mode: GroupMode,
-    /// Where the record stands.
-    pub state: TraceState,
-    /// Attempts made (cluster mode).
-    pub attempts: u32,
-    /// Its settled deliveries, oldest first (the last 20): member, times, outcome, error.
-    pub events: Vec<DeliveryEvent>,
-    /// Broadcast mode: members whose checkpoint is past the record.
-    pub read_by: Vec<String>,
-}
-
-/// One record's trace: the record, and its state in every group of its topic.
-///
-/// ```no_run
-/// # async fn f(t: sqlmq::Topic, id: sqlmq::MessageId) -> sqlmq::Result<()> {
-/// if let Some(trace) = t.trace(id).await? {
-///     println!("offset {:?}", trace.offset);
-///     for g in &trace.groups { println!("{}: {:?}", g.group, g.state) }
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Trace {
-    /// The record's id.
-    pub id: MessageId,
-    /// Its partition.
-    pub partition: u32,
-    /// Its offset; None while it waits for one (published, not sequenced yet).
-    pub offset: Option<i64>,
-    /// The record, once sequenced.
-    pub record: Option<StreamRecord>,
-    /// Its state per group.
-    pub groups: Vec<GroupTrace>,
-}
 
 impl Topic {
     /// Up to `limit` records of `partition` from `offset` on.
@@ -207,7 +81,7 @@ impl Topic {
         let store = &self.client.inner.store;
         let mut conn = self.client.pool().acquire().await?;
         let starts = store
-            .offsets_at(&mut conn, self.id(), super::StartAt::Time(from), None)
+            .offsets_at(&mut conn, self.id(), StartAt::Time(from), None)
             .await?;
         let mut out = Vec::new();
         for (p, start) in starts {
@@ -321,7 +195,7 @@ impl Topic {
     }
 
     pub(crate) fn check_partition(&self, partition: u32) -> Result<()> {
-        if partition >= super::MAX_PARTITIONS {
+        if partition >= MAX_PARTITIONS {
             return Err(Error::InvalidArgument(format!(
                 "partition {partition} is out of range"
             )));

@@ -1,10 +1,9 @@
 //! Deleting topics and groups, and a topic's partitions' counters.
 
-use serde::Serialize;
-
 use super::Topic;
 use crate::client::{Client, Subject};
-use crate::error::Result;
+use crate::domain::PartitionInfo;
+use crate::domain::Result;
 use crate::store::mysql::{groups::DELETE_GROUP, topics::DELETE_TOPIC};
 use crate::tx;
 
@@ -32,28 +31,6 @@ async fn delete_in_chunks(
         }
     }
     Ok(())
-}
-
-/// One partition of a topic: its retained offsets and bytes.
-///
-/// ```no_run
-/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
-/// for p in t.partitions().await? {
-///     println!("partition {}: offsets {}..{} ({} bytes)", p.partition, p.start, p.end, p.bytes);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct PartitionInfo {
-    /// The partition.
-    pub partition: u32,
-    /// The first offset still retained.
-    pub start: i64,
-    /// The end: the offset the next record will get (records so far, retention aside).
-    pub end: i64,
-    /// Bytes of bodies retained.
-    pub bytes: i64,
 }
 
 impl Topic {

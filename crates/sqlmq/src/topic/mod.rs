@@ -1,163 +1,43 @@
-//! Topics: partitioned, append-only streams with consumer groups (SPEC §3).
+//! Topics: partitioned, append-only streams with consumer groups.
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | [`Topic`] handle, [`TopicConfig`], publishing, group lookup |
-//! | `record.rs` | [`Record`], [`Published`], key hashing |
+//! | `mod.rs` | [`Topic`] handle, publishing, group lookup |
 //! | `sequencer.rs` | running sequencing steps (offsets are given after commit) |
-//! | `group_config.rs` | [`GroupConfig`], [`GroupMode`], [`StartAt`], the default ladder |
 //! | `group.rs` | [`Group`]: cluster-mode receive, ack, nack, extend |
 //! | `group_admin.rs` | dead letters, retries, reset, replay, maintenance, consume timeouts |
 //! | `broadcast.rs` | [`BroadcastReader`]: broadcast members and their checkpoints |
-//! | `inspect.rs` | [`StreamRecord`], queries, [`Trace`] |
-//! | `lag.rs` | [`GroupLag`], [`TopicStats`] (volume and rate ranking) |
-//! | `retention.rs` | [`RetentionReport`]: removing old records in small chunks |
+//! | `inspect.rs` | queries by offset, key and time, and [`Trace`](crate::Trace) |
+//! | `lag.rs` | a group's lag and the topics' volume ranking |
+//! | `manage.rs` | deleting topics and groups; partitions |
+//! | `retention.rs` | removing old records in small chunks |
 
 mod broadcast;
 mod group;
 mod group_admin;
-mod group_config;
 mod inspect;
 mod lag;
 mod manage;
-mod record;
 mod retention;
 mod sequencer;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use sqlx::MySqlConnection;
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
-pub use group_admin::GroupMaintenance;
-pub use group_config::{
-    DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
-};
-pub use inspect::{GroupTrace, MAX_QUERY, StreamRecord, Trace, TraceState};
-pub use lag::{GroupLag, MemberLag, PartitionLag, TopicStats};
-pub use manage::PartitionInfo;
-pub use record::{MAX_KEY_LEN, Published, Record, partition_for_key};
-pub use retention::{RETENTION_INTERVAL, RetentionReport};
+pub use inspect::MAX_QUERY;
+pub use retention::RETENTION_INTERVAL;
 pub(crate) use sequencer::sequence_partition;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
-use crate::message::MessageId;
-use crate::name::validate_name;
+use crate::domain::StartAt;
+use crate::domain::{
+    Error, GroupConfig, MessageId, Published, Record, Result, TopicConfig, validate_name,
+};
 use crate::store::mysql::sequence::PendingRow;
 use crate::tx;
-
-/// Most partitions a topic may have.
-pub const MAX_PARTITIONS: u32 = 1024;
-
-/// Per-topic settings.
-///
-/// ```
-/// use std::time::Duration;
-/// let c = sqlmq::TopicConfig::default()
-///     .partitions(8)
-///     .retention(Duration::from_secs(7 * 24 * 3600))
-///     .retention_keeps_unconsumed(true);
-/// assert_eq!(c.partitions, 8);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct TopicConfig {
-    /// Partitions (default 1). Can grow, never shrink; keys then map to new partitions.
-    pub partitions: u32,
-    /// Delete records older than this (none by default: keep everything).
-    pub retention: Option<Duration>,
-    /// Keep at most about this many bytes of bodies per partition (oldest deleted first).
-    pub retention_bytes: Option<u64>,
-    /// Never delete a record that a consumer group has not consumed yet, whatever the limits.
-    pub retention_keeps_unconsumed: bool,
-    /// Cluster groups hand out one record per partition at a time (the next only once the
-    /// previous one is acked or dead): strict order per key, at the cost of parallelism within
-    /// a partition.
-    pub strict_order: bool,
-}
-
-impl Default for TopicConfig {
-    fn default() -> Self {
-        TopicConfig {
-            partitions: 1,
-            retention: None,
-            retention_bytes: None,
-            retention_keeps_unconsumed: false,
-            strict_order: false,
-        }
-    }
-}
-
-impl TopicConfig {
-    /// Set the partition count.
-    ///
-    /// ```
-    /// let c = sqlmq::TopicConfig::default().partitions(4);
-    /// # let _ = c;
-    /// ```
-    pub fn partitions(mut self, n: u32) -> Self {
-        self.partitions = n;
-        self
-    }
-
-    /// Delete records older than `age`.
-    ///
-    /// ```
-    /// let c = sqlmq::TopicConfig::default().retention(std::time::Duration::from_secs(3600));
-    /// # let _ = c;
-    /// ```
-    pub fn retention(mut self, age: Duration) -> Self {
-        self.retention = Some(age);
-        self
-    }
-
-    /// Keep at most about `bytes` of bodies per partition.
-    ///
-    /// ```
-    /// let c = sqlmq::TopicConfig::default().retention_bytes(1 << 30);
-    /// # let _ = c;
-    /// ```
-    pub fn retention_bytes(mut self, bytes: u64) -> Self {
-        self.retention_bytes = Some(bytes);
-        self
-    }
-
-    /// Never delete records some consumer group has not consumed.
-    ///
-    /// ```
-    /// let c = sqlmq::TopicConfig::default().retention_keeps_unconsumed(true);
-    /// # let _ = c;
-    /// ```
-    pub fn retention_keeps_unconsumed(mut self, keep: bool) -> Self {
-        self.retention_keeps_unconsumed = keep;
-        self
-    }
-
-    /// One record per partition in flight per cluster group (strict per-key order).
-    ///
-    /// ```
-    /// let c = sqlmq::TopicConfig::default().strict_order(true);
-    /// # let _ = c;
-    /// ```
-    pub fn strict_order(mut self, strict: bool) -> Self {
-        self.strict_order = strict;
-        self
-    }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
-            return Err(Error::InvalidArgument(format!(
-                "partitions must be 1..={MAX_PARTITIONS}, got {}",
-                self.partitions
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// A handle to one topic. Cheap to clone.
 ///

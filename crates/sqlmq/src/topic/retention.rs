@@ -3,11 +3,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use super::Topic;
-use super::group_config::GroupMode;
-use crate::error::Result;
+use crate::domain::GroupMode;
+use crate::domain::Result;
+use crate::domain::RetentionReport;
 use crate::store::mysql::group_state::{
     DEAD_BY_PARTITION, LEASES_BY_PARTITION, RETRIES_BY_PARTITION,
 };
@@ -16,28 +15,6 @@ use crate::tx;
 
 /// How often a client applies a topic's retention on its own (from group maintenance).
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
-
-/// What one retention run removed.
-///
-/// ```no_run
-/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
-/// let r = t.apply_retention().await?;
-/// println!("removed {} records ({} bytes) in {} transactions", r.records, r.bytes, r.transactions);
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct RetentionReport {
-    /// Records removed.
-    pub records: u64,
-    /// Bytes of bodies removed.
-    pub bytes: u64,
-    /// Transactions used (each removes at most 500 offsets of one partition).
-    pub transactions: u64,
-    /// Records retention would have removed but kept because a group has not consumed them
-    /// (`retention_keeps_unconsumed`).
-    pub kept_unconsumed: u64,
-}
 
 impl Topic {
     /// Remove the records the topic's retention (age, bytes) no longer keeps, oldest first,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::Notify;
 
 use crate::client::{Client, Inner, Subject};
-use crate::error::Result;
+use crate::domain::Result;
 use crate::store::mysql::sequence::SEQUENCE_BATCH;
 use crate::tx;
 

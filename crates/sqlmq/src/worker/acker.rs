@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use super::execute::Settled;
 use super::source::Source;
 use super::tally::Tally;
-use crate::message::Receipt;
+use crate::domain::Receipt;
 
 /// Most receipts per `ack_batch` transaction.
 pub const MAX_ACK_BATCH: usize = 256;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::execute::{SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
-use crate::error::Result;
+use crate::domain::Result;
 
 /// How one queue's claim loop runs.
 #[derive(Clone)]

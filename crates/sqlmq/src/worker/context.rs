@@ -9,8 +9,8 @@ use std::time::Duration;
 use sqlx::{MySql, MySqlConnection, Transaction};
 
 use super::source::Source;
-use crate::error::{Error, Result};
-use crate::message::{Delivery, MessageId, Receipt};
+use crate::domain::{Delivery, MessageId, Receipt};
+use crate::domain::{Error, Result};
 use crate::queue::Queue;
 use crate::store::mysql::BEGIN_READ_COMMITTED;
 use crate::topic::Group;

@@ -14,8 +14,8 @@ use super::acker::Acker;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
 use super::source::Source;
-use crate::error::Error;
-use crate::message::Delivery;
+use crate::domain::Delivery;
+use crate::domain::Error;
 
 /// Error text of a message whose handler was stopped at the end of the shutdown grace period.
 pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the handler finished";

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::JobContext;
+use crate::domain::Delivery;
 use crate::job::{JOB_HEADER, Job};
-use crate::message::Delivery;
 
 /// What became of a message, as decided by its handler.
 ///

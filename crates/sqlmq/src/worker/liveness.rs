@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::source::Source;
 use crate::client::Client;
-use crate::error::Result;
+use crate::domain::Result;
 
 /// Default interval between heartbeats (EMS renews client leases every 5 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);

@@ -68,9 +68,9 @@ use self::poll::{PollState, ProberConfig};
 use self::source::SourceSpec;
 use self::tally::Tally;
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::domain::Delivery;
+use crate::domain::{Error, Result};
 use crate::job::Job;
-use crate::message::Delivery;
 
 /// Default handlers running at once per queue.
 pub const DEFAULT_CONCURRENCY: usize = 10;

@@ -9,11 +9,12 @@ use std::time::Duration;
 use sqlx::MySqlConnection;
 
 use crate::client::{Client, Subject};
-use crate::error::Result;
-use crate::message::{Delivery, Receipt};
-use crate::name::validate_name;
-use crate::queue::{AckReport, Queue};
-use crate::store::mysql::settle::NackOutcome;
+use crate::domain::AckReport;
+use crate::domain::NackOutcome;
+use crate::domain::Result;
+use crate::domain::validate_name;
+use crate::domain::{Delivery, Receipt};
+use crate::queue::Queue;
 use crate::topic::Group;
 
 /// A queue or a consumer group, resolved and ready to consume.

@@ -1,69 +1,16 @@
 //! Operator statements: counts, cancel, purge.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use serde::Serialize;
 use sqlx::{MySqlConnection, Row};
 
 use super::claim::{DELETE_READY, READY_KEY_ROW};
 use super::maintain::DELETE_SCHEDULED;
 use super::settle::{DELETE_LEASES, DELETE_MESSAGES};
 use super::{MySqlStore, exec_id_list, id_at, padded};
-use crate::error::{Error, Result};
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::{Error, Result};
 use crate::store::statements::{MAX_LIST, bucket};
-
-/// Counts of one queue's messages by state.
-///
-/// ```
-/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-/// for q in client.queue_stats().await? {
-///     println!("{}: {} ready, {} in flight, {} dead", q.name, q.ready, q.in_flight, q.dead);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct QueueStats {
-    /// Queue name.
-    pub name: String,
-    /// Whether consumers are paused.
-    pub paused: bool,
-    /// Claimable now.
-    pub ready: u64,
-    /// Waiting for their time: delayed sends and retries in backoff.
-    pub scheduled: u64,
-    /// Keyed messages waiting for an earlier message with their key.
-    pub blocked: u64,
-    /// Claimed and not yet acked.
-    pub in_flight: u64,
-    /// Dead letters.
-    pub dead: u64,
-    /// Age of the oldest ready message (database clock), in milliseconds.
-    pub oldest_ready_age_ms: Option<u64>,
-}
-
-impl QueueStats {
-    /// Messages not yet acked or dead: ready + scheduled + blocked + in flight.
-    ///
-    /// ```
-    /// let s = sqlmq::QueueStats::default();
-    /// assert_eq!(s.pending(), 0);
-    /// ```
-    pub fn pending(&self) -> u64 {
-        self.ready + self.scheduled + self.blocked + self.in_flight
-    }
-
-    /// The oldest ready message's age as a `Duration`.
-    ///
-    /// ```
-    /// assert_eq!(sqlmq::QueueStats::default().oldest_ready_age(), None);
-    /// ```
-    pub fn oldest_ready_age(&self) -> Option<Duration> {
-        self.oldest_ready_age_ms.map(Duration::from_millis)
-    }
-}
 
 const COUNTS: [&str; 5] = [
     "SELECT queue_id, COUNT(*) FROM {p}ready GROUP BY queue_id",

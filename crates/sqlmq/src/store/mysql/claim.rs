@@ -11,8 +11,8 @@ use std::time::Duration;
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
-use crate::error::Result;
-use crate::message::{Delivery, time_from_micros};
+use crate::domain::Result;
+use crate::domain::{Delivery, time_from_micros};
 use crate::store::statements::{MAX_LIST, bucket};
 
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock

@@ -8,8 +8,8 @@ use super::keys::Keyed;
 use super::{
     Entry, MySqlStore, exec_id_list, fetch_id_list, headers_at, id_at, micros, opt_text_at,
 };
-use crate::error::Result;
-use crate::message::{DeadLetter, MessageId, parse_errors, time_from_micros};
+use crate::domain::Result;
+use crate::domain::{DeadLetter, MessageId, parse_errors, time_from_micros};
 
 pub(crate) const LIST: &str = concat!(
     "SELECT d.id, d.attempts, ",

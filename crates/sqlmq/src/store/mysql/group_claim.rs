@@ -27,8 +27,8 @@ use sqlx::{MySqlConnection, Row};
 
 use super::groups::GroupRow;
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
-use crate::error::Result;
-use crate::message::{Delivery, MessageId, time_from_micros};
+use crate::domain::Result;
+use crate::domain::{Delivery, MessageId, time_from_micros};
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 
 pub(crate) const CLAIM_RETRIES: &str = concat!(

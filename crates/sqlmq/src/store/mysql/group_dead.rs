@@ -3,10 +3,11 @@
 
 use sqlx::{MySqlConnection, Row};
 
-use super::group_settle::parse_events;
 use super::{MySqlStore, headers_at, id_at, micros, opt_text_at, padded};
-use crate::error::Result;
-use crate::message::{AttemptError, DeadLetter, MessageId, time_from_micros};
+use crate::domain::PendingRetry;
+use crate::domain::Result;
+use crate::domain::parse_events;
+use crate::domain::{AttemptError, DeadLetter, MessageId, time_from_micros};
 use crate::store::statements::{MAX_LIST, bucket};
 
 pub(crate) const LIST_GROUP_DEAD: &str = concat!(
@@ -58,28 +59,6 @@ pub(crate) const COUNT_RANGE: &str = "SELECT COUNT(*) FROM {p}topic_log FORCE IN
 /// Dead letters of a replayed range are being delivered again.
 pub(crate) const DELETE_DEAD_RANGE: &str = "DELETE FROM {p}group_dead WHERE group_id = ? \
     AND partition_no = ? AND msg_offset >= ? AND msg_offset < ?";
-
-/// A record waiting for its next attempt in a cluster group.
-///
-/// ```no_run
-/// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
-/// for r in g.retries(100).await? { println!("{} attempt {} due {:?}", r.id, r.attempts + 1, r.run_at) }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, serde::Serialize)]
-#[non_exhaustive]
-pub struct PendingRetry {
-    /// The record's id.
-    pub id: MessageId,
-    /// Its partition.
-    pub partition: u32,
-    /// Its offset.
-    pub offset: i64,
-    /// Attempts made so far.
-    pub attempts: u32,
-    /// When it is due (database clock).
-    pub run_at: std::time::SystemTime,
-}
 
 impl MySqlStore {
     /// The group's oldest `limit` dead letters.

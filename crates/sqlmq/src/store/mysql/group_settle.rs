@@ -14,10 +14,12 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::groups::GroupRow;
-use super::settle::{Failure, NackOutcome};
+use super::settle::Failure;
 use super::{MySqlStore, id_at, insert_values, micros, opt_text_at, padded};
-use crate::error::{Error, Result};
-use crate::message::{MessageId, Receipt, time_from_micros};
+use crate::domain::NackOutcome;
+use crate::domain::{DeliveryEvent, rfc3339};
+use crate::domain::{Error, Result};
+use crate::domain::{MessageId, Receipt};
 use crate::store::statements::{MAX_LIST, bucket};
 
 macro_rules! lease_columns {
@@ -120,62 +122,17 @@ impl GroupLease {
     }
 }
 
-/// One settlement, as recorded in `group_history.events` (one JSON object per line).
-///
-/// ```no_run
-/// # async fn f(t: sqlmq::Topic, id: sqlmq::MessageId) -> sqlmq::Result<()> {
-/// if let Some(trace) = t.trace(id).await? {
-///     for g in &trace.groups {
-///         for e in &g.events { println!("{} attempt {} by {:?}: {}", g.group, e.attempt, e.member, e.outcome) }
-///     }
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub struct DeliveryEvent {
-    /// Which attempt this delivery was.
-    pub attempt: u32,
-    /// The member (process owner id) that held it.
-    pub member: Option<String>,
-    /// When it was handed out (database clock, RFC 3339).
-    pub delivered_at: String,
-    /// When it was settled (database clock, RFC 3339).
-    pub at: String,
-    /// `acked`, `failed`, `snoozed`, `dead`, `expired` (lease ended) or `released` (member
-    /// left or died).
-    pub outcome: String,
-    /// The error given, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl DeliveryEvent {
-    fn line(lease: &GroupLease, outcome: &str, error: Option<&str>) -> Result<String> {
-        let event = DeliveryEvent {
-            attempt: lease.attempts.max(0) as u32,
-            member: lease.owner.clone(),
-            delivered_at: rfc3339(lease.claimed_us),
-            at: rfc3339(lease.now_us),
-            outcome: outcome.to_owned(),
-            error: error.map(truncate_error),
-        };
-        Ok(serde_json::to_string(&event)? + "\n")
-    }
-}
-
-/// Parse an events column.
-pub(crate) fn parse_events(text: &[u8]) -> Vec<DeliveryEvent> {
-    String::from_utf8_lossy(text)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// Microseconds since the epoch as RFC 3339 (UTC, microseconds).
-pub(crate) fn rfc3339(us: i64) -> String {
-    humantime::format_rfc3339_micros(time_from_micros(us)).to_string()
+/// The history line (one JSON object and a newline) of a lease settled with `outcome`.
+fn event_line(lease: &GroupLease, outcome: &str, error: Option<&str>) -> Result<String> {
+    let event = DeliveryEvent {
+        attempt: lease.attempts.max(0) as u32,
+        member: lease.owner.clone(),
+        delivered_at: rfc3339(lease.claimed_us),
+        at: rfc3339(lease.now_us),
+        outcome: outcome.to_owned(),
+        error: error.map(truncate_error),
+    };
+    Ok(serde_json::to_string(&event)? + "\n")
 }
 
 /// Longest error text kept per event.
@@ -249,14 +206,7 @@ impl MySqlStore {
             .await?;
         let history = acked
             .iter()
-            .map(|l| {
-                Ok((
-                    l,
-                    STATE_ACKED,
-                    l.attempts,
-                    DeliveryEvent::line(l, "acked", None)?,
-                ))
-            })
+            .map(|l| Ok((l, STATE_ACKED, l.attempts, event_line(l, "acked", None)?)))
             .collect::<Result<Vec<_>>>()?;
         self.write_history(conn, group_id, &history).await?;
         Ok(lost)
@@ -415,7 +365,7 @@ impl MySqlStore {
                 } else {
                     STATE_DEAD
                 };
-                let line = DeliveryEvent::line(&e.lease, e.outcome, e.error)?;
+                let line = event_line(&e.lease, e.outcome, e.error)?;
                 Ok((&e.lease, state, e.attempts, line))
             })
             .collect::<Result<Vec<_>>>()?;

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, micros, opt_text_at};
-use crate::error::Result;
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::Result;
 
 pub(crate) const LEASES_BY_PARTITION: &str = "SELECT partition_no, COUNT(*), MIN(msg_offset) \
     FROM {p}group_leases FORCE INDEX (part) WHERE group_id = ? GROUP BY partition_no";

@@ -7,10 +7,10 @@ use sqlx::{MySqlConnection, Row};
 
 use super::topics::PartitionRow;
 use super::{MySqlStore, insert_values};
-use crate::error::{Error, Result};
-use crate::retry_policy::Backoff;
+use crate::domain::Backoff;
+use crate::domain::{Error, Result};
+use crate::domain::{GroupConfig, GroupMode, StartAt};
 use crate::store::statements::MAX_LIST;
-use crate::topic::{GroupConfig, GroupMode, StartAt};
 
 /// A group as stored.
 #[derive(Clone, Debug)]

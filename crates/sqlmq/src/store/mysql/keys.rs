@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use sqlx::{MySqlConnection, Row};
 
 use super::{Entry, MySqlStore, id_at, insert_values, padded};
-use crate::error::{Error, Result};
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::{Error, Result};
 use crate::store::statements::{MAX_LIST, bucket};
 
 const UPSERT_KEYS: &str = "INSERT INTO {p}key_heads (queue_id, ordering_key, next_seq, head_id) \

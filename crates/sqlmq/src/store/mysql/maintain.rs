@@ -8,8 +8,8 @@ use sqlx::{MySqlConnection, Row};
 use super::queues::QueueRow;
 use super::settle::{DELETE_LEASES, Lease};
 use super::{Entry, MySqlStore, exec_id_list, id_at, padded};
-use crate::error::Result;
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::Result;
 use crate::store::statements::bucket;
 
 pub(crate) const ANY_DUE: &str = "SELECT 1 FROM {p}scheduled FORCE INDEX (due) WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) LIMIT 1";

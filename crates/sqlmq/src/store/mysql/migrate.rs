@@ -6,29 +6,11 @@ use super::MySqlStore;
 use super::schema::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, RECORD_VERSION, SELECT_VERSION, latest_version,
 };
-use crate::error::{Error, Result};
+use crate::domain::MigrationReport;
+use crate::domain::{Error, Result};
 
 /// ER_NO_SUCH_TABLE
 const NO_SUCH_TABLE: u16 = 1146;
-
-/// What `migrate` did.
-///
-/// ```
-/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-/// let report = client.migrate().await?;
-/// println!("schema {} -> {}", report.from_version, report.to_version);
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct MigrationReport {
-    /// Version before (0: no schema).
-    pub from_version: i64,
-    /// Version after.
-    pub to_version: i64,
-    /// Versions applied by this call.
-    pub applied: Vec<i64>,
-}
 
 impl MySqlStore {
     /// The schema version in the database, 0 when there is none.

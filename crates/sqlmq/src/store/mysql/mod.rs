@@ -31,6 +31,7 @@
 pub(crate) mod admin;
 pub(crate) mod claim;
 pub(crate) mod dead;
+pub(crate) mod errors;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
 pub(crate) mod group_settle;
@@ -58,8 +59,8 @@ pub(crate) mod topics;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use crate::error::{Error, Result};
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::{Error, Result};
 use crate::store::statements::{MAX_LIST, Statements, bucket};
 
 /// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this

@@ -8,7 +8,7 @@
 use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
-use crate::error::Result;
+use crate::domain::Result;
 use crate::store::statements::bucket;
 
 pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \

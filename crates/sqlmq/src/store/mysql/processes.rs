@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, micros};
-use crate::error::{Error, Result};
-use crate::message::time_from_micros;
+use crate::domain::ProcessInfo;
+use crate::domain::time_from_micros;
+use crate::domain::{Error, Result};
 
 pub(crate) const REGISTER: &str = "INSERT INTO {p}processes \
     (id, kind, host, pid, queues, started_at, heartbeat_at, expires_at) \
@@ -38,36 +38,6 @@ const LIST: &str = concat!(
     micros!("heartbeat_at"),
     ", TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) FROM {p}processes ORDER BY started_at"
 );
-
-/// A registered worker process.
-///
-/// ```no_run
-/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-/// for p in client.processes().await? {
-///     println!("{} on {} (pid {}), last seen {:?} ago", p.id, p.host, p.pid, p.silent_for);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct ProcessInfo {
-    /// Owner id: `host:pid:random`.
-    pub id: String,
-    /// What kind of process (`worker`).
-    pub kind: String,
-    /// Host name.
-    pub host: String,
-    /// Process id on its host.
-    pub pid: i32,
-    /// Ids of the queues it consumes.
-    pub queue_ids: Vec<i32>,
-    /// When it registered (database clock).
-    pub started_at: std::time::SystemTime,
-    /// Its last heartbeat (database clock).
-    pub heartbeat_at: std::time::SystemTime,
-    /// Time since its last heartbeat.
-    pub silent_for: Duration,
-}
 
 /// A process found silent for too long.
 pub(crate) struct DeadProcess {

@@ -6,9 +6,9 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
-use crate::error::{Error, Result};
-use crate::queue::QueueConfig;
-use crate::retry_policy::Backoff;
+use crate::domain::Backoff;
+use crate::domain::QueueConfig;
+use crate::domain::{Error, Result};
 
 /// A queue as stored.
 #[derive(Clone, Debug)]

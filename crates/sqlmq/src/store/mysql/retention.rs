@@ -9,7 +9,7 @@
 use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
-use crate::error::Result;
+use crate::domain::Result;
 
 /// Offsets removed per transaction.
 pub(crate) const RETENTION_CHUNK: i64 = 500;

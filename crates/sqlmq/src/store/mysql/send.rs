@@ -8,8 +8,8 @@ use sqlx::{MySqlConnection, Row};
 use super::keys::Keyed;
 use super::maintain::DEDUP_KEY_ROW;
 use super::{Entry, MySqlStore, id_at, insert_values, padded};
-use crate::error::{Error, Result};
-use crate::message::{Message, MessageId, Sent};
+use crate::domain::{Error, Result};
+use crate::domain::{Message, MessageId, Sent};
 use crate::store::statements::{MAX_LIST, bucket};
 
 const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

@@ -23,8 +23,8 @@ use std::collections::HashSet;
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, exec_id_list, id_at, micros, padded};
-use crate::error::{Error, Result};
-use crate::message::MessageId;
+use crate::domain::MessageId;
+use crate::domain::{Error, Result};
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 
 pub(crate) const INSERT_PENDING: &str = "INSERT INTO {p}topic_pending \

@@ -2,68 +2,11 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
 use sqlx::{Connection, MySqlConnection, Row};
 
 use super::MySqlStore;
-use crate::error::{Error, Result};
-
-/// MySQL or MariaDB.
-///
-/// ```
-/// # fn f(client: sqlmq::Client) {
-/// if client.server().flavor == sqlmq::Flavor::MariaDb { println!("MariaDB") }
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Flavor {
-    /// Oracle MySQL (or a compatible fork reporting itself as MySQL, such as Percona Server).
-    MySql,
-    /// MariaDB.
-    MariaDb,
-}
-
-/// Facts about the server, read at connect time.
-///
-/// ```
-/// # fn f(client: sqlmq::Client) {
-/// let s = client.server();
-/// println!("{:?} {} (durable: {})", s.flavor, s.version, s.warnings.is_empty());
-/// # }
-/// ```
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct ServerInfo {
-    /// MySQL or MariaDB.
-    pub flavor: Flavor,
-    /// `VERSION()`, e.g. `10.11.19-MariaDB-0+deb12u1`.
-    pub version: String,
-    /// Parsed (major, minor, patch).
-    pub version_number: (u32, u32, u32),
-    /// `@@innodb_flush_log_at_trx_commit` (1 for durable commits).
-    pub innodb_flush_log_at_trx_commit: i64,
-    /// `@@sync_binlog` (1 for durable commits when the binary log is on).
-    pub sync_binlog: i64,
-    /// Whether the binary log is on.
-    pub log_bin: bool,
-    /// `@@binlog_format`.
-    pub binlog_format: String,
-    /// `@@max_allowed_packet` in bytes.
-    pub max_allowed_packet: u64,
-    /// Durability warnings (empty when commits are durable).
-    pub warnings: Vec<String>,
-}
-
-impl ServerInfo {
-    /// Whether commits survive an OS crash with these settings.
-    ///
-    /// ```
-    /// # fn f(client: sqlmq::Client) { assert_eq!(client.server().durable(), client.server().warnings.is_empty()); }
-    /// ```
-    pub fn durable(&self) -> bool {
-        self.warnings.is_empty()
-    }
-}
+use crate::domain::{Error, Result};
+use crate::domain::{Flavor, ServerInfo};
 
 const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
     CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \

@@ -15,8 +15,9 @@ use sqlx::{MySqlConnection, Row};
 
 use super::queues::QueueRow;
 use super::{Entry, MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
-use crate::error::{Error, Result};
-use crate::message::{MessageId, Receipt};
+use crate::domain::NackOutcome;
+use crate::domain::{Error, Result};
+use crate::domain::{MessageId, Receipt};
 use crate::store::statements::MAX_LIST;
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
@@ -69,29 +70,6 @@ impl Lease {
     fn held_by(&self, receipt: &Receipt, queue_id: i32) -> bool {
         self.live && self.queue_id == queue_id && self.entry.token as u64 == receipt.token
     }
-}
-
-/// The result of a nack.
-///
-/// ```
-/// # async fn f(queue: sqlmq::Queue, d: sqlmq::Delivery) -> sqlmq::Result<()> {
-/// match queue.nack(d.receipt(), None, "smtp timeout").await? {
-///     sqlmq::NackOutcome::Retry { after } => println!("retry in {after:?}"),
-///     sqlmq::NackOutcome::DeadLettered => println!("gave up"),
-///     _ => {}
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NackOutcome {
-    /// The message will be delivered again after this wait.
-    Retry {
-        /// The wait before the next attempt.
-        after: Duration,
-    },
-    /// The message ran out of attempts and is now a dead letter.
-    DeadLettered,
 }
 
 /// Why a claim ends without an ack.

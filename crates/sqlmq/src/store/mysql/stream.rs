@@ -10,10 +10,10 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
-use crate::error::Result;
-use crate::message::{MessageId, time_from_micros};
+use crate::domain::Result;
+use crate::domain::StreamRecord;
+use crate::domain::{MessageId, time_from_micros};
 use crate::store::statements::MAX_LIST;
-use crate::topic::StreamRecord;
 
 macro_rules! record_columns {
     () => {

@@ -6,8 +6,8 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
-use crate::error::{Error, Result};
-use crate::topic::TopicConfig;
+use crate::domain::TopicConfig;
+use crate::domain::{Error, Result};
 
 /// A topic as stored.
 #[derive(Clone, Debug)]

@@ -1,9 +1,9 @@
 //! Validation of user-chosen identifiers.
 //!
 //! Names end up in SQL as bound values, never spliced into statements, but they also appear in
-//! CLI output, URLs and metrics labels, so the accepted alphabet is small (SPEC §1.9).
+//! CLI output, URLs and metrics labels, so the accepted alphabet is small (guarantee 9 in the README: bad input gets a typed error).
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
 
 /// Longest accepted queue name.
 pub const MAX_NAME_LEN: usize = 128;

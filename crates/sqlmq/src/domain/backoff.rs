@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
 
 /// Default number of attempts before a queue's message is dead-lettered (River's and
 /// delayed_job's default).

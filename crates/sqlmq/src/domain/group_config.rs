@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::retry_policy::Backoff;
+use super::backoff::Backoff;
+use super::error::{Error, Result};
 
 /// Default failed attempts before a group's message is dead-lettered (RocketMQ's 16).
 pub const DEFAULT_GROUP_MAX_ATTEMPTS: u32 = 16;

@@ -1,11 +1,13 @@
-//! What a producer publishes ([`Record`]) and what it gets back ([`Published`]).
+//! What a producer publishes ([`Record`]), what it gets back ([`Published`]) and what a reader
+//! reads ([`StreamRecord`]).
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::message::MessageId;
+use super::error::{Error, Result};
+use super::id::MessageId;
 
 /// Longest record key, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
@@ -209,4 +211,34 @@ mod tests {
             (0..200).map(|_| Record::new("x").partition_of(4)).collect();
         assert_eq!(seen.len(), 4);
     }
+}
+
+/// A record as stored in a topic's log.
+///
+/// ```no_run
+/// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+/// for r in t.query_offsets(0, 0, 10).await? {
+///     println!("{}:{} key={:?} {}", r.partition, r.offset, r.key, String::from_utf8_lossy(&r.body));
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamRecord {
+    /// The record's id.
+    pub id: MessageId,
+    /// Its partition.
+    pub partition: u32,
+    /// Its offset in the partition.
+    pub offset: i64,
+    /// Its key, if it has one.
+    pub key: Option<String>,
+    /// Headers given at publish time.
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// When its producer published it (database clock).
+    pub published_at: SystemTime,
+    /// When it got its offset (database clock).
+    pub sequenced_at: SystemTime,
 }

@@ -1,11 +1,13 @@
-//! The error type and the classifier of MySQL/MariaDB errors.
+//! The error type and the classes of database errors.
 //!
 //! Every fallible call in sqlmq returns [`Error`]. Client mistakes (bad names, oversized payloads,
 //! unknown queues, stale receipts) have their own variants so that callers can match on them;
 //! database failures keep the driver error as their `source` and carry an [`ErrorClass`] that
-//! says what a caller may do about them (SPEC §5).
+//! says what a caller may do about them. Which server errors fall in which class is each
+//! backend's knowledge (`store/mysql/errors.rs`); `store/mod.rs` turns driver errors into
+//! [`Error`]s by asking them.
 
-use crate::message::MessageId;
+use super::id::MessageId;
 
 /// Shorthand for `Result<T, sqlmq::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -132,7 +134,7 @@ pub enum Error {
     },
 }
 
-/// What to do about a database error (SPEC §5).
+/// What to do about a database error.
 ///
 /// ```
 /// use sqlmq::ErrorClass;
@@ -159,28 +161,6 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    /// Classify a MySQL or MariaDB server/client error number.
-    ///
-    /// ```
-    /// use sqlmq::ErrorClass;
-    /// assert_eq!(ErrorClass::for_mysql_error_number(1205), ErrorClass::RetryStatement);
-    /// assert_eq!(ErrorClass::for_mysql_error_number(2013), ErrorClass::Reconnect);
-    /// ```
-    pub fn for_mysql_error_number(number: u16) -> ErrorClass {
-        match number {
-            // ER_LOCK_WAIT_TIMEOUT: only the statement is rolled back (unless
-            // innodb_rollback_on_timeout), so the caller must roll back itself.
-            1205 => ErrorClass::RetryStatement,
-            // Deadlock (also Galera certification), MariaDB snapshot isolation "record has
-            // changed", Group Replication certification, prepared statement needs re-prepare
-            // (sqlx#2394: the connection is dropped by us, the transaction retried).
-            1213 | 1020 | 3101 | 1615 => ErrorClass::RetryTransaction,
-            // Server gone / lost, read-only after failover, node not ready, idle disconnect.
-            2006 | 2013 | 1290 | 1792 | 1836 | 1047 | 4031 | 1053 | 1927 => ErrorClass::Reconnect,
-            _ => ErrorClass::Fatal,
-        }
-    }
-
     /// Whether retrying the failed unit of work can succeed.
     ///
     /// ```
@@ -188,21 +168,6 @@ impl ErrorClass {
     /// ```
     pub fn is_retryable(self) -> bool {
         !matches!(self, ErrorClass::Fatal)
-    }
-
-    /// Classify a driver error.
-    pub(crate) fn of(err: &sqlx::Error) -> ErrorClass {
-        match err {
-            sqlx::Error::Database(db) => {
-                match db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
-                    Some(my) => ErrorClass::for_mysql_error_number(my.number()),
-                    None => ErrorClass::Fatal,
-                }
-            }
-            sqlx::Error::Io(_) => ErrorClass::Reconnect,
-            sqlx::Error::PoolTimedOut => ErrorClass::Busy,
-            _ => ErrorClass::Fatal,
-        }
     }
 }
 
@@ -232,23 +197,6 @@ impl Error {
         }
     }
 
-    /// The MySQL/MariaDB error number behind a database error, if any.
-    ///
-    /// ```
-    /// assert_eq!(sqlmq::Error::UnknownQueue("q".into()).mysql_error_number(), None);
-    /// ```
-    pub fn mysql_error_number(&self) -> Option<u16> {
-        match self {
-            Error::Database {
-                source: sqlx::Error::Database(db),
-                ..
-            } => db
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .map(|e| e.number()),
-            _ => None,
-        }
-    }
-
     /// A transient conflict sqlmq detected itself (not reported by the server): the
     /// transaction must be rolled back and run again, like after a deadlock.
     pub(crate) fn retry_transaction(reason: &str) -> Error {
@@ -258,51 +206,9 @@ impl Error {
         }
     }
 
-    /// Whether this is a duplicate-key error (1062).
+    /// Whether this is a unique-key violation (MySQL 1062, SQLite's UNIQUE constraint).
     pub(crate) fn is_duplicate_key(&self) -> bool {
-        self.mysql_error_number() == Some(1062)
-    }
-}
-
-impl From<sqlx::Error> for Error {
-    fn from(source: sqlx::Error) -> Self {
-        Error::Database {
-            class: ErrorClass::of(&source),
-            source,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classifies_the_numbers_of_spec_section_5() {
-        use ErrorClass::*;
-        for (n, class) in [
-            (1205, RetryStatement),
-            (1213, RetryTransaction),
-            (1020, RetryTransaction),
-            (3101, RetryTransaction),
-            (2006, Reconnect),
-            (2013, Reconnect),
-            (1290, Reconnect),
-            (1792, Reconnect),
-            (1836, Reconnect),
-            (1047, Reconnect),
-            (1062, Fatal),
-            (1146, Fatal),
-        ] {
-            assert_eq!(ErrorClass::for_mysql_error_number(n), class, "error {n}");
-        }
-    }
-
-    #[test]
-    fn io_errors_mean_reconnect() {
-        let err = Error::from(sqlx::Error::Io(std::io::Error::other("reset")));
-        assert_eq!(err.class(), Some(ErrorClass::Reconnect));
-        assert!(err.is_retryable());
-        assert!(!Error::from(sqlx::Error::PoolClosed).is_retryable());
+        matches!(self, Error::Database { source: sqlx::Error::Database(db), .. }
+            if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
     }
 }

@@ -1,0 +1,58 @@
+//! The domain: plain types shared by the engine and every backend, and nothing else.
+//!
+//! This module is a leaf: it imports nothing from the engine (`client`, `queue`, `topic`,
+//! `worker`, `consume`) nor from any backend (`store`). Backends read and write rows of these
+//! types; the engine decides what happens to them; the public API re-exports them at the
+//! crate root.
+//!
+//! | file | types |
+//! |---|---|
+//! | `error.rs` | [`Error`], [`ErrorClass`], [`Result`] |
+//! | `id.rs` | [`MessageId`], [`Receipt`] |
+//! | `name.rs` | name and key validation |
+//! | `message.rs` | [`Message`], [`Sent`], [`Delivery`], [`DeadLetter`], [`AttemptError`] |
+//! | `record.rs` | [`Record`], [`Published`], [`StreamRecord`], key hashing |
+//! | `backoff.rs` | [`Backoff`] |
+//! | `queue_config.rs`, `topic_config.rs`, `group_config.rs` | settings, with their defaults |
+//! | `queue_stats.rs`, `lag.rs`, `trace.rs`, `process.rs` | what operators look at |
+//! | `reports.rs` | what an operation did |
+//! | `server.rs` | [`ServerInfo`] |
+
+mod backoff;
+mod error;
+mod group_config;
+mod id;
+mod lag;
+mod message;
+mod name;
+mod process;
+mod queue_config;
+mod queue_stats;
+mod record;
+mod reports;
+mod server;
+mod topic_config;
+mod trace;
+
+pub use backoff::{Backoff, DEFAULT_MAX_ATTEMPTS};
+pub use error::{Error, ErrorClass, Result};
+pub use group_config::{
+    DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
+};
+pub use id::{MessageId, Receipt};
+pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
+pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
+pub(crate) use message::{parse_errors, time_from_micros};
+pub use name::{MAX_NAME_LEN, validate_name};
+pub(crate) use name::{validate_key, validate_table_prefix};
+pub use process::ProcessInfo;
+pub use queue_config::{DEFAULT_DEDUP_WINDOW, QueueConfig};
+pub use queue_stats::QueueStats;
+pub use record::{MAX_KEY_LEN, Published, Record, StreamRecord, partition_for_key};
+pub use reports::{
+    AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
+};
+pub use server::{Flavor, ServerInfo};
+pub use topic_config::{MAX_PARTITIONS, TopicConfig};
+pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
+pub(crate) use trace::{parse_events, rfc3339};

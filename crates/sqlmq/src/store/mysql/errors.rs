@@ -1,0 +1,86 @@
+//! MySQL/MariaDB error numbers and what sqlmq does about them.
+//!
+//! The classes (see [`ErrorClass`]) follow the servers' documented behaviour: a lock wait timeout
+//! rolls back only the statement; deadlocks and certification failures roll back the whole
+//! transaction; a lost connection or a node that became read-only (failover) needs a new
+//! connection, and during COMMIT leaves the outcome unknown.
+
+use sqlx::error::DatabaseError;
+use sqlx::mysql::MySqlDatabaseError;
+
+use crate::domain::{Error, ErrorClass};
+
+impl ErrorClass {
+    /// Classify a MySQL or MariaDB server/client error number.
+    ///
+    /// ```
+    /// use sqlmq::ErrorClass;
+    /// assert_eq!(ErrorClass::for_mysql_error_number(1205), ErrorClass::RetryStatement);
+    /// assert_eq!(ErrorClass::for_mysql_error_number(2013), ErrorClass::Reconnect);
+    /// ```
+    pub fn for_mysql_error_number(number: u16) -> ErrorClass {
+        match number {
+            // ER_LOCK_WAIT_TIMEOUT: only the statement is rolled back (unless
+            // innodb_rollback_on_timeout), so the caller must roll back itself.
+            1205 => ErrorClass::RetryStatement,
+            // Deadlock (also Galera certification), MariaDB snapshot isolation "record has
+            // changed", Group Replication certification, prepared statement needs re-prepare
+            // (sqlx#2394: the connection is dropped by us, the transaction retried).
+            1213 | 1020 | 3101 | 1615 => ErrorClass::RetryTransaction,
+            // Server gone / lost, read-only after failover, node not ready, idle disconnect.
+            2006 | 2013 | 1290 | 1792 | 1836 | 1047 | 4031 | 1053 | 1927 => ErrorClass::Reconnect,
+            _ => ErrorClass::Fatal,
+        }
+    }
+}
+
+impl Error {
+    /// The MySQL/MariaDB error number behind a database error, if any.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::Error::UnknownQueue("q".into()).mysql_error_number(), None);
+    /// ```
+    pub fn mysql_error_number(&self) -> Option<u16> {
+        match self {
+            Error::Database {
+                source: sqlx::Error::Database(db),
+                ..
+            } => db
+                .try_downcast_ref::<MySqlDatabaseError>()
+                .map(|e| e.number()),
+            _ => None,
+        }
+    }
+}
+
+/// The class of a server error, if it is a MySQL/MariaDB one.
+pub(crate) fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
+    db.try_downcast_ref::<MySqlDatabaseError>()
+        .map(|e| ErrorClass::for_mysql_error_number(e.number()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_the_documented_numbers() {
+        use ErrorClass::*;
+        for (n, class) in [
+            (1205, RetryStatement),
+            (1213, RetryTransaction),
+            (1020, RetryTransaction),
+            (3101, RetryTransaction),
+            (2006, Reconnect),
+            (2013, Reconnect),
+            (1290, Reconnect),
+            (1792, Reconnect),
+            (1836, Reconnect),
+            (1047, Reconnect),
+            (1062, Fatal),
+            (1146, Fatal),
+        ] {
+            assert_eq!(ErrorClass::for_mysql_error_number(n), class, "error {n}");
+        }
+    }
+}
