@@ -56,6 +56,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod consume;
 mod domain;
 mod job;
 /// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its

@@ -17,6 +17,7 @@
 //! | `queue_stats.rs`, `lag.rs`, `trace.rs`, `process.rs` | what operators look at |
 //! | `reports.rs` | what an operation did |
 //! | `server.rs` | [`ServerInfo`] |
+//! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
 
 mod backoff;
 mod error;
@@ -31,6 +32,7 @@ mod queue_stats;
 mod record;
 mod reports;
 mod server;
+mod settle;
 mod topic_config;
 mod trace;
 
@@ -53,6 +55,7 @@ pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
 pub use server::{Flavor, ServerInfo};
+pub(crate) use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::{MAX_PARTITIONS, TopicConfig};
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
 pub(crate) use trace::{parse_events, rfc3339};

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlConnection;
 
 use super::Queue;
+use crate::consume::{RetryPolicy, decide};
 use crate::domain::AckReport;
+use crate::domain::Failure;
 use crate::domain::NackOutcome;
 use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
-use crate::store::mysql::settle::Failure;
 use crate::tx;
 
 /// Most messages one `receive` may claim.
@@ -340,7 +341,9 @@ impl Queue {
         failure: Failure<'_>,
     ) -> Result<NackOutcome> {
         let row = self.row(conn).await?;
-        self.store().fail(conn, &row, &receipt, failure).await
+        let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
+        let decide = |attempts| decide(failure, attempts, policy);
+        self.store().fail(conn, row.id, &receipt, &decide).await
     }
 
     fn record_failure(&self, failure: Failure<'_>, outcome: NackOutcome) {

@@ -3,6 +3,8 @@
 use std::time::Instant;
 
 use super::Queue;
+use crate::consume::{RetryPolicy, decide};
+use crate::domain::Failure;
 use crate::domain::MaintenanceReport;
 use crate::domain::QueueStats;
 use crate::domain::{DeadLetter, MessageId};
@@ -233,7 +235,11 @@ impl Queue {
             let expired = tx::run(self.pool(), "release_expired", |conn, _| {
                 Box::pin(async move {
                     let row = self.row(conn).await?;
-                    store.release_expired(conn, &row, MAINTENANCE_BATCH).await
+                    let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
+                    let decide = |attempts| decide(Failure::Expired, attempts, policy);
+                    store
+                        .release_expired(conn, row.id, MAINTENANCE_BATCH, &decide)
+                        .await
                 })
             })
             .await?;

@@ -9,14 +9,15 @@ use sqlx::MySqlConnection;
 
 use super::Topic;
 use crate::client::Subject;
+use crate::consume::{RetryPolicy, decide};
 use crate::domain::AckReport;
+use crate::domain::Failure;
 use crate::domain::NackOutcome;
 use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
 use crate::queue::{MAX_RECEIVE, check_lease, lost_to_error};
 use crate::store::mysql::groups::GroupRow;
-use crate::store::mysql::settle::Failure;
 use crate::tx;
 
 /// A handle to one consumer group of a topic. Cheap to clone.
@@ -388,11 +389,13 @@ impl Group {
         failure: Failure<'_>,
     ) -> Result<NackOutcome> {
         let row = self.current_row(conn).await?;
+        let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
+        let decide = |attempts| decide(failure, attempts, policy);
         self.topic
             .client
             .inner
             .store
-            .fail_group(conn, &row, &receipt, failure)
+            .fail_group(conn, row.id, &receipt, &decide)
             .await
     }
 

@@ -4,6 +4,8 @@
 use std::collections::HashSet;
 
 use super::group::Group;
+use crate::consume::{RetryPolicy, decide};
+use crate::domain::Failure;
 use crate::domain::GroupMaintenance;
 use crate::domain::PendingRetry;
 use crate::domain::{DeadLetter, MessageId};
@@ -324,7 +326,12 @@ impl Group {
             let released = tx::run(self.topic.client.pool(), "group_release", |conn, _| {
                 Box::pin(async move {
                     let row = self.current_row(conn).await?;
-                    store.release_group_expired(conn, &row, RELEASE_BATCH).await
+                    let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
+                    let decide = |attempts| decide(Failure::Expired, attempts, policy);
+                    let r = store
+                        .release_group_expired(conn, row.id, RELEASE_BATCH, &decide)
+                        .await?;
+                    Ok(r.released + r.dead_lettered)
                 })
             })
             .await?;

@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::source::Source;
 use crate::client::Client;
+use crate::consume::{RetryPolicy, decide};
+use crate::domain::Failure;
 use crate::domain::Result;
 
 /// Default interval between heartbeats (EMS renews client leases every 5 s).
@@ -176,8 +178,10 @@ async fn release_all(client: &Client, queue_id: i32, owner: &str, reason: &str) 
                 let Some(queue) = store.queue_by_id(conn, queue_id).await? else {
                     return Ok(0); // the queue was deleted with its leases
                 };
+                let policy = RetryPolicy::of(queue.config.max_attempts, &queue.config.backoff);
+                let decide = |attempts| decide(Failure::Released { reason }, attempts, policy);
                 let r = store
-                    .release_owned(conn, &queue, owner, RELEASE_BATCH, reason)
+                    .release_owned(conn, queue.id, owner, RELEASE_BATCH, &decide)
                     .await?;
                 Ok(r.released + r.dead_lettered)
             })
@@ -200,9 +204,12 @@ async fn release_group(client: &Client, group_id: i32, owner: &str, reason: &str
                 let Some(group) = store.group_by_id(conn, group_id).await? else {
                     return Ok(0); // the group was deleted with its leases
                 };
-                store
-                    .release_group_owned(conn, &group, owner, RELEASE_BATCH, reason)
-                    .await
+                let policy = RetryPolicy::of(group.config.max_attempts, &group.config.backoff);
+                let decide = |attempts| decide(Failure::Released { reason }, attempts, policy);
+                let r = store
+                    .release_group_owned(conn, group.id, owner, RELEASE_BATCH, &decide)
+                    .await?;
+                Ok(r.released + r.dead_lettered)
             })
         })
         .await?;

@@ -13,10 +13,8 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::groups::GroupRow;
-use super::settle::Failure;
 use super::{MySqlStore, id_at, insert_values, micros, opt_text_at, padded};
-use crate::domain::NackOutcome;
+use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{DeliveryEvent, rfc3339};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
@@ -146,17 +144,6 @@ fn truncate_error(error: &str) -> String {
     error[..end].to_owned()
 }
 
-/// What becomes of one lease that ends without an ack.
-pub(crate) struct Ending<'a> {
-    pub lease: GroupLease,
-    /// Retry after this wait; None: dead.
-    pub retry_after: Option<Duration>,
-    /// Attempts to record (a snooze gives its attempt back).
-    pub attempts: i32,
-    pub outcome: &'a str,
-    pub error: Option<&'a str>,
-}
-
 impl MySqlStore {
     /// Lock the group's lease rows of `ids`.
     pub(crate) async fn lock_group_leases(
@@ -240,17 +227,17 @@ impl MySqlStore {
         .await
     }
 
-    /// Settle a failed or postponed claim (see [`Failure`]): compare-and-set on the lease, then
-    /// retry on the group's ladder or dead-letter.
+    /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
+    /// engine's decision (retry on the group's ladder, or dead-letter).
     pub(crate) async fn fail_group(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
+        group_id: i32,
         receipt: &Receipt,
-        failure: Failure<'_>,
+        decide: &Decide<'_>,
     ) -> Result<NackOutcome> {
         let mut leases = self
-            .lock_group_leases(conn, group.id, &[receipt.id])
+            .lock_group_leases(conn, group_id, &[receipt.id])
             .await?;
         let lease = match leases.remove(&receipt.id) {
             Some(l) if l.held_by(receipt) => l,
@@ -261,66 +248,34 @@ impl MySqlStore {
                 });
             }
         };
-        let attempts = lease.attempts;
-        let ending = match failure {
-            Failure::Retry { after, error, unit } => {
-                let exhausted = attempts as u32 >= group.config.max_attempts;
-                let after =
-                    after.unwrap_or_else(|| group.config.backoff.delay(attempts as u32, unit));
-                Ending {
-                    retry_after: (!exhausted).then_some(after),
-                    attempts,
-                    outcome: if exhausted { "dead" } else { "failed" },
-                    error: Some(error),
-                    lease,
-                }
-            }
-            Failure::DeadLetter { error } => Ending {
-                retry_after: None,
-                attempts,
-                outcome: "dead",
-                error: Some(error),
-                lease,
-            },
-            Failure::Snooze { after } => Ending {
-                retry_after: Some(after),
-                // The claim counted an attempt; a snooze is not a failure.
-                attempts: (attempts - 1).max(0),
-                outcome: "snoozed",
-                error: None,
-                lease,
-            },
-        };
-        let outcome = match ending.retry_after {
-            Some(after) => NackOutcome::Retry { after },
-            None => NackOutcome::DeadLettered,
-        };
-        self.end_leases(conn, group.id, &[ending]).await?;
-        Ok(outcome)
+        let settlement = decide(lease.attempts.max(0) as u32);
+        self.end_group_leases(conn, group_id, &[(lease, settlement)])
+            .await?;
+        Ok(settlement.nack_outcome())
     }
 
-    /// End leases (already locked) without an ack: delete them, then retry or bury each, and
-    /// record the event.
-    pub(crate) async fn end_leases(
+    /// End leases (already locked) without an ack: delete them, then retry or bury each as
+    /// settled, and record the event.
+    pub(crate) async fn end_group_leases(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
-        endings: &[Ending<'_>],
-    ) -> Result<()> {
+        endings: &[(GroupLease, Settlement<'_>)],
+    ) -> Result<Released> {
         if endings.is_empty() {
-            return Ok(());
+            return Ok(Released::default());
         }
-        let ids: Vec<MessageId> = endings.iter().map(|e| e.lease.id).collect();
+        let ids: Vec<MessageId> = endings.iter().map(|(l, _)| l.id).collect();
         self.exec_group_ids(conn, DELETE_GROUP_LEASES, group_id, &ids)
             .await?;
-        let (retry, dead): (Vec<&Ending>, Vec<&Ending>) =
-            endings.iter().partition(|e| e.retry_after.is_some());
-        let run_at = |e: &Ending| {
-            let after = e.retry_after.unwrap_or_default();
-            e.lease
-                .now_us
+        let (retry, dead): (Vec<_>, Vec<_>) =
+            endings.iter().partition(|(_, s)| s.retry_after.is_some());
+        let run_at = |(l, s): &&(GroupLease, Settlement<'_>)| {
+            let after = s.retry_after.unwrap_or_default();
+            l.now_us
                 .saturating_add(after.as_micros().min(i64::MAX as u128 / 2) as i64)
         };
+        let attempts = |s: &Settlement<'_>| s.attempts.min(i32::MAX as u32) as i32;
         insert_values(
             &self.st,
             conn,
@@ -330,12 +285,12 @@ impl MySqlStore {
             MAX_LIST,
             |q, e| {
                 q.bind(group_id)
-                    .bind(e.lease.id.bytes())
-                    .bind(e.lease.partition)
-                    .bind(e.lease.offset)
+                    .bind(e.0.id.bytes())
+                    .bind(e.0.partition)
+                    .bind(e.0.offset)
                     .bind(run_at(e))
-                    .bind(e.attempts)
-                    .bind(e.lease.token)
+                    .bind(attempts(&e.1))
+                    .bind(e.0.token)
             },
         )
         .await?;
@@ -346,30 +301,34 @@ impl MySqlStore {
             DEAD_ROW,
             &dead,
             MAX_LIST,
-            |q, e| {
+            |q, (l, s)| {
                 q.bind(group_id)
-                    .bind(e.lease.id.bytes())
-                    .bind(e.lease.partition)
-                    .bind(e.lease.offset)
-                    .bind(e.attempts)
-                    .bind(e.lease.token)
-                    .bind(e.lease.now_us)
+                    .bind(l.id.bytes())
+                    .bind(l.partition)
+                    .bind(l.offset)
+                    .bind(attempts(s))
+                    .bind(l.token)
+                    .bind(l.now_us)
             },
         )
         .await?;
         let history = endings
             .iter()
-            .map(|e| {
-                let state = if e.retry_after.is_some() {
+            .map(|(l, s)| {
+                let state = if s.retry_after.is_some() {
                     STATE_RETRYING
                 } else {
                     STATE_DEAD
                 };
-                let line = event_line(&e.lease, e.outcome, e.error)?;
-                Ok((&e.lease, state, e.attempts, line))
+                let line = event_line(l, s.outcome, s.error)?;
+                Ok((l, state, attempts(s), line))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.write_history(conn, group_id, &history).await
+        self.write_history(conn, group_id, &history).await?;
+        Ok(Released {
+            released: retry.len(),
+            dead_lettered: dead.len(),
+        })
     }
 
     /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
@@ -390,66 +349,57 @@ impl MySqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Release up to `limit` expired leases of `group`: due again at once (the attempt
-    /// counts), or dead on their last attempt.
+    /// Release up to `limit` expired leases of `group_id`, as `decide` settles each.
     pub(crate) async fn release_group_expired(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
+        group_id: i32,
         limit: usize,
-    ) -> Result<usize> {
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
         let rows = sqlx::query(self.st.get(CLAIM_GROUP_EXPIRED))
-            .bind(group.id)
+            .bind(group_id)
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        self.release_group_rows(conn, group, &rows, "expired", "lease expired")
-            .await
+        self.release_group_rows(conn, group_id, &rows, decide).await
     }
 
-    /// Release up to `limit` leases of `group` held by `owner` (a member that died or left).
+    /// Release up to `limit` leases of `group_id` held by `owner` (a member that died or
+    /// left), as `decide` settles each.
     pub(crate) async fn release_group_owned(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
+        group_id: i32,
         owner: &str,
         limit: usize,
-        reason: &str,
-    ) -> Result<usize> {
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
         let rows = sqlx::query(self.st.get(CLAIM_GROUP_OWNED))
-            .bind(group.id)
+            .bind(group_id)
             .bind(owner.as_bytes())
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        self.release_group_rows(conn, group, &rows, "released", reason)
-            .await
+        self.release_group_rows(conn, group_id, &rows, decide).await
     }
 
     async fn release_group_rows(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
+        group_id: i32,
         rows: &[MySqlRow],
-        outcome: &str,
-        reason: &str,
-    ) -> Result<usize> {
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
         let endings = rows
             .iter()
             .map(|row| {
                 let lease = GroupLease::decode(row)?;
-                let exhausted = lease.attempts as u32 >= group.config.max_attempts;
-                Ok(Ending {
-                    retry_after: (!exhausted).then_some(Duration::ZERO),
-                    attempts: lease.attempts,
-                    outcome: if exhausted { "dead" } else { outcome },
-                    error: Some(reason),
-                    lease,
-                })
+                let settlement = decide(lease.attempts.max(0) as u32);
+                Ok((lease, settlement))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.end_leases(conn, group.id, &endings).await?;
-        Ok(endings.len())
+        self.end_group_leases(conn, group_id, &endings).await
     }
 
     /// The groups in which `owner` holds leases.

@@ -5,11 +5,10 @@
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::queues::QueueRow;
-use super::settle::{DELETE_LEASES, Lease};
+use super::settle::Lease;
 use super::{Entry, MySqlStore, exec_id_list, id_at, padded};
 use crate::domain::MessageId;
-use crate::domain::Result;
+use crate::domain::{Decide, Released, Result};
 use crate::store::statements::bucket;
 
 pub(crate) const ANY_DUE: &str = "SELECT 1 FROM {p}scheduled FORCE INDEX (due) WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) LIMIT 1";
@@ -37,13 +36,6 @@ pub(crate) const DELETE_DEDUP: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p
     ON t.queue_id = v.q AND t.idempotency_key = v.k";
 /// One row of a derived table of `dedup` primary keys.
 pub(crate) const DEDUP_KEY_ROW: &str = "SELECT CAST(? AS SIGNED) AS q, CAST(? AS BINARY) AS k";
-
-/// What one release of leases did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Released {
-    pub released: usize,
-    pub dead_lettered: usize,
-}
 
 impl MySqlStore {
     /// Whether `queue_id` has scheduled messages that are due (a plain, non-locking read).
@@ -96,70 +88,59 @@ impl MySqlStore {
         Ok(row.is_some())
     }
 
-    /// Release up to `limit` expired leases: back to `ready` (SQS-style: visible again at once),
-    /// or to the dead letters when the attempt was the last one. The expiry is recorded in the
-    /// message's error history.
+    /// Release up to `limit` expired leases of `queue_id`, as `decide` settles each (back in
+    /// line at once, or dead on the last attempt).
     pub(crate) async fn release_expired(
         &self,
         conn: &mut MySqlConnection,
-        queue: &QueueRow,
+        queue_id: i32,
         limit: usize,
+        decide: &Decide<'_>,
     ) -> Result<Released> {
         let rows = sqlx::query(self.st.get(CLAIM_EXPIRED))
-            .bind(queue.id)
+            .bind(queue_id)
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        self.release(conn, queue, &rows, "lease expired").await
+        self.release(conn, queue_id, &rows, decide).await
     }
 
-    /// Release up to `limit` leases of `queue` held by `owner` (a dead or departing process),
-    /// whatever their expiry: back to `ready`, or dead on their last attempt.
+    /// Release up to `limit` leases of `queue_id` held by `owner` (a dead or departing
+    /// process), whatever their expiry, as `decide` settles each.
     pub(crate) async fn release_owned(
         &self,
         conn: &mut MySqlConnection,
-        queue: &QueueRow,
+        queue_id: i32,
         owner: &str,
         limit: usize,
-        reason: &str,
+        decide: &Decide<'_>,
     ) -> Result<Released> {
         let rows = sqlx::query(self.st.get(CLAIM_OWNED))
-            .bind(queue.id)
+            .bind(queue_id)
             .bind(owner.as_bytes())
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        self.release(conn, queue, &rows, reason).await
+        self.release(conn, queue_id, &rows, decide).await
     }
 
     /// Release locked lease rows (`id, queue_id, priority, token, attempts, ordering_key, live`).
     async fn release(
         &self,
         conn: &mut MySqlConnection,
-        queue: &QueueRow,
+        queue_id: i32,
         rows: &[MySqlRow],
-        reason: &str,
+        decide: &Decide<'_>,
     ) -> Result<Released> {
-        let leases = rows.iter().map(Lease::decode).collect::<Result<Vec<_>>>()?;
-        if leases.is_empty() {
-            return Ok(Released::default());
-        }
-        let ids: Vec<MessageId> = leases.iter().map(|l| l.entry.id).collect();
-        exec_id_list(&self.st, conn, DELETE_LEASES, &ids).await?;
-        for l in &leases {
-            self.append_error(conn, l.entry.id, l.entry.attempts, reason)
-                .await?;
-        }
-        let (dead, retry): (Vec<Lease>, Vec<Lease>) = leases
-            .into_iter()
-            .partition(|l| l.entry.attempts as u32 >= queue.config.max_attempts);
-        let back: Vec<(Entry, i64)> = retry.iter().map(|l| (l.entry, 0)).collect();
-        self.place(conn, queue.id, &back).await?;
-        self.bury(conn, queue.id, &dead).await?;
-        Ok(Released {
-            released: back.len(),
-            dead_lettered: dead.len(),
-        })
+        let endings = rows
+            .iter()
+            .map(|r| {
+                let lease = Lease::decode(r)?;
+                let settlement = decide(lease.entry.attempts.max(0) as u32);
+                Ok((lease, settlement))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.end_leases(conn, queue_id, endings).await
     }
 
     /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.

@@ -13,9 +13,8 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::queues::QueueRow;
 use super::{Entry, MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
-use crate::domain::NackOutcome;
+use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
 use crate::store::statements::MAX_LIST;
@@ -72,22 +71,6 @@ impl Lease {
     }
 }
 
-/// Why a claim ends without an ack.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Failure<'a> {
-    /// A failed attempt: retry after `after` (or the queue's backoff, jittered by `unit` in
-    /// `[0, 1)`), or dead-letter when the attempts are used up.
-    Retry {
-        after: Option<Duration>,
-        error: &'a str,
-        unit: f64,
-    },
-    /// Not a failure: deliver again after `after`, without counting the attempt.
-    Snooze { after: Duration },
-    /// Give up now, whatever the attempts left.
-    DeadLetter { error: &'a str },
-}
-
 /// Truncate an error text to the kept length (on a character boundary) and JSON-encode it.
 pub(crate) fn error_json(error: &str) -> String {
     let mut end = error.len().min(MAX_ERROR_BYTES);
@@ -141,18 +124,18 @@ impl MySqlStore {
         Ok(lost)
     }
 
-    /// Settle a failed or postponed claim: compare-and-set on the lease, then retry, snooze or
-    /// dead-letter the message (see [`Failure`]).
+    /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
+    /// engine's decision (retry after a delay, or dead-letter).
     pub(crate) async fn fail(
         &self,
         conn: &mut MySqlConnection,
-        queue: &QueueRow,
+        queue_id: i32,
         receipt: &Receipt,
-        failure: Failure<'_>,
+        decide: &Decide<'_>,
     ) -> Result<NackOutcome> {
         let mut leases = self.lock_leases(conn, &[receipt.id]).await?;
         let lease = match leases.remove(&receipt.id) {
-            Some(l) if l.held_by(receipt, queue.id) => l,
+            Some(l) if l.held_by(receipt, queue_id) => l,
             _ => {
                 return Err(Error::LeaseLost {
                     id: receipt.id,
@@ -160,33 +143,48 @@ impl MySqlStore {
                 });
             }
         };
-        exec_id_list(&self.st, conn, DELETE_LEASES, &[receipt.id]).await?;
-        let attempts = lease.entry.attempts;
-        let (error, after) = match failure {
-            Failure::Retry { after, error, unit } => {
-                let exhausted = attempts as u32 >= queue.config.max_attempts;
-                let after =
-                    after.unwrap_or_else(|| queue.config.backoff.delay(attempts as u32, unit));
-                (Some(error), (!exhausted).then_some(after))
+        let settlement = decide(lease.entry.attempts.max(0) as u32);
+        self.end_leases(conn, queue_id, vec![(lease, settlement)])
+            .await?;
+        Ok(settlement.nack_outcome())
+    }
+
+    /// End leases (locked by the caller) without an ack: delete them, record each error, then
+    /// put each message back (in `ready` or `scheduled`) or bury it, as settled.
+    pub(crate) async fn end_leases(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        endings: Vec<(Lease, Settlement<'_>)>,
+    ) -> Result<Released> {
+        if endings.is_empty() {
+            return Ok(Released::default());
+        }
+        let ids: Vec<MessageId> = endings.iter().map(|(l, _)| l.entry.id).collect();
+        exec_id_list(&self.st, conn, DELETE_LEASES, &ids).await?;
+        for (l, s) in &endings {
+            if let Some(error) = s.error {
+                self.append_error(conn, l.entry.id, l.entry.attempts, error)
+                    .await?;
             }
-            Failure::DeadLetter { error } => (Some(error), None),
-            Failure::Snooze { after } => (None, Some(after)),
-        };
-        if let Some(error) = error {
-            self.append_error(conn, receipt.id, attempts, error).await?;
         }
-        let Some(after) = after else {
-            self.bury(conn, queue.id, &[lease]).await?;
-            return Ok(NackOutcome::DeadLettered);
-        };
-        let mut entry = lease.entry;
-        if matches!(failure, Failure::Snooze { .. }) {
-            // The claim counted an attempt; a snooze is not a failure, so give it back.
-            entry.attempts = (entry.attempts - 1).max(0);
+        let mut back = Vec::new();
+        let mut dead = Vec::new();
+        for (mut lease, s) in endings {
+            lease.entry.attempts = s.attempts.min(i32::MAX as u32) as i32;
+            match s.retry_after {
+                Some(after) => {
+                    back.push((lease.entry, after.as_micros().min(i64::MAX as u128) as i64))
+                }
+                None => dead.push(lease),
+            }
         }
-        let delay_us = after.as_micros().min(i64::MAX as u128) as i64;
-        self.place(conn, queue.id, &[(entry, delay_us)]).await?;
-        Ok(NackOutcome::Retry { after })
+        self.place(conn, queue_id, &back).await?;
+        self.bury(conn, queue_id, &dead).await?;
+        Ok(Released {
+            released: back.len(),
+            dead_lettered: dead.len(),
+        })
     }
 
     /// Move leased messages (already deleted from `leases`) to the dead letters, and let their
