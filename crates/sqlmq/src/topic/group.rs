@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlConnection;
 
 use super::Topic;
+use super::claim::GroupClaimRequest;
 use crate::client::Subject;
 use crate::consume::{RetryPolicy, decide};
 use crate::domain::AckReport;
@@ -162,12 +163,19 @@ impl Group {
         let client = &self.topic.client;
         let store = &client.inner.store;
         let owner = client.owner_id();
-        let strict = self.topic.config().strict_order;
-        let partitions = self.topic.config().partitions;
-        let start = self.inner.next_partition.fetch_add(1, Ordering::Relaxed) as i32;
-        let row = &self.inner.row;
+        let request = GroupClaimRequest {
+            group_id: self.id(),
+            topic_id: self.topic.id(),
+            strict: self.topic.config().strict_order,
+            partitions: self.topic.config().partitions,
+            start: self.inner.next_partition.fetch_add(1, Ordering::Relaxed) as i32,
+            n,
+            lease,
+            owner,
+        };
+        let request = &request;
         let claim = tx::run(client.pool(), "group_claim", |conn, _| {
-            Box::pin(store.claim_group(conn, row, strict, partitions, start, n, lease, owner))
+            Box::pin(super::claim::claim(store, conn, request))
         })
         .await?;
         let label = self.label();

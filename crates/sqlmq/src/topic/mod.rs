@@ -5,6 +5,7 @@
 //! | `mod.rs` | [`Topic`] handle, publishing, group lookup |
 //! | `sequencer.rs` | running sequencing steps (offsets are given after commit) |
 //! | `group.rs` | [`Group`]: cluster-mode receive, ack, nack, extend |
+//! | `claim.rs` | the cluster-group claim: retries, cursors, strict order, retention floors |
 //! | `group_admin.rs` | dead letters, retries, reset, replay, maintenance, consume timeouts |
 //! | `broadcast.rs` | [`BroadcastReader`]: broadcast members and their checkpoints |
 //! | `inspect.rs` | queries by offset, key and time, and [`Trace`](crate::Trace) |
@@ -13,6 +14,7 @@
 //! | `retention.rs` | removing old records in small chunks |
 
 mod broadcast;
+mod claim;
 mod group;
 mod group_admin;
 mod inspect;

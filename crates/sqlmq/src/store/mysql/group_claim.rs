@@ -1,34 +1,29 @@
-//! The cluster-group claim: due retries first, then fresh offsets from the partition cursors.
+//! The cluster-group claim's statements. The claim itself (which records, in which order, with
+//! which tokens: due retries first, strict order, retention floors) is the engine's
+//! (`topic/claim.rs`); these are its reads and writes, in one short READ COMMITTED transaction:
 //!
-//! One short READ COMMITTED transaction:
-//!
-//! 1. due retries of the group, `FOR UPDATE SKIP LOCKED` through `(group_id, run_at, id)`;
-//! 2. cursors with work, `FOR UPDATE SKIP LOCKED`, from a random partition on: a cursor row is
-//!    the lock on handing out its partition's next offsets, so two members never take the
-//!    same offset, and a member finding a partition busy moves on to another. The partition's
-//!    end (`topic_partitions.next_offset`) is read by a subquery, which a locking read does not
-//!    lock: claims never contend with sequencing. Only when every partition with work is
-//!    locked does the claim wait for one (a queue of claims, instead of members polling a
-//!    lock);
-//! 3. the records of the offsets taken, by primary key range; the cursors move past them;
-//! 4. one lease row per record, with a fencing token.
+//! - due retries of the group, `FOR UPDATE SKIP LOCKED` through `(group_id, run_at, id)`;
+//! - cursors with work, `FOR UPDATE SKIP LOCKED`, from a given partition on: a cursor row is
+//!   the lock on handing out its partition's next offsets, so two members never take the same
+//!   offset, and a member finding a partition busy moves on to another. The partition's end
+//!   (`topic_partitions.next_offset`) is read by a subquery, which a locking read does not
+//!   lock: claims never contend with sequencing. Only when every partition with work is locked
+//!   does the claim wait for one (a queue of claims, instead of members polling a lock);
+//! - the records of the offsets taken, by primary key range; the cursors move past them;
+//! - one lease row per record, with a fencing token.
 //!
 //! Offsets are handed out only below the partition's end, which advances only by sequencing
-//! commits covering dense ranges, so a cursor can never pass an offset that is not yet visible
-//! (SPEC §1.6). Cursors move independently of acks: a slow or failing record holds up nothing
-//! but itself, unless the topic asks for strict order, where a partition with a record in
-//! flight or waiting to retry hands out nothing else.
+//! commits covering dense ranges, so a cursor can never pass an offset that is not yet visible.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::groups::GroupRow;
+use super::groups::{CURSOR_ROW, SET_CURSORS};
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
 use crate::domain::Result;
-use crate::domain::{Delivery, MessageId, time_from_micros};
+use crate::domain::{Delivery, MessageId};
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 
 pub(crate) const CLAIM_RETRIES: &str = concat!(
@@ -95,11 +90,6 @@ pub(crate) const OCCUPIED: &str = "SELECT DISTINCT partition_no FROM {p}group_le
     FROM {p}group_retries FORCE INDEX (part) WHERE group_id = ? AND partition_no IN ({list})";
 pub(crate) const DELETE_RETRIES: &str = "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}group_retries t \
     FORCE INDEX (PRIMARY) ON t.group_id = ? AND t.id = v.id";
-pub(crate) const MOVE_CURSORS: &str = "INSERT INTO {p}group_cursors \
-    (group_id, partition_no, next_offset, high_offset) VALUES {list} \
-    ON DUPLICATE KEY UPDATE next_offset = VALUES(next_offset), \
-    high_offset = GREATEST(high_offset, VALUES(next_offset))";
-const MOVE_ROW: &str = "(?,?,?,?)";
 const INSERT_LEASES: &str = "INSERT INTO {p}group_leases (group_id, id, partition_no, msg_offset, \
     token, attempts, lease_until, claimed_at, owner) VALUES {list}";
 const LEASE_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),\
@@ -108,15 +98,20 @@ const LEASE_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ?
 /// Cursors locked per statement when the first one locked did not fill the claim.
 const MORE_CURSORS: i64 = 3;
 
-/// A cursor locked by this claim.
+/// A cursor locked by a claim.
 #[derive(Clone, Copy, Debug)]
-struct Cursor {
-    partition: i32,
-    next: i64,
-    high: i64,
-    end: i64,
-    low: i64,
-    now_us: i64,
+pub(crate) struct Cursor {
+    pub partition: i32,
+    /// The next offset to hand out.
+    pub next: i64,
+    /// The furthest the cursor ever was (below it, offsets may have been handed out before).
+    pub high: i64,
+    /// The partition's end.
+    pub end: i64,
+    /// The partition's first retained offset.
+    pub low: i64,
+    /// The database clock, in microseconds.
+    pub now_us: i64,
 }
 
 impl Cursor {
@@ -132,224 +127,138 @@ impl Cursor {
     }
 }
 
-/// A record about to be leased.
-struct Take {
-    partition: i32,
-    offset: i64,
-    attempts: i32,
-    /// The token of its previous lease (0: never delivered).
-    token: i64,
+/// A retry taken for delivery (its row already deleted).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DueRetry {
+    pub id: MessageId,
+    pub partition: i32,
+    pub offset: i64,
+    /// Attempts made so far.
+    pub attempts: i32,
+    /// The token of its previous lease.
+    pub token: i64,
+    /// The database clock, in microseconds.
+    pub now_us: i64,
 }
 
-/// What a claim found.
-#[derive(Debug, Default)]
-pub(crate) struct GroupClaim {
-    pub deliveries: Vec<Delivery>,
-    /// Offsets skipped because retention had removed them first.
-    pub skipped: i64,
+/// Where a claim looks for cursors with work.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CursorScan {
+    pub group_id: i32,
+    pub topic_id: i32,
+    /// The topic's partition count as the claimer knows it (it may be stale: partitions only
+    /// grow).
+    pub partitions: u32,
+    /// The partition to look at first (spreads members over partitions).
+    pub start: i32,
+    /// Records the claim still wants.
+    pub want: usize,
+}
+
+/// Leases to write for the records a claim hands out.
+pub(crate) struct NewGroupLeases<'a> {
+    pub group_id: i32,
+    pub deliveries: &'a [Delivery],
+    pub claimed_us: i64,
+    pub until_us: i64,
+    pub owner: &'a str,
 }
 
 impl MySqlStore {
-    /// Claim up to `n` records for `group` (cluster mode) for `lease`, for `owner`. `start` is
-    /// the partition to look at first (spreads members over partitions).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn claim_group(
+    /// Take up to `n` due retries of the group: locked (`SKIP LOCKED`) and deleted.
+    pub(crate) async fn take_due_retries(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
-        strict: bool,
-        partitions: u32,
-        start: i32,
+        group_id: i32,
         n: usize,
-        lease: Duration,
-        owner: &str,
-    ) -> Result<GroupClaim> {
-        let mut now_us = 0;
-        let mut takes = Vec::new();
-        // 1. Due retries.
+    ) -> Result<Vec<DueRetry>> {
         let rows = sqlx::query(self.st.get(CLAIM_RETRIES))
-            .bind(group.id)
+            .bind(group_id)
             .bind(n as i64)
             .fetch_all(&mut *conn)
             .await?;
-        if !rows.is_empty() {
-            let mut retry_ids = Vec::with_capacity(rows.len());
-            let mut retries = Vec::with_capacity(rows.len());
-            for row in &rows {
-                now_us = row.try_get(5)?;
-                let id = id_at(row, 0)?;
-                retry_ids.push(id);
-                retries.push((
-                    id,
-                    Take {
-                        partition: row.try_get(1)?,
-                        offset: row.try_get(2)?,
-                        attempts: row.try_get(3)?,
-                        token: row.try_get(4)?,
-                    },
-                ));
-            }
-            self.exec_group_ids(conn, DELETE_RETRIES, group.id, &retry_ids)
-                .await?;
-            // A replay or a reset may have put a record in flight meanwhile: it is being
-            // delivered, so its retry is dropped.
-            let held = self.held(conn, group.id, &retry_ids).await?;
-            takes.extend(
-                retries
-                    .into_iter()
-                    .filter(|(id, _)| !held.contains(id))
-                    .map(|(_, t)| t),
-            );
-        }
-        let mut found = if takes.is_empty() {
-            Vec::new()
-        } else {
-            self.records_at(conn, group.topic_id, &takes).await?
-        };
-        // 2. Fresh offsets from the cursors.
-        let mut skipped = 0;
-        let mut moved = Vec::new();
-        let mut want = n - takes.len();
-        if want > 0 {
-            let cursors = self
-                .lock_cursors(conn, group, partitions, start, want)
-                .await?;
-            let busy = if strict {
-                // Partitions with a record in flight or waiting, including the retries taken
-                // just above (their leases are not written yet).
-                let mut busy = self.occupied(conn, group.id, &cursors).await?;
-                busy.extend(takes.iter().map(|t| t.partition));
-                busy
-            } else {
-                HashSet::new()
-            };
-            let mut seen: HashSet<MessageId> = found.iter().map(|r| r.id).collect();
-            for c in cursors {
-                now_us = c.now_us;
-                // Below the first retained offset, records are gone: jump (and count them).
-                let from = c.next.max(c.low);
-                skipped += from - c.next;
-                let room = match strict {
-                    true if busy.contains(&c.partition) => 0,
-                    true => 1,
-                    false => want as i64,
-                };
-                let to = c.end.min(from + room.min(want as i64)).max(from);
-                if to > c.next {
-                    moved.push((c.partition, to));
-                }
-                if to == from {
-                    continue;
-                }
-                want -= (to - from) as usize;
-                let mut rows = self
-                    .log_range(conn, group.topic_id, c.partition, from, to)
-                    .await?;
-                let mut tokens = HashMap::new();
-                if from < c.high {
-                    // Handed out before a reset back: skip what is in flight, and fence
-                    // earlier receipts with a larger token.
-                    let ids: Vec<MessageId> = rows.iter().map(|r| r.id).collect::<Vec<_>>();
-                    let held = self.held(conn, group.id, &ids).await?;
-                    rows.retain(|r| !held.contains(&r.id));
-                    tokens = self
-                        .past_tokens(conn, group.id, c.partition, from, to)
-                        .await?;
-                }
-                for mut r in rows {
-                    r.token = tokens.get(&r.offset).copied().unwrap_or(0);
-                    // A retry taken above may be this very record (after a reset back).
-                    if seen.insert(r.id) {
-                        found.push(r);
-                    }
-                }
-                if want == 0 {
-                    break;
-                }
-            }
-        }
-        if !moved.is_empty() {
-            insert_values(
-                &self.st,
-                conn,
-                MOVE_CURSORS,
-                MOVE_ROW,
-                &moved,
-                MAX_LIST,
-                |q, (p, o)| q.bind(group.id).bind(*p).bind(*o).bind(*o),
-            )
-            .await?;
-        }
-        if found.is_empty() {
-            return Ok(GroupClaim {
-                deliveries: Vec::new(),
-                skipped,
-            });
-        }
-        // 4. Leases.
-        let attempts: HashMap<(i32, i64), (i32, i64)> = takes
+        let retries = rows
             .iter()
-            .map(|t| ((t.partition, t.offset), (t.attempts, t.token)))
-            .collect();
-        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
-        let until_us = now_us.saturating_add(lease_us);
-        let mut deliveries = Vec::with_capacity(found.len());
-        for r in found {
-            let (attempts, token) = attempts
-                .get(&(r.partition, r.offset))
-                .copied()
-                .unwrap_or((0, r.token));
-            deliveries.push(Delivery {
-                id: r.id,
-                token: (token + 1) as u64,
-                attempt: (attempts + 1).max(1) as u32,
-                priority: 0,
-                ordering_key: r.key,
-                idempotency_key: None,
-                headers: r.headers,
-                body: r.body,
-                enqueued_at: time_from_micros(r.published_us),
-                lease_expires_at: time_from_micros(until_us),
-                partition: Some(r.partition as u32),
-                offset: Some(r.offset),
-            });
+            .map(|row| {
+                Ok(DueRetry {
+                    id: id_at(row, 0)?,
+                    partition: row.try_get(1)?,
+                    offset: row.try_get(2)?,
+                    attempts: row.try_get(3)?,
+                    token: row.try_get(4)?,
+                    now_us: row.try_get(5)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !retries.is_empty() {
+            let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
+            self.exec_group_ids(conn, DELETE_RETRIES, group_id, &ids)
+                .await?;
         }
+        Ok(retries)
+    }
+
+    /// Move (or create) cursors: `(partition, next offset)`; `high_offset` keeps the furthest.
+    pub(crate) async fn set_cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        targets: &[(i32, i64)],
+    ) -> Result<()> {
+        insert_values(
+            &self.st,
+            conn,
+            SET_CURSORS,
+            CURSOR_ROW,
+            targets,
+            MAX_LIST,
+            |q, (p, o)| q.bind(group_id).bind(*p).bind(*o).bind(*o),
+        )
+        .await
+    }
+
+    /// Write the lease rows of a claim's deliveries.
+    pub(crate) async fn insert_group_leases(
+        &self,
+        conn: &mut MySqlConnection,
+        new: &NewGroupLeases<'_>,
+    ) -> Result<()> {
         insert_values(
             &self.st,
             conn,
             INSERT_LEASES,
             LEASE_ROW,
-            &deliveries,
+            new.deliveries,
             MAX_LIST,
             |q, d| {
-                q.bind(group.id)
+                q.bind(new.group_id)
                     .bind(d.id.bytes())
                     .bind(d.partition.unwrap_or(0) as i32)
                     .bind(d.offset.unwrap_or(0))
                     .bind(d.token as i64)
                     .bind(d.attempt as i32)
-                    .bind(until_us)
-                    .bind(now_us)
-                    .bind(owner.as_bytes())
+                    .bind(new.until_us)
+                    .bind(new.claimed_us)
+                    .bind(new.owner.as_bytes())
             },
         )
-        .await?;
-        Ok(GroupClaim {
-            deliveries,
-            skipped,
-        })
+        .await
     }
 
-    /// Lock cursors with work: the first from `start` on (wrapping), then a few more if the
-    /// claim is not full; when all are busy, wait for one.
-    async fn lock_cursors(
+    /// Lock cursors with work: the first from `scan.start` on (wrapping), then a few more if
+    /// they do not hold `scan.want` records; when all are busy, wait for one.
+    pub(crate) async fn lock_cursors(
         &self,
         conn: &mut MySqlConnection,
-        group: &GroupRow,
-        partitions: u32,
-        start: i32,
-        want: usize,
+        scan: &CursorScan,
     ) -> Result<Vec<Cursor>> {
+        let CursorScan {
+            group_id,
+            topic_id,
+            partitions,
+            start,
+            want,
+        } = *scan;
         // `partitions` may be stale (partitions only grow): the first range is open-ended.
         let start = start.rem_euclid(partitions.max(1) as i32);
         let mut ranges = vec![(start, i32::MAX)];
@@ -364,12 +273,12 @@ impl MySqlStore {
             let mut from = lo;
             while from < hi {
                 let rows = sqlx::query(self.st.get(LOCK_CURSORS))
-                    .bind(group.topic_id)
-                    .bind(group.topic_id)
-                    .bind(group.id)
+                    .bind(topic_id)
+                    .bind(topic_id)
+                    .bind(group_id)
                     .bind(from)
                     .bind(hi)
-                    .bind(group.topic_id)
+                    .bind(topic_id)
                     .bind(limit)
                     .fetch_all(&mut *conn)
                     .await?;
@@ -393,8 +302,8 @@ impl MySqlStore {
         }
         // Every partition with work is being claimed by someone else: queue up for one.
         let busy = sqlx::query(self.st.get(BUSY_CURSOR))
-            .bind(group.id)
-            .bind(group.topic_id)
+            .bind(group_id)
+            .bind(topic_id)
             .fetch_optional(&mut *conn)
             .await?;
         let Some(busy) = busy else {
@@ -402,9 +311,9 @@ impl MySqlStore {
         };
         let partition: i32 = busy.try_get(0)?;
         let Some(row) = sqlx::query(self.st.get(WAIT_CURSOR))
-            .bind(group.topic_id)
-            .bind(group.topic_id)
-            .bind(group.id)
+            .bind(topic_id)
+            .bind(topic_id)
+            .bind(group_id)
             .bind(partition)
             .fetch_optional(&mut *conn)
             .await?
@@ -414,7 +323,7 @@ impl MySqlStore {
         let mut c = Cursor::decode(&row)?;
         // The subqueries read the partition before the wait: read its end again.
         if let Some(p) = sqlx::query(self.st.get(PARTITION_NOW))
-            .bind(group.topic_id)
+            .bind(topic_id)
             .bind(partition)
             .fetch_optional(&mut *conn)
             .await?
@@ -429,15 +338,14 @@ impl MySqlStore {
         })
     }
 
-    /// Partitions among `cursors` with a record in flight or waiting to retry.
-    async fn occupied(
+    /// Partitions among `parts` with a record in flight or waiting to retry.
+    pub(crate) async fn occupied(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
-        cursors: &[Cursor],
+        parts: &[i32],
     ) -> Result<HashSet<i32>> {
         let mut out = HashSet::new();
-        let parts: Vec<i32> = cursors.iter().map(|c| c.partition).collect();
         for chunk in parts.chunks(MAX_LIST) {
             let mut q = sqlx::query(self.st.list(OCCUPIED, "?", bucket(chunk.len())));
             for _ in 0..2 {
@@ -454,7 +362,7 @@ impl MySqlStore {
     }
 
     /// Which of `ids` the group has in flight (locking: waits for a lease being written).
-    async fn held(
+    pub(crate) async fn held(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -473,7 +381,7 @@ impl MySqlStore {
         Ok(out)
     }
 
-    async fn past_tokens(
+    pub(crate) async fn past_tokens(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -512,20 +420,20 @@ impl MySqlStore {
         rows.iter().map(LoggedRow::decode).collect()
     }
 
-    /// The records at the positions of `takes` (those retention has not removed).
-    async fn records_at(
+    /// The records at `(partition, offset)` positions (those retention has not removed).
+    pub(crate) async fn records_at(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
-        takes: &[Take],
+        positions: &[(i32, i64)],
     ) -> Result<Vec<LoggedRow>> {
-        let mut out = Vec::with_capacity(takes.len());
-        let mut rest = takes;
-        for size in split_into_buckets(takes.len(), MAX_LIST) {
+        let mut out = Vec::with_capacity(positions.len());
+        let mut rest = positions;
+        for size in split_into_buckets(positions.len(), MAX_LIST) {
             let (chunk, tail) = rest.split_at(size);
             let mut q = sqlx::query(self.st.list(LOG_AT, POSITION_ROW, size));
-            for t in chunk {
-                q = q.bind(t.partition).bind(t.offset);
+            for (partition, offset) in chunk {
+                q = q.bind(*partition).bind(*offset);
             }
             for row in q.bind(topic_id).fetch_all(&mut *conn).await? {
                 out.push(LoggedRow::decode(&row)?);

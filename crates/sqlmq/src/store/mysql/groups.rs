@@ -5,12 +5,11 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
+use super::MySqlStore;
 use super::topics::PartitionRow;
-use super::{MySqlStore, insert_values};
 use crate::domain::Backoff;
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode, StartAt};
-use crate::store::statements::MAX_LIST;
 
 /// A group as stored.
 #[derive(Clone, Debug)]
@@ -39,7 +38,7 @@ pub(crate) const SET_CURSORS: &str = "INSERT INTO {p}group_cursors \
     (group_id, partition_no, next_offset, high_offset) VALUES {list} \
     ON DUPLICATE KEY UPDATE next_offset = VALUES(next_offset), \
     high_offset = GREATEST(high_offset, VALUES(next_offset))";
-const CURSOR_ROW: &str = "(?,?,?,?)";
+pub(crate) const CURSOR_ROW: &str = "(?,?,?,?)";
 /// Cursors for partitions added after the groups were created: from offset 0, so that a group
 /// gets every record of a new partition.
 pub(crate) const ADD_CURSORS: &str = "INSERT IGNORE INTO {p}group_cursors \
@@ -204,16 +203,7 @@ impl MySqlStore {
         only: Option<i32>,
     ) -> Result<Vec<(i32, i64)>> {
         let targets = self.offsets_at(conn, group.topic_id, start, only).await?;
-        insert_values(
-            &self.st,
-            conn,
-            SET_CURSORS,
-            CURSOR_ROW,
-            &targets,
-            MAX_LIST,
-            |q, (p, o)| q.bind(group.id).bind(*p).bind(*o).bind(*o),
-        )
-        .await?;
+        self.set_cursors(conn, group.id, &targets).await?;
         Ok(targets)
     }
 

@@ -1,0 +1,222 @@
+//! The cluster-group claim: which records a member gets, in one short transaction.
+//!
+//! 1. Due retries first (a replay or a reset may have put one of them in flight meanwhile: it is
+//!    being delivered, so its retry is dropped).
+//! 2. Then fresh offsets from the partition cursors, starting at a rotating partition so that
+//!    members spread over partitions. Below a partition's first retained offset the records are
+//!    gone (retention): the cursor jumps and the records are counted as skipped. With strict
+//!    order a partition with a record in flight or waiting to retry hands out nothing, and
+//!    otherwise one record at a time. Offsets below the cursor's high-water mark were handed
+//!    out before a reset moved it back: records still in flight are skipped and the others get
+//!    a token above their last one, so that earlier receipts stay fenced.
+//! 3. One lease per record, with a fencing token one above the record's last.
+//!
+//! Cursors move independently of acks: a slow or failing record holds up nothing but itself,
+//! unless the topic asks for strict order. The backend supplies the reads and writes (see
+//! `store/mysql/group_claim.rs`); every decision above is made here.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use sqlx::MySqlConnection;
+
+use crate::domain::{Delivery, MessageId, Result, time_from_micros};
+use crate::store::mysql::MySqlStore;
+use crate::store::mysql::group_claim::{CursorScan, LoggedRow, NewGroupLeases};
+
+/// What a claim asks for.
+pub(crate) struct GroupClaimRequest<'a> {
+    pub group_id: i32,
+    pub topic_id: i32,
+    /// One record in flight per partition.
+    pub strict: bool,
+    /// The topic's partition count as the handle knows it.
+    pub partitions: u32,
+    /// The partition to look at first.
+    pub start: i32,
+    /// Most records to hand out.
+    pub n: usize,
+    pub lease: Duration,
+    /// The claiming process (owner id).
+    pub owner: &'a str,
+}
+
+/// What a claim found.
+#[derive(Debug, Default)]
+pub(crate) struct GroupClaim {
+    pub deliveries: Vec<Delivery>,
+    /// Offsets skipped because retention had removed them first.
+    pub skipped: i64,
+}
+
+/// A record about to be leased again: where it is, and its attempts and last token.
+struct Again {
+    partition: i32,
+    offset: i64,
+    attempts: i32,
+    token: i64,
+}
+
+/// Claim up to `req.n` records for a cluster group, inside `conn`'s transaction.
+pub(crate) async fn claim(
+    store: &MySqlStore,
+    conn: &mut MySqlConnection,
+    req: &GroupClaimRequest<'_>,
+) -> Result<GroupClaim> {
+    let mut now_us = 0;
+    // 1. Due retries.
+    let mut again = Vec::new();
+    let retries = store.take_due_retries(conn, req.group_id, req.n).await?;
+    if let Some(r) = retries.first() {
+        now_us = r.now_us;
+        let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
+        let held = store.held(conn, req.group_id, &ids).await?;
+        again.extend(
+            retries
+                .iter()
+                .filter(|r| !held.contains(&r.id))
+                .map(|r| Again {
+                    partition: r.partition,
+                    offset: r.offset,
+                    attempts: r.attempts,
+                    token: r.token,
+                }),
+        );
+    }
+    let mut found = if again.is_empty() {
+        Vec::new()
+    } else {
+        let positions: Vec<(i32, i64)> = again.iter().map(|a| (a.partition, a.offset)).collect();
+        store.records_at(conn, req.topic_id, &positions).await?
+    };
+
+    // 2. Fresh offsets from the cursors.
+    let mut skipped = 0;
+    let mut moved = Vec::new();
+    let mut want = req.n - again.len();
+    if want > 0 {
+        let scan = CursorScan {
+            group_id: req.group_id,
+            topic_id: req.topic_id,
+            partitions: req.partitions,
+            start: req.start,
+            want,
+        };
+        let cursors = store.lock_cursors(conn, &scan).await?;
+        let busy = if req.strict {
+            // Partitions with a record in flight or waiting, including the retries taken just
+            // above (their leases are not written yet).
+            let parts: Vec<i32> = cursors.iter().map(|c| c.partition).collect();
+            let mut busy = store.occupied(conn, req.group_id, &parts).await?;
+            busy.extend(again.iter().map(|a| a.partition));
+            busy
+        } else {
+            HashSet::new()
+        };
+        let mut seen: HashSet<MessageId> = found.iter().map(|r| r.id).collect();
+        for c in cursors {
+            now_us = c.now_us;
+            // Below the first retained offset, records are gone: jump (and count them).
+            let from = c.next.max(c.low);
+            skipped += from - c.next;
+            let room = match req.strict {
+                true if busy.contains(&c.partition) => 0,
+                true => 1,
+                false => want as i64,
+            };
+            let to = c.end.min(from + room.min(want as i64)).max(from);
+            if to > c.next {
+                moved.push((c.partition, to));
+            }
+            if to == from {
+                continue;
+            }
+            want -= (to - from) as usize;
+            let mut rows = store
+                .log_range(conn, req.topic_id, c.partition, from, to)
+                .await?;
+            let mut tokens = HashMap::new();
+            if from < c.high {
+                // Handed out before a reset back: skip what is in flight, and fence earlier
+                // receipts with a larger token.
+                let ids: Vec<MessageId> = rows.iter().map(|r| r.id).collect();
+                let held = store.held(conn, req.group_id, &ids).await?;
+                rows.retain(|r| !held.contains(&r.id));
+                tokens = store
+                    .past_tokens(conn, req.group_id, c.partition, from, to)
+                    .await?;
+            }
+            for mut r in rows {
+                r.token = tokens.get(&r.offset).copied().unwrap_or(0);
+                // A retry taken above may be this very record (after a reset back).
+                if seen.insert(r.id) {
+                    found.push(r);
+                }
+            }
+            if want == 0 {
+                break;
+            }
+        }
+    }
+    if !moved.is_empty() {
+        store.set_cursors(conn, req.group_id, &moved).await?;
+    }
+    if found.is_empty() {
+        return Ok(GroupClaim {
+            deliveries: Vec::new(),
+            skipped,
+        });
+    }
+
+    // 3. Leases.
+    let lease_us = req.lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+    let until_us = now_us.saturating_add(lease_us);
+    let deliveries = deliveries(found, &again, until_us);
+    store
+        .insert_group_leases(
+            conn,
+            &NewGroupLeases {
+                group_id: req.group_id,
+                deliveries: &deliveries,
+                claimed_us: now_us,
+                until_us,
+                owner: req.owner,
+            },
+        )
+        .await?;
+    Ok(GroupClaim {
+        deliveries,
+        skipped,
+    })
+}
+
+/// The deliveries of `found`: the next attempt, and a token one above the record's last.
+fn deliveries(found: Vec<LoggedRow>, again: &[Again], until_us: i64) -> Vec<Delivery> {
+    let previous: HashMap<(i32, i64), (i32, i64)> = again
+        .iter()
+        .map(|a| ((a.partition, a.offset), (a.attempts, a.token)))
+        .collect();
+    found
+        .into_iter()
+        .map(|r| {
+            let (attempts, token) = previous
+                .get(&(r.partition, r.offset))
+                .copied()
+                .unwrap_or((0, r.token));
+            Delivery {
+                id: r.id,
+                token: (token + 1) as u64,
+                attempt: (attempts + 1).max(1) as u32,
+                priority: 0,
+                ordering_key: r.key,
+                idempotency_key: None,
+                headers: r.headers,
+                body: r.body,
+                enqueued_at: time_from_micros(r.published_us),
+                lease_expires_at: time_from_micros(until_us),
+                partition: Some(r.partition as u32),
+                offset: Some(r.offset),
+            }
+        })
+        .collect()
+}
