@@ -5,11 +5,11 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sqlx::MySqlConnection;
 
 use crate::domain::Result;
 use crate::domain::{Message, Sent};
 use crate::queue::Queue;
+use crate::store::Backend;
 
 /// Header holding a job's [`Job::NAME`].
 pub const JOB_HEADER: &str = "sqlmq-job";
@@ -43,7 +43,7 @@ impl Message {
     }
 }
 
-impl Queue {
+impl<B: Backend> Queue<B> {
     /// Enqueue a typed job (see [`Message::job`] for options such as delays or keys).
     ///
     /// ```no_run
@@ -69,7 +69,7 @@ impl Queue {
     /// tx.commit().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn enqueue_in<J: Job>(&self, conn: &mut MySqlConnection, job: &J) -> Result<Sent> {
+    pub async fn enqueue_in<J: Job>(&self, conn: &mut B::Connection, job: &J) -> Result<Sent> {
         self.send_in(conn, Message::job(job)?).await
     }
 }

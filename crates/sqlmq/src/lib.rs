@@ -74,6 +74,7 @@ pub use client::{
     DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_TABLE_PREFIX,
 };
+pub use consume::{MAX_LEASE, MAX_RECEIVE, Source, SourceName};
 pub use domain::{
     AckReport, AttemptError, Backoff, DEFAULT_DEDUP_WINDOW, DEFAULT_GROUP_MAX_ATTEMPTS,
     DEFAULT_MAX_ATTEMPTS, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass, Flavor,
@@ -84,7 +85,9 @@ pub use domain::{
     TopicStats, Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };
 pub use job::{JOB_HEADER, Job};
-pub use queue::{MAX_LEASE, MAX_RECEIVE, Queue};
+pub use queue::Queue;
+pub use sqlx::MySql;
+pub use store::Backend;
 /// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
 pub use tokio_util::sync::CancellationToken;
 pub use topic::{BroadcastReader, Group, MAX_QUERY, RETENTION_INTERVAL, Topic};

@@ -1,7 +1,8 @@
 //! Running a unit of work in a short transaction of our own, with bounded retries.
 //!
-//! Every transaction sqlmq opens itself starts with `SET TRANSACTION ISOLATION LEVEL READ
-//! COMMITTED` and is retried according to the class of its error (SPEC §5):
+//! Every transaction sqlmq opens itself starts with its backend's begin statement (for MySQL:
+//! `SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION`) and is retried according
+//! to the class of its error:
 //!
 //! - deadlock, certification failure, snapshot conflict: the server rolled everything back, run
 //!   the unit again;
@@ -19,10 +20,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use rand::RngExt;
-use sqlx::{Connection, MySqlConnection, MySqlPool};
+use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
 use crate::domain::{Error, ErrorClass, Result};
-use crate::store::mysql::BEGIN_READ_COMMITTED;
+use crate::store::{Backend, Server};
 
 /// Attempts per unit of work before the error is returned.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;
@@ -38,6 +39,12 @@ pub(crate) type TxFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send 
 /// only well-formed when `'a: 'c`, so the higher-ranked bound `for<'c>` on the closure ranges
 /// over connection lifetimes within `'a` only, and the returned future may hold `'a` borrows.
 pub(crate) type Scope<'c, 'a> = PhantomData<&'c &'a ()>;
+
+/// The backend's begin statement, as an owned `SqlStr`: a `&'static str` argument trips the
+/// compiler's check that generic futures holding it are `Send` ("not general enough").
+pub(crate) fn begin<B: Backend>() -> SqlStr {
+    B::Store::BEGIN.into_sql_str()
+}
 
 /// Wait before retry number `attempt` (1-based), with full jitter.
 fn backoff(attempt: u32) -> Duration {
@@ -74,27 +81,32 @@ fn should_retry(op: &'static str, err: &Error, attempt: u32) -> bool {
 }
 
 /// Run `work` in a fresh READ COMMITTED transaction from `pool`, retrying transient failures.
-pub(crate) async fn run<'a, T, F>(pool: &MySqlPool, op: &'static str, work: F) -> Result<T>
+pub(crate) async fn run<'a, B: Backend, T, F>(
+    pool: &Pool<B>,
+    op: &'static str,
+    work: F,
+) -> Result<T>
 where
     T: Send,
-    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
-    type NoResolver<'a> = for<'c> fn(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>;
-    run_inner(pool, op, work, None::<NoResolver<'a>>).await
+    type NoResolver<'a, B> =
+        for<'c> fn(&'c mut <B as sqlx::Database>::Connection, Scope<'c, 'a>) -> TxFuture<'c, bool>;
+    run_inner(pool, op, work, None::<NoResolver<'a, B>>).await
 }
 
 /// Like [`run`], with a resolver for a COMMIT whose outcome is unknown: it runs on a new
 /// connection and returns whether the unit's writes are in the database.
-pub(crate) async fn run_resolving<'a, T, F, R>(
-    pool: &MySqlPool,
+pub(crate) async fn run_resolving<'a, B: Backend, T, F, R>(
+    pool: &Pool<B>,
     op: &'static str,
     work: F,
     resolve: R,
 ) -> Result<T>
 where
     T: Send,
-    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
-    R: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
 {
     run_inner(pool, op, work, Some(resolve)).await
 }
@@ -112,11 +124,11 @@ enum Attempt<T> {
     CommitFailed(T, Error),
 }
 
-async fn attempt<'a, T, F>(conn: &mut MySqlConnection, work: &mut F) -> Attempt<T>
+async fn attempt<'a, B: Backend, T, F>(conn: &mut B::Connection, work: &mut F) -> Attempt<T>
 where
-    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
-    let mut tx = match conn.begin_with(BEGIN_READ_COMMITTED).await {
+    let mut tx = match conn.begin_with(begin::<B>()).await {
         Ok(tx) => tx,
         Err(e) => {
             return Attempt::Failed {
@@ -139,23 +151,23 @@ where
     }
 }
 
-async fn run_inner<'a, T, F, R>(
-    pool: &MySqlPool,
+async fn run_inner<'a, B: Backend, T, F, R>(
+    pool: &Pool<B>,
     op: &'static str,
     mut work: F,
     mut resolve: Option<R>,
 ) -> Result<T>
 where
     T: Send,
-    F: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
-    R: for<'c> FnMut(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
 {
     let mut attempts = 0;
     loop {
         attempts += 1;
         let err = match pool.acquire().await {
             Err(e) => Error::from(e),
-            Ok(mut conn) => match attempt(&mut conn, &mut work).await {
+            Ok(mut conn) => match attempt::<B, T, F>(&mut conn, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
                 Attempt::Failed { err, healthy } => {
                     if !healthy {
@@ -191,14 +203,14 @@ where
 /// Run `work` inside the caller's connection: in its transaction if it has one (no retries:
 /// the caller owns the transaction and decides), otherwise in a transaction of its own on that
 /// connection.
-pub(crate) async fn run_in<'a, T, F>(conn: &mut MySqlConnection, work: F) -> Result<T>
+pub(crate) async fn run_in<'a, B: Backend, T, F>(conn: &mut B::Connection, work: F) -> Result<T>
 where
-    F: for<'c> FnOnce(&'c mut MySqlConnection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    F: for<'c> FnOnce(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
     if conn.is_in_transaction() {
         return work(conn, PhantomData).await;
     }
-    let mut tx = conn.begin_with(BEGIN_READ_COMMITTED).await?;
+    let mut tx = conn.begin_with(begin::<B>()).await?;
     let value = work(&mut tx, PhantomData).await?;
     tx.commit().await?;
     Ok(value)

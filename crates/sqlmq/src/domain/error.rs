@@ -212,3 +212,12 @@ impl Error {
             if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
     }
 }
+
+/// Refuse a schema written by a newer sqlmq (`found` above the `supported` version).
+pub(crate) fn check_not_newer(found: i64, supported: i64) -> Result<()> {
+    if found > supported {
+        Err(Error::SchemaTooNew { found, supported })
+    } else {
+        Ok(())
+    }
+}

@@ -37,6 +37,7 @@ mod topic_config;
 mod trace;
 
 pub use backoff::{Backoff, DEFAULT_MAX_ATTEMPTS};
+pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
 pub use group_config::{
     DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
@@ -55,7 +56,7 @@ pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
 pub use server::{Flavor, ServerInfo};
-pub(crate) use settle::{Decide, Failure, Released, Settlement};
+pub use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::{MAX_PARTITIONS, TopicConfig};
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
 pub(crate) use trace::{parse_events, rfc3339};

@@ -10,7 +10,7 @@ use super::reports::NackOutcome;
 
 /// Why a claim ends without an ack.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Failure<'a> {
+pub enum Failure<'a> {
     /// A failed attempt: retry after `after` (or the backoff of the queue or group, jittered by
     /// `unit` in `[0, 1)`), or dead-letter when the attempts are used up.
     Retry {
@@ -30,7 +30,7 @@ pub(crate) enum Failure<'a> {
 
 /// What becomes of one claim that ends without an ack.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Settlement<'a> {
+pub struct Settlement<'a> {
     /// Deliver again after this wait; `None`: it becomes a dead letter.
     pub retry_after: Option<Duration>,
     /// Attempts to keep on the message (a snooze gives its attempt back).
@@ -54,11 +54,11 @@ impl Settlement<'_> {
 
 /// The engine's decision for a lease that made `attempts` attempts (called by a backend with
 /// the lease locked).
-pub(crate) type Decide<'a> = dyn Fn(u32) -> Settlement<'a> + Send + Sync + 'a;
+pub type Decide<'a> = dyn Fn(u32) -> Settlement<'a> + Send + Sync + 'a;
 
 /// What a release of leases did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Released {
+pub struct Released {
     /// Back in line (due at once).
     pub released: usize,
     /// On their last attempt: now dead letters.

@@ -1,15 +1,11 @@
 //! Operating a queue: pause, cancel, purge, stats, dead letters, maintenance.
 
-use std::time::Instant;
-
 use super::Queue;
-use crate::consume::{RetryPolicy, decide};
-use crate::domain::Failure;
-use crate::domain::MaintenanceReport;
-use crate::domain::QueueStats;
-use crate::domain::{DeadLetter, MessageId};
-use crate::domain::{Error, Result};
-use crate::store::mysql::admin::PurgeScope;
+use crate::client::Subject;
+use crate::domain::{DeadLetter, Error, MaintenanceReport, MessageId, QueueStats, Result};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::PurgeScope;
 use crate::tx;
 
 /// Rows moved per maintenance transaction: small enough to keep transactions short.
@@ -17,7 +13,7 @@ const MAINTENANCE_BATCH: usize = 500;
 /// Rows deleted per purge transaction (never one huge DELETE).
 const PURGE_BATCH: usize = 1000;
 
-impl Queue {
+impl<B: Backend> Queue<B> {
     /// Stop handing out messages (`receive` returns nothing) until [`Queue::resume`]. Sends are
     /// still accepted; claims in flight are unaffected. Takes effect at once for every consumer.
     ///
@@ -232,29 +228,12 @@ impl Queue {
                 break;
             }
             drop(conn);
-            let expired = tx::run(self.pool(), "release_expired", |conn, _| {
-                Box::pin(async move {
-                    let row = self.row(conn).await?;
-                    let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
-                    let decide = |attempts| decide(Failure::Expired, attempts, policy);
-                    store
-                        .release_expired(conn, row.id, MAINTENANCE_BATCH, &decide)
-                        .await
-                })
-            })
-            .await?;
+            let expired = self.consumer().release_expired(MAINTENANCE_BATCH).await?;
             report.released += expired.released;
             report.dead_lettered += expired.dead_lettered;
             if expired.released + expired.dead_lettered < MAINTENANCE_BATCH {
                 break;
             }
-        }
-        if report.released + report.dead_lettered > 0 {
-            let queue = self.name().to_owned();
-            metrics::counter!("sqlmq_leases_expired_total", "queue" => queue.clone())
-                .increment(report.released as u64);
-            metrics::counter!("sqlmq_messages_dead_lettered_total", "queue" => queue)
-                .increment(report.dead_lettered as u64);
         }
         Ok(report)
     }
@@ -262,15 +241,9 @@ impl Queue {
     /// Run [`Queue::maintain`] if this client has not done so for this queue within the
     /// housekeeping interval.
     pub(crate) async fn housekeeping_if_due(&self) -> Result<()> {
-        let inner = &self.client.inner;
-        {
-            let mut last = inner.housekeeping.lock().expect("poisoned");
-            let now = Instant::now();
-            let key = crate::client::Subject::Queue(self.id());
-            match last.get(&key) {
-                Some(t) if now.duration_since(*t) < inner.housekeeping_interval => return Ok(()),
-                _ => last.insert(key, now),
-            };
+        let interval = self.client.inner.housekeeping_interval;
+        if !self.client.due(Subject::Queue(self.id()), interval) {
+            return Ok(());
         }
         self.maintain().await?;
         self.client.prune_dedup_if_due().await?;

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mod.rs` | [`Queue`] handle |
 //! | `produce.rs` | `send`, `send_batch` and their `_in` forms |
-//! | `consume.rs` | `receive`, `ack`, `nack`, `extend` and their `_in` forms |
+//! | `consume.rs` | `receive` (settling is the shared path of `consume/`) |
 //! | `manage.rs` | pause, cancel, purge, stats, dead letters, maintenance |
 
 mod consume;
@@ -13,11 +13,15 @@ mod produce;
 
 use std::sync::Arc;
 
-pub use consume::{MAX_LEASE, MAX_RECEIVE};
-pub(crate) use consume::{check_lease, counted_acks, lost_to_error};
+use sqlx::MySql;
 
 use crate::client::Client;
+use crate::consume::Consumer;
+use crate::consume::methods::consume_methods;
 use crate::domain::{Error, Result};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::{QueueRow, SourceId};
 
 /// A handle to one queue. Cheap to clone.
 ///
@@ -27,9 +31,8 @@ use crate::domain::{Error, Result};
 /// q.send(sqlmq::Message::new("hi")).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct Queue {
-    client: Client,
+pub struct Queue<B: Backend = MySql> {
+    client: Client<B>,
     inner: Arc<Handle>,
 }
 
@@ -38,7 +41,16 @@ struct Handle {
     name: String,
 }
 
-impl std::fmt::Debug for Queue {
+impl<B: Backend> Clone for Queue<B> {
+    fn clone(&self) -> Self {
+        Queue {
+            client: self.client.clone(),
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Queue<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
             .field("name", &self.inner.name)
@@ -47,8 +59,8 @@ impl std::fmt::Debug for Queue {
     }
 }
 
-impl Queue {
-    pub(crate) fn new(client: Client, id: i32, name: String) -> Queue {
+impl<B: Backend> Queue<B> {
+    pub(crate) fn new(client: Client<B>, id: i32, name: String) -> Queue<B> {
         Queue {
             client,
             inner: Arc::new(Handle { id, name }),
@@ -69,7 +81,7 @@ impl Queue {
     /// ```no_run
     /// # fn f(q: sqlmq::Queue) { let pool = q.client().pool(); }
     /// ```
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &Client<B> {
         &self.client
     }
 
@@ -77,22 +89,30 @@ impl Queue {
         self.inner.id
     }
 
-    fn store(&self) -> &crate::store::mysql::MySqlStore {
-        &self.client.inner.store
+    fn store(&self) -> &B::Store {
+        self.client.store()
     }
 
-    fn pool(&self) -> &sqlx::MySqlPool {
-        &self.client.inner.pool
+    fn pool(&self) -> &sqlx::Pool<B> {
+        self.client.pool()
+    }
+
+    /// The queue as the shared consumption path sees it.
+    pub(crate) fn consumer(&self) -> Consumer<'_, B> {
+        Consumer {
+            client: &self.client,
+            id: SourceId::Queue(self.id()),
+            name: self.name().to_owned(),
+        }
     }
 
     /// The queue's current row (fresh configuration), inside `conn`.
-    async fn row(
-        &self,
-        conn: &mut sqlx::MySqlConnection,
-    ) -> Result<crate::store::mysql::queues::QueueRow> {
+    async fn row(&self, conn: &mut B::Connection) -> Result<QueueRow> {
         self.store()
             .queue_by_id(conn, self.id())
             .await?
             .ok_or_else(|| Error::UnknownQueue(self.name().to_owned()))
     }
 }
+
+consume_methods!(Queue, "Queue");

@@ -2,12 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::MySqlConnection;
-
 use super::Queue;
-use crate::domain::validate_key;
-use crate::domain::{Error, Result};
-use crate::domain::{Message, MessageId, Sent};
+use crate::client::Subject;
+use crate::domain::{Error, Message, MessageId, Result, Sent, validate_key};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::SendBatch;
 use crate::tx;
 
 /// Longest accepted delay.
@@ -15,7 +15,7 @@ const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 /// Largest headers object (JSON), bounded by the `BLOB` column.
 const MAX_HEADERS_BYTES: usize = 60 * 1024;
 
-impl Queue {
+impl<B: Backend> Queue<B> {
     /// Send one message. Durable when this returns Ok (with `innodb_flush_log_at_trx_commit=1`).
     ///
     /// ```no_run
@@ -55,20 +55,14 @@ impl Queue {
         let sent = tx::run_resolving(
             self.pool(),
             "send",
-            |conn, _| {
-                Box::pin(async move {
-                    let window = self.dedup_window(conn, msgs).await?;
-                    store.send(conn, self.id(), window, msgs, budget).await
-                })
-            },
+            |conn, _| Box::pin(self.send_on(conn, msgs, budget)),
             // A lost connection during COMMIT: the batch is all or nothing, so it committed iff
             // any of its ids is in the table.
             |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
         )
         .await?;
         self.record_sent(&sent, started);
-        self.client
-            .notify_local(crate::client::Subject::Queue(self.id()));
+        self.client.notify_local(Subject::Queue(self.id()));
         Ok(sent)
     }
 
@@ -85,7 +79,7 @@ impl Queue {
     /// tx.commit().await?; // the order and its message, or neither
     /// # Ok(()) }
     /// ```
-    pub async fn send_in(&self, conn: &mut MySqlConnection, message: Message) -> Result<Sent> {
+    pub async fn send_in(&self, conn: &mut B::Connection, message: Message) -> Result<Sent> {
         let mut sent = self.send_batch_in(conn, vec![message]).await?;
         Ok(sent.remove(0))
     }
@@ -103,7 +97,7 @@ impl Queue {
     /// ```
     pub async fn send_batch_in(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut B::Connection,
         messages: Vec<Message>,
     ) -> Result<Vec<Sent>> {
         self.check_messages(&messages)?;
@@ -111,27 +105,35 @@ impl Queue {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let store = self.store();
         let budget = self.client.inner.statement_budget;
         let msgs = &messages;
-        let sent = tx::run_in(conn, |conn, _| {
-            Box::pin(async move {
-                let window = self.dedup_window(conn, msgs).await?;
-                store.send(conn, self.id(), window, msgs, budget).await
-            })
-        })
-        .await?;
+        let sent =
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_on(conn, msgs, budget)))
+                .await?;
         self.record_sent(&sent, started);
         Ok(sent)
     }
 
-    /// The queue's dedup window, read only when some message carries an idempotency key.
-    async fn dedup_window(&self, conn: &mut MySqlConnection, msgs: &[Message]) -> Result<Duration> {
-        if msgs.iter().any(|m| m.idempotency_key.is_some()) {
-            Ok(self.row(conn).await?.config.dedup_window)
+    /// Write `msgs` in `conn`'s transaction. The queue's dedup window is read only when some
+    /// message carries an idempotency key.
+    async fn send_on(
+        &self,
+        conn: &mut B::Connection,
+        msgs: &[Message],
+        budget: usize,
+    ) -> Result<Vec<Sent>> {
+        let dedup_window = if msgs.iter().any(|m| m.idempotency_key.is_some()) {
+            self.row(conn).await?.config.dedup_window
         } else {
-            Ok(Duration::ZERO)
-        }
+            Duration::ZERO
+        };
+        let batch = SendBatch {
+            queue_id: self.id(),
+            dedup_window,
+            messages: msgs,
+            budget,
+        };
+        self.store().send(conn, &batch).await
     }
 
     /// Reject bad input before anything is written.

@@ -1,14 +1,140 @@
-//! The storage seam: everything that knows SQL.
+//! The storage seam: the interface every backend implements, and the backends.
 //!
-//! The engine (`client`, `queue`, `tx`) validates input, opens transactions, retries and
-//! records metrics; it calls into a backend for every read and write. Today the backend is
-//! `mysql` (MySQL 8.0+ and MariaDB 10.6+), whose module holds every statement and the
-//! migrations. A SQLite backend will sit beside it behind the same calls.
+//! The engine (`client`, `queue`, `topic`, `consume`, `worker`, `tx`) validates input, opens
+//! transactions, retries, decides (what a failure leads to, which records a claim takes,
+//! how far retention may go) and records metrics; for every read and write it calls a
+//! backend through the traits below, with domain types and the plain rows and parameter
+//! structs of `rows.rs`. A backend reads and writes rows and nothing else: all SQL text,
+//! migrations and error numbers live in its folder.
+//!
+//! | file | traits |
+//! |---|---|
+//! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
+//! | `queue.rs` | [`Queues`], [`Enqueue`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
+//! | `consume.rs` | [`Settle`] (ack, fail, extend, release: queues and groups alike), [`Probe`] |
+//! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
+//! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupDead`], [`GroupState`] |
+//! | `process.rs` | [`Processes`] |
+//! | `rows.rs` | rows and parameters that cross the seam |
+//! | `mysql/` | the MySQL/MariaDB backend |
+//!
+//! A backend is a type implementing [`Backend`] (today `sqlx::MySql`), whose `Store`
+//! implements every trait (together: [`Store`]). Engine code is generic over `B: Backend` and
+//! imports [`prelude`] to call the traits' methods. One conformance suite
+//! (`crates/sqlmq/tests`) runs every guarantee against every backend.
 
+mod consume;
+mod group;
 pub(crate) mod mysql;
+mod process;
+mod queue;
+pub(crate) mod rows;
+mod server;
 pub(crate) mod statements;
+mod topic;
+
+pub use consume::{Probe, Settle};
+pub use group::{GroupClaim, GroupDead, GroupState, Groups};
+pub use process::Processes;
+pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues};
+pub use server::{Schema, Server};
+pub use topic::{Publish, Retention, Stream, Topics};
 
 use crate::domain::{Error, ErrorClass};
+
+/// A database sqlmq can store messages in: the URL scheme picks it, and a [`Client`] is
+/// generic over it (`Client<MySql>` is the default).
+///
+/// It is a `sqlx` database type, so a backend's connections and transactions are sqlx's own:
+/// the `_in` methods take `&mut B::Connection`, to which a `&mut sqlx::Transaction<'_, B>`
+/// coerces. Implemented by sqlmq's backends only (today MySQL/MariaDB); see
+/// `docs/ARCHITECTURE.md` for how to add one.
+///
+/// ```
+/// fn scheme<B: sqlmq::Backend>() -> &'static str { B::SCHEME }
+/// assert_eq!(scheme::<sqlmq::MySql>(), "mysql");
+/// ```
+///
+/// [`Client`]: crate::Client
+pub trait Backend: sqlx::Database + sealed::Sealed {
+    /// Every statement of this backend.
+    #[doc(hidden)]
+    type Store: Store<Self>;
+
+    /// The URL scheme that picks this backend (`mysql`).
+    const SCHEME: &'static str;
+}
+
+/// Everything a backend's store implements.
+pub trait Store<B: Backend>:
+    Server<B>
+    + Schema<B>
+    + Queues<B>
+    + Enqueue<B>
+    + Claim<B>
+    + Maintain<B>
+    + Admin<B>
+    + DeadLetters<B>
+    + Settle<B>
+    + Probe<B>
+    + Topics<B>
+    + Publish<B>
+    + Stream<B>
+    + Retention<B>
+    + Groups<B>
+    + GroupClaim<B>
+    + GroupDead<B>
+    + GroupState<B>
+    + Processes<B>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<B: Backend, T> Store<B> for T where
+    T: Server<B>
+        + Schema<B>
+        + Queues<B>
+        + Enqueue<B>
+        + Claim<B>
+        + Maintain<B>
+        + Admin<B>
+        + DeadLetters<B>
+        + Settle<B>
+        + Probe<B>
+        + Topics<B>
+        + Publish<B>
+        + Stream<B>
+        + Retention<B>
+        + Groups<B>
+        + GroupClaim<B>
+        + GroupDead<B>
+        + GroupState<B>
+        + Processes<B>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The store traits in scope, for calling their methods on `B::Store` (a bound on an
+/// associated type does not bring its traits' methods into scope by itself).
+pub(crate) mod prelude {
+    pub(crate) use super::{
+        Admin as _, Claim as _, DeadLetters as _, Enqueue as _, GroupClaim as _, GroupDead as _,
+        GroupState as _, Groups as _, Maintain as _, Probe as _, Processes as _, Publish as _,
+        Queues as _, Retention as _, Schema as _, Server as _, Settle as _, Stream as _,
+        Topics as _,
+    };
+}
+
+mod sealed {
+    /// Only sqlmq's own backends implement [`Backend`](super::Backend).
+    pub trait Sealed {}
+}
 
 /// What to do about a driver error: I/O and pool errors are the same for every backend; a
 /// server's own errors are classified by the backend that knows its error numbers.

@@ -3,10 +3,14 @@
 use std::collections::BTreeMap;
 
 use super::group::Group;
+use super::position::offsets_at;
 use crate::domain::StreamRecord;
 use crate::domain::validate_name;
 use crate::domain::{Error, Result};
 use crate::domain::{GroupMode, StartAt};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use sqlx::MySql;
 
 /// One member of a broadcast group: reads every record of every partition in offset order,
 /// keeping its own position per partition. No acks, no retries; [`checkpoint`] saves the
@@ -29,8 +33,8 @@ use crate::domain::{GroupMode, StartAt};
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct BroadcastReader {
-    group: Group,
+pub struct BroadcastReader<B: Backend = MySql> {
+    group: Group<B>,
     member: String,
     /// Next offset to read, per partition.
     positions: BTreeMap<i32, i64>,
@@ -38,7 +42,7 @@ pub struct BroadcastReader {
     turn: usize,
 }
 
-impl Group {
+impl<B: Backend> Group<B> {
     /// A broadcast member named `member` (a stable name, such as a host name, so that a
     /// restart resumes from the member's checkpoint).
     ///
@@ -47,7 +51,7 @@ impl Group {
     /// let reader = g.reader("node-a").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn reader(&self, member: &str) -> Result<BroadcastReader> {
+    pub async fn reader(&self, member: &str) -> Result<BroadcastReader<B>> {
         validate_name("member", member)?;
         if self.config().mode != GroupMode::Broadcast {
             return Err(Error::InvalidArgument(format!(
@@ -67,7 +71,7 @@ impl Group {
     }
 }
 
-impl BroadcastReader {
+impl<B: Backend> BroadcastReader<B> {
     /// The member's name.
     ///
     /// ```no_run
@@ -82,7 +86,7 @@ impl BroadcastReader {
     /// ```no_run
     /// # fn f(r: sqlmq::BroadcastReader) { println!("{}", r.group().name()); }
     /// ```
-    pub fn group(&self) -> &Group {
+    pub fn group(&self) -> &Group<B> {
         &self.group
     }
 
@@ -225,11 +229,8 @@ impl BroadcastReader {
     pub async fn seek(&mut self, start: StartAt) -> Result<()> {
         let client = &self.group.topic.client;
         let mut conn = client.pool().acquire().await?;
-        let offsets = client
-            .inner
-            .store
-            .offsets_at(&mut conn, self.group.topic.id(), start, None)
-            .await?;
+        let offsets =
+            offsets_at::<B>(client.store(), &mut conn, self.group.topic.id(), start).await?;
         self.positions = offsets.into_iter().collect();
         Ok(())
     }
@@ -245,9 +246,8 @@ impl BroadcastReader {
         let client = &self.group.topic.client;
         let mut conn = client.pool().acquire().await?;
         client
-            .inner
-            .store
-            .delete_member(&mut conn, self.group.id(), &self.member)
+            .store()
+            .delete_positions(&mut conn, self.group.id(), Some(&self.member))
             .await
             .map(drop)
     }

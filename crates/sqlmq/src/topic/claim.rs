@@ -18,11 +18,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sqlx::MySqlConnection;
-
 use crate::domain::{Delivery, MessageId, Result, time_from_micros};
-use crate::store::mysql::MySqlStore;
-use crate::store::mysql::group_claim::{CursorScan, LoggedRow, NewGroupLeases};
+
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::{CursorScan, LoggedRow, NewGroupLeases};
 
 /// What a claim asks for.
 pub(crate) struct GroupClaimRequest<'a> {
@@ -58,9 +58,9 @@ struct Again {
 }
 
 /// Claim up to `req.n` records for a cluster group, inside `conn`'s transaction.
-pub(crate) async fn claim(
-    store: &MySqlStore,
-    conn: &mut MySqlConnection,
+pub(crate) async fn claim<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
     req: &GroupClaimRequest<'_>,
 ) -> Result<GroupClaim> {
     let mut now_us = 0;

@@ -4,13 +4,14 @@
 use std::collections::HashSet;
 
 use super::group::Group;
-use crate::consume::{RetryPolicy, decide};
-use crate::domain::Failure;
+use super::position::offsets_at;
 use crate::domain::GroupMaintenance;
 use crate::domain::PendingRetry;
 use crate::domain::{DeadLetter, MessageId};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupMode, StartAt};
+use crate::store::Backend;
+use crate::store::prelude::*;
 use crate::tx;
 
 /// Records replayed per transaction.
@@ -18,7 +19,7 @@ const REPLAY_CHUNK: i64 = 1000;
 /// Leases released per transaction.
 const RELEASE_BATCH: usize = 500;
 
-impl Group {
+impl<B: Backend> Group<B> {
     /// The oldest `limit` dead letters, with their error histories.
     ///
     /// ```no_run
@@ -48,7 +49,7 @@ impl Group {
     pub async fn redrive(&self, ids: &[MessageId]) -> Result<Vec<MessageId>> {
         self.require_cluster()?;
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let group_id = self.id();
         let mut out = Vec::new();
         for chunk in ids.chunks(1000) {
@@ -73,7 +74,7 @@ impl Group {
     pub async fn redrive_all(&self) -> Result<u64> {
         self.require_cluster()?;
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let group_id = self.id();
         let mut total = 0;
         loop {
@@ -102,21 +103,14 @@ impl Group {
     /// ```
     pub async fn purge_dead_letters(&self) -> Result<u64> {
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let group_id = self.id();
         let mut total = 0;
         loop {
             let n = tx::run(self.topic.client.pool(), "group_purge_dead", |conn, _| {
                 Box::pin(async move {
                     let ids = store.oldest_group_dead(conn, group_id, 1000).await?;
-                    store
-                        .exec_group_ids(
-                            conn,
-                            crate::store::mysql::group_dead::DELETE_GROUP_DEAD,
-                            group_id,
-                            &ids,
-                        )
-                        .await?;
+                    store.delete_group_dead(conn, group_id, &ids).await?;
                     Ok(ids.len())
                 })
             })
@@ -156,7 +150,7 @@ impl Group {
     /// ```
     pub async fn retry_now(&self, ids: &[MessageId]) -> Result<u64> {
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let group_id = self.id();
         let n = tx::run(self.topic.client.pool(), "group_retry_now", |conn, _| {
             Box::pin(store.retry_now(conn, group_id, ids))
@@ -179,14 +173,16 @@ impl Group {
     /// ```
     pub async fn reset(&self, start: StartAt) -> Result<Vec<(u32, i64)>> {
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let row = &self.inner.row;
         let broadcast = row.config.mode == GroupMode::Broadcast;
         let moved = tx::run(self.topic.client.pool(), "group_reset", |conn, _| {
             Box::pin(async move {
-                let moved = store.move_cursors(conn, row, start, None).await?;
+                let moved =
+                    super::position::move_cursors::<B>(store, conn, row.topic_id, row.id, start)
+                        .await?;
                 if broadcast {
-                    store.delete_all_positions(conn, row.id).await?;
+                    store.delete_positions(conn, row.id, None).await?;
                 }
                 Ok(moved)
             })
@@ -211,13 +207,13 @@ impl Group {
     pub async fn replay(&self, from: StartAt, to: StartAt) -> Result<u64> {
         self.require_cluster()?;
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let (starts, ends, cursors) = {
             let mut conn = self.topic.client.pool().acquire().await?;
             let topic_id = self.topic.id();
             (
-                store.offsets_at(&mut conn, topic_id, from, None).await?,
-                store.offsets_at(&mut conn, topic_id, to, None).await?,
+                offsets_at::<B>(store, &mut conn, topic_id, from).await?,
+                offsets_at::<B>(store, &mut conn, topic_id, to).await?,
                 store.cursors(&mut conn, self.id()).await?,
             )
         };
@@ -268,14 +264,14 @@ impl Group {
     }
 
     async fn replay_offsets(&self, partition: i32, from: i64, to: i64) -> Result<u64> {
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let (topic_id, group_id) = (self.topic.id(), self.id());
         let mut total = 0;
         let mut at = from.max(0);
         while at < to {
             let end = to.min(at + REPLAY_CHUNK);
             total += tx::run(self.topic.client.pool(), "group_replay", |conn, _| {
-                Box::pin(store.replay_range(conn, topic_id, group_id, partition, at, end))
+                Box::pin(store.replay_range(conn, topic_id, group_id, partition, at..end))
             })
             .await?;
             at = end;
@@ -321,28 +317,15 @@ impl Group {
         if self.config().mode == GroupMode::Broadcast {
             return Ok(report);
         }
-        let store = &self.topic.client.inner.store;
         loop {
-            let released = tx::run(self.topic.client.pool(), "group_release", |conn, _| {
-                Box::pin(async move {
-                    let row = self.current_row(conn).await?;
-                    let policy = RetryPolicy::of(row.config.max_attempts, &row.config.backoff);
-                    let decide = |attempts| decide(Failure::Expired, attempts, policy);
-                    let r = store
-                        .release_group_expired(conn, row.id, RELEASE_BATCH, &decide)
-                        .await?;
-                    Ok(r.released + r.dead_lettered)
-                })
-            })
-            .await?;
+            let r = self.consumer().release_expired(RELEASE_BATCH).await?;
+            let released = r.released + r.dead_lettered;
             report.released += released;
             if released < RELEASE_BATCH {
                 break;
             }
         }
         if report.released > 0 {
-            metrics::counter!("sqlmq_leases_expired_total", "group" => self.label())
-                .increment(report.released as u64);
             self.wake();
         }
         report.consume_timeouts = self.check_consume_timeouts().await?;

@@ -4,17 +4,20 @@
 use std::time::SystemTime;
 
 use super::Topic;
+use super::position::offsets_at;
 use crate::domain::GroupMode;
 use crate::domain::MessageId;
+use crate::domain::rfc3339 as rfc;
 use crate::domain::{Error, Result};
 use crate::domain::{GroupTrace, MAX_PARTITIONS, StartAt, StreamRecord, Trace, TraceState};
-use crate::domain::{parse_events, rfc3339 as rfc};
-use crate::store::mysql::group_settle::{STATE_ACKED, STATE_DEAD, STATE_RETRYING};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::HistoryState;
 
 /// Most records one query returns.
 pub const MAX_QUERY: usize = 10_000;
 
-impl Topic {
+impl<B: Backend> Topic<B> {
     /// Up to `limit` records of `partition` from `offset` on.
     ///
     /// ```no_run
@@ -78,11 +81,9 @@ impl Topic {
     ) -> Result<Vec<StreamRecord>> {
         self.client.require_schema()?;
         let limit = limit.min(MAX_QUERY);
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut conn = self.client.pool().acquire().await?;
-        let starts = store
-            .offsets_at(&mut conn, self.id(), StartAt::Time(from), None)
-            .await?;
+        let starts = offsets_at::<B>(store, &mut conn, self.id(), StartAt::Time(from)).await?;
         let mut out = Vec::new();
         for (p, start) in starts {
             let rows = store
@@ -106,7 +107,7 @@ impl Topic {
     /// ```
     pub async fn trace(&self, id: MessageId) -> Result<Option<Trace>> {
         self.client.require_schema()?;
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut conn = self.client.pool().acquire().await?;
         let record = store.record_by_id(&mut conn, self.id(), id).await?;
         let (partition, offset) = match &record {
@@ -117,13 +118,13 @@ impl Topic {
             },
         };
         let groups = store.groups_of_topic(&mut conn, self.id()).await?;
-        let cursors = store.group_cursors_of_topic(&mut conn, self.id()).await?;
+        let cursors = store.cursors_of_topic(&mut conn, self.id()).await?;
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             let cursor = cursors
                 .iter()
-                .find(|c| c.0 == g.id && c.2 == partition as i32)
-                .map_or(0, |c| c.3);
+                .find(|c| c.group_id == g.id && c.partition == partition as i32)
+                .map_or(0, |c| c.next_offset);
             let mut trace = GroupTrace {
                 group: g.name.clone(),
                 mode: g.config.mode,
@@ -149,22 +150,17 @@ impl Topic {
                 continue;
             }
             let rows = store
-                .record_rows(&mut conn, g.id, id, partition as i32, offset)
+                .record_rows(&mut conn, g.id, id, (partition as i32, offset))
                 .await?;
-            if let Some((state, attempts, events, settled_us)) = &rows.history {
-                trace.attempts = (*attempts).max(0) as u32;
-                trace.events = parse_events(events);
-                trace.state = match *state {
-                    STATE_ACKED => TraceState::Acked {
-                        at: rfc(*settled_us),
-                    },
-                    STATE_DEAD => TraceState::Dead {
-                        at: rfc(*settled_us),
-                    },
-                    STATE_RETRYING => TraceState::WaitingRetry {
-                        at: rfc(*settled_us),
-                    },
-                    _ => TraceState::Consumed,
+            if let Some((state, attempts, events, settled_us)) = rows.history {
+                trace.attempts = attempts.max(0) as u32;
+                trace.events = events;
+                let at = rfc(settled_us);
+                trace.state = match state {
+                    HistoryState::Acked => TraceState::Acked { at },
+                    HistoryState::Dead => TraceState::Dead { at },
+                    HistoryState::Retrying => TraceState::WaitingRetry { at },
+                    HistoryState::Other => TraceState::Consumed,
                 };
             } else if offset < cursor {
                 trace.state = TraceState::Consumed;

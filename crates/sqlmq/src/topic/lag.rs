@@ -9,11 +9,11 @@ use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::time_from_micros;
 use crate::domain::{GroupLag, MemberLag, PartitionLag, TopicStats};
-use crate::store::mysql::group_state::{
-    DEAD_BY_PARTITION, LEASES_BY_PARTITION, RETRIES_BY_PARTITION,
-};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::GroupTable;
 
-impl Group {
+impl<B: Backend> Group<B> {
     /// The group's lag (see [`GroupLag`]).
     ///
     /// ```no_run
@@ -23,7 +23,7 @@ impl Group {
     /// ```
     pub async fn lag(&self) -> Result<GroupLag> {
         self.topic.client.require_schema()?;
-        let store = &self.topic.client.inner.store;
+        let store = self.topic.client.store();
         let topic_id = self.topic.id();
         let mut conn = self.topic.client.pool().acquire().await?;
         let parts = store.partitions(&mut conn, topic_id).await?;
@@ -39,13 +39,13 @@ impl Group {
         } else {
             (
                 store
-                    .by_partition(&mut conn, LEASES_BY_PARTITION, self.id())
+                    .by_partition(&mut conn, GroupTable::Leases, self.id())
                     .await?,
                 store
-                    .by_partition(&mut conn, RETRIES_BY_PARTITION, self.id())
+                    .by_partition(&mut conn, GroupTable::Retries, self.id())
                     .await?,
                 store
-                    .by_partition(&mut conn, DEAD_BY_PARTITION, self.id())
+                    .by_partition(&mut conn, GroupTable::Dead, self.id())
                     .await?,
             )
         };
@@ -146,7 +146,7 @@ impl Group {
     }
 }
 
-impl Topic {
+impl<B: Backend> Topic<B> {
     /// The topic's size and its volume over the last `window` (see [`TopicStats`]).
     ///
     /// ```no_run
@@ -156,11 +156,11 @@ impl Topic {
     /// ```
     pub async fn stats(&self, window: Duration) -> Result<TopicStats> {
         self.client.require_schema()?;
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut conn = self.client.pool().acquire().await?;
         let parts = store.partitions(&mut conn, self.id()).await?;
         let groups = store.groups_of_topic(&mut conn, self.id()).await?.len();
-        let now_us = store.db_now_us(&mut conn).await?;
+        let now_us = store.now_us(&mut conn).await?;
         let since = now_us - window.as_micros().min(i64::MAX as u128) as i64;
         let mut stats = TopicStats {
             name: self.name().to_owned(),
@@ -186,7 +186,7 @@ impl Topic {
     }
 }
 
-impl Client {
+impl<B: Backend> Client<B> {
     /// Every topic's size and volume over the last `window`, busiest first (by rate, then
     /// by records retained).
     ///

@@ -4,36 +4,26 @@ use super::Topic;
 use crate::client::{Client, Subject};
 use crate::domain::PartitionInfo;
 use crate::domain::Result;
-use crate::store::mysql::{groups::DELETE_GROUP, topics::DELETE_TOPIC};
+use crate::store::Backend;
+use crate::store::prelude::*;
 use crate::tx;
 
-/// Rows deleted per transaction when a topic or a group goes (the `LIMIT` of its statements).
-const DELETE_CHUNK: u64 = 1000;
-
-/// Run each of `statements` (one parameter: `id`) in transactions of its own until it deletes
-/// fewer than [`DELETE_CHUNK`] rows: a large topic or group goes without one huge transaction.
-async fn delete_in_chunks(
-    client: &Client,
+/// Delete a topic's or a group's rows in transactions of their own, about a thousand rows each
+/// (`chunk` deletes one): a large topic or group goes without one huge transaction.
+async fn delete_in_chunks<B: Backend, F>(
+    client: &Client<B>,
     op: &'static str,
-    statements: &'static [&'static str],
-    id: i32,
-) -> Result<()> {
-    let store = &client.inner.store;
-    for &statement in statements {
-        loop {
-            let deleted = tx::run(client.pool(), op, |conn, _| {
-                Box::pin(store.delete_chunk(conn, statement, id))
-            })
-            .await?;
-            if deleted < DELETE_CHUNK {
-                break;
-            }
-        }
-    }
+    chunk: F,
+) -> Result<()>
+where
+    F: for<'c> Fn(&'c B::Store, &'c mut B::Connection) -> tx::TxFuture<'c, u64>,
+{
+    let store = client.store();
+    while tx::run(client.pool(), op, |conn, _| chunk(store, conn)).await? > 0 {}
     Ok(())
 }
 
-impl Topic {
+impl<B: Backend> Topic<B> {
     /// Delete a group with its position, leases, retries, dead letters and history (in small
     /// transactions). Stop its members first.
     ///
@@ -44,7 +34,11 @@ impl Topic {
     /// ```
     pub async fn delete_group(&self, name: &str) -> Result<()> {
         let group = self.group(name).await?;
-        delete_in_chunks(&self.client, "delete_group", &DELETE_GROUP, group.id()).await
+        let id = group.id();
+        delete_in_chunks(&self.client, "delete_group", |store, conn| {
+            Box::pin(store.delete_group_chunk(conn, id))
+        })
+        .await
     }
 
     /// Every partition's retained offset range and size, as stored now.
@@ -75,7 +69,7 @@ impl Topic {
     }
 }
 
-impl Client {
+impl<B: Backend> Client<B> {
     /// Delete a topic with its records and every consumer group (in small transactions).
     /// Stop its producers and consumers first: a publish through a handle taken before the
     /// deletion would leave rows nobody reads.
@@ -91,12 +85,11 @@ impl Client {
             topic.delete_group(group.name()).await?;
         }
         let id = topic.id();
-        delete_in_chunks(self, "delete_topic", &DELETE_TOPIC, id).await?;
-        self.inner
-            .wakeups
-            .lock()
-            .expect("poisoned")
-            .remove(&Subject::Topic(id));
+        delete_in_chunks(self, "delete_topic", |store, conn| {
+            Box::pin(store.delete_topic_chunk(conn, id))
+        })
+        .await?;
+        self.forget(Subject::Topic(id));
         Ok(())
     }
 }

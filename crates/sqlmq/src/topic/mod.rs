@@ -20,12 +20,11 @@ mod group_admin;
 mod inspect;
 mod lag;
 mod manage;
+mod position;
 mod retention;
 mod sequencer;
 
 use std::sync::Arc;
-
-use sqlx::MySqlConnection;
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
@@ -38,8 +37,11 @@ use crate::domain::StartAt;
 use crate::domain::{
     Error, GroupConfig, MessageId, Published, Record, Result, TopicConfig, validate_name,
 };
-use crate::store::mysql::sequence::PendingRow;
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::{PendingBatch, PendingRow};
 use crate::tx;
+use sqlx::MySql;
 
 /// A handle to one topic. Cheap to clone.
 ///
@@ -49,9 +51,8 @@ use crate::tx;
 /// orders.publish(sqlmq::Record::new("order 1 paid").key("customer-7")).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct Topic {
-    pub(crate) client: Client,
+pub struct Topic<B: Backend = MySql> {
+    pub(crate) client: Client<B>,
     pub(crate) inner: Arc<Handle>,
 }
 
@@ -61,7 +62,16 @@ pub(crate) struct Handle {
     pub config: TopicConfig,
 }
 
-impl std::fmt::Debug for Topic {
+impl<B: Backend> Clone for Topic<B> {
+    fn clone(&self) -> Self {
+        Topic {
+            client: self.client.clone(),
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Topic<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topic")
             .field("name", &self.inner.name)
@@ -70,8 +80,8 @@ impl std::fmt::Debug for Topic {
     }
 }
 
-impl Topic {
-    pub(crate) fn new(client: Client, id: i32, name: String, config: TopicConfig) -> Topic {
+impl<B: Backend> Topic<B> {
+    pub(crate) fn new(client: Client<B>, id: i32, name: String, config: TopicConfig) -> Topic<B> {
         Topic {
             client,
             inner: Arc::new(Handle { id, name, config }),
@@ -101,7 +111,7 @@ impl Topic {
     /// ```no_run
     /// # fn f(t: sqlmq::Topic) { let pool = t.client().pool(); }
     /// ```
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &Client<B> {
         &self.client
     }
 
@@ -136,7 +146,7 @@ impl Topic {
         if records.is_empty() {
             return Ok(Vec::new());
         }
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let budget = self.client.inner.statement_budget;
         let records = &records;
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
@@ -166,11 +176,7 @@ impl Topic {
     /// tx.commit().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn publish_in(
-        &self,
-        conn: &mut MySqlConnection,
-        record: Record,
-    ) -> Result<Published> {
+    pub async fn publish_in(&self, conn: &mut B::Connection, record: Record) -> Result<Published> {
         let mut published = self.publish_batch_in(conn, vec![record]).await?;
         Ok(published.remove(0))
     }
@@ -186,7 +192,7 @@ impl Topic {
     /// ```
     pub async fn publish_batch_in(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut B::Connection,
         records: Vec<Record>,
     ) -> Result<Vec<Published>> {
         self.check(&records)?;
@@ -195,7 +201,7 @@ impl Topic {
         }
         let budget = self.client.inner.statement_budget;
         let records = &records;
-        let published = tx::run_in(conn, |conn, _| {
+        let published = tx::run_in::<B, _, _>(conn, |conn, _| {
             Box::pin(self.publish_on(conn, records, budget))
         })
         .await?;
@@ -216,11 +222,11 @@ impl Topic {
     /// Write the pending rows of `records` that are not published yet.
     async fn publish_on(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut B::Connection,
         records: &[Record],
         budget: usize,
     ) -> Result<Vec<Published>> {
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
         let known = store.known_topic_ids(conn, &ids).await?;
         let partitions = self.inner.config.partitions;
@@ -248,7 +254,12 @@ impl Topic {
                 });
             }
         }
-        match store.insert_pending(conn, self.id(), &rows, budget).await {
+        let batch = PendingBatch {
+            topic_id: self.id(),
+            rows: &rows,
+            budget,
+        };
+        match store.insert_pending(conn, &batch).await {
             // A concurrent publish of the same id won the race: this one is a duplicate.
             Err(e) if e.is_duplicate_key() && records.len() == 1 => {
                 out[0].duplicate = true;
@@ -287,14 +298,20 @@ impl Topic {
         name: &str,
         config: GroupConfig,
         start: StartAt,
-    ) -> Result<Group> {
+    ) -> Result<Group<B>> {
         validate_name("group", name)?;
         config.validate()?;
         self.client.require_schema()?;
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let (config, topic_id) = (&config, self.id());
-        let (row, _) = tx::run(self.client.pool(), "create_group", |conn, _| {
-            Box::pin(store.create_group(conn, topic_id, name, config, start))
+        let row = tx::run(self.client.pool(), "create_group", |conn, _| {
+            Box::pin(async move {
+                let (row, created) = store.create_group(conn, topic_id, name, config).await?;
+                if created {
+                    position::move_cursors::<B>(store, conn, topic_id, row.id, start).await?;
+                }
+                Ok(row)
+            })
         })
         .await?;
         if row.config.mode != config.mode {
@@ -314,7 +331,7 @@ impl Topic {
     /// let g = t.group("billing").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn group(&self, name: &str) -> Result<Group> {
+    pub async fn group(&self, name: &str) -> Result<Group<B>> {
         validate_name("group", name)?;
         self.client.require_schema()?;
         let mut conn = self.client.pool().acquire().await?;
@@ -340,7 +357,7 @@ impl Topic {
     /// for g in t.groups().await? { println!("{} ({})", g.name(), g.config().mode) }
     /// # Ok(()) }
     /// ```
-    pub async fn groups(&self) -> Result<Vec<Group>> {
+    pub async fn groups(&self) -> Result<Vec<Group<B>>> {
         self.client.require_schema()?;
         let mut conn = self.client.pool().acquire().await?;
         let rows = self

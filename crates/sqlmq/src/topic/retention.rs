@@ -1,22 +1,24 @@
 //! Applying a topic's retention (see `store/mysql/retention.rs`).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Topic;
 use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::RetentionReport;
-use crate::store::mysql::group_state::{
-    DEAD_BY_PARTITION, LEASES_BY_PARTITION, RETRIES_BY_PARTITION,
-};
-use crate::store::mysql::retention::RETENTION_CHUNK;
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::{GroupTable, RangeRemoval};
 use crate::tx;
+
+/// Offsets removed per retention transaction.
+const RETENTION_CHUNK: i64 = 500;
 
 /// How often a client applies a topic's retention on its own (from group maintenance).
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
 
-impl Topic {
+impl<B: Backend> Topic<B> {
     /// Remove the records the topic's retention (age, bytes) no longer keeps, oldest first,
     /// in transactions of at most 500 offsets. With `retention_keeps_unconsumed`, records a
     /// group has not consumed (not handed out, in flight, retrying, dead) or a broadcast
@@ -29,7 +31,7 @@ impl Topic {
     /// ```
     pub async fn apply_retention(&self) -> Result<RetentionReport> {
         self.client.require_schema()?;
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut report = RetentionReport::default();
         let (config, parts, now_us, floors, group_ids) = {
             let mut conn = self.client.pool().acquire().await?;
@@ -41,7 +43,7 @@ impl Topic {
                 return Ok(report);
             }
             let parts = store.partitions(&mut conn, self.id()).await?;
-            let now_us = store.db_now_us(&mut conn).await?;
+            let now_us = store.now_us(&mut conn).await?;
             let floors = if config.retention_keeps_unconsumed {
                 Some(self.unconsumed_floors(&mut conn).await?)
             } else {
@@ -91,7 +93,14 @@ impl Topic {
                 let end = cut.min(at + RETENTION_CHUNK);
                 let group_ids = &group_ids;
                 let (records, bytes) = tx::run(self.client.pool(), "retention", |conn, _| {
-                    Box::pin(store.remove_range(conn, self.id(), p, at, end, group_ids))
+                    let range = RangeRemoval {
+                        topic_id: self.id(),
+                        partition: p,
+                        from: at,
+                        to: end,
+                        group_ids,
+                    };
+                    Box::pin(async move { store.remove_range(conn, &range).await })
                 })
                 .await?;
                 report.records += records;
@@ -109,32 +118,30 @@ impl Topic {
     }
 
     /// Per partition, the smallest offset some group still has to consume.
-    async fn unconsumed_floors(
-        &self,
-        conn: &mut sqlx::MySqlConnection,
-    ) -> Result<HashMap<i32, i64>> {
-        let store = &self.client.inner.store;
+    async fn unconsumed_floors(&self, conn: &mut B::Connection) -> Result<HashMap<i32, i64>> {
+        let store = self.client.store();
         let mut floors: HashMap<i32, i64> = HashMap::new();
         let mut lower = |p: i32, o: i64| {
             let f = floors.entry(p).or_insert(o);
             *f = (*f).min(o);
         };
-        let cursors = store.group_cursors_of_topic(conn, self.id()).await?;
+        let cursors = store.cursors_of_topic(conn, self.id()).await?;
         let groups = store.groups_of_topic(conn, self.id()).await?;
         for g in &groups {
-            let own = cursors.iter().filter(|c| c.0 == g.id);
+            let own = cursors.iter().filter(|c| c.group_id == g.id);
             if g.config.mode == GroupMode::Broadcast {
                 let checkpoints = store.min_positions(conn, g.id).await?;
                 for c in own {
-                    lower(c.2, checkpoints.get(&c.2).copied().unwrap_or(c.3));
+                    let at = checkpoints.get(&c.partition).copied();
+                    lower(c.partition, at.unwrap_or(c.next_offset));
                 }
                 continue;
             }
             for c in own {
-                lower(c.2, c.3);
+                lower(c.partition, c.next_offset);
             }
-            for which in [LEASES_BY_PARTITION, RETRIES_BY_PARTITION, DEAD_BY_PARTITION] {
-                for (p, (_, min)) in store.by_partition(conn, which, g.id).await? {
+            for table in [GroupTable::Leases, GroupTable::Retries, GroupTable::Dead] {
+                for (p, (_, min)) in store.by_partition(conn, table, g.id).await? {
                     lower(p, min);
                 }
             }
@@ -144,19 +151,10 @@ impl Topic {
 
     /// Apply retention if this client has not done so for this topic in the last minute.
     pub(crate) async fn retention_if_due(&self) -> Result<()> {
-        let due = {
-            let mut last = self.client.inner.housekeeping.lock().expect("poisoned");
-            let now = Instant::now();
-            let key = crate::client::Subject::Topic(self.id());
-            match last.get(&key) {
-                Some(t) if now.duration_since(*t) < RETENTION_INTERVAL => false,
-                _ => {
-                    last.insert(key, now);
-                    true
-                }
-            }
-        };
-        if due {
+        if self
+            .client
+            .due(crate::client::Subject::Topic(self.id()), RETENTION_INTERVAL)
+        {
             self.apply_retention().await?;
         }
         Ok(())

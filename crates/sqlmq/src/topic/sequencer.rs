@@ -13,17 +13,21 @@ use tokio::sync::Notify;
 
 use crate::client::{Client, Inner, Subject};
 use crate::domain::Result;
-use crate::store::mysql::sequence::SEQUENCE_BATCH;
+use crate::store::Backend;
+use crate::store::prelude::*;
 use crate::tx;
+
+/// Most pending records one sequencing step gives offsets to (one short transaction).
+pub(crate) const SEQUENCE_BATCH: usize = 1000;
 
 /// Sequence everything pending in one partition, in steps of [`SEQUENCE_BATCH`]. Returns how
 /// many rows were consumed.
-pub(crate) async fn sequence_partition(
-    client: &Client,
+pub(crate) async fn sequence_partition<B: Backend>(
+    client: &Client<B>,
     topic_id: i32,
     partition: i32,
 ) -> Result<usize> {
-    let store = &client.inner.store;
+    let store = client.store();
     let mut total = 0;
     loop {
         let n = tx::run(client.pool(), "sequence", |conn, _| {
@@ -42,7 +46,7 @@ pub(crate) async fn sequence_partition(
     }
 }
 
-impl Client {
+impl<B: Backend> Client<B> {
     /// Wake (or start) this client's sequencer of `(topic_id, partition)`.
     pub(crate) fn sequence_soon(&self, topic_id: i32, partition: i32) {
         let notify = {
@@ -67,7 +71,7 @@ impl Client {
 }
 
 /// The task: sequence on every wake until the client is gone.
-async fn run(client: Weak<Inner>, topic_id: i32, partition: i32, wake: Arc<Notify>) {
+async fn run<B: Backend>(client: Weak<Inner<B>>, topic_id: i32, partition: i32, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
         let Some(inner) = client.upgrade() else {

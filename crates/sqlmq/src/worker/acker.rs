@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::execute::Settled;
-use super::source::Source;
 use super::tally::Tally;
+use crate::consume::Source;
 use crate::domain::Receipt;
+use crate::store::Backend;
 
 /// Most receipts per `ack_batch` transaction.
 pub const MAX_ACK_BATCH: usize = 256;
@@ -32,7 +33,10 @@ pub(crate) struct Acker {
 
 impl Acker {
     /// Start the acker task of `source`, counting outcomes in `tally`.
-    pub(crate) fn start(source: Source, tally: Arc<Tally>) -> (Acker, JoinHandle<()>) {
+    pub(crate) fn start<B: Backend>(
+        source: Source<B>,
+        tally: Arc<Tally>,
+    ) -> (Acker, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_ACK_BATCH * 4);
         (Acker { requests: tx }, tokio::spawn(run(source, rx, tally)))
     }
@@ -44,7 +48,11 @@ impl Acker {
     }
 }
 
-async fn run(source: Source, mut requests: mpsc::Receiver<Receipt>, tally: Arc<Tally>) {
+async fn run<B: Backend>(
+    source: Source<B>,
+    mut requests: mpsc::Receiver<Receipt>,
+    tally: Arc<Tally>,
+) {
     let mut batch: Vec<Receipt> = Vec::with_capacity(MAX_ACK_BATCH);
     let (label, name) = source.metric_label();
     let batch_size = metrics::histogram!("sqlmq_ack_batch_size", label => name.clone());

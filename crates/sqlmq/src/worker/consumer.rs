@@ -18,6 +18,7 @@ use super::execute::{SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
 use crate::domain::Result;
+use crate::store::Backend;
 
 /// How one queue's claim loop runs.
 #[derive(Clone)]
@@ -70,8 +71,8 @@ fn take_budget(budget: &AtomicU64, want: usize) -> usize {
 /// budget spent, when so configured). Returns early with an error retrying cannot fix (the
 /// queue was deleted, the schema changed); the messages already started keep running in
 /// `slots` either way.
-pub(crate) async fn run_consumer(
-    rt: Arc<SourceRuntime>,
+pub(crate) async fn run_consumer<B: Backend>(
+    rt: Arc<SourceRuntime<B>>,
     config: &ConsumerConfig,
     slots: &Slots,
     poll: &PollState,

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{MySql, MySqlConnection, Transaction};
+use sqlx::{MySql, Transaction};
 
-use super::source::Source;
+use crate::consume::Source;
 use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
 use crate::queue::Queue;
-use crate::store::mysql::BEGIN_READ_COMMITTED;
+use crate::store::Backend;
 use crate::topic::Group;
 
 /// The handler's view of its message: id, attempt, headers, lease, and a transaction whose
@@ -27,13 +27,20 @@ use crate::topic::Group;
 /// Ok(sqlmq::Outcome::Done)
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct JobContext {
-    inner: Arc<Inner>,
+pub struct JobContext<B: Backend = MySql> {
+    inner: Arc<Inner<B>>,
 }
 
-struct Inner {
-    source: Source,
+impl<B: Backend> Clone for JobContext<B> {
+    fn clone(&self) -> Self {
+        JobContext {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<B: Backend> {
+    source: Source<B>,
     receipt: Receipt,
     attempt: u32,
     headers: BTreeMap<String, String>,
@@ -46,7 +53,7 @@ struct Inner {
     acked: AtomicBool,
 }
 
-impl std::fmt::Debug for JobContext {
+impl<B: Backend> std::fmt::Debug for JobContext<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobContext")
             .field("source", &self.inner.source.name())
@@ -56,9 +63,9 @@ impl std::fmt::Debug for JobContext {
     }
 }
 
-impl JobContext {
+impl<B: Backend> JobContext<B> {
     /// The context of `delivery`, which keeps its headers (raw handlers get them back).
-    pub(crate) fn new(source: Source, delivery: &mut Delivery) -> JobContext {
+    pub(crate) fn new(source: Source<B>, delivery: &mut Delivery) -> JobContext<B> {
         JobContext {
             inner: Arc::new(Inner {
                 source,
@@ -142,7 +149,7 @@ impl JobContext {
     /// ```
     /// # fn f(ctx: sqlmq::JobContext) { if let Some(q) = ctx.queue() { println!("{}", q.name()) } }
     /// ```
-    pub fn queue(&self) -> Option<&Queue> {
+    pub fn queue(&self) -> Option<&Queue<B>> {
         match &self.inner.source {
             Source::Queue(q) => Some(q),
             Source::Group(_) => None,
@@ -154,7 +161,7 @@ impl JobContext {
     /// ```
     /// # fn f(ctx: sqlmq::JobContext) { if let Some(g) = ctx.group() { println!("{}", g.name()) } }
     /// ```
-    pub fn group(&self) -> Option<&Group> {
+    pub fn group(&self) -> Option<&Group<B>> {
         match &self.inner.source {
             Source::Queue(_) => None,
             Source::Group(g) => Some(g),
@@ -209,13 +216,13 @@ impl JobContext {
     /// tx.commit().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn begin(&self) -> Result<JobTransaction> {
+    pub async fn begin(&self) -> Result<JobTransaction<B>> {
         let tx = self
             .inner
             .source
             .client()
             .pool()
-            .begin_with(BEGIN_READ_COMMITTED)
+            .begin_with(crate::tx::begin::<B>())
             .await?;
         Ok(JobTransaction {
             tx,
@@ -233,7 +240,8 @@ impl JobContext {
 }
 
 /// A transaction whose commit acks the handler's message. Use it like a sqlx transaction
-/// (`&mut *tx` is a `&mut MySqlConnection`); dropping it rolls back.
+/// (`&mut *tx` is a `&mut B::Connection`, a `&mut MySqlConnection` by default); dropping it
+/// rolls back.
 ///
 /// ```
 /// # async fn f(ctx: sqlmq::JobContext) -> anyhow::Result<()> {
@@ -242,12 +250,12 @@ impl JobContext {
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
-pub struct JobTransaction {
-    tx: Transaction<'static, MySql>,
-    ctx: JobContext,
+pub struct JobTransaction<B: Backend = MySql> {
+    tx: Transaction<'static, B>,
+    ctx: JobContext<B>,
 }
 
-impl JobTransaction {
+impl<B: Backend> JobTransaction<B> {
     /// Ack the message in this transaction, then commit. On [`Error::LeaseLost`] the
     /// transaction is rolled back: none of its writes happen.
     ///
@@ -283,15 +291,15 @@ impl JobTransaction {
     }
 }
 
-impl Deref for JobTransaction {
-    type Target = MySqlConnection;
-    fn deref(&self) -> &MySqlConnection {
+impl<B: Backend> Deref for JobTransaction<B> {
+    type Target = B::Connection;
+    fn deref(&self) -> &B::Connection {
         &self.tx
     }
 }
 
-impl DerefMut for JobTransaction {
-    fn deref_mut(&mut self) -> &mut MySqlConnection {
+impl<B: Backend> DerefMut for JobTransaction<B> {
+    fn deref_mut(&mut self) -> &mut B::Connection {
         &mut self.tx
     }
 }

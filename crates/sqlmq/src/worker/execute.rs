@@ -13,17 +13,18 @@ use tokio::sync::watch;
 use super::acker::Acker;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
-use super::source::Source;
+use crate::consume::Source;
 use crate::domain::Delivery;
 use crate::domain::Error;
+use crate::store::Backend;
 
 /// Error text of a message whose handler was stopped at the end of the shutdown grace period.
 pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the handler finished";
 
 /// What every job of one source (queue or consumer group) shares.
-pub(crate) struct SourceRuntime {
-    pub source: Source,
-    pub handler: Box<dyn DynHandler>,
+pub(crate) struct SourceRuntime<B: Backend> {
+    pub source: Source<B>,
+    pub handler: Box<dyn DynHandler<B>>,
     pub lease: Duration,
     pub timeout: Duration,
     pub acker: Acker,
@@ -70,7 +71,10 @@ type Handling =
 /// — the handler done at its first poll, its ack handed to the acker — lives in this future;
 /// supervision (timers, lease extension, the kill signal) and the settlement of failures are
 /// boxed and allocated only when needed, which keeps every spawned task small.
-pub(crate) async fn execute(rt: Arc<SourceRuntime>, mut delivery: Delivery) -> Settled {
+pub(crate) async fn execute<B: Backend>(
+    rt: Arc<SourceRuntime<B>>,
+    mut delivery: Delivery,
+) -> Settled {
     let ctx = JobContext::new(rt.source.clone(), &mut delivery);
     let started = Instant::now();
     let mut handler: Handling =
@@ -97,7 +101,11 @@ pub(crate) async fn execute(rt: Arc<SourceRuntime>, mut delivery: Delivery) -> S
 /// Wait for a handler that did not finish at once: extend its lease every third of it, stop
 /// it at its timeout or at the end of the shutdown grace period. One timer at a time: the next
 /// of the extension and the timeout.
-async fn supervise(rt: &SourceRuntime, ctx: &JobContext, mut handler: Handling) -> Finished {
+async fn supervise<B: Backend>(
+    rt: &SourceRuntime<B>,
+    ctx: &JobContext<B>,
+    mut handler: Handling,
+) -> Finished {
     let receipt = ctx.receipt();
     let mut kill = rt.kill.clone();
     let now = tokio::time::Instant::now();
@@ -141,10 +149,14 @@ async fn supervise(rt: &SourceRuntime, ctx: &JobContext, mut handler: Handling) 
 }
 
 /// Turn the handler's end into an ack, a nack, a snooze or a dead letter.
-async fn settle(rt: &SourceRuntime, ctx: &JobContext, finished: Finished) -> Settled {
+async fn settle<B: Backend>(
+    rt: &SourceRuntime<B>,
+    ctx: &JobContext<B>,
+    finished: Finished,
+) -> Settled {
     let (source, receipt) = (&rt.source, ctx.receipt());
     if ctx.acked() {
-        return Settled::Acked; // committed with the handler's JobTransaction
+        return Settled::Acked; // committed with the handler's JobTransaction<B>
     }
     if ctx.lease_lost() {
         return Settled::LeaseLost;
@@ -194,7 +206,11 @@ async fn settle(rt: &SourceRuntime, ctx: &JobContext, finished: Finished) -> Set
     }
 }
 
-async fn nack(source: &Source, ctx: &JobContext, error: &str) -> crate::Result<Settled> {
+async fn nack<B: Backend>(
+    source: &Source<B>,
+    ctx: &JobContext<B>,
+    error: &str,
+) -> crate::Result<Settled> {
     source
         .nack(ctx.receipt(), None, error)
         .await

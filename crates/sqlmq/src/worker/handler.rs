@@ -10,6 +10,8 @@ use std::time::Duration;
 use super::context::JobContext;
 use crate::domain::Delivery;
 use crate::job::{JOB_HEADER, Job};
+use crate::store::Backend;
+use sqlx::MySql;
 
 /// What became of a message, as decided by its handler.
 ///
@@ -71,7 +73,10 @@ pub enum Outcome {
 ///     }
 /// }
 /// ```
-pub trait Handler<I>: Send + Sync + 'static {
+///
+/// `B` is the backend of the worker's client (MySQL by default): the context's transactions
+/// are of that database.
+pub trait Handler<I, B: Backend = MySql>: Send + Sync + 'static {
     /// The handler's error: its `Display` text goes into the message's error history.
     type Error: Display + Send;
 
@@ -79,19 +84,23 @@ pub trait Handler<I>: Send + Sync + 'static {
     fn handle(
         &self,
         input: I,
-        ctx: JobContext,
+        ctx: JobContext<B>,
     ) -> impl Future<Output = Result<Outcome, Self::Error>> + Send;
 }
 
-impl<I, F, Fut, E> Handler<I> for F
+impl<I, B: Backend, F, Fut, E> Handler<I, B> for F
 where
-    F: Fn(I, JobContext) -> Fut + Send + Sync + 'static,
+    F: Fn(I, JobContext<B>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Outcome, E>> + Send,
     E: Display + Send,
 {
     type Error = E;
 
-    fn handle(&self, input: I, ctx: JobContext) -> impl Future<Output = Result<Outcome, E>> + Send {
+    fn handle(
+        &self,
+        input: I,
+        ctx: JobContext<B>,
+    ) -> impl Future<Output = Result<Outcome, E>> + Send {
         self(input, ctx)
     }
 }
@@ -103,8 +112,8 @@ pub(crate) type Answer = Result<Outcome, String>;
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// A handler with its input type erased, so that one worker can run several queues.
-pub(crate) trait DynHandler: Send + Sync {
-    fn call(&self, delivery: Delivery, ctx: JobContext) -> BoxFuture<Answer>;
+pub(crate) trait DynHandler<B: Backend>: Send + Sync {
+    fn call(&self, delivery: Delivery, ctx: JobContext<B>) -> BoxFuture<Answer>;
 }
 
 /// Decodes the body as `J`, then calls the handler.
@@ -122,8 +131,8 @@ impl<J, H> Typed<J, H> {
     }
 }
 
-impl<J: Job, H: Handler<J>> DynHandler for Typed<J, H> {
-    fn call(&self, delivery: Delivery, ctx: JobContext) -> BoxFuture<Answer> {
+impl<B: Backend, J: Job, H: Handler<J, B>> DynHandler<B> for Typed<J, H> {
+    fn call(&self, delivery: Delivery, ctx: JobContext<B>) -> BoxFuture<Answer> {
         // A message of another job type, or one that does not decode, can never succeed here:
         // dead-letter it at once (redrive it once a worker that understands it runs).
         // (the context holds the headers: see `JobContext::new`)
@@ -156,8 +165,8 @@ impl<H> Raw<H> {
     }
 }
 
-impl<H: Handler<Delivery>> DynHandler for Raw<H> {
-    fn call(&self, mut delivery: Delivery, ctx: JobContext) -> BoxFuture<Answer> {
+impl<B: Backend, H: Handler<Delivery, B>> DynHandler<B> for Raw<H> {
+    fn call(&self, mut delivery: Delivery, ctx: JobContext<B>) -> BoxFuture<Answer> {
         // The context took the headers; a raw handler sees the whole delivery.
         delivery.headers = ctx.headers().clone();
         let handler = Arc::clone(&self.0);

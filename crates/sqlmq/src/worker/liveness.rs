@@ -15,11 +15,12 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
-use super::source::Source;
 use crate::client::Client;
-use crate::consume::{RetryPolicy, decide};
-use crate::domain::Failure;
+use crate::consume::{Consumer, Source};
 use crate::domain::Result;
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::{ProcessRegistration, SourceId};
 
 /// Default interval between heartbeats (EMS renews client leases every 5 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -30,13 +31,13 @@ pub const MISSED_HEARTBEATS: u32 = 3;
 const RELEASE_BATCH: usize = 500;
 
 /// This process's registration.
-pub(crate) struct Registration {
-    pub client: Client,
-    pub sources: Vec<Source>,
+pub(crate) struct Registration<B: Backend> {
+    pub client: Client<B>,
+    pub sources: Vec<Source<B>>,
     pub interval: Duration,
 }
 
-impl Registration {
+impl<B: Backend> Registration<B> {
     fn silence(&self) -> Duration {
         self.interval * MISSED_HEARTBEATS
     }
@@ -50,7 +51,7 @@ impl Registration {
     }
 
     pub(crate) async fn register(&self) -> Result<()> {
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut conn = self.client.pool().acquire().await?;
         let host = self
             .client
@@ -58,16 +59,15 @@ impl Registration {
             .split(':')
             .next()
             .unwrap_or("localhost");
-        store
-            .register_process(
-                &mut conn,
-                self.client.owner_id(),
-                "worker",
-                host,
-                &self.queue_ids(),
-                self.silence(),
-            )
-            .await
+        let registration = ProcessRegistration {
+            id: self.client.owner_id(),
+            kind: "worker",
+            host,
+            pid: std::process::id() as i32,
+            queue_ids: &self.queue_ids(),
+            silence: self.silence(),
+        };
+        store.register_process(&mut conn, &registration).await
     }
 
     /// Heartbeat and watch the others until `stop`.
@@ -88,7 +88,7 @@ impl Registration {
     }
 
     async fn beat(&self) -> Result<()> {
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let mut conn = self.client.pool().acquire().await?;
         if !store
             .heartbeat(&mut conn, self.client.owner_id(), self.silence())
@@ -107,7 +107,7 @@ impl Registration {
 
     /// Forget every dead process and release its claims.
     async fn reap(&self) -> Result<()> {
-        let store = &self.client.inner.store;
+        let store = self.client.store();
         let dead = {
             let mut conn = self.client.pool().acquire().await?;
             store.dead_processes(&mut conn).await?
@@ -127,7 +127,8 @@ impl Registration {
             let reason = format!("process {} stopped heartbeating", process.id);
             let mut released = 0;
             for &queue_id in &process.queue_ids {
-                released += release_all(&self.client, queue_id, &process.id, &reason).await?;
+                let source = SourceId::Queue(queue_id);
+                released += release(&self.client, source, &process.id, &reason).await?;
             }
             // Groups are not listed in the process row: a member may join any group at any
             // time. Its leases say where it holds records.
@@ -136,7 +137,8 @@ impl Registration {
                 store.groups_of_owner(&mut conn, &process.id).await?
             };
             for group_id in groups {
-                released += release_group(&self.client, group_id, &process.id, &reason).await?;
+                let source = SourceId::Group(group_id);
+                released += release(&self.client, source, &process.id, &reason).await?;
             }
             tracing::warn!(
                 process = process.id,
@@ -152,70 +154,35 @@ impl Registration {
     pub(crate) async fn deregister(&self) -> Result<usize> {
         let (mut released, owner) = (0, self.client.owner_id());
         for source in &self.sources {
-            let reason = "worker shut down";
-            released += match source {
-                Source::Queue(q) => release_all(&self.client, q.id(), owner, reason).await?,
-                Source::Group(g) => release_group(&self.client, g.id(), owner, reason).await?,
-            };
+            let consumer = source.consumer();
+            released += consumer
+                .release_owned(owner, "worker shut down", RELEASE_BATCH)
+                .await?;
         }
         let mut conn = self.client.pool().acquire().await?;
         self.client
-            .inner
-            .store
+            .store()
             .deregister_process(&mut conn, self.client.owner_id())
             .await?;
         Ok(released)
     }
 }
 
-/// Release every lease `owner` holds on `queue_id`, in small transactions.
-async fn release_all(client: &Client, queue_id: i32, owner: &str, reason: &str) -> Result<usize> {
-    let store = &client.inner.store;
-    let mut total = 0;
-    loop {
-        let released = crate::tx::run(client.pool(), "release_owned", |conn, _| {
-            Box::pin(async move {
-                let Some(queue) = store.queue_by_id(conn, queue_id).await? else {
-                    return Ok(0); // the queue was deleted with its leases
-                };
-                let policy = RetryPolicy::of(queue.config.max_attempts, &queue.config.backoff);
-                let decide = |attempts| decide(Failure::Released { reason }, attempts, policy);
-                let r = store
-                    .release_owned(conn, queue.id, owner, RELEASE_BATCH, &decide)
-                    .await?;
-                Ok(r.released + r.dead_lettered)
-            })
-        })
-        .await?;
-        total += released;
-        if released < RELEASE_BATCH {
-            return Ok(total);
-        }
-    }
-}
-
-/// Release every lease `owner` holds in consumer group `group_id`, in small transactions.
-async fn release_group(client: &Client, group_id: i32, owner: &str, reason: &str) -> Result<usize> {
-    let store = &client.inner.store;
-    let mut total = 0;
-    loop {
-        let released = crate::tx::run(client.pool(), "release_group_owned", |conn, _| {
-            Box::pin(async move {
-                let Some(group) = store.group_by_id(conn, group_id).await? else {
-                    return Ok(0); // the group was deleted with its leases
-                };
-                let policy = RetryPolicy::of(group.config.max_attempts, &group.config.backoff);
-                let decide = |attempts| decide(Failure::Released { reason }, attempts, policy);
-                let r = store
-                    .release_group_owned(conn, group.id, owner, RELEASE_BATCH, &decide)
-                    .await?;
-                Ok(r.released + r.dead_lettered)
-            })
-        })
-        .await?;
-        total += released;
-        if released < RELEASE_BATCH {
-            return Ok(total);
-        }
-    }
+/// Release every lease `owner` holds in `source` (of a dead process: its name is unknown here,
+/// and only the source's id is needed).
+async fn release<B: Backend>(
+    client: &Client<B>,
+    source: SourceId,
+    owner: &str,
+    reason: &str,
+) -> Result<usize> {
+    let consumer = Consumer {
+        client,
+        id: source,
+        name: match source {
+            SourceId::Queue(id) => format!("queue #{id}"),
+            SourceId::Group(id) => format!("group #{id}"),
+        },
+    };
+    consumer.release_owned(owner, reason, RELEASE_BATCH).await
 }

@@ -21,8 +21,9 @@ use rand::RngExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::source::Source;
 use crate::client::Subject;
+use crate::consume::Source;
+use crate::store::Backend;
 use crate::topic::Group;
 
 /// Default shortest wait between probes (while work keeps turning up).
@@ -101,8 +102,8 @@ pub(crate) struct ProberConfig {
 }
 
 /// Probe the worker's queues and groups until `stop`; wake consumers, run maintenance.
-pub(crate) async fn run_prober(
-    sources: Vec<Source>,
+pub(crate) async fn run_prober<B: Backend>(
+    sources: Vec<Source<B>>,
     state: Arc<PollState>,
     config: ProberConfig,
     stop: CancellationToken,
@@ -170,7 +171,7 @@ pub(crate) async fn run_prober(
 /// Probe `groups` (one query), run the maintenance of those with expired leases or records
 /// waiting for offsets, their housekeeping when due, and wake their local consumers when there
 /// is work. Returns whether there was.
-async fn probe_groups(groups: &[Group]) -> bool {
+async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> bool {
     let Some(first) = groups.first() else {
         return false;
     };

@@ -5,12 +5,16 @@ use std::collections::HashMap;
 use sqlx::{MySqlConnection, Row};
 
 use super::claim::{DELETE_READY, READY_KEY_ROW};
+use super::keys::ORPHANED_KEYS;
 use super::maintain::DELETE_SCHEDULED;
 use super::settle::{DELETE_LEASES, DELETE_MESSAGES};
 use super::{MySqlStore, exec_id_list, id_at, padded};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
+use crate::store::Admin;
+use crate::store::rows::{PurgeScope, QueueCounts};
 use crate::store::statements::{MAX_LIST, bucket};
+use sqlx::MySql;
 
 const COUNTS: [&str; 5] = [
     "SELECT queue_id, COUNT(*) FROM {p}ready GROUP BY queue_id",
@@ -26,7 +30,8 @@ pub(crate) const OLDEST_READY: &str = concat!(
     "FROM (SELECT priority, MIN(id) AS id FROM {p}ready FORCE INDEX (PRIMARY) WHERE queue_id = ? GROUP BY priority) h ",
     "STRAIGHT_JOIN {p}messages m FORCE INDEX (PRIMARY) ON m.id = h.id"
 );
-const ANY_MESSAGE: &str = "SELECT id FROM {p}messages FORCE INDEX (PRIMARY) WHERE id IN ({list})";
+pub(crate) const ANY_MESSAGE: &str =
+    "SELECT id FROM {p}messages FORCE INDEX (PRIMARY) WHERE id IN ({list})";
 pub(crate) const LOCK_MESSAGE: &str =
     "SELECT queue_id, priority, ordering_key FROM {p}messages WHERE id = ? FOR UPDATE";
 pub(crate) const CANCEL_READY: &str =
@@ -57,36 +62,30 @@ pub(crate) const PURGE_BY_ID: [(&str, &str); 4] = [
 ];
 pub(crate) const PURGE_READY: &str = "SELECT priority, id FROM {p}ready FORCE INDEX (PRIMARY) WHERE queue_id = ? LIMIT ? FOR UPDATE SKIP LOCKED";
 
-/// Which messages a purge batch removes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PurgeScope {
-    /// Everything but dead letters.
-    Live,
-    /// Only dead letters.
-    Dead,
-}
-
-impl MySqlStore {
-    /// Per-queue counts for every queue id present in the state tables.
-    pub(crate) async fn counts(
-        &self,
-        conn: &mut MySqlConnection,
-    ) -> Result<HashMap<i32, [u64; 5]>> {
-        let mut counts: HashMap<i32, [u64; 5]> = HashMap::new();
+impl Admin<MySql> for MySqlStore {
+    async fn counts(&self, conn: &mut MySqlConnection) -> Result<HashMap<i32, QueueCounts>> {
+        let mut counts: HashMap<i32, QueueCounts> = HashMap::new();
         for (i, template) in COUNTS.iter().enumerate() {
             for row in sqlx::query(self.st.get(template))
                 .fetch_all(&mut *conn)
                 .await?
             {
-                counts.entry(row.try_get(0)?).or_default()[i] =
-                    row.try_get::<i64, _>(1)?.max(0) as u64;
+                let entry = counts.entry(row.try_get(0)?).or_default();
+                let n = row.try_get::<i64, _>(1)?.max(0) as u64;
+                match i {
+                    0 => entry.ready = n,
+                    1 => entry.scheduled = n,
+                    2 => entry.blocked = n,
+                    3 => entry.in_flight = n,
+                    _ => entry.dead = n,
+                }
             }
         }
         Ok(counts)
     }
 
     /// Age of the oldest ready message of `queue_id`, in microseconds.
-    pub(crate) async fn oldest_ready_us(
+    async fn oldest_ready_us(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -98,24 +97,8 @@ impl MySqlStore {
         Ok(row.try_get(0)?)
     }
 
-    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
-    pub(crate) async fn any_message_exists(
-        &self,
-        conn: &mut MySqlConnection,
-        ids: &[MessageId],
-    ) -> Result<bool> {
-        Ok(!super::fetch_id_list(&self.st, conn, ANY_MESSAGE, ids)
-            .await?
-            .is_empty())
-    }
-
     /// Remove a message that is not in flight. Its key, if any, moves on.
-    pub(crate) async fn cancel(
-        &self,
-        conn: &mut MySqlConnection,
-        queue_id: i32,
-        id: MessageId,
-    ) -> Result<()> {
+    async fn cancel(&self, conn: &mut MySqlConnection, queue_id: i32, id: MessageId) -> Result<()> {
         let row = sqlx::query(self.st.get(LOCK_MESSAGE))
             .bind(id.bytes())
             .fetch_optional(&mut *conn)
@@ -152,7 +135,7 @@ impl MySqlStore {
 
     /// Delete up to `limit` messages of each state table in `scope`. Returns how many went.
     /// Rows locked by a concurrent operation are skipped (the caller loops).
-    pub(crate) async fn purge_batch(
+    async fn purge_batch(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -202,5 +185,20 @@ impl MySqlStore {
         }
         exec_id_list(&self.st, conn, DELETE_MESSAGES, &removed).await?;
         Ok(removed.len())
+    }
+
+    /// Release the keys whose head message no longer exists (after a purge, or any path that
+    /// removed a head without releasing it). Returns how many keys were repaired.
+    async fn repair_keys(&self, conn: &mut MySqlConnection, queue_id: i32) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(ORPHANED_KEYS))
+            .bind(queue_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in &rows {
+            let key: Vec<u8> = row.try_get(0)?;
+            self.release_key(conn, queue_id, &key, id_at(row, 1)?)
+                .await?;
+        }
+        Ok(rows.len())
     }
 }

@@ -6,14 +6,15 @@
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
 //! multi-row insert into `leases`. Nothing stays open while a handler runs.
 
-use std::time::Duration;
-
 use sqlx::{MySqlConnection, Row};
 
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
 use crate::domain::Result;
 use crate::domain::{Delivery, time_from_micros};
+use crate::store::Claim;
+use crate::store::rows::ClaimRequest;
 use crate::store::statements::{MAX_LIST, bucket};
+use sqlx::MySql;
 
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock
 /// rows of a subquery, so claims never contend on the queue row (checked in tests).
@@ -39,16 +40,18 @@ const INSERT_LEASES: &str = "INSERT INTO {p}leases \
 const LEASE_ROW: &str =
     "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
 
-impl MySqlStore {
-    /// Claim up to `n` ready messages of `queue_id` for `lease`, on behalf of `owner`.
-    pub(crate) async fn claim(
+impl Claim<MySql> for MySqlStore {
+    async fn claim(
         &self,
         conn: &mut MySqlConnection,
-        queue_id: i32,
-        n: usize,
-        lease: Duration,
-        owner: &str,
+        request: &ClaimRequest<'_>,
     ) -> Result<Vec<Delivery>> {
+        let ClaimRequest {
+            queue_id,
+            n,
+            lease,
+            owner,
+        } = *request;
         let rows = sqlx::query(self.st.get(CLAIM))
             .bind(queue_id)
             .bind(queue_id)

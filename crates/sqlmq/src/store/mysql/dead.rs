@@ -10,6 +10,8 @@ use super::{
 };
 use crate::domain::Result;
 use crate::domain::{DeadLetter, MessageId, parse_errors, time_from_micros};
+use crate::store::DeadLetters;
+use sqlx::MySql;
 
 pub(crate) const LIST: &str = concat!(
     "SELECT d.id, d.attempts, ",
@@ -42,9 +44,9 @@ fn decode_dead_letter(row: &MySqlRow) -> Result<DeadLetter> {
     })
 }
 
-impl MySqlStore {
+impl DeadLetters<MySql> for MySqlStore {
     /// The oldest `limit` dead letters of `queue_id`.
-    pub(crate) async fn dead_letters(
+    async fn dead_letters(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -60,7 +62,7 @@ impl MySqlStore {
 
     /// Put dead letters back into the queue with their attempts reset: the given ids, or the
     /// oldest `limit` when `ids` is `None`. Returns the ids redriven.
-    pub(crate) async fn redrive(
+    async fn redrive(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,

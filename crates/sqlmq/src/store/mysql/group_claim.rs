@@ -20,11 +20,17 @@ use std::collections::{HashMap, HashSet};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::groups::{CURSOR_ROW, SET_CURSORS};
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
+use crate::domain::MessageId;
 use crate::domain::Result;
-use crate::domain::{Delivery, MessageId};
+use crate::store::GroupClaim;
+use crate::store::rows::Cursor;
+use crate::store::rows::CursorScan;
+use crate::store::rows::DueRetry;
+use crate::store::rows::LoggedRow;
+use crate::store::rows::NewGroupLeases;
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
+use sqlx::MySql;
 
 pub(crate) const CLAIM_RETRIES: &str = concat!(
     "SELECT id, partition_no, msg_offset, attempts, token, ",
@@ -98,75 +104,20 @@ const LEASE_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ?
 /// Cursors locked per statement when the first one locked did not fill the claim.
 const MORE_CURSORS: i64 = 3;
 
-/// A cursor locked by a claim.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Cursor {
-    pub partition: i32,
-    /// The next offset to hand out.
-    pub next: i64,
-    /// The furthest the cursor ever was (below it, offsets may have been handed out before).
-    pub high: i64,
-    /// The partition's end.
-    pub end: i64,
-    /// The partition's first retained offset.
-    pub low: i64,
-    /// The database clock, in microseconds.
-    pub now_us: i64,
+fn decode_cursor(row: &MySqlRow) -> Result<Cursor> {
+    Ok(Cursor {
+        partition: row.try_get(0)?,
+        next: row.try_get(1)?,
+        high: row.try_get(2)?,
+        end: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+        low: row.try_get::<Option<i64>, _>(4)?.unwrap_or(0),
+        now_us: row.try_get(5)?,
+    })
 }
 
-impl Cursor {
-    fn decode(row: &MySqlRow) -> Result<Cursor> {
-        Ok(Cursor {
-            partition: row.try_get(0)?,
-            next: row.try_get(1)?,
-            high: row.try_get(2)?,
-            end: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-            low: row.try_get::<Option<i64>, _>(4)?.unwrap_or(0),
-            now_us: row.try_get(5)?,
-        })
-    }
-}
-
-/// A retry taken for delivery (its row already deleted).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DueRetry {
-    pub id: MessageId,
-    pub partition: i32,
-    pub offset: i64,
-    /// Attempts made so far.
-    pub attempts: i32,
-    /// The token of its previous lease.
-    pub token: i64,
-    /// The database clock, in microseconds.
-    pub now_us: i64,
-}
-
-/// Where a claim looks for cursors with work.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CursorScan {
-    pub group_id: i32,
-    pub topic_id: i32,
-    /// The topic's partition count as the claimer knows it (it may be stale: partitions only
-    /// grow).
-    pub partitions: u32,
-    /// The partition to look at first (spreads members over partitions).
-    pub start: i32,
-    /// Records the claim still wants.
-    pub want: usize,
-}
-
-/// Leases to write for the records a claim hands out.
-pub(crate) struct NewGroupLeases<'a> {
-    pub group_id: i32,
-    pub deliveries: &'a [Delivery],
-    pub claimed_us: i64,
-    pub until_us: i64,
-    pub owner: &'a str,
-}
-
-impl MySqlStore {
+impl GroupClaim<MySql> for MySqlStore {
     /// Take up to `n` due retries of the group: locked (`SKIP LOCKED`) and deleted.
-    pub(crate) async fn take_due_retries(
+    async fn take_due_retries(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -198,27 +149,8 @@ impl MySqlStore {
         Ok(retries)
     }
 
-    /// Move (or create) cursors: `(partition, next offset)`; `high_offset` keeps the furthest.
-    pub(crate) async fn set_cursors(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        targets: &[(i32, i64)],
-    ) -> Result<()> {
-        insert_values(
-            &self.st,
-            conn,
-            SET_CURSORS,
-            CURSOR_ROW,
-            targets,
-            MAX_LIST,
-            |q, (p, o)| q.bind(group_id).bind(*p).bind(*o).bind(*o),
-        )
-        .await
-    }
-
     /// Write the lease rows of a claim's deliveries.
-    pub(crate) async fn insert_group_leases(
+    async fn insert_group_leases(
         &self,
         conn: &mut MySqlConnection,
         new: &NewGroupLeases<'_>,
@@ -247,7 +179,7 @@ impl MySqlStore {
 
     /// Lock cursors with work: the first from `scan.start` on (wrapping), then a few more if
     /// they do not hold `scan.want` records; when all are busy, wait for one.
-    pub(crate) async fn lock_cursors(
+    async fn lock_cursors(
         &self,
         conn: &mut MySqlConnection,
         scan: &CursorScan,
@@ -284,7 +216,7 @@ impl MySqlStore {
                     .await?;
                 let got = rows.len() as i64;
                 for row in &rows {
-                    let c = Cursor::decode(row)?;
+                    let c = decode_cursor(row)?;
                     from = c.partition + 1;
                     locked.push(c);
                 }
@@ -320,7 +252,7 @@ impl MySqlStore {
         else {
             return Ok(Vec::new());
         };
-        let mut c = Cursor::decode(&row)?;
+        let mut c = decode_cursor(&row)?;
         // The subqueries read the partition before the wait: read its end again.
         if let Some(p) = sqlx::query(self.st.get(PARTITION_NOW))
             .bind(topic_id)
@@ -339,7 +271,7 @@ impl MySqlStore {
     }
 
     /// Partitions among `parts` with a record in flight or waiting to retry.
-    pub(crate) async fn occupied(
+    async fn occupied(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -362,7 +294,7 @@ impl MySqlStore {
     }
 
     /// Which of `ids` the group has in flight (locking: waits for a lease being written).
-    pub(crate) async fn held(
+    async fn held(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -381,7 +313,7 @@ impl MySqlStore {
         Ok(out)
     }
 
-    pub(crate) async fn past_tokens(
+    async fn past_tokens(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -402,7 +334,7 @@ impl MySqlStore {
     }
 
     /// The records of one partition in `[from, to)`.
-    pub(crate) async fn log_range(
+    async fn log_range(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -417,11 +349,11 @@ impl MySqlStore {
             .bind(to)
             .fetch_all(&mut *conn)
             .await?;
-        rows.iter().map(LoggedRow::decode).collect()
+        rows.iter().map(decode_logged).collect()
     }
 
     /// The records at `(partition, offset)` positions (those retention has not removed).
-    pub(crate) async fn records_at(
+    async fn records_at(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -436,13 +368,15 @@ impl MySqlStore {
                 q = q.bind(*partition).bind(*offset);
             }
             for row in q.bind(topic_id).fetch_all(&mut *conn).await? {
-                out.push(LoggedRow::decode(&row)?);
+                out.push(decode_logged(&row)?);
             }
             rest = tail;
         }
         Ok(out)
     }
+}
 
+impl MySqlStore {
     /// Run `template` (`{ids}` first, then the group id) over `ids` in padded chunks.
     pub(crate) async fn exec_group_ids(
         &self,
@@ -467,31 +401,16 @@ impl MySqlStore {
     }
 }
 
-/// A record as read from the log for delivery.
-pub(crate) struct LoggedRow {
-    pub partition: i32,
-    pub offset: i64,
-    pub id: MessageId,
-    pub key: Option<String>,
-    pub headers: std::collections::BTreeMap<String, String>,
-    pub body: Vec<u8>,
-    pub published_us: i64,
-    /// The token of its previous lease in the group being claimed for (0: none).
-    pub token: i64,
-}
-
-impl LoggedRow {
-    /// Decode `partition_no, msg_offset, id, msg_key, headers, body, published_us`.
-    pub(crate) fn decode(row: &MySqlRow) -> Result<LoggedRow> {
-        Ok(LoggedRow {
-            partition: row.try_get(0)?,
-            offset: row.try_get(1)?,
-            id: id_at(row, 2)?,
-            key: opt_text_at(row, 3)?,
-            headers: headers_at(row, 4)?,
-            body: row.try_get(5)?,
-            published_us: row.try_get(6)?,
-            token: 0,
-        })
-    }
+/// Decode `partition_no, msg_offset, id, msg_key, headers, body, published_us`.
+fn decode_logged(row: &MySqlRow) -> Result<LoggedRow> {
+    Ok(LoggedRow {
+        partition: row.try_get(0)?,
+        offset: row.try_get(1)?,
+        id: id_at(row, 2)?,
+        key: opt_text_at(row, 3)?,
+        headers: headers_at(row, 4)?,
+        body: row.try_get(5)?,
+        published_us: row.try_get(6)?,
+        token: 0,
+    })
 }

@@ -8,7 +8,9 @@ use crate::domain::PendingRetry;
 use crate::domain::Result;
 use crate::domain::parse_events;
 use crate::domain::{AttemptError, DeadLetter, MessageId, time_from_micros};
+use crate::store::GroupDead;
 use crate::store::statements::{MAX_LIST, bucket};
+use sqlx::MySql;
 
 pub(crate) const LIST_GROUP_DEAD: &str = concat!(
     "SELECT d.id, d.partition_no, d.msg_offset, d.attempts, ",
@@ -60,9 +62,9 @@ pub(crate) const COUNT_RANGE: &str = "SELECT COUNT(*) FROM {p}topic_log FORCE IN
 pub(crate) const DELETE_DEAD_RANGE: &str = "DELETE FROM {p}group_dead WHERE group_id = ? \
     AND partition_no = ? AND msg_offset >= ? AND msg_offset < ?";
 
-impl MySqlStore {
+impl GroupDead<MySql> for MySqlStore {
     /// The group's oldest `limit` dead letters.
-    pub(crate) async fn group_dead_letters(
+    async fn group_dead_letters(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -110,7 +112,7 @@ impl MySqlStore {
     }
 
     /// Redrive dead letters: due again now with fresh attempts. Returns the ids found dead.
-    pub(crate) async fn redrive_group(
+    async fn redrive_group(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -150,8 +152,18 @@ impl MySqlStore {
         Ok(found)
     }
 
+    async fn delete_group_dead(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> Result<u64> {
+        self.exec_group_ids(conn, DELETE_GROUP_DEAD, group_id, ids)
+            .await
+    }
+
     /// Ids of the group's oldest `limit` dead letters.
-    pub(crate) async fn oldest_group_dead(
+    async fn oldest_group_dead(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -166,7 +178,7 @@ impl MySqlStore {
     }
 
     /// The group's first `limit` waiting retries, soonest first.
-    pub(crate) async fn group_retries(
+    async fn group_retries(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -191,7 +203,7 @@ impl MySqlStore {
     }
 
     /// Make waiting retries due now. Returns how many were waiting.
-    pub(crate) async fn retry_now(
+    async fn retry_now(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -211,15 +223,15 @@ impl MySqlStore {
 
     /// Replay offsets `[from, to)` of one partition into the group (at most a few thousand per
     /// call: the caller chunks). Returns how many records were queued.
-    pub(crate) async fn replay_range(
+    async fn replay_range(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
         group_id: i32,
         partition: i32,
-        from: i64,
-        to: i64,
+        range: std::ops::Range<i64>,
     ) -> Result<u64> {
+        let (from, to) = (range.start, range.end);
         let n: i64 = sqlx::query(self.st.get(COUNT_RANGE))
             .bind(topic_id)
             .bind(partition)

@@ -1,12 +1,23 @@
 //! Where a group stands: per-partition counts for lag, and one record's state for trace.
 
-use std::collections::HashMap;
-
 use sqlx::{MySqlConnection, Row};
 
+use super::group_settle::HELD_TOO_LONG;
+use super::group_settle::OWNER_GROUPS;
+use super::group_settle::{STATE_ACKED, STATE_DEAD, STATE_RETRYING};
+use super::id_at;
 use super::{MySqlStore, micros, opt_text_at};
 use crate::domain::MessageId;
+use crate::domain::Receipt;
 use crate::domain::Result;
+use crate::domain::parse_events;
+use crate::store::GroupState;
+use crate::store::rows::HeldTooLong;
+use crate::store::rows::PartitionCounts;
+use crate::store::rows::RecordRows;
+use crate::store::rows::{GroupTable, HistoryState};
+use sqlx::MySql;
+use std::time::Duration;
 
 pub(crate) const LEASES_BY_PARTITION: &str = "SELECT partition_no, COUNT(*), MIN(msg_offset) \
     FROM {p}group_leases FORCE INDEX (part) WHERE group_id = ? GROUP BY partition_no";
@@ -45,32 +56,19 @@ pub(crate) const HISTORY_OF: &str = concat!(
     "WHERE group_id = ? AND partition_no = ? AND msg_offset = ?"
 );
 
-/// Count and smallest offset per partition of one of a group's tables.
-pub(crate) type PartitionCounts = HashMap<i32, (i64, i64)>;
-
-/// A record's rows in one cluster group.
-#[derive(Debug, Default)]
-pub(crate) struct RecordRows {
-    /// token, attempts, owner, claimed_us, lease_until_us
-    pub lease: Option<(i64, i32, Option<String>, i64, i64)>,
-    /// attempts, run_at_us
-    pub retry: Option<(i32, i64)>,
-    /// attempts, died_us
-    pub dead: Option<(i32, i64)>,
-    /// state, attempts, events, settled_us
-    pub history: Option<(i8, i32, Vec<u8>, i64)>,
-}
-
-impl MySqlStore {
-    /// Count and smallest offset per partition of the group's leases, retries or dead letters
-    /// (`which`: one of the `*_BY_PARTITION` statements).
-    pub(crate) async fn by_partition(
+impl GroupState<MySql> for MySqlStore {
+    async fn by_partition(
         &self,
         conn: &mut MySqlConnection,
-        which: &'static str,
+        table: GroupTable,
         group_id: i32,
     ) -> Result<PartitionCounts> {
-        let rows = sqlx::query(self.st.get(which))
+        let statement = match table {
+            GroupTable::Leases => LEASES_BY_PARTITION,
+            GroupTable::Retries => RETRIES_BY_PARTITION,
+            GroupTable::Dead => DEAD_BY_PARTITION,
+        };
+        let rows = sqlx::query(self.st.get(statement))
             .bind(group_id)
             .fetch_all(&mut *conn)
             .await?;
@@ -80,7 +78,7 @@ impl MySqlStore {
     }
 
     /// Microseconds since a record was published, if it is still retained.
-    pub(crate) async fn age_of(
+    async fn age_of(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -98,13 +96,12 @@ impl MySqlStore {
     }
 
     /// One record's rows in a cluster group.
-    pub(crate) async fn record_rows(
+    async fn record_rows(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
         id: MessageId,
-        partition: i32,
-        offset: i64,
+        (partition, offset): (i32, i64),
     ) -> Result<RecordRows> {
         let mut out = RecordRows::default();
         if let Some(r) = sqlx::query(self.st.get(LEASE_OF))
@@ -138,8 +135,52 @@ impl MySqlStore {
             .fetch_optional(&mut *conn)
             .await?
         {
-            out.history = Some((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?));
+            let state = match r.try_get::<i8, _>(0)? {
+                STATE_RETRYING => HistoryState::Retrying,
+                STATE_ACKED => HistoryState::Acked,
+                STATE_DEAD => HistoryState::Dead,
+                _ => HistoryState::Other,
+            };
+            let events: Vec<u8> = r.try_get(2)?;
+            out.history = Some((state, r.try_get(1)?, parse_events(&events), r.try_get(3)?));
         }
         Ok(out)
+    }
+
+    /// The group's leases held longer than `limit`: (receipt, partition, offset, owner, held).
+    async fn held_too_long(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        limit: Duration,
+    ) -> Result<Vec<HeldTooLong>> {
+        let rows = sqlx::query(self.st.get(HELD_TOO_LONG))
+            .bind(group_id)
+            .bind(limit.as_micros().min(i64::MAX as u128) as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(HeldTooLong {
+                    receipt: Receipt {
+                        id: id_at(r, 0)?,
+                        token: r.try_get::<i64, _>(3)? as u64,
+                    },
+                    partition: r.try_get(1)?,
+                    offset: r.try_get(2)?,
+                    owner: opt_text_at(r, 4)?,
+                    held: Duration::from_micros(r.try_get::<i64, _>(5)?.max(0) as u64),
+                })
+            })
+            .collect()
+    }
+
+    /// The groups in which `owner` holds leases.
+    async fn groups_of_owner(&self, conn: &mut MySqlConnection, owner: &str) -> Result<Vec<i32>> {
+        let rows = sqlx::query(self.st.get(OWNER_GROUPS))
+            .bind(owner.as_bytes())
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
     }
 }

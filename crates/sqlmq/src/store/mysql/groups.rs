@@ -6,19 +6,14 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
-use super::topics::PartitionRow;
+use super::insert_values;
 use crate::domain::Backoff;
 use crate::domain::{Error, Result};
-use crate::domain::{GroupConfig, GroupMode, StartAt};
-
-/// A group as stored.
-#[derive(Clone, Debug)]
-pub(crate) struct GroupRow {
-    pub id: i32,
-    pub topic_id: i32,
-    pub name: String,
-    pub config: GroupConfig,
-}
+use crate::domain::{GroupConfig, GroupMode};
+use crate::store::Groups;
+use crate::store::rows::GroupRow;
+use crate::store::statements::MAX_LIST;
+use sqlx::MySql;
 
 const INSERT_GROUP: &str = "INSERT IGNORE INTO {p}consumer_groups \
     (topic_id, name, mode, max_attempts, backoff, consume_timeout_ms, created_at) \
@@ -84,16 +79,13 @@ fn decode(row: &MySqlRow) -> Result<GroupRow> {
     })
 }
 
-impl MySqlStore {
-    /// Create a group starting at `start` (an existing group keeps its position; its retry
-    /// settings are updated). Returns the group and whether it was created.
-    pub(crate) async fn create_group(
+impl Groups<MySql> for MySqlStore {
+    async fn create_group(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
         name: &str,
         config: &GroupConfig,
-        start: StartAt,
     ) -> Result<(GroupRow, bool)> {
         let backoff = serde_json::to_string(&config.backoff)?;
         let timeout = config.consume_timeout.map(|d| d.as_millis() as i64);
@@ -122,13 +114,14 @@ impl MySqlStore {
             .group_by_name(conn, topic_id, name)
             .await?
             .ok_or_else(|| Error::Corrupt(format!("group {name} vanished")))?;
-        if created {
-            self.move_cursors(conn, &group, start, None).await?;
-        }
         Ok((group, created))
     }
 
-    pub(crate) async fn group_by_name(
+    async fn delete_group_chunk(&self, conn: &mut MySqlConnection, group_id: i32) -> Result<u64> {
+        self.delete_chunk(conn, &DELETE_GROUP, group_id).await
+    }
+
+    async fn group_by_name(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -142,11 +135,7 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn group_by_id(
-        &self,
-        conn: &mut MySqlConnection,
-        id: i32,
-    ) -> Result<Option<GroupRow>> {
+    async fn group_by_id(&self, conn: &mut MySqlConnection, id: i32) -> Result<Option<GroupRow>> {
         let row = sqlx::query(self.st.get(GROUP_BY_ID))
             .bind(id)
             .fetch_optional(&mut *conn)
@@ -154,7 +143,7 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn groups_of_topic(
+    async fn groups_of_topic(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -166,6 +155,38 @@ impl MySqlStore {
         rows.iter().map(decode).collect()
     }
 
+    /// The group's cursor of every partition that has one.
+    async fn cursors(&self, conn: &mut MySqlConnection, group_id: i32) -> Result<Vec<(i32, i64)>> {
+        let rows = sqlx::query(self.st.get(CURSORS))
+            .bind(group_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// Move (or create) cursors: `(partition, next offset)`; `high_offset` keeps the furthest.
+    async fn set_cursors(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        targets: &[(i32, i64)],
+    ) -> Result<()> {
+        insert_values(
+            &self.st,
+            conn,
+            SET_CURSORS,
+            CURSOR_ROW,
+            targets,
+            MAX_LIST,
+            |q, (p, o)| q.bind(group_id).bind(*p).bind(*o).bind(*o),
+        )
+        .await
+    }
+}
+
+impl MySqlStore {
     /// Cursors at 0 for the partitions of `topic_id` that its groups have none for.
     pub(crate) async fn add_cursors(
         &self,
@@ -177,92 +198,5 @@ impl MySqlStore {
             .execute(&mut *conn)
             .await?;
         Ok(())
-    }
-
-    /// The group's cursor of every partition that has one.
-    pub(crate) async fn cursors(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-    ) -> Result<Vec<(i32, i64)>> {
-        let rows = sqlx::query(self.st.get(CURSORS))
-            .bind(group_id)
-            .fetch_all(&mut *conn)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
-    }
-
-    /// Point the group's cursors (of one partition, or all) at `start`.
-    pub(crate) async fn move_cursors(
-        &self,
-        conn: &mut MySqlConnection,
-        group: &GroupRow,
-        start: StartAt,
-        only: Option<i32>,
-    ) -> Result<Vec<(i32, i64)>> {
-        let targets = self.offsets_at(conn, group.topic_id, start, only).await?;
-        self.set_cursors(conn, group.id, &targets).await?;
-        Ok(targets)
-    }
-
-    /// The offset `start` designates in each partition of `topic_id` (or only one).
-    pub(crate) async fn offsets_at(
-        &self,
-        conn: &mut MySqlConnection,
-        topic_id: i32,
-        start: StartAt,
-        only: Option<i32>,
-    ) -> Result<Vec<(i32, i64)>> {
-        let partitions = self.partitions(conn, topic_id).await?;
-        let mut targets = Vec::new();
-        for p in partitions
-            .iter()
-            .filter(|p| only.is_none_or(|o| o == p.partition))
-        {
-            let offset = match start {
-                StartAt::Earliest => p.low_offset,
-                StartAt::Latest => p.next_offset,
-                StartAt::Offset(o) => o.clamp(p.low_offset, p.next_offset),
-                StartAt::Time(t) => {
-                    let us = t
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_micros() as i64);
-                    self.offset_for_time(conn, topic_id, p, us).await?
-                }
-            };
-            targets.push((p.partition, offset));
-        }
-        Ok(targets)
-    }
-
-    /// The first offset of `partition` sequenced at or after `at_us` (microseconds since the
-    /// epoch): its end when none is. Sequencing times never decrease within a partition, so
-    /// this is a binary search by primary key over the retained offsets.
-    pub(crate) async fn offset_for_time(
-        &self,
-        conn: &mut MySqlConnection,
-        topic_id: i32,
-        partition: &PartitionRow,
-        at_us: i64,
-    ) -> Result<i64> {
-        let (mut lo, mut hi) = (partition.low_offset, partition.next_offset);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let row = sqlx::query(self.st.get(OFFSET_TIME))
-                .bind(topic_id)
-                .bind(partition.partition)
-                .bind(mid)
-                .fetch_optional(&mut *conn)
-                .await?;
-            match row {
-                Some(r) if r.try_get::<i64, _>(0)? >= at_us => hi = mid,
-                Some(_) => lo = mid + 1,
-                // Removed by retention meanwhile: everything below is gone too.
-                None => lo = mid + 1,
-            }
-        }
-        Ok(lo)
     }
 }

@@ -189,23 +189,4 @@ impl MySqlStore {
             .await?;
         self.place(conn, queue_id, &[(entry, delay_us)]).await
     }
-
-    /// Release the keys whose head message no longer exists (after a purge, or any path that
-    /// removed a head without releasing it). Returns how many keys were repaired.
-    pub(crate) async fn repair_keys(
-        &self,
-        conn: &mut MySqlConnection,
-        queue_id: i32,
-    ) -> Result<usize> {
-        let rows = sqlx::query(self.st.get(ORPHANED_KEYS))
-            .bind(queue_id)
-            .fetch_all(&mut *conn)
-            .await?;
-        for row in &rows {
-            let key: Vec<u8> = row.try_get(0)?;
-            self.release_key(conn, queue_id, &key, id_at(row, 1)?)
-                .await?;
-        }
-        Ok(rows.len())
-    }
 }

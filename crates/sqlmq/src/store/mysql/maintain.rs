@@ -9,7 +9,9 @@ use super::settle::Lease;
 use super::{Entry, MySqlStore, exec_id_list, id_at, padded};
 use crate::domain::MessageId;
 use crate::domain::{Decide, Released, Result};
+use crate::store::Maintain;
 use crate::store::statements::bucket;
+use sqlx::MySql;
 
 pub(crate) const ANY_DUE: &str = "SELECT 1 FROM {p}scheduled FORCE INDEX (due) WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) LIMIT 1";
 pub(crate) const CLAIM_DUE: &str = "SELECT id, priority, attempts, token FROM {p}scheduled FORCE INDEX (due) \
@@ -37,9 +39,9 @@ pub(crate) const DELETE_DEDUP: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p
 /// One row of a derived table of `dedup` primary keys.
 pub(crate) const DEDUP_KEY_ROW: &str = "SELECT CAST(? AS SIGNED) AS q, CAST(? AS BINARY) AS k";
 
-impl MySqlStore {
+impl Maintain<MySql> for MySqlStore {
     /// Whether `queue_id` has scheduled messages that are due (a plain, non-locking read).
-    pub(crate) async fn any_due(&self, conn: &mut MySqlConnection, queue_id: i32) -> Result<bool> {
+    async fn any_due(&self, conn: &mut MySqlConnection, queue_id: i32) -> Result<bool> {
         let row = sqlx::query(self.st.get(ANY_DUE))
             .bind(queue_id)
             .fetch_optional(&mut *conn)
@@ -48,7 +50,7 @@ impl MySqlStore {
     }
 
     /// Move up to `limit` due scheduled messages into `ready`.
-    pub(crate) async fn promote_due(
+    async fn promote_due(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -76,11 +78,7 @@ impl MySqlStore {
     }
 
     /// Whether `queue_id` has leases that ended (a plain, non-locking read).
-    pub(crate) async fn any_expired(
-        &self,
-        conn: &mut MySqlConnection,
-        queue_id: i32,
-    ) -> Result<bool> {
+    async fn any_expired(&self, conn: &mut MySqlConnection, queue_id: i32) -> Result<bool> {
         let row = sqlx::query(self.st.get(ANY_EXPIRED))
             .bind(queue_id)
             .fetch_optional(&mut *conn)
@@ -88,9 +86,34 @@ impl MySqlStore {
         Ok(row.is_some())
     }
 
+    /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.
+    async fn prune_dedup(&self, conn: &mut MySqlConnection, limit: usize) -> Result<usize> {
+        let rows = sqlx::query(self.st.get(CLAIM_OLD_DEDUP))
+            .bind(limit as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        let keys = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<i32, _>(0)?, r.try_get::<Vec<u8>, _>(1)?)))
+            .collect::<Result<Vec<_>>>()?;
+        for chunk in keys.chunks(crate::store::statements::MAX_LIST) {
+            let mut q = sqlx::query(
+                self.st
+                    .list(DELETE_DEDUP, DEDUP_KEY_ROW, bucket(chunk.len())),
+            );
+            for (queue_id, key) in padded(chunk) {
+                q = q.bind(*queue_id).bind(key.as_slice());
+            }
+            q.execute(&mut *conn).await?;
+        }
+        Ok(keys.len())
+    }
+}
+
+impl MySqlStore {
     /// Release up to `limit` expired leases of `queue_id`, as `decide` settles each (back in
     /// line at once, or dead on the last attempt).
-    pub(crate) async fn release_expired(
+    pub(crate) async fn release_queue_expired(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -107,7 +130,7 @@ impl MySqlStore {
 
     /// Release up to `limit` leases of `queue_id` held by `owner` (a dead or departing
     /// process), whatever their expiry, as `decide` settles each.
-    pub(crate) async fn release_owned(
+    pub(crate) async fn release_queue_owned(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -141,32 +164,5 @@ impl MySqlStore {
             })
             .collect::<Result<Vec<_>>>()?;
         self.end_leases(conn, queue_id, endings).await
-    }
-
-    /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.
-    pub(crate) async fn prune_dedup(
-        &self,
-        conn: &mut MySqlConnection,
-        limit: usize,
-    ) -> Result<usize> {
-        let rows = sqlx::query(self.st.get(CLAIM_OLD_DEDUP))
-            .bind(limit as i64)
-            .fetch_all(&mut *conn)
-            .await?;
-        let keys = rows
-            .iter()
-            .map(|r| Ok((r.try_get::<i32, _>(0)?, r.try_get::<Vec<u8>, _>(1)?)))
-            .collect::<Result<Vec<_>>>()?;
-        for chunk in keys.chunks(crate::store::statements::MAX_LIST) {
-            let mut q = sqlx::query(
-                self.st
-                    .list(DELETE_DEDUP, DEDUP_KEY_ROW, bucket(chunk.len())),
-            );
-            for (queue_id, key) in padded(chunk) {
-                q = q.bind(*queue_id).bind(key.as_slice());
-            }
-            q.execute(&mut *conn).await?;
-        }
-        Ok(keys.len())
     }
 }

@@ -1,20 +1,24 @@
 //! Applying migrations and reading the schema version.
 
-use sqlx::{Executor, MySqlConnection, Row};
+use sqlx::{Executor, MySql, MySqlConnection, Row};
 
 use super::MySqlStore;
 use super::schema::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, RECORD_VERSION, SELECT_VERSION, latest_version,
 };
-use crate::domain::MigrationReport;
-use crate::domain::{Error, Result};
+use crate::domain::{Error, MigrationReport, Result, check_not_newer};
+use crate::store::Schema;
 
 /// ER_NO_SUCH_TABLE
 const NO_SUCH_TABLE: u16 = 1146;
 
-impl MySqlStore {
+impl Schema<MySql> for MySqlStore {
+    fn latest_version() -> i64 {
+        latest_version()
+    }
+
     /// The schema version in the database, 0 when there is none.
-    pub(crate) async fn schema_version(&self, conn: &mut MySqlConnection) -> Result<i64> {
+    async fn schema_version(&self, conn: &mut MySqlConnection) -> Result<i64> {
         match sqlx::query(self.st.get(SELECT_VERSION))
             .fetch_one(&mut *conn)
             .await
@@ -34,7 +38,7 @@ impl MySqlStore {
     /// Apply every pending migration. Safe to run from several processes at once: DDL is
     /// idempotent (`IF NOT EXISTS`) and versions are recorded with `INSERT IGNORE`; a named lock,
     /// where the server supports it, merely keeps concurrent migrators from doing the work twice.
-    pub(crate) async fn migrate(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
+    async fn migrate(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
         conn.execute(self.st.get(CREATE_MIGRATIONS_TABLE)).await?;
         let lock_name = format!("sqlmq.migrate.{}", self.st.prefix());
         // GET_LOCK is a hint only (Galera rejects it); a failure just means no mutual exclusion.
@@ -54,10 +58,12 @@ impl MySqlStore {
         }
         result
     }
+}
 
+impl MySqlStore {
     async fn apply_pending(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
         let from_version = self.schema_version(conn).await?;
-        check_not_newer(from_version)?;
+        check_not_newer(from_version, latest_version())?;
         let mut applied = Vec::new();
         for m in MIGRATIONS.iter().filter(|m| m.version > from_version) {
             tracing::info!(
@@ -80,15 +86,5 @@ impl MySqlStore {
             to_version: latest_version(),
             applied,
         })
-    }
-}
-
-/// Refuse a schema written by a newer sqlmq.
-pub(crate) fn check_not_newer(found: i64) -> Result<()> {
-    let supported = latest_version();
-    if found > supported {
-        Err(Error::SchemaTooNew { found, supported })
-    } else {
-        Ok(())
     }
 }

@@ -1,13 +1,17 @@
 //! The MySQL/MariaDB backend: every SQL statement sqlmq runs, and its migrations.
 //!
-//! Functions here take a `&mut MySqlConnection` that is already inside a transaction when they
-//! need one (the engine opens it, at READ COMMITTED, and owns retries); they never commit.
+//! `sqlx::MySql` is the [`Backend`]; [`MySqlStore`] implements each store trait of the seam
+//! (`store/*.rs`) in the file of its concept. Methods take a `&mut MySqlConnection` that is
+//! already inside a transaction when they need one (the engine opens it, at READ COMMITTED,
+//! and owns retries); they never commit.
 //!
 //! | file | statements |
 //! |---|---|
 //! | `schema.rs` | migrations |
-//! | `migrate.rs` | applying them, schema version checks |
-//! | `server.rs` | flavour/version/durability detection, `SKIP LOCKED` self-test |
+//! | `migrate.rs` | applying them, schema version checks ([`Schema`](crate::store::Schema)) |
+//! | `connect.rs` | opening a pool |
+//! | `server.rs` | flavour/version/durability detection, `SKIP LOCKED` self-test ([`Server`](crate::store::Server)) |
+//! | `errors.rs` | error numbers and their classes |
 //! | `queues.rs` | queue rows: create, look up, pause |
 //! | `send.rs` | enqueue: messages, idempotency keys, routing to ready/scheduled |
 //! | `keys.rs` | per-key FIFO: heads, blocked successors, release |
@@ -30,6 +34,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod claim;
+mod connect;
 pub(crate) mod dead;
 pub(crate) mod errors;
 pub(crate) mod group_claim;
@@ -57,10 +62,11 @@ pub(crate) mod stream;
 pub(crate) mod topics;
 
 use sqlx::mysql::MySqlRow;
-use sqlx::{MySqlConnection, Row};
+use sqlx::{MySql, MySqlConnection, Row};
 
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
+use crate::store::Backend;
 use crate::store::statements::{MAX_LIST, Statements, bucket};
 
 /// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this
@@ -83,19 +89,18 @@ macro_rules! micros {
 }
 pub(crate) use micros;
 
-/// The MySQL/MariaDB storage backend.
+/// The MySQL/MariaDB store: every statement, expanded for one table prefix.
 #[derive(Clone)]
-pub(crate) struct MySqlStore {
+pub struct MySqlStore {
     pub(crate) st: Statements,
 }
 
-impl MySqlStore {
-    pub(crate) fn new(prefix: &str) -> MySqlStore {
-        MySqlStore {
-            st: Statements::new(prefix),
-        }
-    }
+impl Backend for MySql {
+    type Store = MySqlStore;
+    const SCHEME: &'static str = "mysql";
 }
+
+impl crate::store::sealed::Sealed for MySql {}
 
 /// Read a `BINARY(16)` message id from column `idx`.
 pub(crate) fn id_at(row: &MySqlRow, idx: usize) -> Result<MessageId> {

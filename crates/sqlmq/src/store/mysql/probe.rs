@@ -9,7 +9,11 @@ use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
 use crate::domain::Result;
+use crate::store::Probe;
+use crate::store::rows::GroupSignal;
+use crate::store::rows::QueueSignal;
 use crate::store::statements::bucket;
+use sqlx::MySql;
 
 pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \
     EXISTS (SELECT 1 FROM {p}ready r FORCE INDEX (PRIMARY) WHERE r.queue_id = q.id), \
@@ -19,21 +23,9 @@ pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \
         WHERE l.queue_id = q.id AND l.lease_until <= UTC_TIMESTAMP(6)) \
     FROM {p}queues q FORCE INDEX (PRIMARY) WHERE q.id IN ({list})";
 
-/// What the probe saw for one queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct QueueSignal {
-    pub queue_id: i32,
-    /// Claimable messages (and the queue is not paused).
-    pub ready: bool,
-    /// Delayed messages whose time has come (promotion needed).
-    pub due: bool,
-    /// Leases that ended (release needed).
-    pub expired: bool,
-}
-
-impl MySqlStore {
+impl Probe<MySql> for MySqlStore {
     /// Probe `queue_ids` (at most 1 024).
-    pub(crate) async fn probe(
+    async fn probe(
         &self,
         conn: &mut MySqlConnection,
         queue_ids: &[i32],
@@ -54,6 +46,32 @@ impl MySqlStore {
                     ready: !paused && r.try_get::<i64, _>(2)? != 0,
                     due: r.try_get::<i64, _>(3)? != 0,
                     expired: r.try_get::<i64, _>(4)? != 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Probe `group_ids` (at most 1 024).
+    async fn probe_groups(
+        &self,
+        conn: &mut MySqlConnection,
+        group_ids: &[i32],
+    ) -> Result<Vec<GroupSignal>> {
+        if group_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = sqlx::query(self.st.list(GROUP_PROBE, "?", bucket(group_ids.len())));
+        for id in super::padded(group_ids) {
+            q = q.bind(*id);
+        }
+        let rows = q.fetch_all(&mut *conn).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(GroupSignal {
+                    group_id: r.try_get(0)?,
+                    ready: r.try_get::<i64, _>(1)? != 0 || r.try_get::<i64, _>(2)? != 0,
+                    expired: r.try_get::<i64, _>(3)? != 0,
+                    pending: r.try_get::<i64, _>(4)? != 0,
                 })
             })
             .collect()
@@ -80,46 +98,6 @@ pub(crate) const GROUP_PROBE: &str = "SELECT g.id, \
     EXISTS (SELECT 1 FROM {p}topic_pending p FORCE INDEX (PRIMARY) WHERE p.topic_id = g.topic_id) \
     FROM {p}consumer_groups g FORCE INDEX (PRIMARY) \
     STRAIGHT_JOIN {p}topics t FORCE INDEX (PRIMARY) ON t.id = g.topic_id WHERE g.id IN ({list})";
-
-/// What the probe saw for one group.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct GroupSignal {
-    pub group_id: i32,
-    /// Records to hand out now.
-    pub ready: bool,
-    /// Expired leases (release needed).
-    pub expired: bool,
-    /// Records waiting for offsets (sequencing needed).
-    pub pending: bool,
-}
-
-impl MySqlStore {
-    /// Probe `group_ids` (at most 1 024).
-    pub(crate) async fn probe_groups(
-        &self,
-        conn: &mut MySqlConnection,
-        group_ids: &[i32],
-    ) -> Result<Vec<GroupSignal>> {
-        if group_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = sqlx::query(self.st.list(GROUP_PROBE, "?", bucket(group_ids.len())));
-        for id in super::padded(group_ids) {
-            q = q.bind(*id);
-        }
-        let rows = q.fetch_all(&mut *conn).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(GroupSignal {
-                    group_id: r.try_get(0)?,
-                    ready: r.try_get::<i64, _>(1)? != 0 || r.try_get::<i64, _>(2)? != 0,
-                    expired: r.try_get::<i64, _>(3)? != 0,
-                    pending: r.try_get::<i64, _>(4)? != 0,
-                })
-            })
-            .collect()
-    }
-}
 
 #[cfg(test)]
 mod tests {

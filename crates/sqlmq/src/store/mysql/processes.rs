@@ -16,6 +16,10 @@ use super::{MySqlStore, micros};
 use crate::domain::ProcessInfo;
 use crate::domain::time_from_micros;
 use crate::domain::{Error, Result};
+use crate::store::Processes;
+use crate::store::rows::DeadProcess;
+use crate::store::rows::ProcessRegistration;
+use sqlx::MySql;
 
 pub(crate) const REGISTER: &str = "INSERT INTO {p}processes \
     (id, kind, host, pid, queues, started_at, heartbeat_at, expires_at) \
@@ -39,12 +43,6 @@ const LIST: &str = concat!(
     ", TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) FROM {p}processes ORDER BY started_at"
 );
 
-/// A process found silent for too long.
-pub(crate) struct DeadProcess {
-    pub id: String,
-    pub queue_ids: Vec<i32>,
-}
-
 fn queue_ids(json: &str) -> Result<Vec<i32>> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("process queues {json:?}: {e}")))
 }
@@ -53,25 +51,19 @@ fn utf8(bytes: Vec<u8>) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| Error::Corrupt(format!("process id: {e}")))
 }
 
-impl MySqlStore {
-    /// Register (or re-register) a process with the queues it consumes; it is dead if it stays
-    /// silent for `silence`.
-    pub(crate) async fn register_process(
+impl Processes<MySql> for MySqlStore {
+    async fn register_process(
         &self,
         conn: &mut MySqlConnection,
-        id: &str,
-        kind: &str,
-        host: &str,
-        queue_ids: &[i32],
-        silence: Duration,
+        process: &ProcessRegistration<'_>,
     ) -> Result<()> {
         sqlx::query(self.st.get(REGISTER))
-            .bind(id.as_bytes())
-            .bind(kind)
-            .bind(host)
-            .bind(std::process::id() as i32)
-            .bind(serde_json::to_string(queue_ids)?)
-            .bind(silence.as_micros() as i64)
+            .bind(process.id.as_bytes())
+            .bind(process.kind)
+            .bind(process.host)
+            .bind(process.pid)
+            .bind(serde_json::to_string(process.queue_ids)?)
+            .bind(process.silence.as_micros() as i64)
             .execute(&mut *conn)
             .await?;
         Ok(())
@@ -79,7 +71,7 @@ impl MySqlStore {
 
     /// Write a heartbeat, pushing the deadline to `silence` from now. Returns false when the row
     /// is gone: another process declared this one dead and released its claims.
-    pub(crate) async fn heartbeat(
+    async fn heartbeat(
         &self,
         conn: &mut MySqlConnection,
         id: &str,
@@ -94,10 +86,7 @@ impl MySqlStore {
     }
 
     /// Processes past their deadline.
-    pub(crate) async fn dead_processes(
-        &self,
-        conn: &mut MySqlConnection,
-    ) -> Result<Vec<DeadProcess>> {
+    async fn dead_processes(&self, conn: &mut MySqlConnection) -> Result<Vec<DeadProcess>> {
         let rows = sqlx::query(self.st.get(DEAD)).fetch_all(&mut *conn).await?;
         rows.iter()
             .map(|r| {
@@ -112,7 +101,7 @@ impl MySqlStore {
     /// Delete a dead process's row once its claims are released (if it is still silent).
     /// Returns whether this call removed it (so that one reaper, and only while the process
     /// stays silent, releases its claims).
-    pub(crate) async fn prune_process(&self, conn: &mut MySqlConnection, id: &str) -> Result<bool> {
+    async fn prune_process(&self, conn: &mut MySqlConnection, id: &str) -> Result<bool> {
         let done = sqlx::query(self.st.get(PRUNE))
             .bind(id.as_bytes())
             .execute(&mut *conn)
@@ -121,11 +110,7 @@ impl MySqlStore {
     }
 
     /// Remove this process's row (clean shutdown).
-    pub(crate) async fn deregister_process(
-        &self,
-        conn: &mut MySqlConnection,
-        id: &str,
-    ) -> Result<()> {
+    async fn deregister_process(&self, conn: &mut MySqlConnection, id: &str) -> Result<()> {
         sqlx::query(self.st.get(DEREGISTER))
             .bind(id.as_bytes())
             .execute(&mut *conn)
@@ -134,7 +119,7 @@ impl MySqlStore {
     }
 
     /// Every registered process.
-    pub(crate) async fn processes(&self, conn: &mut MySqlConnection) -> Result<Vec<ProcessInfo>> {
+    async fn processes(&self, conn: &mut MySqlConnection) -> Result<Vec<ProcessInfo>> {
         let rows = sqlx::query(self.st.get(LIST)).fetch_all(&mut *conn).await?;
         rows.iter()
             .map(|r| {

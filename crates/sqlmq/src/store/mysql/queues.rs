@@ -9,15 +9,9 @@ use super::MySqlStore;
 use crate::domain::Backoff;
 use crate::domain::QueueConfig;
 use crate::domain::{Error, Result};
-
-/// A queue as stored.
-#[derive(Clone, Debug)]
-pub(crate) struct QueueRow {
-    pub id: i32,
-    pub name: String,
-    pub paused: bool,
-    pub config: QueueConfig,
-}
+use crate::store::Queues;
+use crate::store::rows::QueueRow;
+use sqlx::MySql;
 
 const UPSERT: &str = "INSERT INTO {p}queues \
     (name, paused, max_attempts, backoff, dedup_window_ms, created_at, updated_at) \
@@ -50,9 +44,9 @@ fn decode(row: &MySqlRow) -> Result<QueueRow> {
     })
 }
 
-impl MySqlStore {
+impl Queues<MySql> for MySqlStore {
     /// Create the queue, or update the configuration of an existing one.
-    pub(crate) async fn upsert_queue(
+    async fn upsert_queue(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
@@ -70,7 +64,7 @@ impl MySqlStore {
             .ok_or_else(|| Error::UnknownQueue(name.to_owned()))
     }
 
-    pub(crate) async fn queue_by_name(
+    async fn queue_by_name(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
@@ -82,11 +76,7 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn queue_by_id(
-        &self,
-        conn: &mut MySqlConnection,
-        id: i32,
-    ) -> Result<Option<QueueRow>> {
+    async fn queue_by_id(&self, conn: &mut MySqlConnection, id: i32) -> Result<Option<QueueRow>> {
         let row = sqlx::query(self.st.get(BY_ID))
             .bind(id)
             .fetch_optional(&mut *conn)
@@ -94,13 +84,13 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn all_queues(&self, conn: &mut MySqlConnection) -> Result<Vec<QueueRow>> {
+    async fn all_queues(&self, conn: &mut MySqlConnection) -> Result<Vec<QueueRow>> {
         let rows = sqlx::query(self.st.get(ALL)).fetch_all(&mut *conn).await?;
         rows.iter().map(decode).collect()
     }
 
     /// Returns false when the queue does not exist.
-    pub(crate) async fn set_paused(
+    async fn set_paused(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
@@ -115,7 +105,7 @@ impl MySqlStore {
     }
 
     /// Delete the queue row (its messages must already be gone).
-    pub(crate) async fn delete_queue_row(&self, conn: &mut MySqlConnection, id: i32) -> Result<()> {
+    async fn delete_queue_row(&self, conn: &mut MySqlConnection, id: i32) -> Result<()> {
         sqlx::query(self.st.get(DELETE))
             .bind(id)
             .execute(&mut *conn)

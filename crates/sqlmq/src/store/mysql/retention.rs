@@ -10,9 +10,12 @@ use sqlx::{MySqlConnection, Row};
 
 use super::MySqlStore;
 use crate::domain::Result;
+use crate::store::Retention;
+use crate::store::rows::{RangeRemoval, TopicCursor};
+use sqlx::MySql;
 
 /// Offsets removed per transaction.
-pub(crate) const RETENTION_CHUNK: i64 = 500;
+const BODY_SIZES_CHUNK: i64 = 500;
 
 pub(crate) const BODY_SIZES: &str = "SELECT msg_offset, LENGTH(body) FROM {p}topic_log \
     FORCE INDEX (PRIMARY) WHERE topic_id = ? AND partition_no = ? AND msg_offset >= ? \
@@ -35,10 +38,10 @@ pub(crate) const GROUP_CURSORS: &str = "SELECT g.id, g.mode, c.partition_no, c.n
 pub(crate) const MIN_POSITIONS: &str = "SELECT partition_no, MIN(next_offset) \
     FROM {p}group_positions WHERE group_id = ? GROUP BY partition_no";
 
-impl MySqlStore {
+impl Retention<MySql> for MySqlStore {
     /// The first offset of `partition` at or after `from` such that the bodies from there on
     /// total at most `keep` bytes, given `total` bytes from `from` on.
-    pub(crate) async fn offset_for_bytes(
+    async fn offset_for_bytes(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -54,7 +57,7 @@ impl MySqlStore {
                 .bind(topic_id)
                 .bind(partition)
                 .bind(at)
-                .bind(RETENTION_CHUNK)
+                .bind(BODY_SIZES_CHUNK)
                 .fetch_all(&mut *conn)
                 .await?;
             if rows.is_empty() {
@@ -72,18 +75,20 @@ impl MySqlStore {
         Ok(at)
     }
 
-    /// Remove offsets `[from, to)` of a partition (one chunk; the caller's transaction):
-    /// history of `group_ids` first, then the log rows, then the partition's counters.
-    /// Returns (records, bytes) removed.
-    pub(crate) async fn remove_range(
+    /// The partition's counters first (readers behind jump to the new first offset), then the
+    /// history of the range in each group, then the log rows.
+    async fn remove_range(
         &self,
         conn: &mut MySqlConnection,
-        topic_id: i32,
-        partition: i32,
-        from: i64,
-        to: i64,
-        group_ids: &[i32],
+        range: &RangeRemoval<'_>,
     ) -> Result<(u64, i64)> {
+        let RangeRemoval {
+            topic_id,
+            partition,
+            from,
+            to,
+            group_ids,
+        } = *range;
         let sums = sqlx::query(self.st.get(RANGE_BYTES))
             .bind(topic_id)
             .bind(partition)
@@ -119,30 +124,29 @@ impl MySqlStore {
         Ok((removed, bytes))
     }
 
-    /// `(group id, is broadcast, partition, cursor)` for every group of the topic.
-    pub(crate) async fn group_cursors_of_topic(
+    async fn cursors_of_topic(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
-    ) -> Result<Vec<(i32, bool, i32, i64)>> {
+    ) -> Result<Vec<TopicCursor>> {
         let rows = sqlx::query(self.st.get(GROUP_CURSORS))
             .bind(topic_id)
             .fetch_all(&mut *conn)
             .await?;
         rows.iter()
             .map(|r| {
-                Ok((
-                    r.try_get(0)?,
-                    r.try_get::<i8, _>(1)? == 1,
-                    r.try_get(2)?,
-                    r.try_get(3)?,
-                ))
+                Ok(TopicCursor {
+                    group_id: r.try_get(0)?,
+                    broadcast: r.try_get::<i8, _>(1)? == 1,
+                    partition: r.try_get(2)?,
+                    next_offset: r.try_get(3)?,
+                })
             })
             .collect()
     }
 
     /// The smallest checkpointed position per partition of a broadcast group.
-    pub(crate) async fn min_positions(
+    async fn min_positions(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,

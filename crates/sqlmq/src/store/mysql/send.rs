@@ -5,12 +5,16 @@ use std::time::Duration;
 
 use sqlx::{MySqlConnection, Row};
 
+use super::admin::ANY_MESSAGE;
 use super::keys::Keyed;
 use super::maintain::DEDUP_KEY_ROW;
 use super::{Entry, MySqlStore, id_at, insert_values, padded};
 use crate::domain::{Error, Result};
 use crate::domain::{Message, MessageId, Sent};
+use crate::store::Enqueue;
+use crate::store::rows::SendBatch;
 use crate::store::statements::{MAX_LIST, bucket};
+use sqlx::MySql;
 
 const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \
     (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) VALUES {list}";
@@ -38,12 +42,6 @@ const DEDUP_ROW: &str = "(?,?,?,DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECON
 /// of the same key (the loser's INSERT fails with 1062 once the winner commits).
 const DEDUP_RACE_RETRIES: usize = 5;
 
-/// Bytes a statement may carry: stay well under `max_allowed_packet`, and keep single
-/// statements small enough not to monopolise the server.
-pub(crate) fn statement_budget(max_allowed_packet: u64) -> usize {
-    (max_allowed_packet.saturating_sub(64 * 1024) as usize).clamp(64 * 1024, 4 * 1024 * 1024)
-}
-
 /// Bytes one message row adds to an INSERT (a generous estimate: binary protocol values).
 fn row_bytes(m: &Message, headers: Option<&String>) -> usize {
     64 + m.body.len()
@@ -52,18 +50,17 @@ fn row_bytes(m: &Message, headers: Option<&String>) -> usize {
         + m.idempotency_key.as_ref().map_or(0, String::len)
 }
 
-impl MySqlStore {
+impl Enqueue<MySql> for MySqlStore {
     /// Enqueue `msgs` into `queue` inside the caller's transaction. Returns one [`Sent`] per
     /// message, in order. Statements are split to respect `budget` bytes and the placeholder
     /// limit; atomicity comes from the enclosing transaction.
-    pub(crate) async fn send(
-        &self,
-        conn: &mut MySqlConnection,
-        queue_id: i32,
-        dedup_window: Duration,
-        msgs: &[Message],
-        budget: usize,
-    ) -> Result<Vec<Sent>> {
+    async fn send(&self, conn: &mut MySqlConnection, batch: &SendBatch<'_>) -> Result<Vec<Sent>> {
+        let SendBatch {
+            queue_id,
+            dedup_window,
+            messages: msgs,
+            budget,
+        } = *batch;
         let mut out: Vec<Sent> = msgs
             .iter()
             .map(|m| Sent {
@@ -104,6 +101,19 @@ impl MySqlStore {
         Ok(out)
     }
 
+    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
+    async fn any_message_exists(
+        &self,
+        conn: &mut MySqlConnection,
+        ids: &[MessageId],
+    ) -> Result<bool> {
+        Ok(!super::fetch_id_list(&self.st, conn, ANY_MESSAGE, ids)
+            .await?
+            .is_empty())
+    }
+}
+
+impl MySqlStore {
     /// Insert message rows, in statements bounded by `budget` bytes and the placeholder limit.
     async fn insert_messages(
         &self,

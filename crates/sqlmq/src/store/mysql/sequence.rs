@@ -22,10 +22,16 @@ use std::collections::HashSet;
 
 use sqlx::{MySqlConnection, Row};
 
+use super::stream::PENDING_BY_ID;
+use super::stream::PENDING_PARTITIONS;
 use super::{MySqlStore, exec_id_list, id_at, micros, padded};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
+use crate::store::Publish;
+use crate::store::rows::PendingBatch;
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
+use sqlx::MySql;
+use std::collections::BTreeMap;
 
 pub(crate) const INSERT_PENDING: &str = "INSERT INTO {p}topic_pending \
     (topic_id, partition_no, id, msg_key, headers, body, published_at) VALUES {list}";
@@ -57,21 +63,9 @@ const ADVANCE: &str = "UPDATE {p}topic_partitions SET next_offset = next_offset 
     bytes = bytes + ?, last_at = DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
     WHERE topic_id = ? AND partition_no = ?";
 
-/// A message to publish, ready for its row.
-pub(crate) struct PendingRow<'a> {
-    pub partition: i32,
-    pub id: MessageId,
-    pub key: Option<&'a [u8]>,
-    pub headers: Option<String>,
-    pub body: &'a [u8],
-}
-
-/// Most pending rows a step moves.
-pub(crate) const SEQUENCE_BATCH: usize = 1000;
-
-impl MySqlStore {
+impl Publish<MySql> for MySqlStore {
     /// Which of `ids` are already published (logged or pending).
-    pub(crate) async fn known_topic_ids(
+    async fn known_topic_ids(
         &self,
         conn: &mut MySqlConnection,
         ids: &[MessageId],
@@ -93,13 +87,16 @@ impl MySqlStore {
     }
 
     /// Insert pending rows (no offsets yet). Statements are bounded by `budget` bytes.
-    pub(crate) async fn insert_pending(
+    async fn insert_pending(
         &self,
         conn: &mut MySqlConnection,
-        topic_id: i32,
-        rows: &[PendingRow<'_>],
-        budget: usize,
+        batch: &PendingBatch<'_>,
     ) -> Result<()> {
+        let PendingBatch {
+            topic_id,
+            rows,
+            budget,
+        } = *batch;
         let max_rows = (u16::MAX as usize / PENDING_PARAMS).min(MAX_LIST);
         let mut start = 0;
         while start < rows.len() {
@@ -141,7 +138,7 @@ impl MySqlStore {
 
     /// One sequencing step for a partition (see the module docs), inside the caller's
     /// transaction. Returns how many pending rows it consumed (logged or dropped as duplicates).
-    pub(crate) async fn sequence_step(
+    async fn sequence_step(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -214,5 +211,33 @@ impl MySqlStore {
             .execute(&mut *conn)
             .await?;
         Ok(all.len())
+    }
+
+    /// Committed records without an offset yet, by partition.
+    async fn pending_partitions(
+        &self,
+        conn: &mut MySqlConnection,
+        topic_id: i32,
+    ) -> Result<BTreeMap<i32, i64>> {
+        let rows = sqlx::query(self.st.get(PENDING_PARTITIONS))
+            .bind(topic_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// The topic and partition of a record still waiting for its offset.
+    async fn pending_by_id(
+        &self,
+        conn: &mut MySqlConnection,
+        id: MessageId,
+    ) -> Result<Option<(i32, i32)>> {
+        let row = sqlx::query(self.st.get(PENDING_BY_ID))
+            .bind(id.bytes())
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
     }
 }

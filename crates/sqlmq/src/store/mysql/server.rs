@@ -2,11 +2,13 @@
 
 use std::time::Duration;
 
-use sqlx::{Connection, MySqlConnection, Row};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, Row};
 
-use super::MySqlStore;
-use crate::domain::{Error, Result};
-use crate::domain::{Flavor, ServerInfo};
+use super::{BEGIN_READ_COMMITTED, MySqlStore, micros};
+use crate::domain::{Error, Flavor, Result, ServerInfo};
+use crate::store::Server;
+use crate::store::rows::ConnectOptions;
+use crate::store::statements::Statements;
 
 const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
     CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \
@@ -25,7 +27,7 @@ fn parse_version(version: &str) -> (u32, u32, u32) {
 }
 
 /// Read the server's identity and settings, and refuse servers without `SKIP LOCKED`.
-pub(crate) async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
+async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
     let row = sqlx::query(SERVER_QUERY).fetch_one(&mut *conn).await?;
     let version: String = row.try_get(0)?;
     let lower = version.to_ascii_lowercase();
@@ -85,16 +87,38 @@ pub(crate) async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
 const LOCK_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE";
 const SKIP_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE SKIP LOCKED";
 
-impl MySqlStore {
+impl Server<MySql> for MySqlStore {
+    /// READ COMMITTED set explicitly for this transaction (never the server default,
+    /// REPEATABLE READ, whose gap locks make claims deadlock with producers).
+    const BEGIN: &'static str = BEGIN_READ_COMMITTED;
+
+    fn new(prefix: &str) -> MySqlStore {
+        MySqlStore {
+            st: Statements::new(prefix),
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        self.st.prefix()
+    }
+
+    async fn connect(url: &str, options: &ConnectOptions) -> Result<MySqlPool> {
+        super::connect::pool(url, options).await
+    }
+
+    fn adopt(pool: &MySqlPool) {
+        crate::nodelay::apply(pool.connect_options().get_port());
+    }
+
+    async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
+        detect(conn).await
+    }
+
     /// Two-connection self-test: while `a` holds the probe row's lock, a `SKIP LOCKED` read on
     /// `b` must return nothing at once. Servers that accept the syntax but ignore it (TiDB, Dolt)
     /// or wait would hand one message to two consumers.
-    pub(crate) async fn verify_skip_locked(
-        &self,
-        a: &mut MySqlConnection,
-        b: &mut MySqlConnection,
-    ) -> Result<()> {
-        let mut tx = a.begin_with(super::BEGIN_READ_COMMITTED).await?;
+    async fn verify_locking(&self, a: &mut MySqlConnection, b: &mut MySqlConnection) -> Result<()> {
+        let mut tx = a.begin_with(BEGIN_READ_COMMITTED).await?;
         sqlx::query(self.st.get(LOCK_PROBE))
             .fetch_optional(&mut *tx)
             .await?;
@@ -114,6 +138,20 @@ impl MySqlStore {
                 "SKIP LOCKED waited for a lock".into(),
             )),
         }
+    }
+
+    /// Stay well under `max_allowed_packet`, and keep single statements small enough not to
+    /// monopolise the server.
+    fn statement_budget(server: &ServerInfo) -> usize {
+        (server.max_allowed_packet.saturating_sub(64 * 1024) as usize)
+            .clamp(64 * 1024, 4 * 1024 * 1024)
+    }
+
+    async fn now_us(&self, conn: &mut MySqlConnection) -> Result<i64> {
+        let row = sqlx::query(concat!("SELECT ", micros!("UTC_TIMESTAMP(6)")))
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(row.try_get(0)?)
     }
 }
 

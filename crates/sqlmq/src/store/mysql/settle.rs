@@ -11,13 +11,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::mysql::MySqlRow;
-use sqlx::{MySqlConnection, Row};
+use sqlx::{MySql, MySqlConnection, Row};
 
 use super::{Entry, MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
 use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
+use crate::store::rows::SourceId;
 use crate::store::statements::MAX_LIST;
+use crate::store::{Enqueue, Settle};
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
     lease_until > UTC_TIMESTAMP(6) FROM {p}leases FORCE INDEX (PRIMARY) WHERE id IN ({list}) FOR UPDATE";
@@ -95,7 +97,7 @@ impl MySqlStore {
 
     /// Ack: delete the message for every receipt that holds its lease. Returns the receipts
     /// that did not (stale token, expired, unknown), which changed nothing.
-    pub(crate) async fn ack(
+    pub(crate) async fn ack_queue(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -126,7 +128,7 @@ impl MySqlStore {
 
     /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
     /// engine's decision (retry after a delay, or dead-letter).
-    pub(crate) async fn fail(
+    pub(crate) async fn fail_queue(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -237,7 +239,7 @@ impl MySqlStore {
     }
 
     /// Extend a live lease to `lease` from now. Returns false when the receipt does not hold it.
-    pub(crate) async fn extend(
+    pub(crate) async fn extend_queue(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
@@ -253,6 +255,109 @@ impl MySqlStore {
             .await?;
         // sqlx sets CLIENT_FOUND_ROWS, so this counts matched rows; lease_until changes anyway.
         Ok(done.rows_affected() == 1)
+    }
+}
+
+impl Settle<MySql> for MySqlStore {
+    async fn ack(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        receipts: &[Receipt],
+    ) -> Result<Vec<Receipt>> {
+        match source {
+            SourceId::Queue(queue_id) => self.ack_queue(conn, queue_id, receipts).await,
+            SourceId::Group(group_id) => self.ack_group(conn, group_id, receipts).await,
+        }
+    }
+
+    async fn acks_committed(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        acked: &[Receipt],
+    ) -> Result<bool> {
+        let ids: Vec<MessageId> = acked.iter().map(|r| r.id).collect();
+        if ids.is_empty() {
+            return Ok(true);
+        }
+        match source {
+            // An ack deletes the message: its rows are gone iff the ack committed.
+            SourceId::Queue(_) => Ok(!self.any_message_exists(conn, &ids).await?),
+            // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
+            // committed.
+            SourceId::Group(group_id) => {
+                let left = self.lock_group_leases(conn, group_id, &ids).await?;
+                Ok(acked
+                    .iter()
+                    .all(|r| left.get(&r.id).is_none_or(|l| l.token as u64 != r.token)))
+            }
+        }
+    }
+
+    async fn fail(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        receipt: &Receipt,
+        decide: &Decide<'_>,
+    ) -> Result<NackOutcome> {
+        match source {
+            SourceId::Queue(queue_id) => self.fail_queue(conn, queue_id, receipt, decide).await,
+            SourceId::Group(group_id) => self.fail_group(conn, group_id, receipt, decide).await,
+        }
+    }
+
+    async fn extend(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> Result<bool> {
+        match source {
+            SourceId::Queue(queue_id) => self.extend_queue(conn, queue_id, receipt, lease).await,
+            SourceId::Group(group_id) => self.extend_group(conn, group_id, receipt, lease).await,
+        }
+    }
+
+    async fn release_expired(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        match source {
+            SourceId::Queue(queue_id) => {
+                self.release_queue_expired(conn, queue_id, limit, decide)
+                    .await
+            }
+            SourceId::Group(group_id) => {
+                self.release_group_expired(conn, group_id, limit, decide)
+                    .await
+            }
+        }
+    }
+
+    async fn release_owned(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        owner: &str,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        match source {
+            SourceId::Queue(queue_id) => {
+                self.release_queue_owned(conn, queue_id, owner, limit, decide)
+                    .await
+            }
+            SourceId::Group(group_id) => {
+                self.release_group_owned(conn, group_id, owner, limit, decide)
+                    .await
+            }
+        }
     }
 }
 

@@ -4,16 +4,21 @@
 //! what is sequenced, never a set with holes: offsets become visible only through sequencing
 //! commits, each covering a dense range after the previous one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
+use super::groups::OFFSET_TIME;
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::StreamRecord;
 use crate::domain::{MessageId, time_from_micros};
+use crate::store::Stream;
+use crate::store::rows::PartitionRow;
+use crate::store::rows::PositionRow;
 use crate::store::statements::MAX_LIST;
+use sqlx::MySql;
 
 macro_rules! record_columns {
     () => {
@@ -60,33 +65,22 @@ pub(crate) const DELETE_POSITIONS: &str = "DELETE FROM {p}group_positions WHERE 
 pub(crate) const DELETE_MEMBER: &str =
     "DELETE FROM {p}group_positions WHERE group_id = ? AND member = ?";
 
-impl StreamRecord {
-    fn decode(row: &MySqlRow) -> Result<StreamRecord> {
-        Ok(StreamRecord {
-            partition: row.try_get::<i32, _>(0)? as u32,
-            offset: row.try_get(1)?,
-            id: id_at(row, 2)?,
-            key: opt_text_at(row, 3)?,
-            headers: headers_at(row, 4)?,
-            body: row.try_get(5)?,
-            published_at: time_from_micros(row.try_get(6)?),
-            sequenced_at: time_from_micros(row.try_get(7)?),
-        })
-    }
+fn decode_record(row: &MySqlRow) -> Result<StreamRecord> {
+    Ok(StreamRecord {
+        partition: row.try_get::<i32, _>(0)? as u32,
+        offset: row.try_get(1)?,
+        id: id_at(row, 2)?,
+        key: opt_text_at(row, 3)?,
+        headers: headers_at(row, 4)?,
+        body: row.try_get(5)?,
+        published_at: time_from_micros(row.try_get(6)?),
+        sequenced_at: time_from_micros(row.try_get(7)?),
+    })
 }
 
-/// A checkpointed broadcast position.
-#[derive(Clone, Debug)]
-pub(crate) struct PositionRow {
-    pub member: String,
-    pub partition: i32,
-    pub next_offset: i64,
-    pub updated_us: i64,
-}
-
-impl MySqlStore {
+impl Stream<MySql> for MySqlStore {
     /// Up to `limit` records of one partition from `offset` on, in offset order.
-    pub(crate) async fn read_from(
+    async fn read_from(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -101,11 +95,11 @@ impl MySqlStore {
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        rows.iter().map(StreamRecord::decode).collect()
+        rows.iter().map(decode_record).collect()
     }
 
     /// A sequenced record of `topic_id` by id.
-    pub(crate) async fn record_by_id(
+    async fn record_by_id(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -116,24 +110,11 @@ impl MySqlStore {
             .bind(topic_id)
             .fetch_optional(&mut *conn)
             .await?;
-        row.as_ref().map(StreamRecord::decode).transpose()
-    }
-
-    /// The topic and partition of a record still waiting for its offset.
-    pub(crate) async fn pending_by_id(
-        &self,
-        conn: &mut MySqlConnection,
-        id: MessageId,
-    ) -> Result<Option<(i32, i32)>> {
-        let row = sqlx::query(self.st.get(PENDING_BY_ID))
-            .bind(id.bytes())
-            .fetch_optional(&mut *conn)
-            .await?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+        row.as_ref().map(decode_record).transpose()
     }
 
     /// Records with `key`, by partition and offset.
-    pub(crate) async fn records_by_key(
+    async fn records_by_key(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -146,26 +127,11 @@ impl MySqlStore {
             .bind(limit as i64)
             .fetch_all(&mut *conn)
             .await?;
-        rows.iter().map(StreamRecord::decode).collect()
-    }
-
-    /// Committed records without an offset yet, by partition.
-    pub(crate) async fn pending_partitions(
-        &self,
-        conn: &mut MySqlConnection,
-        topic_id: i32,
-    ) -> Result<BTreeMap<i32, i64>> {
-        let rows = sqlx::query(self.st.get(PENDING_PARTITIONS))
-            .bind(topic_id)
-            .fetch_all(&mut *conn)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
+        rows.iter().map(decode_record).collect()
     }
 
     /// A broadcast member's checkpointed positions.
-    pub(crate) async fn positions(
+    async fn positions(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -182,7 +148,7 @@ impl MySqlStore {
     }
 
     /// Every checkpointed position of a broadcast group.
-    pub(crate) async fn all_positions(
+    async fn all_positions(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -204,7 +170,7 @@ impl MySqlStore {
     }
 
     /// Checkpoint a broadcast member's positions.
-    pub(crate) async fn save_positions(
+    async fn save_positions(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
@@ -223,31 +189,47 @@ impl MySqlStore {
         .await
     }
 
-    /// Forget a broadcast member's checkpoints.
-    pub(crate) async fn delete_member(
+    /// The first offset of `partition` sequenced at or after `at_us` (microseconds since the
+    /// epoch): its end when none is. Sequencing times never decrease within a partition, so
+    /// this is a binary search by primary key over the retained offsets.
+    async fn offset_for_time(
         &self,
         conn: &mut MySqlConnection,
-        group_id: i32,
-        member: &str,
-    ) -> Result<u64> {
-        Ok(sqlx::query(self.st.get(DELETE_MEMBER))
-            .bind(group_id)
-            .bind(member.as_bytes())
-            .execute(&mut *conn)
-            .await?
-            .rows_affected())
+        topic_id: i32,
+        partition: &PartitionRow,
+        at_us: i64,
+    ) -> Result<i64> {
+        let (mut lo, mut hi) = (partition.low_offset, partition.next_offset);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let row = sqlx::query(self.st.get(OFFSET_TIME))
+                .bind(topic_id)
+                .bind(partition.partition)
+                .bind(mid)
+                .fetch_optional(&mut *conn)
+                .await?;
+            match row {
+                Some(r) if r.try_get::<i64, _>(0)? >= at_us => hi = mid,
+                Some(_) => lo = mid + 1,
+                // Removed by retention meanwhile: everything below is gone too.
+                None => lo = mid + 1,
+            }
+        }
+        Ok(lo)
     }
 
-    /// Forget every checkpoint of a broadcast group.
-    pub(crate) async fn delete_all_positions(
+    async fn delete_positions(
         &self,
         conn: &mut MySqlConnection,
         group_id: i32,
+        member: Option<&str>,
     ) -> Result<u64> {
-        Ok(sqlx::query(self.st.get(DELETE_POSITIONS))
-            .bind(group_id)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected())
+        let query = match member {
+            Some(member) => sqlx::query(self.st.get(DELETE_MEMBER))
+                .bind(group_id)
+                .bind(member.as_bytes()),
+            None => sqlx::query(self.st.get(DELETE_POSITIONS)).bind(group_id),
+        };
+        Ok(query.execute(&mut *conn).await?.rows_affected())
     }
 }

@@ -8,14 +8,10 @@ use sqlx::{MySqlConnection, Row};
 use super::MySqlStore;
 use crate::domain::TopicConfig;
 use crate::domain::{Error, Result};
-
-/// A topic as stored.
-#[derive(Clone, Debug)]
-pub(crate) struct TopicRow {
-    pub id: i32,
-    pub name: String,
-    pub config: TopicConfig,
-}
+use crate::store::Topics;
+use crate::store::rows::PartitionRow;
+use crate::store::rows::TopicRow;
+use sqlx::MySql;
 
 const UPSERT: &str = "INSERT INTO {p}topics (name, partitions, retention_ms, retention_bytes, \
     retention_keeps_unconsumed, strict_order, created_at, updated_at) \
@@ -46,18 +42,6 @@ pub(crate) const DELETE_TOPIC: [&str; 4] = [
     "DELETE FROM {p}topics WHERE id = ?",
 ];
 
-/// One partition's counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct PartitionRow {
-    pub partition: i32,
-    /// The offset the next sequenced message gets (the partition's end).
-    pub next_offset: i64,
-    /// The first offset retention kept.
-    pub low_offset: i64,
-    /// Bytes of bodies retained.
-    pub bytes: i64,
-}
-
 fn decode(row: &MySqlRow) -> Result<TopicRow> {
     let ms = |v: Option<i64>| v.map(|ms| Duration::from_millis(ms.max(0) as u64));
     Ok(TopicRow {
@@ -73,9 +57,9 @@ fn decode(row: &MySqlRow) -> Result<TopicRow> {
     })
 }
 
-impl MySqlStore {
+impl Topics<MySql> for MySqlStore {
     /// Create the topic, or update its configuration (partitions only grow).
-    pub(crate) async fn upsert_topic(
+    async fn upsert_topic(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
@@ -109,7 +93,11 @@ impl MySqlStore {
         Ok(row)
     }
 
-    pub(crate) async fn topic_by_name(
+    async fn delete_topic_chunk(&self, conn: &mut MySqlConnection, topic_id: i32) -> Result<u64> {
+        self.delete_chunk(conn, &DELETE_TOPIC, topic_id).await
+    }
+
+    async fn topic_by_name(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
@@ -121,11 +109,7 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn topic_by_id(
-        &self,
-        conn: &mut MySqlConnection,
-        id: i32,
-    ) -> Result<Option<TopicRow>> {
+    async fn topic_by_id(&self, conn: &mut MySqlConnection, id: i32) -> Result<Option<TopicRow>> {
         let row = sqlx::query(self.st.get(BY_ID))
             .bind(id)
             .fetch_optional(&mut *conn)
@@ -133,36 +117,12 @@ impl MySqlStore {
         row.as_ref().map(decode).transpose()
     }
 
-    pub(crate) async fn all_topics(&self, conn: &mut MySqlConnection) -> Result<Vec<TopicRow>> {
+    async fn all_topics(&self, conn: &mut MySqlConnection) -> Result<Vec<TopicRow>> {
         let rows = sqlx::query(self.st.get(ALL)).fetch_all(&mut *conn).await?;
         rows.iter().map(decode).collect()
     }
 
-    /// The database clock, in microseconds since the epoch.
-    pub(crate) async fn db_now_us(&self, conn: &mut MySqlConnection) -> Result<i64> {
-        let row = sqlx::query(concat!("SELECT ", super::micros!("UTC_TIMESTAMP(6)")))
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok(row.try_get(0)?)
-    }
-
-    /// The counters of every partition of `topic_id`.
-    /// Run one chunk of a deletion (a statement of `DELETE_TOPIC` or `DELETE_GROUP`, whose one
-    /// parameter is the id). Returns rows deleted.
-    pub(crate) async fn delete_chunk(
-        &self,
-        conn: &mut MySqlConnection,
-        statement: &'static str,
-        id: i32,
-    ) -> Result<u64> {
-        Ok(sqlx::query(self.st.get(statement))
-            .bind(id)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected())
-    }
-
-    pub(crate) async fn partitions(
+    async fn partitions(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
@@ -181,5 +141,28 @@ impl MySqlStore {
                 })
             })
             .collect()
+    }
+}
+
+impl MySqlStore {
+    /// One chunk of a deletion: the first of `statements` (each with one parameter, the id,
+    /// and a `LIMIT`) that still finds rows. Returns rows deleted; 0 when nothing is left.
+    pub(crate) async fn delete_chunk(
+        &self,
+        conn: &mut MySqlConnection,
+        statements: &[&'static str],
+        id: i32,
+    ) -> Result<u64> {
+        for statement in statements {
+            let deleted = sqlx::query(self.st.get(statement))
+                .bind(id)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+            if deleted > 0 {
+                return Ok(deleted);
+            }
+        }
+        Ok(0)
     }
 }

@@ -1,0 +1,226 @@
+//! Building a [`Client`]: options, then a URL or an existing pool.
+
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::{MySql, Pool};
+
+use super::{Client, Inner, owner_id};
+use crate::domain::{Error, Result, check_not_newer, validate_table_prefix};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::ConnectOptions;
+
+/// Default table prefix.
+pub const DEFAULT_TABLE_PREFIX: &str = "sqlmq_";
+/// Default largest message body: 1 MiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Default pool size of a client that opens its own pool.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+/// Default interval between a queue handle's housekeeping runs inside `receive` (promotion of
+/// due messages, release of expired leases).
+pub const DEFAULT_HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(250);
+/// Default time a statement of the client's own connections may wait for a row lock: queue
+/// statements should never wait long, and a short wait turns a stuck lock into a retry.
+pub const DEFAULT_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time allowed to open a connection (and to wait for a free one in the pool).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Options for a [`Client`].
+///
+/// ```no_run
+/// # async fn f() -> sqlmq::Result<()> {
+/// let client = sqlmq::Client::builder()
+///     .table_prefix("app_mq_")
+///     .max_payload_bytes(256 * 1024)
+///     .max_connections(32)
+///     .connect("mysql://root@127.0.0.1:3306/app")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    table_prefix: String,
+    max_payload_bytes: usize,
+    max_connections: u32,
+    housekeeping_interval: Duration,
+    lock_wait_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
+            lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Prefix of every table sqlmq creates (default `sqlmq_`), so that they can live in the
+    /// application's own database. Up to 32 characters of `[A-Za-z0-9_]`.
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().table_prefix("mq_");
+    /// # let _ = b;
+    /// ```
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// Largest accepted message body in bytes (default 1 MiB, at most 16 MiB − 1 and below the
+    /// server's `max_allowed_packet`).
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().max_payload_bytes(64 * 1024);
+    /// # let _ = b;
+    /// ```
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Size of the connection pool the client opens (default 16). Ignored by `from_pool`.
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().max_connections(4);
+    /// # let _ = b;
+    /// ```
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// How often `receive` also promotes due delayed messages and releases expired leases of its
+    /// queue (default 250 ms). This bounds how late a delayed message or an expired lease is
+    /// noticed when no maintenance service runs.
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().housekeeping_interval(std::time::Duration::from_millis(100));
+    /// # let _ = b;
+    /// ```
+    pub fn housekeeping_interval(mut self, interval: Duration) -> Self {
+        self.housekeeping_interval = interval;
+        self
+    }
+
+    /// How long a statement of the client's own connections may wait for a row lock (default
+    /// 5 s, whole seconds; MySQL's `innodb_lock_wait_timeout`).
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().lock_wait_timeout(std::time::Duration::from_secs(2));
+    /// # let _ = b;
+    /// ```
+    pub fn lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_wait_timeout = timeout;
+        self
+    }
+
+    /// Time allowed to open a connection, and to wait for a free pooled one (default 10 s).
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().connect_timeout(std::time::Duration::from_secs(3));
+    /// # let _ = b;
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Open a pool to a MySQL/MariaDB `url` (`mysql://user:password@host:port/database`) and
+    /// connect (see [`ClientBuilder::open`] for other backends).
+    ///
+    /// ```no_run
+    /// # async fn f() -> sqlmq::Result<()> {
+    /// let client = sqlmq::Client::builder().connect("mysql://root@127.0.0.1/test").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(self, url: &str) -> Result<Client<MySql>> {
+        self.open(url).await
+    }
+
+    /// Open a pool to `url` on backend `B` and connect; the type says which backend.
+    ///
+    /// ```no_run
+    /// # async fn f() -> sqlmq::Result<()> {
+    /// let client: sqlmq::Client<sqlmq::MySql> =
+    ///     sqlmq::Client::builder().open("mysql://root@127.0.0.1/test").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open<B: Backend>(self, url: &str) -> Result<Client<B>> {
+        validate_table_prefix(&self.table_prefix)?;
+        let options = ConnectOptions {
+            max_connections: self.max_connections,
+            connect_timeout: self.connect_timeout,
+            lock_wait_timeout: self.lock_wait_timeout,
+        };
+        let pool = B::Store::connect(url, &options).await?;
+        self.build(pool).await
+    }
+
+    /// Use an existing pool (for example the application's, so that `send_in` and `ack_in` share
+    /// its transactions). The pool's own settings (lock wait timeout, time zone) are left as they
+    /// are; prefer a statement cache of at least 256 statements.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::MySqlPool) -> sqlmq::Result<()> {
+    /// let client = sqlmq::Client::builder().from_pool(pool).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_pool<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
+        validate_table_prefix(&self.table_prefix)?;
+        B::Store::adopt(&pool);
+        self.build(pool).await
+    }
+
+    async fn build<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
+        let store = B::Store::new(&self.table_prefix);
+        let mut conn = pool.acquire().await?;
+        let server = B::Store::detect(&mut conn).await?;
+        let max_payload = self.max_payload_bytes;
+        if max_payload == 0 || max_payload >= 16 * 1024 * 1024 {
+            return Err(Error::InvalidArgument(format!(
+                "max_payload_bytes must be between 1 and 16 MiB - 1, got {max_payload}"
+            )));
+        }
+        let budget = B::Store::statement_budget(&server);
+        if max_payload + 64 * 1024 > budget {
+            return Err(Error::InvalidArgument(format!(
+                "max_payload_bytes {max_payload} does not fit the server's max_allowed_packet \
+                 ({} bytes): lower it or raise max_allowed_packet",
+                server.max_allowed_packet
+            )));
+        }
+        let schema = store.schema_version(&mut conn).await?;
+        check_not_newer(schema, B::Store::latest_version())?;
+        drop(conn);
+        if schema >= 1 {
+            let mut a = pool.acquire().await?;
+            let mut b = pool.acquire().await?;
+            store.verify_locking(&mut a, &mut b).await?;
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                pool,
+                store,
+                server,
+                schema: AtomicI64::new(schema),
+                max_payload_bytes: max_payload,
+                statement_budget: budget,
+                housekeeping_interval: self.housekeeping_interval,
+                owner: owner_id(),
+                housekeeping: Mutex::default(),
+                wakeups: Mutex::default(),
+                sequencers: Mutex::default(),
+                last_dedup_prune: Mutex::new(Instant::now()),
+            }),
+        })
+    }
+}

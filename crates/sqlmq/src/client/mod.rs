@@ -1,0 +1,235 @@
+//! The entry point: a connection pool, the server's facts and the schema.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Client`]: connecting, migrating, the pool and the server's facts |
+//! | `builder.rs` | [`ClientBuilder`] and the defaults |
+//! | `lookups.rs` | creating and finding queues and topics; stats; processes; the probes |
+//! | `wakeups.rs` | in-process wakeups after local commits, housekeeping schedules |
+
+mod builder;
+mod lookups;
+mod wakeups;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::{MySql, Pool};
+
+pub use builder::{
+    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HOUSEKEEPING_INTERVAL,
+    DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_TABLE_PREFIX,
+};
+pub(crate) use wakeups::Subject;
+
+use crate::domain::{Error, MigrationReport, Result, ServerInfo};
+use crate::store::Backend;
+use crate::store::prelude::*;
+
+/// A handle to sqlmq in one database. Cheap to clone; clones share the pool.
+///
+/// `B` is the backend; MySQL/MariaDB (`sqlx::MySql`, re-exported as [`MySql`](crate::MySql))
+/// is the default, so `Client` means `Client<MySql>`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sqlmq::{Client, Message, QueueConfig};
+///
+/// # async fn f() -> sqlmq::Result<()> {
+/// let client = Client::connect("mysql://root@127.0.0.1:3306/test").await?;
+/// client.migrate().await?;
+/// let emails = client.create_queue("emails", QueueConfig::default()).await?;
+/// emails.send(Message::new("hello")).await?;
+/// for d in emails.receive(10, Duration::from_secs(30)).await? {
+///     emails.ack(d.receipt()).await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Client<B: Backend = MySql> {
+    pub(crate) inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> Clone for Client<B> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+pub(crate) struct Inner<B: Backend> {
+    pub pool: Pool<B>,
+    pub store: B::Store,
+    pub server: ServerInfo,
+    schema: AtomicI64,
+    pub max_payload_bytes: usize,
+    pub statement_budget: usize,
+    pub housekeeping_interval: Duration,
+    pub owner: String,
+    /// When each queue, group or topic last ran its housekeeping in this client.
+    pub housekeeping: Mutex<HashMap<Subject, Instant>>,
+    /// In-process wakeups: a worker consuming a queue registers a `Notify` here, and sends
+    /// through this client notify it after their commit (a hint; polling stays the authority).
+    pub wakeups: Mutex<HashMap<Subject, Arc<tokio::sync::Notify>>>,
+    /// Background sequencers by (topic id, partition), started by local publishes.
+    pub sequencers: Mutex<HashMap<(i32, i32), Arc<tokio::sync::Notify>>>,
+    pub last_dedup_prune: Mutex<Instant>,
+}
+
+/// `host:pid:random`, recorded as the owner of the leases this client takes.
+fn owner_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let suffix: u32 = rand::random();
+    format!("{host}:{}:{suffix:08x}", std::process::id())
+}
+
+impl<B: Backend> std::fmt::Debug for Client<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("backend", &B::SCHEME)
+            .field("server", &self.inner.server.version)
+            .field("table_prefix", &self.inner.store.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client<MySql> {
+    /// Connect to a MySQL/MariaDB `url` with default options. Reads the server's facts, refuses
+    /// servers without a working `SKIP LOCKED` and schemas newer than this build, and warns
+    /// (through `tracing`) when commits are not durable.
+    ///
+    /// ```no_run
+    /// # async fn f() -> sqlmq::Result<()> {
+    /// let client = sqlmq::Client::connect("mysql://root@127.0.0.1:3306/test").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Client> {
+        ClientBuilder::default().connect(url).await
+    }
+}
+
+impl Client {
+    /// Options for a client.
+    ///
+    /// ```
+    /// let builder = sqlmq::Client::builder().table_prefix("mq_");
+    /// # let _ = builder;
+    /// ```
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+}
+
+impl<B: Backend> Client<B> {
+    /// Connect to `url` on backend `B` with default options (see [`Client::connect`]).
+    ///
+    /// ```no_run
+    /// # async fn f() -> sqlmq::Result<()> {
+    /// let client = sqlmq::Client::<sqlmq::MySql>::open("mysql://root@127.0.0.1:3306/test").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(url: &str) -> Result<Client<B>> {
+        ClientBuilder::default().open(url).await
+    }
+
+    /// Create or upgrade the schema (idempotent, safe to run from several processes at once).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// client.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<MigrationReport> {
+        let store = &self.inner.store;
+        let mut conn = self.inner.pool.acquire().await?;
+        let report = store.migrate(&mut conn).await?;
+        drop(conn);
+        if report.from_version == 0 {
+            let mut a = self.inner.pool.acquire().await?;
+            let mut b = self.inner.pool.acquire().await?;
+            store.verify_locking(&mut a, &mut b).await?;
+        }
+        self.inner
+            .schema
+            .store(report.to_version, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// The schema version found at connect time (or set by `migrate`).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { println!("schema v{}", client.schema_version()); }
+    /// ```
+    pub fn schema_version(&self) -> i64 {
+        self.inner.schema.load(Ordering::Relaxed)
+    }
+
+    /// Facts about the server, read at connect time.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { println!("{}", client.server().version); }
+    /// ```
+    pub fn server(&self) -> &ServerInfo {
+        &self.inner.server
+    }
+
+    /// The connection pool (to open transactions for `send_in`/`ack_in`).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn pool(&self) -> &Pool<B> {
+        &self.inner.pool
+    }
+
+    /// The table prefix in use.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { assert_eq!(client.table_prefix(), "sqlmq_"); }
+    /// ```
+    pub fn table_prefix(&self) -> &str {
+        self.inner.store.prefix()
+    }
+
+    /// The largest accepted body, in bytes.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { assert_eq!(client.max_payload_bytes(), 1 << 20); }
+    /// ```
+    pub fn max_payload_bytes(&self) -> usize {
+        self.inner.max_payload_bytes
+    }
+
+    /// The id recorded as owner of the leases this client takes (`host:pid:random`).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { println!("{}", client.owner_id()); }
+    /// ```
+    pub fn owner_id(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The store, for engine code.
+    pub(crate) fn store(&self) -> &B::Store {
+        &self.inner.store
+    }
+
+    pub(crate) fn require_schema(&self) -> Result<()> {
+        let found = self.schema_version();
+        let required = B::Store::latest_version();
+        if found == required {
+            Ok(())
+        } else {
+            Err(Error::SchemaOutdated { found, required })
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! In-process wakeups after local commits, and the schedules of housekeeping.
+//!
+//! MySQL has no LISTEN/NOTIFY. A worker's consumers wait on a `Notify` per queue or topic, which
+//! this client fires after its own sends commit (and after its sequencer gives records their
+//! offsets); polling stays the authority for everything committed elsewhere. Housekeeping
+//! (promotion, expiry, retention, pruning) runs from whichever call finds it due, so that a
+//! client without a maintenance service still keeps its queues moving.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Client;
+use crate::domain::Result;
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::tx;
+
+/// Interval between prunes of expired idempotency keys (per client).
+const DEDUP_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+/// Idempotency keys deleted per prune.
+const DEDUP_PRUNE_BATCH: usize = 1000;
+
+/// What in-process wakeups and housekeeping times are kept for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Subject {
+    /// A queue, by id: woken by local sends.
+    Queue(i32),
+    /// A topic, by id: woken when local sequencing gave records their offsets.
+    Topic(i32),
+    /// A consumer group, by id (housekeeping).
+    Group(i32),
+}
+
+impl<B: Backend> Client<B> {
+    /// The in-process wakeup of `subject` (created on first use).
+    pub(crate) fn wakeup(&self, subject: Subject) -> Arc<tokio::sync::Notify> {
+        let mut map = self.inner.wakeups.lock().expect("poisoned");
+        map.entry(subject).or_default().clone()
+    }
+
+    /// Wake this process's consumers of `subject`, if any wait.
+    pub(crate) fn notify_local(&self, subject: Subject) {
+        if let Some(n) = self.inner.wakeups.lock().expect("poisoned").get(&subject) {
+            n.notify_waiters();
+        }
+    }
+
+    /// Whether `subject`'s housekeeping is due (last run `interval` ago or never); if so, the
+    /// run is recorded as starting now, so that concurrent callers do not all run it.
+    pub(crate) fn due(&self, subject: Subject, interval: Duration) -> bool {
+        let mut last = self.inner.housekeeping.lock().expect("poisoned");
+        let now = Instant::now();
+        match last.get(&subject) {
+            Some(t) if now.duration_since(*t) < interval => false,
+            _ => {
+                last.insert(subject, now);
+                true
+            }
+        }
+    }
+
+    /// Forget `subject` (it was deleted).
+    pub(crate) fn forget(&self, subject: Subject) {
+        self.inner
+            .housekeeping
+            .lock()
+            .expect("poisoned")
+            .remove(&subject);
+        self.inner
+            .wakeups
+            .lock()
+            .expect("poisoned")
+            .remove(&subject);
+    }
+
+    /// Delete idempotency keys whose window has passed, if the last prune is a minute old.
+    pub(crate) async fn prune_dedup_if_due(&self) -> Result<usize> {
+        {
+            let mut last = self.inner.last_dedup_prune.lock().expect("poisoned");
+            if last.elapsed() < DEDUP_PRUNE_INTERVAL {
+                return Ok(0);
+            }
+            *last = Instant::now();
+        }
+        let store = self.store();
+        tx::run(self.pool(), "prune_dedup", |conn, _| {
+            Box::pin(store.prune_dedup(conn, DEDUP_PRUNE_BATCH))
+        })
+        .await
+    }
+}

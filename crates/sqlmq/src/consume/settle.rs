@@ -1,0 +1,343 @@
+//! The one consumption path behind queues and cluster groups: ack, fail (nack, snooze, dead
+//! letter), extend, and the releases of expired or orphaned leases, each in a transaction of
+//! its own (retried) or in the caller's.
+//!
+//! A queue and a group differ only in their tables (the backend's business, keyed by
+//! [`SourceId`]), their retry settings (read fresh inside each transaction, so that a change
+//! applies at once) and the names of their metrics.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::fate::{RetryPolicy, decide};
+use crate::client::Client;
+use crate::domain::{AckReport, Backoff, Error, Failure, NackOutcome, Receipt, Released, Result};
+use crate::store::Backend;
+use crate::store::prelude::*;
+use crate::store::rows::SourceId;
+use crate::tx;
+
+/// Most messages one `receive` may claim.
+pub const MAX_RECEIVE: usize = 1000;
+/// Longest lease one claim or extension may take.
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+
+/// Check a claim's size and lease.
+pub(crate) fn check_claim(n: usize, lease: Duration) -> Result<()> {
+    if n == 0 || n > MAX_RECEIVE {
+        return Err(Error::InvalidArgument(format!(
+            "n must be 1..={MAX_RECEIVE}, got {n}"
+        )));
+    }
+    check_lease(lease)
+}
+
+/// Check a lease duration.
+pub(crate) fn check_lease(lease: Duration) -> Result<()> {
+    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
+        return Err(Error::InvalidArgument(format!(
+            "lease {lease:?} is not between 1 ms and 24 h"
+        )));
+    }
+    Ok(())
+}
+
+/// `Err(LeaseLost)` for the first receipt an ack found without its lease.
+pub(crate) fn lost_to_error(report: AckReport) -> Result<()> {
+    match report.lost.first() {
+        Some(r) => Err(Error::LeaseLost {
+            id: r.id,
+            token: r.token,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// What the metrics and transactions of a queue or a group are called.
+struct Names {
+    /// The metric label's key: `queue` or `group`.
+    label: &'static str,
+    acked: &'static str,
+    retried: &'static str,
+    snoozed: &'static str,
+    dead_lettered: &'static str,
+    claimed: &'static str,
+    /// Transaction names (the `op` label of `sqlmq_db_retries_total`).
+    op_ack: &'static str,
+    op_fail: &'static str,
+    op_extend: &'static str,
+    op_claim: &'static str,
+}
+
+const QUEUE: Names = Names {
+    label: "queue",
+    acked: "sqlmq_messages_acked_total",
+    retried: "sqlmq_messages_retried_total",
+    snoozed: "sqlmq_messages_snoozed_total",
+    dead_lettered: "sqlmq_messages_dead_lettered_total",
+    claimed: "sqlmq_messages_claimed_total",
+    op_ack: "ack",
+    op_fail: "nack",
+    op_extend: "extend",
+    op_claim: "claim",
+};
+
+const GROUP: Names = Names {
+    label: "group",
+    acked: "sqlmq_records_acked_total",
+    retried: "sqlmq_records_retried_total",
+    snoozed: "sqlmq_records_snoozed_total",
+    dead_lettered: "sqlmq_records_dead_lettered_total",
+    claimed: "sqlmq_records_claimed_total",
+    op_ack: "group_ack",
+    op_fail: "group_nack",
+    op_extend: "group_extend",
+    op_claim: "group_claim",
+};
+
+/// A queue or a cluster group, as the consumption path sees it.
+pub(crate) struct Consumer<'a, B: Backend> {
+    pub client: &'a Client<B>,
+    pub id: SourceId,
+    /// The queue's name, or `topic/group`: in metrics, logs and errors.
+    pub name: String,
+}
+
+impl<'a, B: Backend> Consumer<'a, B> {
+    fn names(&self) -> &'static Names {
+        match self.id {
+            SourceId::Queue(_) => &QUEUE,
+            SourceId::Group(_) => &GROUP,
+        }
+    }
+
+    fn label(&self) -> (&'static str, String) {
+        (self.names().label, self.name.clone())
+    }
+
+    /// The error for a queue or group deleted while in use.
+    fn unknown(&self) -> Error {
+        match (self.id, self.name.split_once('/')) {
+            (SourceId::Group(_), Some((topic, group))) => Error::UnknownGroup {
+                topic: topic.to_owned(),
+                group: group.to_owned(),
+            },
+            _ => Error::UnknownQueue(self.name.clone()),
+        }
+    }
+
+    /// The current retry settings (`None`: the queue or group is gone).
+    async fn policy(&self, conn: &mut B::Connection) -> Result<Option<(u32, Backoff)>> {
+        let store = self.client.store();
+        Ok(match self.id {
+            SourceId::Queue(id) => store
+                .queue_by_id(conn, id)
+                .await?
+                .map(|q| (q.config.max_attempts, q.config.backoff)),
+            SourceId::Group(id) => store
+                .group_by_id(conn, id)
+                .await?
+                .map(|g| (g.config.max_attempts, g.config.backoff)),
+        })
+    }
+
+    /// Record a claim's duration and size.
+    pub(crate) fn record_claim(&self, started: Instant, claimed: usize) {
+        let (key, value) = self.label();
+        metrics::histogram!("sqlmq_claim_seconds", key => value.clone())
+            .record(started.elapsed().as_secs_f64());
+        metrics::counter!(self.names().claimed, key => value).increment(claimed as u64);
+    }
+
+    /// The transaction name of this source's claims.
+    pub(crate) fn claim_op(&self) -> &'static str {
+        self.names().op_claim
+    }
+
+    /// Ack many receipts in one transaction of our own (retried). A COMMIT whose outcome is
+    /// unknown (lost connection) is resolved by asking whether the acked leases are gone,
+    /// never by replaying it.
+    pub(crate) async fn ack_batch(&self, receipts: &[Receipt]) -> Result<AckReport> {
+        if receipts.is_empty() {
+            return Ok(AckReport::default());
+        }
+        self.client.require_schema()?;
+        let (store, id) = (self.client.store(), self.id);
+        // The receipts the last attempt acked, for the resolver.
+        let acked: Mutex<Vec<Receipt>> = Mutex::default();
+        let acked = &acked;
+        let lost = tx::run_resolving(
+            self.client.pool(),
+            self.names().op_ack,
+            |conn, _| {
+                Box::pin(async move {
+                    let lost = store.ack(conn, id, receipts).await?;
+                    *acked.lock().expect("poisoned") = receipts
+                        .iter()
+                        .filter(|r| !lost.contains(r))
+                        .copied()
+                        .collect();
+                    Ok(lost)
+                })
+            },
+            |conn, _| {
+                Box::pin(async move {
+                    let acked = acked.lock().expect("poisoned").clone();
+                    store.acks_committed(conn, id, &acked).await
+                })
+            },
+        )
+        .await?;
+        Ok(self.counted(receipts.len(), lost))
+    }
+
+    /// Ack one receipt inside the caller's transaction.
+    pub(crate) async fn ack_in(&self, conn: &mut B::Connection, receipt: Receipt) -> Result<()> {
+        self.client.require_schema()?;
+        let (store, id) = (self.client.store(), self.id);
+        let receipts = [receipt];
+        let receipts = &receipts;
+        let lost =
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.ack(conn, id, receipts))).await?;
+        lost_to_error(self.counted(1, lost))
+    }
+
+    /// The report of acking `total` receipts of which `lost` had lost their lease, counted.
+    fn counted(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
+        let acked = total - lost.len();
+        let (key, value) = self.label();
+        metrics::counter!(self.names().acked, key => value.clone()).increment(acked as u64);
+        if !lost.is_empty() {
+            metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
+        }
+        AckReport { acked, lost }
+    }
+
+    /// End a claim without an ack, in a transaction of our own (retried) or in the caller's.
+    pub(crate) async fn fail(
+        &self,
+        conn: Option<&mut B::Connection>,
+        receipt: Receipt,
+        failure: Failure<'_>,
+    ) -> Result<NackOutcome> {
+        self.client.require_schema()?;
+        let outcome = match conn {
+            Some(conn) => {
+                tx::run_in::<B, _, _>(conn, |conn, _| {
+                    Box::pin(self.fail_on(conn, receipt, failure))
+                })
+                .await?
+            }
+            None => {
+                tx::run(self.client.pool(), self.names().op_fail, |conn, _| {
+                    Box::pin(self.fail_on(conn, receipt, failure))
+                })
+                .await?
+            }
+        };
+        let names = self.names();
+        let counter = match (failure, outcome) {
+            (_, NackOutcome::DeadLettered) => names.dead_lettered,
+            (Failure::Snooze { .. }, _) => names.snoozed,
+            _ => names.retried,
+        };
+        let (key, value) = self.label();
+        metrics::counter!(counter, key => value).increment(1);
+        Ok(outcome)
+    }
+
+    /// The failure itself, in `conn`'s transaction, with the current retry settings.
+    async fn fail_on(
+        &self,
+        conn: &mut B::Connection,
+        receipt: Receipt,
+        failure: Failure<'_>,
+    ) -> Result<NackOutcome> {
+        let (max_attempts, backoff) = self.policy(conn).await?.ok_or_else(|| self.unknown())?;
+        let policy = RetryPolicy::of(max_attempts, &backoff);
+        let decide = |attempts| decide(failure, attempts, policy);
+        self.client
+            .store()
+            .fail(conn, self.id, &receipt, &decide)
+            .await
+    }
+
+    /// Extend a live lease to `lease` from now.
+    pub(crate) async fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
+        check_lease(lease)?;
+        self.client.require_schema()?;
+        let (store, id) = (self.client.store(), self.id);
+        let held = tx::run(self.client.pool(), self.names().op_extend, |conn, _| {
+            Box::pin(store.extend(conn, id, &receipt, lease))
+        })
+        .await?;
+        let (key, value) = self.label();
+        metrics::counter!("sqlmq_lease_extensions_total", key => value).increment(1);
+        if held {
+            Ok(())
+        } else {
+            Err(Error::LeaseLost {
+                id: receipt.id,
+                token: receipt.token,
+            })
+        }
+    }
+
+    /// Release up to `limit` expired leases in one transaction: due again at once, or dead on
+    /// their last attempt.
+    pub(crate) async fn release_expired(&self, limit: usize) -> Result<Released> {
+        let (store, id) = (self.client.store(), self.id);
+        let released = tx::run(self.client.pool(), "release_expired", |conn, _| {
+            Box::pin(async move {
+                let Some((max_attempts, backoff)) = self.policy(conn).await? else {
+                    return Ok(Released::default());
+                };
+                let policy = RetryPolicy::of(max_attempts, &backoff);
+                let decide = |attempts| decide(Failure::Expired, attempts, policy);
+                store.release_expired(conn, id, limit, &decide).await
+            })
+        })
+        .await?;
+        if released.released + released.dead_lettered > 0 {
+            let names = self.names();
+            let (key, value) = self.label();
+            metrics::counter!("sqlmq_leases_expired_total", key => value.clone())
+                .increment(released.released as u64);
+            metrics::counter!(names.dead_lettered, key => value)
+                .increment(released.dead_lettered as u64);
+        }
+        Ok(released)
+    }
+
+    /// Release every lease `owner` holds (a process that died or left), in transactions of at
+    /// most `batch` leases: due again at once, or dead on their last attempt. A source deleted
+    /// meanwhile took its leases with it. Returns how many were released.
+    pub(crate) async fn release_owned(
+        &self,
+        owner: &str,
+        reason: &str,
+        batch: usize,
+    ) -> Result<usize> {
+        let (store, id) = (self.client.store(), self.id);
+        let mut total = 0;
+        loop {
+            let released = tx::run(self.client.pool(), "release_owned", |conn, _| {
+                Box::pin(async move {
+                    let Some((max_attempts, backoff)) = self.policy(conn).await? else {
+                        return Ok(Released::default());
+                    };
+                    let policy = RetryPolicy::of(max_attempts, &backoff);
+                    let failure = Failure::Released { reason };
+                    let decide = |attempts| decide(failure, attempts, policy);
+                    store.release_owned(conn, id, owner, batch, &decide).await
+                })
+            })
+            .await?;
+            let n = released.released + released.dead_lettered;
+            total += n;
+            if n < batch {
+                return Ok(total);
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! "A queue, or a topic's consumer group": named ([`SourceName`], parsed from `emails` or
+//! `orders/billing`) and resolved ([`Source`]).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::MySql;
+
+use super::settle::Consumer;
+use crate::client::{Client, Subject};
+use crate::domain::{DeadLetter, Delivery, Error, MessageId, Result, validate_name};
+use crate::queue::Queue;
+use crate::store::Backend;
+use crate::topic::Group;
+
+/// The name of something to consume from: a queue (`emails`), or a cluster-mode consumer group
+/// of a topic (`orders/billing`).
+///
+/// ```
+/// use sqlmq::SourceName;
+/// let q: SourceName = "emails".parse().unwrap();
+/// assert_eq!(q, SourceName::queue("emails"));
+/// let g: SourceName = "orders/billing".parse().unwrap();
+/// assert_eq!(g, SourceName::group("orders", "billing"));
+/// assert_eq!(g.to_string(), "orders/billing");
+/// assert!("a/b/c".parse::<SourceName>().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SourceName {
+    /// A queue.
+    Queue(String),
+    /// A consumer group of a topic.
+    Group {
+        /// The topic.
+        topic: String,
+        /// The group.
+        group: String,
+    },
+}
+
+impl SourceName {
+    /// A queue's name.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::SourceName::queue("emails").to_string(), "emails");
+    /// ```
+    pub fn queue(name: &str) -> SourceName {
+        SourceName::Queue(name.to_owned())
+    }
+
+    /// A topic's group.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::SourceName::group("orders", "billing").to_string(), "orders/billing");
+    /// ```
+    pub fn group(topic: &str, group: &str) -> SourceName {
+        SourceName::Group {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        }
+    }
+
+    /// Check the names it is made of.
+    ///
+    /// ```
+    /// assert!(sqlmq::SourceName::queue("no spaces").validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            SourceName::Queue(name) => validate_name("queue", name),
+            SourceName::Group { topic, group } => {
+                validate_name("topic", topic)?;
+                validate_name("group", group)
+            }
+        }
+    }
+
+    /// Look it up: an unknown queue, topic or group is an error, and so is a broadcast group
+    /// (its members read every record with a [`BroadcastReader`](crate::BroadcastReader);
+    /// there is nothing to ack).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let source = "orders/billing".parse::<sqlmq::SourceName>()?.resolve(&client).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn resolve<B: Backend>(&self, client: &Client<B>) -> Result<Source<B>> {
+        match self {
+            SourceName::Queue(name) => Ok(Source::Queue(client.queue(name).await?)),
+            SourceName::Group { topic, group } => {
+                let group = client.topic(topic).await?.group(group).await?;
+                group.require_cluster()?;
+                Ok(Source::Group(group))
+            }
+        }
+    }
+}
+
+impl fmt::Display for SourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceName::Queue(name) => f.write_str(name),
+            SourceName::Group { topic, group } => write!(f, "{topic}/{group}"),
+        }
+    }
+}
+
+impl FromStr for SourceName {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<SourceName> {
+        let name = match s.split_once('/') {
+            None => SourceName::queue(s),
+            Some((topic, group)) => SourceName::group(topic, group),
+        };
+        name.validate()?;
+        Ok(name)
+    }
+}
+
+/// A queue or a cluster-mode consumer group, resolved: everything that consumes (the worker,
+/// `sqlmq consume`, dead-letter tools) handles both through it. Its methods are those of
+/// [`Queue`] and [`Group`].
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// let source = "orders/billing".parse::<sqlmq::SourceName>()?.resolve(&client).await?;
+/// for d in source.receive(10, std::time::Duration::from_secs(30)).await? {
+///     source.ack(d.receipt()).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub enum Source<B: Backend = MySql> {
+    /// A queue.
+    Queue(Queue<B>),
+    /// A cluster-mode consumer group.
+    Group(Group<B>),
+}
+
+impl<B: Backend> Clone for Source<B> {
+    fn clone(&self) -> Self {
+        match self {
+            Source::Queue(q) => Source::Queue(q.clone()),
+            Source::Group(g) => Source::Group(g.clone()),
+        }
+    }
+}
+
+impl<B: Backend> Source<B> {
+    /// Its name: the queue's, or `topic/group` (as in logs, metrics and per-source settings).
+    ///
+    /// ```no_run
+    /// # fn f(s: sqlmq::Source) { println!("{}", s.name()); }
+    /// ```
+    pub fn name(&self) -> String {
+        match self {
+            Source::Queue(q) => q.name().to_owned(),
+            Source::Group(g) => g.label(),
+        }
+    }
+
+    /// The client it belongs to.
+    ///
+    /// ```no_run
+    /// # fn f(s: sqlmq::Source) { let pool = s.client().pool(); }
+    /// ```
+    pub fn client(&self) -> &Client<B> {
+        match self {
+            Source::Queue(q) => q.client(),
+            Source::Group(g) => g.topic().client(),
+        }
+    }
+
+    /// Claim up to `n` messages for `lease` (see [`Queue::receive`] and [`Group::receive`]).
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// let batch = s.receive(10, std::time::Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
+        match self {
+            Source::Queue(q) => q.receive(n, lease).await,
+            Source::Group(g) => g.receive(n, lease).await,
+        }
+    }
+
+    /// The oldest `limit` dead letters, with their error histories.
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// for d in s.dead_letters(10).await? { println!("{}: {:?}", d.id, d.errors.last()) }
+    /// # Ok(()) }
+    /// ```
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
+        match self {
+            Source::Queue(q) => q.dead_letters(limit).await,
+            Source::Group(g) => g.dead_letters(limit).await,
+        }
+    }
+
+    /// Deliver the given dead letters again with fresh attempts. Returns the ids redriven.
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+    /// s.redrive(&[id]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn redrive(&self, ids: &[MessageId]) -> Result<Vec<MessageId>> {
+        match self {
+            Source::Queue(q) => q.redrive(ids).await,
+            Source::Group(g) => g.redrive(ids).await,
+        }
+    }
+
+    /// Deliver every dead letter again. Returns how many.
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// s.redrive_all().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn redrive_all(&self) -> Result<u64> {
+        match self {
+            Source::Queue(q) => q.redrive_all().await,
+            Source::Group(g) => g.redrive_all().await,
+        }
+    }
+
+    /// Delete every dead letter. Returns how many.
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// s.purge_dead_letters().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn purge_dead_letters(&self) -> Result<u64> {
+        match self {
+            Source::Queue(q) => q.purge_dead_letters().await,
+            Source::Group(g) => g.purge_dead_letters().await,
+        }
+    }
+
+    /// The one consumption path, as seen for this source.
+    pub(crate) fn consumer(&self) -> Consumer<'_, B> {
+        match self {
+            Source::Queue(q) => q.consumer(),
+            Source::Group(g) => g.consumer(),
+        }
+    }
+
+    /// What local producers notify when there is something new to claim.
+    pub(crate) fn subject(&self) -> Subject {
+        match self {
+            Source::Queue(q) => Subject::Queue(q.id()),
+            Source::Group(g) => Subject::Topic(g.topic().id()),
+        }
+    }
+
+    /// The claim itself, without housekeeping (the worker runs maintenance as a service).
+    pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
+        match self {
+            Source::Queue(q) => q.claim(n, lease).await,
+            // (an empty claim is rare in a worker: it waits for a wakeup before claiming again)
+            Source::Group(g) => g.claim_or_sequence(n, lease).await,
+        }
+    }
+
+    /// The label a metric carries: `queue` or `group`, with [`Source::name`] as the value.
+    pub(crate) fn metric_label(&self) -> (&'static str, String) {
+        match self {
+            Source::Queue(_) => ("queue", self.name()),
+            Source::Group(_) => ("group", self.name()),
+        }
+    }
+}
+
+super::methods::consume_methods!(Source, "Source");

@@ -1,0 +1,93 @@
+//! Settling claims, for queues and cluster groups alike, and the idle worker's wakeup probe.
+//!
+//! A lease row is the authority: every operation locks the lease rows of its receipts and
+//! proceeds only for those whose fencing token matches and whose lease has not ended by the
+//! database clock (compare-and-set). What becomes of a claim that ends without an ack is the
+//! engine's decision ([`Decide`]); the backend applies it to its rows.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::Backend;
+use super::rows::{GroupSignal, QueueSignal, SourceId};
+use crate::domain::{Decide, NackOutcome, Receipt, Released, Result};
+
+/// Ack, fail, extend and release leases of a queue or a cluster group.
+pub trait Settle<B: Backend> {
+    /// Ack every receipt that holds its lease. Returns the receipts that did not (stale token,
+    /// expired, unknown): nothing was done for them.
+    fn ack(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        receipts: &[Receipt],
+    ) -> impl Future<Output = Result<Vec<Receipt>>> + Send;
+
+    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
+    /// (receipts that held their leases) committed.
+    fn acks_committed(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        acked: &[Receipt],
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// End a claim without an ack, as `decide` settles it: `LeaseLost` (and nothing changed)
+    /// when the receipt does not hold the lease.
+    fn fail(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        receipt: &Receipt,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<NackOutcome>> + Send;
+
+    /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
+    fn extend(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Release up to `limit` expired leases, as `decide` settles each.
+    fn release_expired(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<Released>> + Send;
+
+    /// Release up to `limit` leases held by `owner` (a process that died or left), whatever
+    /// their expiry, as `decide` settles each.
+    fn release_owned(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        owner: &str,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<Released>> + Send;
+}
+
+/// The idle worker's wakeup probe: one cheap, non-locking read for all of a process's queues
+/// (and one for all of its groups).
+pub trait Probe<B: Backend> {
+    /// What each of `queue_ids` (at most 1 024) has: ready, due and expired rows.
+    fn probe(
+        &self,
+        conn: &mut B::Connection,
+        queue_ids: &[i32],
+    ) -> impl Future<Output = Result<Vec<QueueSignal>>> + Send;
+
+    /// What each of `group_ids` (at most 1 024) has: records to hand out (with strict order,
+    /// only in partitions with nothing in flight or waiting), due retries, expired leases,
+    /// records waiting for offsets.
+    fn probe_groups(
+        &self,
+        conn: &mut B::Connection,
+        group_ids: &[i32],
+    ) -> impl Future<Output = Result<Vec<GroupSignal>>> + Send;
+}

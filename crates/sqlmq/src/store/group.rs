@@ -1,0 +1,248 @@
+//! Consumer group statements: rows and cursors, the cluster claim's reads and writes, dead
+//! letters and retries, and what lag and trace read.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::time::Duration;
+
+use super::Backend;
+use super::rows::{
+    Cursor, CursorScan, DueRetry, GroupRow, GroupTable, HeldTooLong, LoggedRow, NewGroupLeases,
+    PartitionCounts, RecordRows,
+};
+use crate::domain::{DeadLetter, GroupConfig, MessageId, PendingRetry, Result};
+
+/// Group rows and cursors.
+pub trait Groups<B: Backend> {
+    /// Insert the group, or update an existing group's retry settings (never its mode or
+    /// position). Returns the row and whether it was created.
+    fn create_group(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        name: &str,
+        config: &GroupConfig,
+    ) -> impl Future<Output = Result<(GroupRow, bool)>> + Send;
+
+    fn group_by_name(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<GroupRow>>> + Send;
+
+    fn group_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> impl Future<Output = Result<Option<GroupRow>>> + Send;
+
+    /// Every group of the topic, by name.
+    fn groups_of_topic(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<Vec<GroupRow>>> + Send;
+
+    /// The group's cursor of every partition that has one: `(partition, next offset)`.
+    fn cursors(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> impl Future<Output = Result<Vec<(i32, i64)>>> + Send;
+
+    /// Move (or create) cursors to `(partition, next offset)`; each remembers the furthest it
+    /// ever was.
+    fn set_cursors(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        targets: &[(i32, i64)],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Delete up to about a thousand rows of the group (leases, retries, dead letters,
+    /// history, positions, cursors, then the group row). Returns rows deleted; 0 when gone.
+    fn delete_group_chunk(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// The reads and writes of a cluster-group claim (its decisions are the engine's).
+pub trait GroupClaim<B: Backend> {
+    /// Take up to `n` due retries: locked (skipping those other claims hold) and deleted.
+    fn take_due_retries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        n: usize,
+    ) -> impl Future<Output = Result<Vec<DueRetry>>> + Send;
+
+    /// Which of `ids` the group has in flight (waits for a lease being written).
+    fn held(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<HashSet<MessageId>>> + Send;
+
+    /// The records at `(partition, offset)` positions (those retention has not removed).
+    fn records_at(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        positions: &[(i32, i64)],
+    ) -> impl Future<Output = Result<Vec<LoggedRow>>> + Send;
+
+    /// Lock cursors with work from `scan.start` on (wrapping): a locked cursor is the right to
+    /// hand out its partition's next offsets. Cursors other claims hold are skipped; only when
+    /// all are busy does it wait for one.
+    fn lock_cursors(
+        &self,
+        conn: &mut B::Connection,
+        scan: &CursorScan,
+    ) -> impl Future<Output = Result<Vec<Cursor>>> + Send;
+
+    /// Partitions among `parts` with a record in flight or waiting to retry.
+    fn occupied(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        parts: &[i32],
+    ) -> impl Future<Output = Result<HashSet<i32>>> + Send;
+
+    /// The records of one partition in `[from, to)`.
+    fn log_range(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<Vec<LoggedRow>>> + Send;
+
+    /// The last token each offset of `[from, to)` had in the group: `offset -> token`.
+    fn past_tokens(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        partition: i32,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<HashMap<i64, i64>>> + Send;
+
+    /// Write the lease rows of a claim's deliveries.
+    fn insert_group_leases(
+        &self,
+        conn: &mut B::Connection,
+        leases: &NewGroupLeases<'_>,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// A cluster group's dead letters, waiting retries and replays.
+pub trait GroupDead<B: Backend> {
+    /// The oldest `limit` dead letters, with their records and error histories.
+    fn group_dead_letters(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        group_id: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
+
+    /// Due again now with fresh attempts. Returns the ids that were dead.
+    fn redrive_group(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+
+    /// Ids of the oldest `limit` dead letters.
+    fn oldest_group_dead(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+
+    /// Delete dead letters. Returns how many.
+    fn delete_group_dead(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The first `limit` waiting retries, soonest first.
+    fn group_retries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PendingRetry>>> + Send;
+
+    /// Make waiting retries due now. Returns how many were waiting.
+    fn retry_now(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Queue offsets `[from, to)` of one partition for delivery again (attempts restart,
+    /// tokens continue; dead letters of the range are delivered again too). Returns how many.
+    fn replay_range(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        group_id: i32,
+        partition: i32,
+        range: std::ops::Range<i64>,
+    ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// What lag, trace, consume-timeout alerts and liveness read.
+pub trait GroupState<B: Backend> {
+    /// Count and smallest offset per partition of one of the group's tables.
+    fn by_partition(
+        &self,
+        conn: &mut B::Connection,
+        table: GroupTable,
+        group_id: i32,
+    ) -> impl Future<Output = Result<PartitionCounts>> + Send;
+
+    /// Microseconds since a record was published, if it is still retained.
+    fn age_of(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: i32,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// One record's rows in a cluster group.
+    fn record_rows(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        id: MessageId,
+        position: (i32, i64),
+    ) -> impl Future<Output = Result<RecordRows>> + Send;
+
+    /// The group's leases held longer than `limit`.
+    fn held_too_long(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        limit: Duration,
+    ) -> impl Future<Output = Result<Vec<HeldTooLong>>> + Send;
+
+    /// The groups in which `owner` holds leases.
+    fn groups_of_owner(
+        &self,
+        conn: &mut B::Connection,
+        owner: &str,
+    ) -> impl Future<Output = Result<Vec<i32>>> + Send;
+}

@@ -1,0 +1,179 @@
+//! Queue statements: rows, enqueue, claim, time-driven moves, operator actions, dead letters.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use super::Backend;
+use super::rows::{ClaimRequest, PurgeScope, QueueCounts, QueueRow, SendBatch};
+use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result, Sent};
+
+/// Queue rows.
+pub trait Queues<B: Backend> {
+    /// Create the queue, or update the configuration of an existing one.
+    fn upsert_queue(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        config: &QueueConfig,
+    ) -> impl Future<Output = Result<QueueRow>> + Send;
+
+    fn queue_by_name(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<QueueRow>>> + Send;
+
+    fn queue_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> impl Future<Output = Result<Option<QueueRow>>> + Send;
+
+    /// Every queue, by name.
+    fn all_queues(
+        &self,
+        conn: &mut B::Connection,
+    ) -> impl Future<Output = Result<Vec<QueueRow>>> + Send;
+
+    /// Returns false when the queue does not exist.
+    fn set_paused(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        paused: bool,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Delete the queue row (its messages must already be gone).
+    fn delete_queue_row(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Enqueue.
+pub trait Enqueue<B: Backend> {
+    /// Enqueue a batch inside the caller's transaction: idempotency keys first (a duplicate
+    /// returns the original id and writes nothing), then each message where it belongs: ready,
+    /// scheduled (delayed) or blocked behind an earlier message of its ordering key. Returns
+    /// one [`Sent`] per message, in order.
+    fn send(
+        &self,
+        conn: &mut B::Connection,
+        batch: &SendBatch<'_>,
+    ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
+
+    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
+    fn any_message_exists(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// The claim.
+pub trait Claim<B: Backend> {
+    /// Move up to `n` ready messages (queue not paused), in priority then enqueue order, into
+    /// leases with fresh fencing tokens; skips rows other claims hold, never waits for them.
+    fn claim(
+        &self,
+        conn: &mut B::Connection,
+        request: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
+}
+
+/// Time-driven moves. Each takes its rows so that any number of processes may run it at once.
+pub trait Maintain<B: Backend> {
+    /// Whether the queue has delayed messages that are due (a plain, non-locking read).
+    fn any_due(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Move up to `limit` due delayed messages into `ready`.
+    fn promote_due(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize>> + Send;
+
+    /// Whether the queue has leases that ended (a plain, non-locking read).
+    fn any_expired(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.
+    fn prune_dedup(
+        &self,
+        conn: &mut B::Connection,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize>> + Send;
+}
+
+/// Operator actions and counts.
+pub trait Admin<B: Backend> {
+    /// Per-queue counts for every queue id present in the state tables.
+    fn counts(
+        &self,
+        conn: &mut B::Connection,
+    ) -> impl Future<Output = Result<HashMap<i32, QueueCounts>>> + Send;
+
+    /// Age of the oldest ready message of the queue, in microseconds.
+    fn oldest_ready_us(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// Remove a message that is not in flight (`MessageInFlight` otherwise,
+    /// `MessageNotFound` when it is not in this queue). Its key, if any, moves on.
+    fn cancel(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        id: MessageId,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Delete up to `limit` messages of each state in `scope`. Returns how many went; rows
+    /// locked by others are skipped (the caller loops).
+    fn purge_batch(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        scope: PurgeScope,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize>> + Send;
+
+    /// Let ordering keys whose head message no longer exists move on (after a purge).
+    /// Returns how many keys were repaired (the caller loops until 0).
+    fn repair_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<usize>> + Send;
+}
+
+/// A queue's dead letters (purged through [`Admin::purge_batch`]).
+pub trait DeadLetters<B: Backend> {
+    /// The oldest `limit` dead letters, with their error histories.
+    fn dead_letters(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>>> + Send;
+
+    /// Put dead letters back with their attempts reset: `ids`, or the oldest `limit` when
+    /// `None`. Returns the ids redriven.
+    fn redrive(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        ids: Option<&[MessageId]>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+}

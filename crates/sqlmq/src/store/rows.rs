@@ -1,0 +1,306 @@
+//! What crosses the seam besides domain types: rows as a backend reads them, and the
+//! parameters of its writes. Plain data; no behaviour.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::domain::{
+    DeliveryEvent, GroupConfig, Message, MessageId, QueueConfig, Receipt, TopicConfig,
+};
+
+/// A queue or a cluster group: what settlement statements (ack, fail, extend, release) act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourceId {
+    /// A queue, by id.
+    Queue(i32),
+    /// A cluster-mode consumer group, by id.
+    Group(i32),
+}
+
+/// A queue as stored.
+#[derive(Clone, Debug)]
+pub struct QueueRow {
+    pub id: i32,
+    pub name: String,
+    pub paused: bool,
+    pub config: QueueConfig,
+}
+
+/// Counts of one queue's messages by state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub blocked: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+}
+
+/// Which messages a purge batch removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PurgeScope {
+    /// Everything but dead letters.
+    Live,
+    /// Only dead letters.
+    Dead,
+}
+
+/// A batch of messages to enqueue, in the caller's transaction.
+pub struct SendBatch<'a> {
+    pub queue_id: i32,
+    /// How long idempotency keys are remembered (zero when no message has one).
+    pub dedup_window: Duration,
+    pub messages: &'a [Message],
+    /// Largest statement in bytes (under the server's packet limit).
+    pub budget: usize,
+}
+
+/// A claim of ready messages.
+pub struct ClaimRequest<'a> {
+    pub queue_id: i32,
+    pub n: usize,
+    pub lease: Duration,
+    /// The claiming process (owner id), recorded on each lease.
+    pub owner: &'a str,
+}
+
+/// What the wakeup probe saw for one queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueSignal {
+    pub queue_id: i32,
+    /// Claimable messages (and the queue is not paused).
+    pub ready: bool,
+    /// Delayed messages whose time has come (promotion needed).
+    pub due: bool,
+    /// Leases that ended (release needed).
+    pub expired: bool,
+}
+
+/// What the wakeup probe saw for one cluster group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupSignal {
+    pub group_id: i32,
+    /// Records to hand out now.
+    pub ready: bool,
+    /// Expired leases (release needed).
+    pub expired: bool,
+    /// Records waiting for offsets (sequencing needed).
+    pub pending: bool,
+}
+
+/// A topic as stored.
+#[derive(Clone, Debug)]
+pub struct TopicRow {
+    pub id: i32,
+    pub name: String,
+    pub config: TopicConfig,
+}
+
+/// One partition's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionRow {
+    pub partition: i32,
+    /// The offset the next sequenced record gets (the partition's end).
+    pub next_offset: i64,
+    /// The first offset retention kept.
+    pub low_offset: i64,
+    /// Bytes of bodies retained.
+    pub bytes: i64,
+}
+
+/// A record to publish, ready for its row.
+pub struct PendingRow<'a> {
+    pub partition: i32,
+    pub id: MessageId,
+    pub key: Option<&'a [u8]>,
+    /// Headers as a JSON object (`None` when there are none).
+    pub headers: Option<String>,
+    pub body: &'a [u8],
+}
+
+/// Records to publish in the caller's transaction.
+pub struct PendingBatch<'a> {
+    pub topic_id: i32,
+    pub rows: &'a [PendingRow<'a>],
+    /// Largest statement in bytes.
+    pub budget: usize,
+}
+
+/// A consumer group as stored.
+#[derive(Clone, Debug)]
+pub struct GroupRow {
+    pub id: i32,
+    pub topic_id: i32,
+    pub name: String,
+    pub config: GroupConfig,
+}
+
+/// A cluster group's cursor locked by a claim.
+#[derive(Clone, Copy, Debug)]
+pub struct Cursor {
+    pub partition: i32,
+    /// The next offset to hand out.
+    pub next: i64,
+    /// The furthest the cursor ever was (below it, offsets may have been handed out before).
+    pub high: i64,
+    /// The partition's end.
+    pub end: i64,
+    /// The partition's first retained offset.
+    pub low: i64,
+    /// The database clock, in microseconds.
+    pub now_us: i64,
+}
+
+/// Where a claim looks for cursors with work.
+#[derive(Clone, Copy, Debug)]
+pub struct CursorScan {
+    pub group_id: i32,
+    pub topic_id: i32,
+    /// The topic's partition count as the claimer knows it (it may be stale: partitions only
+    /// grow).
+    pub partitions: u32,
+    /// The partition to look at first (spreads members over partitions).
+    pub start: i32,
+    /// Records the claim still wants.
+    pub want: usize,
+}
+
+/// A retry taken for delivery (its row already deleted).
+#[derive(Clone, Copy, Debug)]
+pub struct DueRetry {
+    pub id: MessageId,
+    pub partition: i32,
+    pub offset: i64,
+    /// Attempts made so far.
+    pub attempts: i32,
+    /// The token of its previous lease.
+    pub token: i64,
+    /// The database clock, in microseconds.
+    pub now_us: i64,
+}
+
+/// A record as read from the log for delivery.
+pub struct LoggedRow {
+    pub partition: i32,
+    pub offset: i64,
+    pub id: MessageId,
+    pub key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+    pub published_us: i64,
+    /// The token of its previous lease in the group being claimed for (0: none).
+    pub token: i64,
+}
+
+/// Leases to write for the records a claim hands out.
+pub struct NewGroupLeases<'a> {
+    pub group_id: i32,
+    pub deliveries: &'a [crate::domain::Delivery],
+    pub claimed_us: i64,
+    pub until_us: i64,
+    pub owner: &'a str,
+}
+
+/// One of a cluster group's per-record tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupTable {
+    /// Records in flight.
+    Leases,
+    /// Records waiting for their next attempt.
+    Retries,
+    /// Dead letters.
+    Dead,
+}
+
+/// Count and smallest offset per partition of one of a group's tables.
+pub type PartitionCounts = std::collections::HashMap<i32, (i64, i64)>;
+
+/// Where a record stands in a cluster group, from its history row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryState {
+    Retrying,
+    Acked,
+    Dead,
+    /// A state this build does not know (written by a newer one).
+    Other,
+}
+
+/// A record's rows in one cluster group (what `trace` reads).
+#[derive(Debug, Default)]
+pub struct RecordRows {
+    /// In flight: token, attempts, owner, claimed (µs), lease end (µs).
+    pub lease: Option<(i64, i32, Option<String>, i64, i64)>,
+    /// Waiting to retry: attempts, due (µs).
+    pub retry: Option<(i32, i64)>,
+    /// Dead: attempts, died (µs).
+    pub dead: Option<(i32, i64)>,
+    /// Settled before: state, attempts, events, settled (µs).
+    pub history: Option<(HistoryState, i32, Vec<DeliveryEvent>, i64)>,
+}
+
+/// A record held by a member for longer than its group's consume timeout.
+#[derive(Clone, Debug)]
+pub struct HeldTooLong {
+    pub receipt: Receipt,
+    pub partition: i32,
+    pub offset: i64,
+    pub owner: Option<String>,
+    pub held: Duration,
+}
+
+/// Offsets `[from, to)` of one partition to remove (retention), with the groups whose history
+/// of them goes too.
+pub struct RangeRemoval<'a> {
+    pub topic_id: i32,
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
+    pub group_ids: &'a [i32],
+}
+
+/// A group's cursor in one partition, with the group's mode (retention floors).
+#[derive(Clone, Copy, Debug)]
+pub struct TopicCursor {
+    pub group_id: i32,
+    pub broadcast: bool,
+    pub partition: i32,
+    pub next_offset: i64,
+}
+
+/// A broadcast member's checkpointed position.
+#[derive(Clone, Debug)]
+pub struct PositionRow {
+    pub member: String,
+    pub partition: i32,
+    pub next_offset: i64,
+    pub updated_us: i64,
+}
+
+/// A worker process registering.
+pub struct ProcessRegistration<'a> {
+    /// Owner id: `host:pid:random`.
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub host: &'a str,
+    pub pid: i32,
+    /// Ids of the queues it consumes.
+    pub queue_ids: &'a [i32],
+    /// It is dead when silent for this long.
+    pub silence: Duration,
+}
+
+/// A process found silent for too long.
+pub struct DeadProcess {
+    pub id: String,
+    pub queue_ids: Vec<i32>,
+}
+
+/// How to open a backend's pool.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    pub max_connections: u32,
+    /// Time allowed to open a connection, and to wait for a pooled one.
+    pub connect_timeout: Duration,
+    /// How long a statement may wait for a row lock before failing (retried).
+    pub lock_wait_timeout: Duration,
+}

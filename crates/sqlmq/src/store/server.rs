@@ -1,0 +1,61 @@
+//! Connecting, knowing the server, and the schema.
+
+use std::future::Future;
+
+use sqlx::Pool;
+
+use super::Backend;
+use super::rows::ConnectOptions;
+use crate::domain::{MigrationReport, Result, ServerInfo};
+
+/// Connections and the server behind them.
+pub trait Server<B: Backend>: Sized {
+    /// The statement that opens every transaction sqlmq runs itself (isolation level, locking
+    /// mode), sent in one round trip where the backend allows.
+    const BEGIN: &'static str;
+
+    /// The store for tables named with `prefix` (validated by the engine).
+    fn new(prefix: &str) -> Self;
+
+    /// The table prefix.
+    fn prefix(&self) -> &str;
+
+    /// Open a pool to `url`, reporting why when the first connection fails.
+    fn connect(url: &str, options: &ConnectOptions)
+    -> impl Future<Output = Result<Pool<B>>> + Send;
+
+    /// Prepare a pool the application opened itself (`Client::from_pool`).
+    fn adopt(pool: &Pool<B>);
+
+    /// Facts about the server (flavour, version, durability settings, packet limit).
+    fn detect(conn: &mut B::Connection) -> impl Future<Output = Result<ServerInfo>> + Send;
+
+    /// Check with two connections that row locking works as sqlmq needs (`SKIP LOCKED` skips,
+    /// never waits); refuse the server otherwise.
+    fn verify_locking(
+        &self,
+        a: &mut B::Connection,
+        b: &mut B::Connection,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Bytes one statement may carry on this server.
+    fn statement_budget(server: &ServerInfo) -> usize;
+
+    /// The database clock, in microseconds since the Unix epoch.
+    fn now_us(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
+}
+
+/// Versioned migrations.
+pub trait Schema<B: Backend> {
+    /// The schema version this build writes and reads.
+    fn latest_version() -> i64;
+
+    /// The schema version in the database, 0 when there is none.
+    fn schema_version(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
+
+    /// Create or upgrade the schema (idempotent; harmless when run by several processes).
+    fn migrate(
+        &self,
+        conn: &mut B::Connection,
+    ) -> impl Future<Output = Result<MigrationReport>> + Send;
+}

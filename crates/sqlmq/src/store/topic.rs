@@ -1,0 +1,206 @@
+//! Topic statements: rows and partitions, publishing and sequencing, reading the log,
+//! retention.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+
+use super::Backend;
+use super::rows::{PartitionRow, PendingBatch, PositionRow, RangeRemoval, TopicCursor, TopicRow};
+use crate::domain::{MessageId, Result, StreamRecord, TopicConfig};
+
+/// Topic rows and their partitions' counters.
+pub trait Topics<B: Backend> {
+    /// Create the topic (with its partitions and its groups' cursors for new partitions), or
+    /// update its configuration; partitions only grow.
+    fn upsert_topic(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        config: &TopicConfig,
+    ) -> impl Future<Output = Result<TopicRow>> + Send;
+
+    fn topic_by_name(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<TopicRow>>> + Send;
+
+    fn topic_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> impl Future<Output = Result<Option<TopicRow>>> + Send;
+
+    /// Every topic, by name.
+    fn all_topics(
+        &self,
+        conn: &mut B::Connection,
+    ) -> impl Future<Output = Result<Vec<TopicRow>>> + Send;
+
+    /// The counters of every partition of the topic.
+    fn partitions(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<Vec<PartitionRow>>> + Send;
+
+    /// Delete up to about a thousand rows of the topic (records, pending records, partitions,
+    /// then the topic row: its groups are deleted first). Returns rows deleted; 0 when the topic
+    /// is gone.
+    fn delete_topic_chunk(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// Publishing, and giving published records their offsets.
+pub trait Publish<B: Backend> {
+    /// Which of `ids` are already published (logged or waiting for an offset).
+    fn known_topic_ids(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<HashSet<MessageId>>> + Send;
+
+    /// Write published records in the caller's transaction (without offsets where offsets are
+    /// given after commit).
+    fn insert_pending(
+        &self,
+        conn: &mut B::Connection,
+        batch: &PendingBatch<'_>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// One sequencing step of a partition, in the caller's transaction: give up to `limit`
+    /// committed records the next dense offsets. Returns how many records it consumed.
+    fn sequence_step(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: i32,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize>> + Send;
+
+    /// Committed records without an offset yet, by partition.
+    fn pending_partitions(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<BTreeMap<i32, i64>>> + Send;
+
+    /// The topic and partition of a record still waiting for its offset.
+    fn pending_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> impl Future<Output = Result<Option<(i32, i32)>>> + Send;
+}
+
+/// Reading the log without claiming it, and broadcast members' positions.
+pub trait Stream<B: Backend> {
+    /// Up to `limit` records of one partition from `offset` on, in offset order.
+    fn read_from(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: i32,
+        offset: i64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<StreamRecord>>> + Send;
+
+    /// A sequenced record of the topic by id.
+    fn record_by_id(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        id: MessageId,
+    ) -> impl Future<Output = Result<Option<StreamRecord>>> + Send;
+
+    /// Records with `key`, by partition and offset.
+    fn records_by_key(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        key: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<StreamRecord>>> + Send;
+
+    /// The first offset of the partition sequenced at or after `at_us` (µs since the epoch);
+    /// its end when none is.
+    fn offset_for_time(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: &PartitionRow,
+        at_us: i64,
+    ) -> impl Future<Output = Result<i64>> + Send;
+
+    /// A broadcast member's checkpointed positions, by partition.
+    fn positions(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        member: &str,
+    ) -> impl Future<Output = Result<HashMap<i32, i64>>> + Send;
+
+    /// Every checkpointed position of a broadcast group.
+    fn all_positions(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> impl Future<Output = Result<Vec<PositionRow>>> + Send;
+
+    /// Checkpoint a broadcast member's positions.
+    fn save_positions(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        member: &str,
+        positions: &[(i32, i64)],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Forget a broadcast member's checkpoints (`None`: every member's).
+    fn delete_positions(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        member: Option<&str>,
+    ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// Removing a partition's oldest records.
+pub trait Retention<B: Backend> {
+    /// The first offset at or after `from` such that the bodies from there on total at most
+    /// `keep` bytes, given `total` bytes from `from` on.
+    fn offset_for_bytes(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        partition: i32,
+        from: i64,
+        total: i64,
+        keep: i64,
+    ) -> impl Future<Output = Result<i64>> + Send;
+
+    /// Remove one range (the caller's transaction): the groups' history of it, the records,
+    /// and the partition's counters. Returns (records, bytes) removed.
+    fn remove_range(
+        &self,
+        conn: &mut B::Connection,
+        range: &RangeRemoval<'_>,
+    ) -> impl Future<Output = Result<(u64, i64)>> + Send;
+
+    /// Every group's cursor in every partition of the topic.
+    fn cursors_of_topic(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<Vec<TopicCursor>>> + Send;
+
+    /// The smallest checkpointed position per partition of a broadcast group.
+    fn min_positions(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> impl Future<Output = Result<HashMap<i32, i64>>> + Send;
+}

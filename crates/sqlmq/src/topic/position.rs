@@ -1,0 +1,46 @@
+//! Where a position (`earliest`, `latest`, an offset, a time) falls in each partition.
+
+use crate::domain::{Result, StartAt};
+use crate::store::Backend;
+use crate::store::prelude::*;
+
+/// The offset `start` designates in each partition of the topic: its first retained record,
+/// its end, the given offset (clamped to what is retained), or the first record sequenced at
+/// or after the given time.
+pub(crate) async fn offsets_at<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    topic_id: i32,
+    start: StartAt,
+) -> Result<Vec<(i32, i64)>> {
+    let partitions = store.partitions(conn, topic_id).await?;
+    let mut targets = Vec::with_capacity(partitions.len());
+    for p in &partitions {
+        let offset = match start {
+            StartAt::Earliest => p.low_offset,
+            StartAt::Latest => p.next_offset,
+            StartAt::Offset(o) => o.clamp(p.low_offset, p.next_offset),
+            StartAt::Time(t) => {
+                let us = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as i64);
+                store.offset_for_time(conn, topic_id, p, us).await?
+            }
+        };
+        targets.push((p.partition, offset));
+    }
+    Ok(targets)
+}
+
+/// Point a group's cursors at `start` in every partition. Returns the new positions.
+pub(crate) async fn move_cursors<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    topic_id: i32,
+    group_id: i32,
+    start: StartAt,
+) -> Result<Vec<(i32, i64)>> {
+    let targets = offsets_at::<B>(store, conn, topic_id, start).await?;
+    store.set_cursors(conn, group_id, &targets).await?;
+    Ok(targets)
+}

@@ -1,0 +1,334 @@
+//! [`WorkerBuilder`]: a worker's sources, handlers and settings.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlx::MySql;
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{DynHandler, Handler, Raw, Typed};
+use super::tally::WorkerReport;
+use crate::client::Client;
+use crate::consume::SourceName;
+use crate::domain::{Delivery, Error, Result};
+use crate::job::Job;
+use crate::store::Backend;
+
+/// How a [`Worker`] runs: its queues and consumer groups with their handlers, and its settings (all with named defaults).
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// use std::time::Duration;
+/// # #[derive(serde::Serialize, serde::Deserialize)] struct Resize;
+/// # impl sqlmq::Job for Resize { const NAME: &'static str = "resize"; }
+/// let worker = sqlmq::Worker::builder(&client)
+///     .queue("images", |_job: Resize, _ctx| async { Ok::<_, String>(sqlmq::Outcome::Done) })
+///     .queue_concurrency("images", 4)
+///     .lease(Duration::from_secs(60))
+///     .timeout(Duration::from_secs(300))
+///     .poll_interval(Duration::from_millis(10), Duration::from_millis(200))
+///     .shutdown_grace(Duration::from_secs(10));
+/// # Ok(()) }
+/// ```
+pub struct WorkerBuilder<B: Backend = MySql> {
+    pub(super) client: Client<B>,
+    pub(super) sources: Vec<(SourceName, Box<dyn DynHandler<B>>)>,
+    pub(super) concurrency: usize,
+    pub(super) per_queue_concurrency: HashMap<String, usize>,
+    pub(super) lease: Duration,
+    pub(super) timeout: Duration,
+    pub(super) max_batch: usize,
+    pub(super) claimers: usize,
+    pub(super) poll_floor: Duration,
+    pub(super) poll_ceiling: Duration,
+    pub(super) maintenance_interval: Duration,
+    pub(super) heartbeat_interval: Duration,
+    pub(super) grace: Duration,
+    pub(super) stop_when_drained: bool,
+    pub(super) max_messages: Option<u64>,
+    pub(super) kill: Option<CancellationToken>,
+}
+
+impl<B: Backend> WorkerBuilder<B> {
+    /// Handle the typed jobs `J` of queue `name` with `handler` (a [`Handler<J>`] or an `async`
+    /// closure `|job: J, ctx: JobContext| async move { … }`). Messages of another job type, or
+    /// whose body does not decode as `J`, are dead-lettered at once.
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping;
+    /// # impl sqlmq::Job for Ping { const NAME: &'static str = "ping"; }
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).queue("pings", |_: Ping, _ctx| async { Ok::<_, String>(sqlmq::Outcome::Done) });
+    /// # }
+    /// ```
+    pub fn queue<J: Job, H: Handler<J, B>>(mut self, name: &str, handler: H) -> Self {
+        let spec = SourceName::queue(name);
+        self.sources
+            .push((spec, Box::new(Typed::<J, H>::new(handler))));
+        self
+    }
+
+    /// Handle the messages of queue `name` as raw [`Delivery`]s.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).queue_raw("bytes", |d: sqlmq::Delivery, _ctx| async move {
+    ///     Ok::<_, String>(if d.body.is_empty() { sqlmq::Outcome::DeadLetter("empty".into()) } else { sqlmq::Outcome::Done })
+    /// });
+    /// # }
+    /// ```
+    pub fn queue_raw<H: Handler<Delivery, B>>(mut self, name: &str, handler: H) -> Self {
+        let spec = SourceName::queue(name);
+        self.sources.push((spec, Box::new(Raw::new(handler))));
+        self
+    }
+
+    /// Handle the records of the cluster-mode consumer group `group` of topic `topic` as typed
+    /// jobs `J` (JSON payloads), exactly like a queue's: each record goes to one member, is
+    /// acked when the handler returns [`Outcome::Done`], and is retried on the group's ladder
+    /// otherwise. The group must exist (see [`Topic::create_group`](crate::Topic::create_group)).
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct OrderPlaced { id: u64 }
+    /// # impl sqlmq::Job for OrderPlaced { const NAME: &'static str = "order_placed"; }
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_group("orders", "billing", |o: OrderPlaced, ctx: sqlmq::JobContext| async move {
+    ///     println!("bill order {} (offset {:?})", o.id, ctx.offset());
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_group<J: Job, H: Handler<J, B>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        handler: H,
+    ) -> Self {
+        let spec = SourceName::group(topic, group);
+        self.sources
+            .push((spec, Box::new(Typed::<J, H>::new(handler))));
+        self
+    }
+
+    /// Handle the records of consumer group `group` of topic `topic` as raw [`Delivery`]s
+    /// (with their partition, offset and key).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_group_raw("clicks", "counter", |d: sqlmq::Delivery, _ctx| async move {
+    ///     println!("partition {:?} offset {:?}: {} bytes", d.partition, d.offset, d.body.len());
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_group_raw<H: Handler<Delivery, B>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        handler: H,
+    ) -> Self {
+        let spec = SourceName::group(topic, group);
+        self.sources.push((spec, Box::new(Raw::new(handler))));
+        self
+    }
+
+    /// Handlers running at once, per queue, for every queue without its own setting (default
+    /// 10).
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.concurrency(32); }
+    /// ```
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Handlers running at once for queue `name` (or consumer group `"topic/group"`).
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.queue_concurrency("emails", 2); }
+    /// ```
+    pub fn queue_concurrency(mut self, name: &str, n: usize) -> Self {
+        self.per_queue_concurrency.insert(name.to_owned(), n);
+        self
+    }
+
+    /// Lease of each claim (default 30 s), extended every third of it while the handler runs.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.lease(std::time::Duration::from_secs(120)); }
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Longest a handler may run (default 10 min); then it is stopped and its message retried.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.timeout(std::time::Duration::from_secs(60)); }
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Most messages per claim (default 100; claims never exceed the free slots).
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.max_batch(20); }
+    /// ```
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// Claim loops per queue (default 2); the queue's slots are split between them.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.claimers(1); }
+    /// ```
+    pub fn claimers(mut self, n: usize) -> Self {
+        self.claimers = n;
+        self
+    }
+
+    /// Polling of an idle worker: from `floor` (default 10 ms) doubling up to `ceiling`
+    /// (default 100 ms). The ceiling bounds how long a message sent by another process waits
+    /// for an idle worker; an idle process sends about one query per ceiling.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.poll_interval(std::time::Duration::from_millis(10), std::time::Duration::from_secs(1)); }
+    /// ```
+    pub fn poll_interval(mut self, floor: Duration, ceiling: Duration) -> Self {
+        self.poll_floor = floor;
+        self.poll_ceiling = ceiling;
+        self
+    }
+
+    /// Longest wait between maintenance runs of a busy worker (default 1 s): promotion of due
+    /// delayed messages and release of expired leases.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.maintenance_interval(std::time::Duration::from_millis(500)); }
+    /// ```
+    pub fn maintenance_interval(mut self, interval: Duration) -> Self {
+        self.maintenance_interval = interval;
+        self
+    }
+
+    /// Heartbeat interval (default 5 s). A process that misses three heartbeats is declared dead
+    /// by its peers, which release its claims.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.heartbeat_interval(std::time::Duration::from_secs(2)); }
+    /// ```
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Time in-flight handlers get to finish at shutdown (default 30 s); those still running
+    /// then are stopped and their messages released for an immediate retry.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.shutdown_grace(std::time::Duration::from_secs(5)); }
+    /// ```
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Stop (gracefully) once every queue is drained: a claim found nothing while none of the
+    /// queue's handlers was running. For batch jobs and scripts; a service keeps waiting.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.stop_when_drained(); }
+    /// ```
+    pub fn stop_when_drained(mut self) -> Self {
+        self.stop_when_drained = true;
+        self
+    }
+
+    /// Stop (gracefully) after claiming `n` messages in all.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.max_messages(1000); }
+    /// ```
+    pub fn max_messages(mut self, n: u64) -> Self {
+        self.max_messages = Some(n);
+        self
+    }
+
+    /// A token that ends the shutdown grace period early when cancelled (a second Ctrl-C):
+    /// handlers still running are stopped and their messages released at once.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.kill_on(sqlmq::CancellationToken::new()); }
+    /// ```
+    pub fn kill_on(mut self, token: CancellationToken) -> Self {
+        self.kill = Some(token);
+        self
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::InvalidArgument(what));
+        if self.sources.is_empty() {
+            return bad("a worker needs at least one queue or consumer group".into());
+        }
+        for (i, (spec, _)) in self.sources.iter().enumerate() {
+            spec.validate()?;
+            if self.sources[..i].iter().any(|(s, _)| s == spec) {
+                return bad(format!("{:?} is listed twice", spec.to_string()));
+            }
+        }
+        if let Some(name) = self
+            .per_queue_concurrency
+            .keys()
+            .find(|n| !self.sources.iter().any(|(s, _)| s.to_string() == **n))
+        {
+            return bad(format!(
+                "concurrency set for {name:?}, which the worker does not consume"
+            ));
+        }
+        let concurrencies =
+            std::iter::once(self.concurrency).chain(self.per_queue_concurrency.values().copied());
+        if concurrencies.clone().any(|c| c == 0 || c > 10_000) {
+            return bad("concurrency must be 1..=10000".into());
+        }
+        if self.claimers == 0 || self.claimers > 64 {
+            return bad("claimers must be 1..=64".into());
+        }
+        if self.max_batch == 0 || self.max_batch > crate::MAX_RECEIVE {
+            return bad(format!("max_batch must be 1..={}", crate::MAX_RECEIVE));
+        }
+        if self.lease < Duration::from_millis(300) || self.lease > crate::MAX_LEASE {
+            return bad("the worker's lease must be between 300 ms and 24 h".into());
+        }
+        if self.poll_floor.is_zero()
+            || self.maintenance_interval.is_zero()
+            || self.heartbeat_interval.is_zero()
+        {
+            return bad("poll, maintenance and heartbeat intervals must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Run until `shutdown` is cancelled, then shut down gracefully (stop claiming, let
+    /// in-flight handlers finish within the grace period, flush acks, deregister: see the
+    /// protocol in `worker/shutdown.rs`) and return what was done. Fails at once on bad
+    /// settings, an unknown queue or group, or a broadcast group; fails after a graceful
+    /// shutdown if a source became unusable while running (deleted, schema changed).
+    ///
+    /// ```no_run
+    /// # async fn f(builder: sqlmq::WorkerBuilder) -> sqlmq::Result<()> {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let stopper = token.clone();
+    /// tokio::spawn(async move { tokio::time::sleep(std::time::Duration::from_secs(60)).await; stopper.cancel() });
+    /// let report = builder.run(token).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
+        self.start(shutdown).await?.until_stopped().await
+    }
+}

@@ -1,0 +1,153 @@
+//! Starting a worker: resolve its sources, register the process, and spawn its tasks — per
+//! source an acker and its claim loops; per process a prober and a heartbeat. What the shutdown
+//! protocol needs to stop them is returned as [`Running`].
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use super::acker::Acker;
+use super::builder::WorkerBuilder;
+use super::consumer::{self, ConsumerConfig, Slots};
+use super::execute::SourceRuntime;
+use super::liveness::Registration;
+use super::poll::{self, PollState, ProberConfig};
+use super::tally::Tally;
+use crate::domain::Result;
+use crate::store::Backend;
+
+/// A started worker: its tasks, and the signals that stop them (see `shutdown.rs`).
+pub(super) struct Running<B: Backend> {
+    /// The worker's own token, a child of the caller's: cancelled by the caller or by a
+    /// consumer's fatal error. Consumers stop claiming when it is cancelled.
+    pub stop: CancellationToken,
+    /// Stops the prober and the heartbeat (last, after the acks are flushed).
+    pub services: CancellationToken,
+    /// Becomes true when the grace period is over: handlers still running are stopped.
+    pub kill: watch::Sender<bool>,
+    /// Ends the grace period early (a second Ctrl-C).
+    pub kill_early: CancellationToken,
+    pub grace: std::time::Duration,
+    /// The claim loops; each returns with an error retrying cannot fix, or `Ok` once stopped.
+    pub consumers: JoinSet<Result<()>>,
+    /// Every claim loop's slots: all free means every started message has settled.
+    pub slots: Vec<Arc<Slots>>,
+    /// The batch ackers: each ends once every handle to it (held by jobs and runtimes) is gone.
+    pub ackers: Vec<JoinHandle<()>>,
+    pub prober: JoinHandle<()>,
+    pub heartbeat: JoinHandle<()>,
+    pub registration: Arc<Registration<B>>,
+    pub tally: Arc<Tally>,
+}
+
+impl<B: Backend> WorkerBuilder<B> {
+    /// Validate, resolve the sources (an unknown queue or group, or a broadcast group, is an
+    /// error here, before anything runs), register the process, and spawn every task.
+    pub(super) async fn start(self, shutdown: CancellationToken) -> Result<Running<B>> {
+        self.validate()?;
+        let mut sources = Vec::new();
+        for (name, _) in &self.sources {
+            sources.push(name.resolve(&self.client).await?);
+        }
+        let registration = Registration {
+            client: self.client.clone(),
+            sources: sources.clone(),
+            interval: self.heartbeat_interval,
+        };
+        registration.register().await?;
+
+        let stop = shutdown.child_token();
+        let services = CancellationToken::new();
+        let (kill, kill_rx) = watch::channel(false);
+        let poll = Arc::new(PollState::default());
+        let tally = Arc::new(Tally::default());
+        let mut ackers = Vec::new();
+        let mut consumers = JoinSet::new();
+        let mut all_slots = Vec::new();
+        let budget = Arc::new(AtomicU64::new(self.max_messages.unwrap_or(u64::MAX)));
+        for ((name, handler), source) in self.sources.into_iter().zip(sources.iter()) {
+            let (acker, acker_task) = Acker::start(source.clone(), tally.clone());
+            ackers.push(acker_task);
+            let (label, value) = source.metric_label();
+            let rt = Arc::new(SourceRuntime {
+                source: source.clone(),
+                handler,
+                lease: self.lease,
+                timeout: self.timeout,
+                acker,
+                kill: kill_rx.clone(),
+                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", label => value),
+            });
+            let config = ConsumerConfig {
+                concurrency: self
+                    .per_queue_concurrency
+                    .get(&name.to_string())
+                    .copied()
+                    .unwrap_or(self.concurrency),
+                max_batch: self.max_batch,
+                stop_when_drained: self.stop_when_drained,
+                budget: budget.clone(),
+            };
+            // The source's slots, split between its claim loops.
+            let loops = self.claimers.min(config.concurrency);
+            for i in 0..loops {
+                let share =
+                    config.concurrency / loops + usize::from(i < config.concurrency % loops);
+                let config = ConsumerConfig {
+                    concurrency: share,
+                    budget: budget.clone(),
+                    ..config
+                };
+                let slots = Arc::new(Slots::new(share));
+                all_slots.push(Arc::clone(&slots));
+                let (poll, tally, stop, rt) =
+                    (poll.clone(), tally.clone(), stop.clone(), rt.clone());
+                consumers.spawn(async move {
+                    let result =
+                        consumer::run_consumer(rt, &config, &slots, &poll, &tally, &stop).await;
+                    if result.is_err() {
+                        stop.cancel();
+                    }
+                    result
+                });
+            }
+        }
+        let prober = tokio::spawn(poll::run_prober(
+            sources.clone(),
+            poll,
+            ProberConfig {
+                floor: self.poll_floor,
+                ceiling: self.poll_ceiling,
+                maintenance_interval: self.maintenance_interval,
+            },
+            services.clone(),
+        ));
+        let registration = Arc::new(registration);
+        let heartbeat = {
+            let (registration, services) = (registration.clone(), services.clone());
+            tokio::spawn(async move { registration.run(services).await })
+        };
+        tracing::info!(
+            process = self.client.owner_id(),
+            sources = sources.len(),
+            "worker started"
+        );
+        Ok(Running {
+            stop,
+            services,
+            kill,
+            kill_early: self.kill.unwrap_or_default(),
+            grace: self.grace,
+            consumers,
+            slots: all_slots,
+            ackers,
+            prober,
+            heartbeat,
+            registration,
+            tally,
+        })
+    }
+}
