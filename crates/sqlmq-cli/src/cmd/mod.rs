@@ -30,19 +30,9 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
+pub use sqlmq_cli_common::UsageError;
+
 use crate::settings::Settings;
-
-/// A request the command refuses as given (exit code 2, like clap's usage errors).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 /// Refuse a destructive command unless `--yes` was given.
 pub fn confirm(yes: bool, what: &str) -> Result<()> {
