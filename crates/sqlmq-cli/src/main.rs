@@ -14,9 +14,10 @@
 //! | `output` | tables, durations, message bodies for humans and for JSON |
 //! | `poll` | adaptive, jittered polling delay (from `sqlmq-cli-common`) |
 //! | `cmd/*` | one subcommand per file (`consume/`, `demo/` and `topic/` are directories) |
-//! | `bench/` | `sqlmq bench`: scenarios, baselines, peers, report |
+//!
+//! `sqlmq bench` runs the `sqlmq-bench` crate when built with the `bench` feature
+//! (`cmd/bench.rs`).
 
-mod bench;
 mod cmd;
 mod output;
 
@@ -95,8 +96,9 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Watch producers, consumers, a retry and a dead letter at work on a `demo` queue.
     Demo(cmd::demo::Args),
-    /// Measure sqlmq against the raw capacity of the same server, and against peers.
-    Bench(bench::BenchArgs),
+    /// Measure sqlmq against the raw capacity of the same server, and against peers (built in
+    /// with the `bench` feature; else `cargo run --release -p sqlmq-bench`).
+    Bench(cmd::bench::Args),
 }
 
 /// Parse, then run on a multi-threaded runtime and map the outcome to an exit code.
@@ -135,7 +137,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Query(args) => cmd::query::run(&settings, args).await,
         Trace(args) => cmd::trace::run(&settings, args).await,
         Demo(args) => cmd::demo::run(&settings, args).await,
-        Bench(args) => bench::run(&settings, args).await,
+        Bench(args) => cmd::bench::run(&settings, args).await,
     }
 }
 

@@ -15,13 +15,13 @@ use tokio::task::JoinSet;
 use super::consumer::Consumer;
 use super::produce::sends;
 use super::{AbortOnDrop, POOL, fill, with_queue};
-use crate::bench::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
-use crate::bench::context::Ctx;
-use crate::bench::measure::{body, peak_rss_bytes};
-use crate::bench::raw::{self, split};
-use crate::bench::registry::Outcome;
-use crate::bench::report::{Figure, Unit};
-use crate::bench::track::Tracker;
+use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
+use crate::context::Ctx;
+use crate::measure::{body, peak_rss_bytes};
+use crate::raw::{self, split};
+use crate::registry::Outcome;
+use crate::report::{Figure, Unit};
+use crate::track::Tracker;
 
 /// How often the mixed scenario samples its backlog (sent minus acked).
 const BACKLOG_SAMPLE: Duration = Duration::from_millis(20);

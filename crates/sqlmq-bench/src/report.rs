@@ -11,7 +11,7 @@ use super::machine::{Machine, ServerFacts};
 use super::measure::{Summary, rate};
 use super::scratch::Area;
 use super::track::Check;
-use crate::output::print_table;
+use sqlmq_cli_common::output::print_table;
 
 /// Unit of a figure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -20,12 +20,12 @@ use tokio::time::MissedTickBehavior;
 
 use super::consumer::Consumer;
 use super::{AbortOnDrop, POOL, with_client, with_queue};
-use crate::bench::args::{BUSY_RATE_PER_S, IDLE_PAIRS};
-use crate::bench::context::Ctx;
-use crate::bench::measure::{Latencies, stamped};
-use crate::bench::registry::Outcome;
-use crate::bench::report::Figure;
-use crate::bench::track::Tracker;
+use crate::args::{BUSY_RATE_PER_S, IDLE_PAIRS};
+use crate::context::Ctx;
+use crate::measure::{Latencies, stamped};
+use crate::registry::Outcome;
+use crate::report::Figure;
+use crate::track::Tracker;
 
 /// Messages per claim of the latency consumers (they rarely find more than one).
 const BATCH: usize = 10;

@@ -1,6 +1,11 @@
-//! `sqlmq bench`: every performance figure sqlmq claims, measured on the user's own server
+//! The sqlmq benchmark: every performance figure sqlmq claims, measured on the user's own server
 //! beside the raw capacity of that server (measured in the same run) and beside the systems a
 //! user would pick instead, when they run on the same machine.
+//!
+//! It runs as the `sqlmq-bench` binary of this crate (`cargo run --release -p sqlmq-bench --
+//! --quick`), or as `sqlmq bench` when the `sqlmq` binary is built with its `bench` feature. It
+//! lives apart from the `sqlmq` binary so that the operator's tool does not link the peers'
+//! clients (AMQP, Redis, PostgreSQL).
 //!
 //! A run creates a scratch database (or, without `CREATE DATABASE`, a scratch table prefix),
 //! runs the selected scenarios one after another in this process, each with its own progress
@@ -9,6 +14,7 @@
 //!
 //! | file | what |
 //! |---|---|
+//! | `main.rs` | the `sqlmq-bench` binary: the global options of `sqlmq` and [`BenchArgs`] |
 //! | `args.rs` | arguments, message counts (`--quick`, hidden `--scale`), shared constants |
 //! | `registry.rs` | the scenario list, run order, selection by name, planned scenarios |
 //! | `scratch.rs` | the scratch database or table prefix |
@@ -23,6 +29,8 @@
 //! | `report.rs` | figures, ratios, the table and the JSON document |
 //! | `machine.rs` | machine and server facts |
 //! | `progress.rs` | progress bars |
+
+#![warn(missing_docs)]
 
 mod args;
 mod context;
@@ -51,10 +59,13 @@ use self::machine::{Machine, ServerFacts};
 use self::registry::{Outcome, PLANNED, Scenario};
 use self::report::{Report, ScenarioReport, Status};
 use self::scratch::Scratch;
-use crate::output::print_json;
-use crate::settings::{Settings, redact};
+use sqlmq_cli_common::output::print_json;
+use sqlmq_cli_common::settings::{Settings, redact};
 
-/// Run `sqlmq bench`.
+/// Run the benchmark: connect with `settings` (the global options: database URL, config file),
+/// run the scenarios `args` select, print the report and remove the scratch area. Fails when an
+/// sqlmq or baseline scenario failed or sqlmq broke a delivery guarantee; an unknown scenario is
+/// a [`UsageError`](sqlmq_cli_common::UsageError).
 pub async fn run(settings: &Settings, args: BenchArgs) -> Result<()> {
     if args.list {
         list();
@@ -252,7 +263,7 @@ fn list() {
             ]
         }))
         .collect();
-    crate::output::print_table(&["scenario", "measures", ""], &rows);
+    sqlmq_cli_common::output::print_table(&["scenario", "measures", ""], &rows);
     println!(
         "\ngroups: raw (or baselines), queue, worker, topic, peers (or peer); peers also by name: postgres, rabbitmq, redis"
     );

@@ -22,12 +22,12 @@ use tokio::task::JoinSet;
 
 use super::log::{self, Logged};
 use super::{FILL_BATCH, record, with_topic};
-use crate::bench::args::{MANY, PUBLISH_BATCH, TOPIC_PARTITIONS};
-use crate::bench::context::Ctx;
-use crate::bench::progress::Bar;
-use crate::bench::raw::{self, split};
-use crate::bench::registry::Outcome;
-use crate::bench::report::Figure;
+use crate::args::{MANY, PUBLISH_BATCH, TOPIC_PARTITIONS};
+use crate::context::Ctx;
+use crate::progress::Bar;
+use crate::raw::{self, split};
+use crate::registry::Outcome;
+use crate::report::Figure;
 
 /// Rows one sequencing step moves at most (the library's `SEQUENCE_BATCH`).
 const SEQUENCE_STEP: usize = 1000;

@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::context::Ctx;
 use super::report::{Figure, PeerInfo, Planned};
 use super::{peers, queue, raw, topic, worker};
-use crate::cmd::UsageError;
+use sqlmq_cli_common::UsageError;
 
 /// What running a scenario gave.
 pub enum Outcome {

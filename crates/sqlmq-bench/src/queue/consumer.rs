@@ -9,11 +9,11 @@ use anyhow::Result;
 use sqlmq::{Delivery, MessageId, Queue, Receipt};
 use tokio::task::JoinSet;
 
-use crate::bench::args::LEASE;
-use crate::bench::measure::{Latencies, age};
-use crate::bench::progress::Bar;
-use crate::bench::track::Tracker;
-use crate::poll::PollDelay;
+use crate::args::LEASE;
+use crate::measure::{Latencies, age};
+use crate::progress::Bar;
+use crate::track::Tracker;
+use sqlmq_cli_common::poll::PollDelay;
 
 /// One consumer's settings; clone it once per consumer task.
 #[derive(Clone)]

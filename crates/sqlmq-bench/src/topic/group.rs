@@ -16,14 +16,14 @@ use sqlmq::{Delivery, Group, GroupConfig, MessageId, Receipt, StartAt};
 use tokio::task::JoinSet;
 
 use super::{fill, with_topic};
-use crate::bench::args::{CONSUMERS, LEASE, RECEIVE_BATCH, TOPIC_PARTITIONS};
-use crate::bench::context::Ctx;
-use crate::bench::progress::Bar;
-use crate::bench::raw;
-use crate::bench::registry::Outcome;
-use crate::bench::report::Figure;
-use crate::bench::track::Tracker;
-use crate::poll::PollDelay;
+use crate::args::{CONSUMERS, LEASE, RECEIVE_BATCH, TOPIC_PARTITIONS};
+use crate::context::Ctx;
+use crate::progress::Bar;
+use crate::raw;
+use crate::registry::Outcome;
+use crate::report::Figure;
+use crate::track::Tracker;
+use sqlmq_cli_common::poll::PollDelay;
 
 /// `topic.group`.
 pub async fn group(ctx: &Ctx) -> Result<Outcome> {

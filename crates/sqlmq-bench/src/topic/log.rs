@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use sqlmq::{MAX_QUERY, MessageId, Published, Topic};
 
-use crate::bench::args::STALL;
-use crate::bench::track::Check;
+use crate::args::STALL;
+use crate::track::Check;
 
 /// Time between two probes of the incomplete partitions.
 const PROBE: Duration = Duration::from_millis(5);

@@ -13,12 +13,12 @@ use anyhow::Result;
 use sqlmq::{Delivery, Queue, Receipt};
 
 use super::{fill, with_queue};
-use crate::bench::args::{CLAIM_N, LEASE};
-use crate::bench::context::Ctx;
-use crate::bench::measure::{Latencies, Summary};
-use crate::bench::progress::Bar;
-use crate::bench::registry::Outcome;
-use crate::bench::report::{Figure, Unit, value_text};
+use crate::args::{CLAIM_N, LEASE};
+use crate::context::Ctx;
+use crate::measure::{Latencies, Summary};
+use crate::progress::Bar;
+use crate::registry::Outcome;
+use crate::report::{Figure, Unit, value_text};
 
 /// Untimed claims before each measurement.
 const WARM_UP: u64 = 20;

@@ -20,15 +20,15 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
-use crate::bench::args::{CONSUMERS, MANY, RECEIVE_BATCH};
-use crate::bench::context::Ctx;
-use crate::bench::measure::{body, body_value};
-use crate::bench::progress::Bar;
-use crate::bench::registry::Outcome;
-use crate::bench::report::{Figure, PeerInfo};
-use crate::bench::track::Tracker;
-use crate::poll::PollDelay;
+use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::context::Ctx;
+use crate::measure::{body, body_value};
+use crate::progress::Bar;
+use crate::registry::Outcome;
+use crate::report::{Figure, PeerInfo};
+use crate::track::Tracker;
 use sqlmq::nodelay;
+use sqlmq_cli_common::poll::PollDelay;
 
 const CREATE: &str = "CREATE TABLE {t} (id UUID NOT NULL PRIMARY KEY, queue_id INT NOT NULL, \
     priority SMALLINT NOT NULL, body BYTEA NOT NULL, created_at TIMESTAMPTZ NOT NULL)";

@@ -1,16 +1,12 @@
-//! `sqlmq bench`: smoke tests of the benchmark itself. They run it tiny (hidden `--scale`) and
-//! check its report and its clean-up; none asserts a speed.
-
-mod common;
+//! `sqlmq-bench`: smoke tests of the benchmark itself. They run the binary tiny (hidden
+//! `--scale`) and check its report and its clean-up; none asserts a speed.
 
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{TestDb, eventually, server_url};
 use serde_json::Value;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{AssertSqlSafe, Row};
+use sqlmq_testkit::{TestDatabase, admin, eventually};
 
 /// Every scenario `sqlmq bench` has; the report must list each one.
 const SCENARIOS: &[&str] = &[
@@ -50,33 +46,32 @@ const CHECKED: &[&str] = &[
     "topic.group.8",
 ];
 
-/// Run `sql` on the test server as root; returns the first column of each row as text.
-fn admin(sql: &str) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// `sqlmq-bench ARGS` on `db`.
+fn bench(db: &TestDatabase, args: &[&str]) -> Command {
+    let mut cmd = db.command(env!("CARGO_BIN_EXE_sqlmq-bench"));
+    cmd.args(args);
+    cmd
+}
+
+/// Run `sqlmq-bench ARGS` on `db`, require success, parse stdout as JSON.
+fn bench_json(db: &TestDatabase, args: &[&str]) -> Value {
+    let out = bench(db, args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sqlmq-bench {args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("sqlmq-bench {args:?}: {e}"))
+}
+
+/// `db` migrated by the library, as an application using sqlmq would have it.
+fn migrate(db: &TestDatabase) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(1)
-            .connect(&server_url())
-            .await
-            .unwrap();
-        let rows = sqlx::query(AssertSqlSafe(sql.to_owned()))
-            .fetch_all(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        rows.iter()
-            .map(|r| {
-                r.try_get::<String, _>(0)
-                    .or_else(|_| {
-                        r.try_get::<Vec<u8>, _>(0)
-                            .map(|b| String::from_utf8_lossy(&b).into())
-                    })
-                    .unwrap_or_default()
-            })
-            .collect()
-    })
+    runtime.block_on(async {
+        let client = sqlmq::Client::connect(&db.url).await.unwrap();
+        client.migrate().await.unwrap();
+        client.pool().close().await;
+    });
 }
 
 fn schema_exists(name: &str) -> bool {
@@ -100,18 +95,21 @@ fn scenario<'a>(report: &'a Value, id: &str) -> &'a Value {
 /// duplicates and zero losses; `--out` holds the same document; the scratch database is gone.
 #[test]
 fn a_tiny_quick_run_reports_every_scenario_and_cleans_up() {
-    let db = TestDb::new();
-    let out = db.path("bench.json");
-    let report = db.json(&[
-        "bench",
-        "--quick",
-        "--scale",
-        "0.01",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let db = TestDatabase::create();
+    let out = std::env::temp_dir().join(format!("{}.json", db.name));
+    let report = bench_json(
+        &db,
+        &[
+            "--quick",
+            "--scale",
+            "0.01",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).unwrap();
     assert_eq!(
         written, report,
         "--out writes the document printed with --json"
@@ -201,7 +199,8 @@ fn a_tiny_quick_run_reports_every_scenario_and_cleans_up() {
 /// scratch table prefix, drops every table under it, and leaves the user's tables alone.
 #[test]
 fn without_create_database_it_uses_a_table_prefix_and_drops_its_tables() {
-    let db = TestDb::new();
+    let db = TestDatabase::create();
+    migrate(&db);
     let user = format!("sqlmq_bt_{:08x}", rand::random::<u32>());
     let created = std::panic::catch_unwind(|| {
         admin(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"));
@@ -230,18 +229,13 @@ fn without_create_database_it_uses_a_table_prefix_and_drops_its_tables() {
     let (scheme, rest) = db.url.split_once("://").unwrap();
     let host_and_db = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
     let url = format!("{scheme}://{user}:pw@{host_and_db}");
-    let out = db
-        .cmd(&[
-            "bench",
-            "raw.insert",
-            "queue.drain",
-            "--scale",
-            "0.01",
-            "--json",
-        ])
-        .env("SQLMQ_DATABASE_URL", &url)
-        .output()
-        .unwrap();
+    let out = bench(
+        &db,
+        &["raw.insert", "queue.drain", "--scale", "0.01", "--json"],
+    )
+    .env("SQLMQ_DATABASE_URL", &url)
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -265,9 +259,8 @@ fn without_create_database_it_uses_a_table_prefix_and_drops_its_tables() {
 /// Ctrl-C in the middle of a scenario stops the run and drops the scratch database.
 #[test]
 fn ctrl_c_drops_the_scratch_database() {
-    let db = TestDb::new();
-    let mut child = db
-        .cmd(&["bench", "queue.idle"])
+    let db = TestDatabase::create();
+    let mut child = bench(&db, &["queue.idle"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

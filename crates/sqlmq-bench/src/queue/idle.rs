@@ -19,12 +19,12 @@ use anyhow::{Result, bail};
 use sqlmq::{Queue, QueueConfig};
 use sqlx::MySqlPool;
 
-use crate::bench::args::LEASE;
-use crate::bench::context::Ctx;
-use crate::bench::machine::text;
-use crate::bench::registry::Outcome;
-use crate::bench::report::{Figure, Unit};
-use crate::poll::PollDelay;
+use crate::args::LEASE;
+use crate::context::Ctx;
+use crate::machine::text;
+use crate::registry::Outcome;
+use crate::report::{Figure, Unit};
+use sqlmq_cli_common::poll::PollDelay;
 
 /// Messages per claim of the idle consumer.
 const BATCH: usize = 10;

@@ -26,13 +26,13 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use tokio::task::JoinSet;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
-use crate::bench::args::{CONSUMERS, MANY, RECEIVE_BATCH};
-use crate::bench::context::Ctx;
-use crate::bench::measure::{body, body_value};
-use crate::bench::raw;
-use crate::bench::registry::Outcome;
-use crate::bench::report::{Figure, PeerInfo};
-use crate::bench::track::Tracker;
+use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::context::Ctx;
+use crate::measure::{body, body_value};
+use crate::raw;
+use crate::registry::Outcome;
+use crate::report::{Figure, PeerInfo};
+use crate::track::Tracker;
 
 /// AMQP delivery mode of persistent messages.
 const PERSISTENT: u8 = 2;

@@ -9,13 +9,13 @@ use sqlmq::{Message, Queue};
 use tokio::task::JoinSet;
 
 use super::{POOL, with_queue};
-use crate::bench::args::{BATCH_SIZES, MANY};
-use crate::bench::context::Ctx;
-use crate::bench::measure::body;
-use crate::bench::progress::Bar;
-use crate::bench::raw::{self, split};
-use crate::bench::registry::Outcome;
-use crate::bench::report::Figure;
+use crate::args::{BATCH_SIZES, MANY};
+use crate::context::Ctx;
+use crate::measure::body;
+use crate::progress::Bar;
+use crate::raw::{self, split};
+use crate::registry::Outcome;
+use crate::report::Figure;
 
 /// `queue.produce`.
 pub async fn produce(ctx: &Ctx) -> Result<Outcome> {

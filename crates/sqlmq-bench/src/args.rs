@@ -1,4 +1,4 @@
-//! `sqlmq bench` arguments, and the plan they imply: how many messages each scenario moves and
+//! The benchmark's arguments (of `sqlmq-bench` and `sqlmq bench`), and the plan they imply: how many messages each scenario moves and
 //! how long the idle scenarios wait.
 
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ pub const PUBLISH_BATCH: usize = 100;
 /// messages still missing then are counted as lost.
 pub const STALL: Duration = Duration::from_secs(10);
 
-/// Arguments of `sqlmq bench`.
+/// Arguments of `sqlmq-bench` (and of `sqlmq bench`).
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Scenarios to run: ids (queue.drain), groups (raw, queue, topic, peers) or peer names
