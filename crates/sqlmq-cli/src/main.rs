@@ -3,31 +3,31 @@
 //! This binary only parses arguments, calls the `sqlmq` library and prints results; it holds no
 //! SQL. Human-readable output by default, `--json` where a script would parse it. Errors go to
 //! stderr as `error: <message>` with their causes; the exit code is 1 for runtime errors and 2
-//! for usage errors (clap's own, and refusals such as a purge without `--yes`).
+//! for usage errors (clap's own, and refusals such as a purge without `--yes`): see
+//! `sqlmq_cli_common::run_main`.
 //!
 //! ## Layout
 //!
 //! | module | what |
 //! |---|---|
-//! | `settings` | global options, TOML config file, connecting |
+//! | `settings` | global options, TOML config file, connecting (from `sqlmq-cli-common`) |
 //! | `output` | tables, durations, message bodies for humans and for JSON |
-//! | `poll` | adaptive, jittered polling delay shared by `consume` and `demo` |
+//! | `poll` | adaptive, jittered polling delay (from `sqlmq-cli-common`) |
 //! | `cmd/*` | one subcommand per file (`consume/`, `demo/` and `topic/` are directories) |
-//! | `bench/` | `sqlmq bench`: scenarios, baselines, peers, report |
+//!
+//! `sqlmq bench` runs the `sqlmq-bench` crate when built with the `bench` feature
+//! (`cmd/bench.rs`).
 
-mod bench;
 mod cmd;
 mod output;
-mod poll;
-mod settings;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+// Shared with the `sqlmq-bench` binary; imported at the root so that every command reaches them
+// as `crate::settings` and `crate::poll`.
+use sqlmq_cli_common::{poll, settings};
 
-use crate::cmd::UsageError;
 use crate::settings::{GlobalArgs, Settings};
 
 /// Durable, transactional message queues and topics stored in MySQL/MariaDB.
@@ -96,35 +96,15 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Watch producers, consumers, a retry and a dead letter at work on a `demo` queue.
     Demo(cmd::demo::Args),
-    /// Measure sqlmq against the raw capacity of the same server, and against peers.
-    Bench(bench::BenchArgs),
+    /// Measure sqlmq against the raw capacity of the same server, and against peers (built in
+    /// with the `bench` feature; else `cargo run --release -p sqlmq-bench`).
+    Bench(cmd::bench::Args),
 }
 
-/// Parse, run on a multi-threaded runtime, map the outcome to an exit code.
+/// Parse, then run on a multi-threaded runtime and map the outcome to an exit code.
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("{}", report(&err));
-            if err.downcast_ref::<UsageError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
+    sqlmq_cli_common::run_main(cli.global.verbose, run(cli))
 }
 
 /// Dispatch to the subcommand.
@@ -157,41 +137,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Query(args) => cmd::query::run(&settings, args).await,
         Trace(args) => cmd::trace::run(&settings, args).await,
         Demo(args) => cmd::demo::run(&settings, args).await,
-        Bench(args) => bench::run(&settings, args).await,
+        Bench(args) => cmd::bench::run(&settings, args).await,
     }
-}
-
-/// Log to stderr. The default level is `warn` so that the library's warnings (non-durable
-/// server settings, lost leases) are always seen; `-v` adds `info`, `-vv` `debug`, and
-/// `RUST_LOG` overrides both.
-fn init_tracing(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-}
-
-/// `error: <message>` followed by one `caused by:` line per cause. A cause whose text the line
-/// above already contains is skipped: the library's errors print their source inline.
-fn report(err: &anyhow::Error) -> String {
-    let mut text = format!("error: {err}");
-    let mut previous = err.to_string();
-    for cause in err.chain().skip(1) {
-        let line = cause.to_string();
-        if !previous.contains(&line) {
-            text.push_str("\n  caused by: ");
-            text.push_str(&line);
-        }
-        previous = line;
-    }
-    text
 }
 
 #[cfg(test)]
@@ -202,13 +149,5 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn report_skips_causes_already_printed() {
-        let err = anyhow::anyhow!("inner").context("outer");
-        assert_eq!(report(&err), "error: outer\n  caused by: inner");
-        let err = anyhow::anyhow!("inner").context("outer: inner");
-        assert_eq!(report(&err), "error: outer: inner");
     }
 }

@@ -1,10 +1,11 @@
-//! Printing for humans (tables, short durations, body previews) and for scripts (JSON).
+//! Printing for humans (tables, short durations, body previews) and for scripts (JSON). Tables
+//! and JSON documents are printed by `sqlmq_cli_common::output`, shared with `sqlmq-bench`.
 
 use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
 use base64::Engine;
 use serde::Serialize;
+pub use sqlmq_cli_common::output::{print_json, print_table};
 
 /// A message body in JSON: `"body": "text"` when it is valid UTF-8, else
 /// `"body_base64": "..."`. Flatten it into the surrounding object.
@@ -25,37 +26,6 @@ impl JsonBody {
             Ok(text) => JsonBody::Text(text.to_owned()),
             Err(_) => JsonBody::Base64(base64::engine::general_purpose::STANDARD.encode(bytes)),
         }
-    }
-}
-
-/// Print `value` as pretty JSON on stdout.
-pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-/// Print a left-aligned table with a header row; columns are separated by two spaces.
-pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        println!("{}", out.trim_end());
-    };
-    line(headers.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
     }
 }
 

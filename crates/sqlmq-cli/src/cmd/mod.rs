@@ -1,6 +1,7 @@
 //! One subcommand per file. Each exposes `Args` (or a subcommand enum) and `run`.
 
 pub mod ack;
+pub mod bench;
 pub mod cancel;
 pub mod consume;
 pub mod demo;
@@ -30,19 +31,9 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
+pub use sqlmq_cli_common::UsageError;
+
 use crate::settings::Settings;
-
-/// A request the command refuses as given (exit code 2, like clap's usage errors).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 /// Refuse a destructive command unless `--yes` was given.
 pub fn confirm(yes: bool, what: &str) -> Result<()> {

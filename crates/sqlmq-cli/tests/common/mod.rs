@@ -1,75 +1,36 @@
-//! Test harness for the `sqlmq` binary: every test gets its own database on the server at
-//! `SQLMQ_TEST_DATABASE_URL` (default: `SQLMQ_DATABASE_URL`, else
-//! `mysql://root@127.0.0.1:3306/test`), created here and dropped when the `TestDb` is dropped
-//! (also when the test panics). Databases left behind by killed runs are swept after two hours.
+//! Test harness for the `sqlmq` binary: every test gets its own database (see `sqlmq-testkit`:
+//! on the server at `SQLMQ_TEST_DATABASE_URL`, dropped when the `TestDb` is dropped, also when
+//! the test panics) and a scratch directory.
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{AssertSqlSafe, MySqlPool, Row};
-
-pub fn server_url() -> String {
-    std::env::var("SQLMQ_TEST_DATABASE_URL")
-        .or_else(|_| std::env::var("SQLMQ_DATABASE_URL"))
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
-}
-
-/// The URL of `database` on the test server.
-pub fn url_for(database: &str) -> String {
-    let base = server_url();
-    let (head, _) = base.rsplit_once('/').expect("database URL has a path");
-    format!("{head}/{database}")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-async fn admin_pool() -> MySqlPool {
-    MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(&server_url())
-        .await
-        .expect("test database server reachable (see SQLMQ_TEST_DATABASE_URL)")
-}
+use sqlmq_testkit::TestDatabase;
+pub use sqlmq_testkit::eventually;
 
 /// A throwaway database and a scratch directory, with helpers to run the binary against them.
 pub struct TestDb {
     pub name: String,
     pub url: String,
     pub dir: PathBuf,
+    database: TestDatabase,
 }
 
 impl TestDb {
-    /// A fresh, migrated database.
+    /// A fresh database, migrated with `sqlmq migrate`.
     pub fn new() -> TestDb {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let name = format!("sqlmq_t_{now}_{:08x}", rand::random::<u32>());
-        runtime().block_on(async {
-            let admin = admin_pool().await;
-            sweep(&admin, now).await;
-            sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
-                .execute(&admin)
-                .await
-                .unwrap();
-        });
-        let dir = std::env::temp_dir().join(&name);
+        let database = TestDatabase::create();
+        let dir = std::env::temp_dir().join(&database.name);
         std::fs::create_dir_all(&dir).unwrap();
         let db = TestDb {
-            url: url_for(&name),
-            name,
+            name: database.name.clone(),
+            url: database.url.clone(),
             dir,
+            database,
         };
         db.ok(&["migrate"]);
         db
@@ -78,14 +39,8 @@ impl TestDb {
     /// The binary with this database in its environment and nothing else inherited that could
     /// change its behaviour.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sqlmq"));
-        cmd.args(args)
-            .env("SQLMQ_DATABASE_URL", &self.url)
-            .env_remove("SQLMQ_CONFIG")
-            .env_remove("SQLMQ_TABLE_PREFIX")
-            .env_remove("SQLMQ_MAX_PAYLOAD_BYTES")
-            .env_remove("RUST_LOG")
-            .current_dir(&self.dir);
+        let mut cmd = self.database.command(env!("CARGO_BIN_EXE_sqlmq"));
+        cmd.args(args).current_dir(&self.dir);
         cmd
     }
 
@@ -199,14 +154,8 @@ impl TestDb {
 }
 
 impl Drop for TestDb {
+    /// Remove the scratch directory; the database goes with the `database` field.
     fn drop(&mut self) {
-        let name = self.name.clone();
-        runtime().block_on(async {
-            let admin = admin_pool().await;
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(&admin)
-                .await;
-        });
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -272,46 +221,10 @@ impl Drop for Running {
     }
 }
 
-/// Poll `check` until it returns `Some`, failing after `deadline`.
-pub fn eventually<T>(deadline: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The lines of a file, empty when it does not exist.
 pub fn lines(path: &Path) -> Vec<String> {
     match std::fs::read_to_string(path) {
         Ok(text) => text.lines().map(str::to_owned).collect(),
         Err(_) => Vec::new(),
-    }
-}
-
-/// Drop test databases older than two hours (left by killed runs).
-async fn sweep(admin: &MySqlPool, now: u64) {
-    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%'")
-        .fetch_all(admin)
-        .await
-        .unwrap_or_default();
-    for row in rows {
-        let name: String = row.get(0);
-        let created = name
-            .split('_')
-            .nth(2)
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(now);
-        if now.saturating_sub(created) > 7200 {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(admin)
-                .await;
-        }
     }
 }

@@ -1,0 +1,75 @@
+//! The consumer every queue scenario uses: claim a batch, ack it in one `ack_batch`, record the
+//! ids (and, for latency scenarios, the age of each body), and poll with the adaptive delay of
+//! `sqlmq consume` (10 ms doubling to 1 s) when the queue is empty.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use sqlmq::{Delivery, MessageId, Queue, Receipt};
+use tokio::task::JoinSet;
+
+use crate::args::LEASE;
+use crate::measure::{Latencies, age};
+use crate::progress::Bar;
+use crate::track::Tracker;
+use sqlmq_cli_common::poll::PollDelay;
+
+/// One consumer's settings; clone it once per consumer task.
+#[derive(Clone)]
+pub struct Consumer {
+    /// The queue to drain.
+    pub queue: Queue,
+    /// Messages per `receive`.
+    pub batch: usize,
+    /// Shared bookkeeping; consumers stop when it says so.
+    pub tracker: Arc<Tracker<MessageId>>,
+    /// Advanced by each acked message.
+    pub bar: Bar,
+    /// Where to record the age of each body made by `measure::stamped` with this origin.
+    pub latency: Option<(Arc<Latencies>, Instant)>,
+}
+
+impl Consumer {
+    /// Consume until the tracker says stop. Returns the number of acks that found their lease
+    /// lost (always 0 unless something is broken: leases outlive the run).
+    pub async fn run(self) -> Result<u64> {
+        let mut poll = PollDelay::default();
+        let mut lost = 0;
+        while !self.tracker.should_stop() {
+            let got = self.queue.receive(self.batch, LEASE).await?;
+            if got.is_empty() {
+                tokio::time::sleep(poll.next_delay()).await;
+                continue;
+            }
+            poll.reset();
+            if let Some((latencies, origin)) = &self.latency {
+                for d in &got {
+                    if let Some(a) = age(*origin, &d.body) {
+                        latencies.record(a);
+                    }
+                }
+            }
+            let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
+            let report = self.queue.ack_batch(&receipts).await?;
+            lost += report.lost.len() as u64;
+            // Recorded once acked, so that a scenario's end time includes the last ack.
+            self.tracker.record(got.iter().map(|d| d.id));
+            self.bar.inc(got.len() as u64);
+        }
+        Ok(lost)
+    }
+
+    /// Run `count` consumers like this one until the tracker says stop; returns the lost acks.
+    pub async fn run_many(&self, count: usize) -> Result<u64> {
+        let mut set = JoinSet::new();
+        for _ in 0..count {
+            set.spawn(self.clone().run());
+        }
+        let mut lost = 0;
+        while let Some(done) = set.join_next().await {
+            lost += done??;
+        }
+        Ok(lost)
+    }
+}

@@ -1,0 +1,185 @@
+//! `queue.drain`: a pre-filled queue drained by 8 consumers (claims of 100, one `ack_batch`
+//! per claim), beside the raw INSERT-then-DELETE lifecycle rate; then the process's peak memory.
+//! `queue.mixed`: 4 producers sending single messages while 8 consumers drain. The send rate is
+//! shown beside the rate of the same 4 producers alone (how much the consumers slow them down),
+//! the ack rate beside the raw lifecycle rate; the drain should be limited by the producers.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use sqlmq::{Message, MessageId};
+use tokio::task::JoinSet;
+
+use super::consumer::Consumer;
+use super::produce::sends;
+use super::{AbortOnDrop, POOL, fill, with_queue};
+use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
+use crate::context::Ctx;
+use crate::measure::{body, peak_rss_bytes};
+use crate::raw::{self, split};
+use crate::registry::Outcome;
+use crate::report::{Figure, Unit};
+use crate::track::Tracker;
+
+/// How often the mixed scenario samples its backlog (sent minus acked).
+const BACKLOG_SAMPLE: Duration = Duration::from_millis(20);
+
+/// `queue.drain`.
+pub async fn drain(ctx: &Ctx) -> Result<Outcome> {
+    let n = ctx.plan.drain;
+    let bar = ctx.bar("queue.drain");
+    let b = bar.clone();
+    let (elapsed, check, lost_acks) = with_queue(ctx, "drain", POOL, |queue| async move {
+        let ids = fill(&queue, n, &b).await?;
+        let tracker = Arc::new(Tracker::new(n));
+        tracker.sending_done();
+        b.phase(&format!("drain, {CONSUMERS} consumers"), n);
+        let started = Instant::now();
+        let consumer = Consumer {
+            queue,
+            batch: RECEIVE_BATCH,
+            tracker: Arc::clone(&tracker),
+            bar: b.clone(),
+            latency: None,
+        };
+        let lost = consumer.run_many(CONSUMERS).await?;
+        let elapsed = tracker.last_delivery().saturating_duration_since(started);
+        Ok((elapsed, tracker.check(&ids), lost))
+    })
+    .await?;
+    bar.finish();
+    let label = format!("sqlmq drain, {CONSUMERS} consumers");
+    let mut drained = Figure::rate("queue.drain.8", label, n, elapsed)
+        .against(raw::LIFECYCLE)
+        .checked(check);
+    if lost_acks > 0 {
+        drained = drained.note(format!("{lost_acks} acks found their lease lost"));
+    }
+    let mut figures = vec![drained];
+    if let Some(bytes) = peak_rss_bytes() {
+        figures.push(
+            Figure::new(
+                "queue.memory.peak",
+                "bench peak RSS after drain",
+                bytes as f64 / f64::from(1u32 << 20),
+                Unit::MiB,
+            )
+            .note("VmHWM of /proc/self/status: the whole bench process (its id bookkeeping and all scenarios run so far included)"),
+        );
+    }
+    Ok(Outcome::Ran(figures))
+}
+
+/// `queue.mixed`: first the 4 producers alone (the rate they reach without consumers), then
+/// the same producers with 8 consumers draining at the same time.
+pub async fn mixed(ctx: &Ctx) -> Result<Outcome> {
+    let n = ctx.plan.mixed;
+    let bar = ctx.bar("queue.mixed");
+    let b = bar.clone();
+    let alone = with_queue(ctx, "mixed", POOL, |queue| async move {
+        b.phase(&format!("{MIXED_PRODUCERS} producers alone"), n);
+        sends(&queue, MIXED_PRODUCERS, n, &b).await
+    })
+    .await?;
+    let b = bar.clone();
+    let run = with_queue(ctx, "mixed", POOL, |queue| async move {
+        b.phase(
+            &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
+            n,
+        );
+        let tracker = Arc::new(Tracker::new(n));
+        let sent_ids: Arc<Mutex<Vec<MessageId>>> = Arc::default();
+        let sent = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let consumer = Consumer {
+            queue: queue.clone(),
+            batch: RECEIVE_BATCH,
+            tracker: Arc::clone(&tracker),
+            bar: b.clone(),
+            latency: None,
+        };
+        let consumers = tokio::spawn(async move { consumer.run_many(CONSUMERS).await });
+        let mut consumers = AbortOnDrop(consumers);
+        let done = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (tracker, sent, done) =
+                (Arc::clone(&tracker), Arc::clone(&sent), Arc::clone(&done));
+            tokio::spawn(async move {
+                let mut max = 0;
+                while !done.load(Ordering::Relaxed) {
+                    let backlog = sent
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(tracker.delivered());
+                    max = max.max(backlog);
+                    tokio::time::sleep(BACKLOG_SAMPLE).await;
+                }
+                max
+            })
+        };
+        let mut sampler = AbortOnDrop(sampler);
+        let mut producers = JoinSet::new();
+        for count in split(n, MIXED_PRODUCERS) {
+            let (q, ids, sent) = (queue.clone(), Arc::clone(&sent_ids), Arc::clone(&sent));
+            producers.spawn(async move {
+                for _ in 0..count {
+                    let m = Message::new(body(0));
+                    let id = m.id();
+                    q.send(m).await?;
+                    ids.lock().expect("poisoned").push(id);
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            });
+        }
+        while let Some(r) = producers.join_next().await {
+            r??;
+        }
+        let produced = started.elapsed();
+        tracker.sending_done();
+        let lost = (&mut consumers.0).await??;
+        done.store(true, Ordering::Relaxed);
+        let max_backlog = (&mut sampler.0).await?;
+        let consumed = tracker.last_delivery().saturating_duration_since(started);
+        let check = tracker.check(sent_ids.lock().expect("poisoned").iter());
+        Ok((produced, consumed, check, lost, max_backlog))
+    })
+    .await;
+    bar.finish();
+    let (produced, consumed, check, lost_acks, max_backlog) = run?;
+    let mut note = format!(
+        "largest backlog seen (sent, not yet acked): {max_backlog}; consumers finished {:.2} s \
+         after the producers",
+        consumed.saturating_sub(produced).as_secs_f64()
+    );
+    if lost_acks > 0 {
+        note.push_str(&format!("; {lost_acks} acks found their lease lost"));
+    }
+    Ok(Outcome::Ran(vec![
+        Figure::rate(
+            "queue.mixed.alone",
+            format!("sqlmq send, {MIXED_PRODUCERS} producers"),
+            n,
+            alone,
+        )
+        .against(raw::INSERT_MANY),
+        Figure::rate(
+            "queue.mixed.produce",
+            format!("sqlmq mixed: sent by {MIXED_PRODUCERS} producers"),
+            n,
+            produced,
+        )
+        .against("queue.mixed.alone")
+        .note("ratio: how much the consumers running at the same time slow the producers down"),
+        Figure::rate(
+            "queue.mixed.consume",
+            format!("sqlmq mixed: acked by {CONSUMERS} consumers"),
+            n,
+            consumed,
+        )
+        .against(raw::LIFECYCLE)
+        .checked(check)
+        .note(note),
+    ]))
+}

@@ -1,0 +1,263 @@
+//! Every scenario, in run order: its id, what it measures, the baselines it is compared with,
+//! and the function that runs it. Selecting by name happens here too.
+//!
+//! Scenarios of later issues plug into [`SCENARIOS`] at the marked place and leave [`PLANNED`].
+
+use anyhow::Result;
+
+use super::context::Ctx;
+use super::report::{Figure, PeerInfo, Planned};
+use super::{peers, queue, raw, topic, worker};
+use sqlmq_cli_common::UsageError;
+
+/// What running a scenario gave.
+pub enum Outcome {
+    /// Figures of sqlmq or of a raw baseline.
+    Ran(Vec<Figure>),
+    /// Figures of a peer, with its server's facts.
+    Peer(PeerInfo, Vec<Figure>),
+    /// Not run, with the reason (a peer's server did not answer).
+    Skipped(String),
+}
+
+/// A scenario.
+#[derive(Debug)]
+pub struct Scenario {
+    /// Id, also its name on the command line.
+    pub id: &'static str,
+    /// What it measures.
+    pub title: &'static str,
+    /// Scenarios whose figures it is compared with: they run whenever it runs.
+    pub needs: &'static [&'static str],
+}
+
+/// Every scenario, in run order (baselines first).
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        id: "raw.insert",
+        title: "raw autocommit INSERT on 1 and on 16 connections",
+        needs: &[],
+    },
+    Scenario {
+        id: "raw.multirow",
+        title: "raw multi-row INSERT, 1 000 rows per transaction",
+        needs: &[],
+    },
+    Scenario {
+        id: "raw.lifecycle",
+        title: "raw INSERT then DELETE by primary key, autocommit, 16 connections",
+        needs: &[],
+    },
+    Scenario {
+        id: "queue.produce",
+        title: "send single messages with 1 and with 16 producers",
+        needs: &["raw.insert"],
+    },
+    Scenario {
+        id: "queue.batch",
+        title: "send_batch of 100 and of 10 000 messages",
+        needs: &["raw.multirow"],
+    },
+    Scenario {
+        id: "queue.drain",
+        title: "drain a pre-filled queue with 8 consumers; peak memory",
+        needs: &["raw.lifecycle"],
+    },
+    Scenario {
+        id: "queue.mixed",
+        title: "4 producers alone, then with 8 consumers draining at once",
+        needs: &["raw.lifecycle"],
+    },
+    Scenario {
+        id: "queue.latency",
+        title: "end-to-end latency p50/p99, busy and after 10 s idle",
+        needs: &[],
+    },
+    Scenario {
+        id: "queue.claim",
+        title: "claim latency with a backlog of 10 000 vs 1 000 000 (100 000 quick)",
+        needs: &[],
+    },
+    Scenario {
+        id: "queue.idle",
+        title: "statements/s the server runs for one idle polling consumer",
+        needs: &[],
+    },
+    Scenario {
+        id: "worker.e2e",
+        title: "worker runtime: drain with a no-op typed handler; peak memory",
+        needs: &["queue.drain"],
+    },
+    Scenario {
+        id: "worker.latency",
+        title: "worker runtime: send → handler start, busy and after idle",
+        needs: &[],
+    },
+    Scenario {
+        id: "worker.idle",
+        title: "worker runtime: idle statements/s and wakeup latency by poll ceiling",
+        needs: &[],
+    },
+    Scenario {
+        id: "topic.publish",
+        title: "topic publish until sequenced (1/8 partitions, 1/16 producers, single/batches of 100); sequencer alone",
+        needs: &["raw.insert"],
+    },
+    Scenario {
+        id: "topic.group",
+        title: "drain an 8-partition topic with one consumer group of 8 members",
+        needs: &["raw.lifecycle"],
+    },
+    // Later issues add their scenarios here, before the peers, and remove them from PLANNED.
+    Scenario {
+        id: "peer.postgres",
+        title: "PostgreSQL: same SKIP LOCKED queue pattern, and its raw baselines",
+        needs: &[],
+    },
+    Scenario {
+        id: "peer.rabbitmq",
+        title: "RabbitMQ: durable queue, persistent messages, confirms, manual acks",
+        needs: &["raw.insert", "raw.lifecycle"],
+    },
+    Scenario {
+        id: "peer.redis",
+        title: "Redis Streams: XADD, XREADGROUP, XACK",
+        needs: &["raw.insert", "raw.lifecycle"],
+    },
+];
+
+/// Scenarios that come with later issues: listed in every report as not measured yet.
+pub const PLANNED: &[Planned] = &[];
+
+/// Run scenario `id`.
+pub async fn run(ctx: &Ctx, id: &str) -> Result<Outcome> {
+    match id {
+        "raw.insert" => raw::insert(ctx).await,
+        "raw.multirow" => raw::multirow(ctx).await,
+        "raw.lifecycle" => raw::lifecycle(ctx).await,
+        "queue.produce" => queue::produce::produce(ctx).await,
+        "queue.batch" => queue::produce::batch(ctx).await,
+        "queue.drain" => queue::drain::drain(ctx).await,
+        "queue.mixed" => queue::drain::mixed(ctx).await,
+        "queue.latency" => queue::latency::latency(ctx).await,
+        "queue.claim" => queue::claim::claim(ctx).await,
+        "queue.idle" => queue::idle::idle(ctx).await,
+        "worker.e2e" => worker::e2e(ctx).await,
+        "worker.latency" => worker::latency(ctx).await,
+        "worker.idle" => worker::idle(ctx).await,
+        "topic.publish" => topic::publish::publish(ctx).await,
+        "topic.group" => topic::group::group(ctx).await,
+        "peer.postgres" => peers::postgres::run(ctx).await,
+        "peer.rabbitmq" => peers::rabbitmq::run(ctx).await,
+        "peer.redis" => peers::redis::run(ctx).await,
+        other => unreachable!("scenario {other} is in SCENARIOS but has no runner"),
+    }
+}
+
+/// The scenarios `names` select, with the baselines they need, in run order. No names: all.
+///
+/// A name selects the scenario with that id, every scenario under it (`queue` selects
+/// `queue.*`), or a peer by its own name (`redis`); `peers` means `peer` and `baselines` `raw`.
+pub fn select(names: &[String]) -> Result<Vec<&'static Scenario>, UsageError> {
+    let mut wanted = vec![false; SCENARIOS.len()];
+    for name in names {
+        let name = match name.as_str() {
+            "peers" => "peer",
+            "baselines" => "raw",
+            n => n,
+        };
+        let mut found = false;
+        for (i, s) in SCENARIOS.iter().enumerate() {
+            if name == "all" || matches(s.id, name) {
+                wanted[i] = true;
+                found = true;
+            }
+        }
+        if !found {
+            let planned = PLANNED.iter().any(|p| matches(p.id, name));
+            let ids: Vec<&str> = SCENARIOS.iter().map(|s| s.id).collect();
+            return Err(UsageError(if planned {
+                format!("scenario {name} comes with a later issue and is not built yet")
+            } else {
+                format!(
+                    "unknown scenario {name}; known: {} (see --list)",
+                    ids.join(", ")
+                )
+            }));
+        }
+    }
+    if names.is_empty() {
+        wanted.fill(true);
+    }
+    let needed: Vec<&str> = SCENARIOS
+        .iter()
+        .zip(&wanted)
+        .filter(|(_, w)| **w)
+        .flat_map(|(s, _)| s.needs.iter().copied())
+        .collect();
+    Ok(SCENARIOS
+        .iter()
+        .zip(wanted)
+        .filter(|(s, w)| *w || needed.contains(&s.id))
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// Whether `name` selects scenario `id`.
+fn matches(id: &str, name: &str) -> bool {
+    id == name
+        || id
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with('.'))
+        || id.strip_prefix("peer.") == Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<&'static str> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        select(&names).unwrap().iter().map(|s| s.id).collect()
+    }
+
+    #[test]
+    fn selection_adds_baselines_and_keeps_order() {
+        assert_eq!(ids(&[]).len(), SCENARIOS.len());
+        assert_eq!(ids(&["queue.drain"]), vec!["raw.lifecycle", "queue.drain"]);
+        let queue = ids(&["queue"]);
+        assert_eq!(
+            &queue[..3],
+            &["raw.insert", "raw.multirow", "raw.lifecycle"]
+        );
+        assert!(queue.iter().all(|id| !id.starts_with("peer.")));
+        assert_eq!(
+            ids(&["redis"]),
+            vec!["raw.insert", "raw.lifecycle", "peer.redis"]
+        );
+        assert_eq!(
+            ids(&["peers"])
+                .iter()
+                .filter(|i| i.starts_with("peer."))
+                .count(),
+            3
+        );
+        assert!(
+            select(&["nope".into()])
+                .unwrap_err()
+                .0
+                .contains("unknown scenario")
+        );
+        assert_eq!(ids(&["topic.group"]), vec!["raw.lifecycle", "topic.group"]);
+        assert_eq!(
+            ids(&["topic"]),
+            vec![
+                "raw.insert",
+                "raw.lifecycle",
+                "topic.publish",
+                "topic.group"
+            ]
+        );
+        assert!(!matches("queue.drain", "queue.d"));
+    }
+}

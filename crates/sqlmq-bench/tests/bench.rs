@@ -1,0 +1,299 @@
+//! `sqlmq-bench`: smoke tests of the benchmark itself. They run the binary tiny (hidden
+//! `--scale`) and check its report and its clean-up; none asserts a speed.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlmq_testkit::{TestDatabase, admin, eventually};
+
+/// Every scenario `sqlmq bench` has; the report must list each one.
+const SCENARIOS: &[&str] = &[
+    "raw.insert",
+    "raw.multirow",
+    "raw.lifecycle",
+    "queue.produce",
+    "queue.batch",
+    "queue.drain",
+    "queue.mixed",
+    "queue.latency",
+    "queue.claim",
+    "queue.idle",
+    "topic.publish",
+    "topic.group",
+    "peer.postgres",
+    "peer.rabbitmq",
+    "peer.redis",
+];
+
+/// Figures of consumer scenarios, and of topic publishes (each record exactly one offset,
+/// offsets dense): each must report its duplicates and losses.
+const CHECKED: &[&str] = &[
+    "queue.drain.8",
+    "queue.mixed.consume",
+    "queue.latency.busy",
+    "queue.latency.idle",
+    "topic.publish.1p.single.1",
+    "topic.publish.1p.single.16",
+    "topic.publish.1p.batch100.1",
+    "topic.publish.1p.batch100.16",
+    "topic.publish.8p.single.1",
+    "topic.publish.8p.single.16",
+    "topic.publish.8p.batch100.1",
+    "topic.publish.8p.batch100.16",
+    "topic.publish.1p.sequencer",
+    "topic.group.8",
+];
+
+/// `sqlmq-bench ARGS` on `db`.
+fn bench(db: &TestDatabase, args: &[&str]) -> Command {
+    let mut cmd = db.command(env!("CARGO_BIN_EXE_sqlmq-bench"));
+    cmd.args(args);
+    cmd
+}
+
+/// Run `sqlmq-bench ARGS` on `db`, require success, parse stdout as JSON.
+fn bench_json(db: &TestDatabase, args: &[&str]) -> Value {
+    let out = bench(db, args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sqlmq-bench {args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("sqlmq-bench {args:?}: {e}"))
+}
+
+/// `db` migrated by the library, as an application using sqlmq would have it.
+fn migrate(db: &TestDatabase) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = sqlmq::Client::connect(&db.url).await.unwrap();
+        client.migrate().await.unwrap();
+        client.pool().close().await;
+    });
+}
+
+fn schema_exists(name: &str) -> bool {
+    !admin(&format!(
+        "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name = '{name}'"
+    ))
+    .is_empty()
+}
+
+fn scenario<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("scenario {id} missing from the report"))
+}
+
+/// A tiny quick run lists every scenario; sqlmq and baseline scenarios ran with positive
+/// figures; peers ran or were skipped with a reason; consumer scenarios observed zero
+/// duplicates and zero losses; `--out` holds the same document; the scratch database is gone.
+#[test]
+fn a_tiny_quick_run_reports_every_scenario_and_cleans_up() {
+    let db = TestDatabase::create();
+    let out = std::env::temp_dir().join(format!("{}.json", db.name));
+    let report = bench_json(
+        &db,
+        &[
+            "--quick",
+            "--scale",
+            "0.01",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(
+        written, report,
+        "--out writes the document printed with --json"
+    );
+
+    assert_eq!(report["mode"], "quick");
+    assert!(
+        report["sqlmq_version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty())
+    );
+    assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
+    assert!(report["machine"]["memory_bytes"].as_u64().unwrap() > 0);
+    let server = &report["server"];
+    assert!(server["version"].as_str().is_some_and(|v| !v.is_empty()));
+    for key in [
+        "innodb_flush_log_at_trx_commit",
+        "sync_binlog",
+        "log_bin",
+        "binlog_format",
+    ] {
+        assert!(!server[key].is_null(), "server.{key} in {server}");
+    }
+
+    let mut figures = Vec::new();
+    for id in SCENARIOS {
+        let s = scenario(&report, id);
+        let status = s["status"].as_str().unwrap();
+        if id.starts_with("peer.") && status == "skipped" {
+            assert!(s["reason"].as_str().is_some_and(|r| !r.is_empty()), "{s}");
+            continue;
+        }
+        assert_eq!(status, "ok", "{s}");
+        if id.starts_with("peer.") {
+            assert!(s["peer"]["durable"].is_boolean(), "{s}");
+        }
+        let list = s["figures"].as_array().unwrap();
+        assert!(!list.is_empty(), "{s}");
+        figures.extend(list.iter().cloned());
+    }
+    for f in &figures {
+        let value = f["value"].as_f64().unwrap();
+        assert!(value.is_finite() && value > 0.0, "positive figure: {f}");
+        if !f["baseline"].is_null() {
+            assert!(f["ratio"].as_f64().is_some_and(|r| r > 0.0), "ratio: {f}");
+        }
+        if !f["duplicates"].is_null() || !f["losses"].is_null() {
+            assert_eq!(f["duplicates"], 0, "duplicates: {f}");
+            assert_eq!(f["losses"], 0, "losses: {f}");
+        }
+        if f["unit"] == "ms" {
+            assert!(
+                f["latency"]["p99_ms"].as_f64().unwrap()
+                    >= f["latency"]["p50_ms"].as_f64().unwrap()
+            );
+        }
+    }
+    for key in CHECKED {
+        let f = figures
+            .iter()
+            .find(|f| f["key"] == *key)
+            .unwrap_or_else(|| panic!("figure {key} missing"));
+        assert!(f["duplicates"].is_u64() && f["losses"].is_u64(), "{f}");
+    }
+    for peer in ["postgres", "rabbitmq", "redis"] {
+        let s = scenario(&report, &format!("peer.{peer}"));
+        if s["status"] == "ok" {
+            let drain = &s["figures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["key"].as_str().unwrap().ends_with(".drain.8"));
+            assert!(drain.is_some_and(|f| f["losses"] == 0), "{s}");
+        }
+    }
+
+    assert_eq!(report["scratch"]["kind"], "database");
+    let scratch = report["scratch"]["name"].as_str().unwrap();
+    assert!(scratch.starts_with("sqlmq_bench_"));
+    assert!(
+        !schema_exists(scratch),
+        "the scratch database {scratch} was dropped"
+    );
+}
+
+/// Without the right to create databases the bench works in the given database under a
+/// scratch table prefix, drops every table under it, and leaves the user's tables alone.
+#[test]
+fn without_create_database_it_uses_a_table_prefix_and_drops_its_tables() {
+    let db = TestDatabase::create();
+    migrate(&db);
+    let user = format!("sqlmq_bt_{:08x}", rand::random::<u32>());
+    let created = std::panic::catch_unwind(|| {
+        admin(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"));
+    });
+    if created.is_err() {
+        eprintln!("skipped: cannot create a user on the test server");
+        return;
+    }
+    struct DropUser(String);
+    impl Drop for DropUser {
+        fn drop(&mut self) {
+            admin(&format!("DROP USER IF EXISTS '{}'@'%'", self.0));
+        }
+    }
+    let _guard = DropUser(user.clone());
+    admin(&format!(
+        "GRANT ALL PRIVILEGES ON `{}`.* TO '{user}'@'%'",
+        db.name
+    ));
+    let before = admin(&format!(
+        "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = '{}' ORDER BY 1",
+        db.name
+    ));
+    assert!(!before.is_empty(), "migrated tables");
+
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host_and_db = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let url = format!("{scheme}://{user}:pw@{host_and_db}");
+    let out = bench(
+        &db,
+        &["raw.insert", "queue.drain", "--scale", "0.01", "--json"],
+    )
+    .env("SQLMQ_DATABASE_URL", &url)
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot create a scratch database"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["scratch"]["kind"], "table_prefix",
+        "{}",
+        report["scratch"]
+    );
+    assert_eq!(scenario(&report, "queue.drain")["status"], "ok");
+    let after = admin(&format!(
+        "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = '{}' ORDER BY 1",
+        db.name
+    ));
+    assert_eq!(after, before, "only the bench's own tables came and went");
+}
+
+/// Ctrl-C in the middle of a scenario stops the run and drops the scratch database.
+#[test]
+fn ctrl_c_drops_the_scratch_database() {
+    let db = TestDatabase::create();
+    let mut child = bench(&db, &["queue.idle"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let scratch = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let at = line.find("in scratch database ")?;
+            Some(line[at..].split_whitespace().nth(3)?.to_owned())
+        })
+        .expect("the bench names its scratch database on stderr");
+    eventually(Duration::from_secs(20), "the scenario's tables", || {
+        let tables = admin(&format!(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = '{scratch}'"
+        ));
+        (!tables.is_empty()).then_some(())
+    });
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let status = eventually(Duration::from_secs(60), "the bench to exit", || {
+        child.try_wait().unwrap()
+    });
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(!status.success());
+    assert!(
+        rest.iter().any(|l| l.contains("interrupted by Ctrl-C")),
+        "{rest:?}"
+    );
+    assert!(!schema_exists(&scratch), "{scratch} dropped");
+}
