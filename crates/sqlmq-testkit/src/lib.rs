@@ -1,164 +1,26 @@
-//! What the integration tests of the sqlmq binaries (`sqlmq`, `sqlmq-bench`) share: a
-//! throwaway database per test on the server at `SQLMQ_TEST_DATABASE_URL` (default:
-//! `SQLMQ_DATABASE_URL`, else `mysql://root@127.0.0.1:3306/test`), dropped when its guard is
-//! dropped (also when the test panics); a binary's command with nothing inherited that could
-//! change its behaviour; waits on conditions with a deadline.
+//! Test support shared by every test of the workspace (dev-only, never published).
 //!
-//! Blocking on purpose: those tests drive processes, not futures. Databases left behind by
-//! killed runs are swept after two hours.
+//! | module | what |
+//! |---|---|
+//! | `server.rs` | the test server (`SQLMQ_TEST_DATABASE_URL`, else `SQLMQ_DATABASE_URL`, else `mysql://root@127.0.0.1:3306/test`): throwaway databases, swept after two hours when a killed run left them, admin SQL; [`TestDatabase`] for the binaries' process tests |
+//! | `backend.rs` | [`TestBackend`]: what the conformance suite needs from each backend, and plain SQL ([`Value`]) |
+//! | `db.rs` | [`TestDb`]: an async test's own database and client, on any backend |
+//! | `checks.rs` | the storage invariants, [`Recorder`] |
+//! | `conformance.rs` | [`conformance!`]: one generic scenario, one test per backend |
+//! | `wait.rs` | [`eventually`], [`eventually_async`]: conditions with a deadline, never a fixed sleep |
 
 #![warn(missing_docs)]
 
-use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod backend;
+mod checks;
+mod conformance;
+mod db;
+mod server;
+mod wait;
 
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{AssertSqlSafe, MySqlPool, Row};
-
-/// Name prefix of the test databases (the sweep drops old ones by it).
-const PREFIX: &str = "sqlmq_t_";
-/// Age after which a test database is considered left behind by a killed run.
-const LEFT_BEHIND_AFTER: Duration = Duration::from_secs(2 * 3600);
-
-/// The test server's URL.
-pub fn server_url() -> String {
-    std::env::var("SQLMQ_TEST_DATABASE_URL")
-        .or_else(|_| std::env::var("SQLMQ_DATABASE_URL"))
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
-}
-
-/// The URL of `database` on the test server.
-pub fn url_for(database: &str) -> String {
-    let base = server_url();
-    let (head, _) = base.rsplit_once('/').expect("database URL has a path");
-    format!("{head}/{database}")
-}
-
-/// Run `work` with a one-connection pool on the test server (as its configured user, root in
-/// CI), on a runtime of its own.
-fn with_admin<T>(work: impl AsyncFnOnce(&MySqlPool) -> T) -> T {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(1)
-            .connect(&server_url())
-            .await
-            .expect("test database server reachable (see SQLMQ_TEST_DATABASE_URL)");
-        work(&pool).await
-    })
-}
-
-/// Run `sql` on the test server; returns the first column of each row as text (binary
-/// strings decoded lossily, other types as empty strings). Panics on an SQL error.
-pub fn admin(sql: &str) -> Vec<String> {
-    with_admin(async |pool| {
-        let rows = sqlx::query(AssertSqlSafe(sql.to_owned()))
-            .fetch_all(pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        rows.iter()
-            .map(|r| {
-                r.try_get::<String, _>(0)
-                    .or_else(|_| {
-                        r.try_get::<Vec<u8>, _>(0)
-                            .map(|b| String::from_utf8_lossy(&b).into())
-                    })
-                    .unwrap_or_default()
-            })
-            .collect()
-    })
-}
-
-/// A database of its own for one test, dropped with this guard.
-#[derive(Debug)]
-pub struct TestDatabase {
-    /// Its name (`sqlmq_t_<unix time>_<random>`).
-    pub name: String,
-    /// Its URL.
-    pub url: String,
-}
-
-impl TestDatabase {
-    /// Create an empty database (after sweeping those left behind by killed runs).
-    pub fn create() -> TestDatabase {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let name = format!("{PREFIX}{now}_{:08x}", rand::random::<u32>());
-        with_admin(async |pool| {
-            sweep(pool, now).await;
-            sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
-                .execute(pool)
-                .await
-                .unwrap();
-        });
-        TestDatabase {
-            url: url_for(&name),
-            name,
-        }
-    }
-
-    /// `bin` (a binary under test) on this database, with nothing inherited from the
-    /// environment that could change its behaviour (config file, table prefix, payload limit,
-    /// log filter).
-    pub fn command(&self, bin: &str) -> Command {
-        let mut cmd = Command::new(bin);
-        cmd.env("SQLMQ_DATABASE_URL", &self.url)
-            .env_remove("SQLMQ_CONFIG")
-            .env_remove("SQLMQ_TABLE_PREFIX")
-            .env_remove("SQLMQ_MAX_PAYLOAD_BYTES")
-            .env_remove("RUST_LOG");
-        cmd
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let name = &self.name;
-        with_admin(async |pool| {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(pool)
-                .await;
-        });
-    }
-}
-
-/// Drop test databases older than [`LEFT_BEHIND_AFTER`] (left by killed runs).
-async fn sweep(admin: &MySqlPool, now: u64) {
-    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%'")
-        .fetch_all(admin)
-        .await
-        .unwrap_or_default();
-    for row in rows {
-        let name: String = row.get(0);
-        let created = name
-            .split('_')
-            .nth(2)
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(now);
-        if now.saturating_sub(created) > LEFT_BEHIND_AFTER.as_secs() {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(admin)
-                .await;
-        }
-    }
-}
-
-/// Poll `check` until it returns `Some`, failing after `deadline`.
-pub fn eventually<T>(deadline: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+pub use backend::{TestBackend, Value};
+pub use checks::{Recorder, check_invariants, check_invariants_at};
+pub use conformance::child_test;
+pub use db::{TestDb, queue};
+pub use server::{TestDatabase, admin, create_database, drop_database, server_url, url_for};
+pub use wait::{eventually, eventually_async};

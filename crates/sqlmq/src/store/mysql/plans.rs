@@ -29,12 +29,6 @@ pub(super) enum Bind {
     Bytes(Vec<u8>),
 }
 
-fn server_url() -> String {
-    std::env::var("SQLMQ_TEST_DATABASE_URL")
-        .or_else(|_| std::env::var("SQLMQ_DATABASE_URL"))
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
-}
-
 pub(super) async fn explain(pool: &MySqlPool, case: &Case) -> Vec<MySqlRow> {
     let text = format!("EXPLAIN {}", case.sql.as_str());
     let mut q = sqlx::query(AssertSqlSafe(text));
@@ -375,28 +369,18 @@ async fn populate(client: &Client) {
     }
 }
 
-/// A migrated client on a scratch database: (admin pool, database name, client).
-pub(super) async fn scratch() -> (MySqlPool, String, Client) {
-    let admin = MySqlPool::connect(&server_url()).await.unwrap();
-    // Named like the integration tests' databases, so that a failed run's is swept later.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let db = format!("sqlmq_t_{now}_{:08x}", rand::random::<u32>());
-    admin
-        .execute(AssertSqlSafe(format!("CREATE DATABASE `{db}`")))
-        .await
-        .unwrap();
-    let url = format!("{}/{db}", server_url().rsplit_once('/').unwrap().0);
-    let client = Client::connect(&url).await.unwrap();
+/// A migrated client on a throwaway database of the test server (see `sqlmq-testkit`):
+/// (database name, client). Drop it with [`sqlmq_testkit::drop_database`].
+pub(super) async fn scratch() -> (String, Client) {
+    let db = sqlmq_testkit::create_database().await;
+    let client = Client::connect(&sqlmq_testkit::url_for(&db)).await.unwrap();
     client.migrate().await.unwrap();
-    (admin, db, client)
+    (db, client)
 }
 
 #[tokio::test]
 async fn hot_statements_use_their_index_without_scans_or_sorts() {
-    let (admin, db, client) = scratch().await;
+    let (db, client) = scratch().await;
     let pool = client.pool().clone();
 
     // Pass 1: tiny tables with fresh statistics (the case where MariaDB likes full scans).
@@ -431,8 +415,5 @@ async fn hot_statements_use_their_index_without_scans_or_sorts() {
     for case in cases(&client, q_id) {
         check(&case, &explain(&pool, &case).await, "populated tables");
     }
-    admin
-        .execute(AssertSqlSafe(format!("DROP DATABASE `{db}`")))
-        .await
-        .unwrap();
+    sqlmq_testkit::drop_database(&db).await;
 }

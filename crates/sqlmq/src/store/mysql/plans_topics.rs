@@ -109,7 +109,7 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
 
 #[tokio::test]
 async fn topic_statements_use_their_index_without_scans_or_sorts() {
-    let (admin, db, client) = scratch().await;
+    let (db, client) = scratch().await;
     let pool = client.pool().clone();
     let topic = client
         .create_topic("t", TopicConfig::default().partitions(2))
@@ -168,8 +168,5 @@ async fn topic_statements_use_their_index_without_scans_or_sorts() {
     for case in cases(&client, t, g) {
         check(&case, &explain(&pool, &case).await, "populated tables");
     }
-    admin
-        .execute(AssertSqlSafe(format!("DROP DATABASE `{db}`")))
-        .await
-        .unwrap();
+    sqlmq_testkit::drop_database(&db).await;
 }

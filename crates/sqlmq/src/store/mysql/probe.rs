@@ -103,15 +103,13 @@ pub(crate) const GROUP_PROBE: &str = "SELECT g.id, \
 mod tests {
     use std::time::Duration;
 
-    use sqlx::{AssertSqlSafe, Executor};
-
     use crate::{GroupConfig, Record, StartAt, TopicConfig};
 
     /// With strict order, a partition whose head is in flight or waiting to retry has nothing
     /// to hand out: the probe must not keep waking consumers for it.
     #[tokio::test]
     async fn the_group_probe_sees_strict_partitions_blocked_by_their_head() {
-        let (admin, db, client) = super::super::plans::scratch().await;
+        let (db, client) = super::super::plans::scratch().await;
         let strict = client
             .create_topic("s", TopicConfig::default().strict_order(true))
             .await
@@ -175,9 +173,6 @@ mod tests {
             ready(&probe().await, ids[0]),
             "strict: the next record can go"
         );
-        admin
-            .execute(AssertSqlSafe(format!("DROP DATABASE `{db}`")))
-            .await
-            .unwrap();
+        sqlmq_testkit::drop_database(&db).await;
     }
 }

@@ -3,18 +3,16 @@
 //! records go to a live member long before their leases end (this test binary run again as a
 //! child process).
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Recorder, TestDb, count, eventually, url_for};
 use sqlmq::{
     Client, Delivery, GroupConfig, JobContext, MessageId, Outcome, Record, StartAt, TopicConfig,
     Worker,
 };
+use sqlmq_testkit::{Recorder, TestBackend, TestDb, Value, child_test, eventually_async};
 use tokio_util::sync::CancellationToken;
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -32,24 +30,23 @@ impl sqlmq::Job for Click {
 /// A typed job handled: its user and the record's key.
 type TypedSeen = (u32, Option<String>);
 
-fn fast(builder: sqlmq::WorkerBuilder) -> sqlmq::WorkerBuilder {
+fn fast<B: TestBackend>(builder: sqlmq::WorkerBuilder<B>) -> sqlmq::WorkerBuilder<B> {
     builder
         .lease(LEASE)
         .heartbeat_interval(HEARTBEAT)
         .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_once_effects() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_once_effects<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
-    let pool = db.pool().await;
-    sqlx::query(
+    db.exec(
         "CREATE TABLE effects (part INT NOT NULL, off BIGINT NOT NULL, PRIMARY KEY (part, off))",
+        &[],
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     let t = client
         .create_topic("clicks", TopicConfig::default().partitions(4))
         .await
@@ -76,7 +73,7 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     let token = CancellationToken::new();
     let worker = tokio::spawn(
         fast(Worker::builder(&client))
-            .topic_group_raw("clicks", "audit", move |d: Delivery, ctx: JobContext| {
+            .topic_group_raw("clicks", "audit", move |d: Delivery, ctx: JobContext<B>| {
                 let a = a.clone();
                 async move {
                     let (part, off) = (d.partition.unwrap(), d.offset.unwrap());
@@ -91,17 +88,17 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
                         });
                     }
                     let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
-                    sqlx::query("INSERT INTO effects (part, off) VALUES (?, ?)")
-                        .bind(part)
-                        .bind(off)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    B::execute(
+                        &mut *tx,
+                        "INSERT INTO effects (part, off) VALUES (?, ?)",
+                        &[Value::from(part), Value::from(off)],
+                    )
+                    .await;
                     tx.commit().await.map_err(|e| e.to_string())?;
                     Ok::<_, String>(Outcome::Done)
                 }
             })
-            .topic_group("clicks", "typed", move |c: Click, ctx: JobContext| {
+            .topic_group("clicks", "typed", move |c: Click, ctx: JobContext<B>| {
                 let ty = ty.clone();
                 async move {
                     ty.lock()
@@ -115,9 +112,9 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     );
     let audit = t.group("audit").await.unwrap();
     let typed_group = t.group("typed").await.unwrap();
-    eventually(Duration::from_secs(30), "both groups done", || async {
+    eventually_async(Duration::from_secs(30), "both groups done", || async {
         let done = typed.lock().unwrap().len() >= 200
-            && count(&pool, "group_leases").await == 0
+            && db.count("group_leases").await == 0
             && audit.lag().await.unwrap().unconsumed == 0
             && typed_group.lag().await.unwrap().unconsumed == 0
             && audit.retries(10).await.unwrap().is_empty();
@@ -127,10 +124,12 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     token.cancel();
     let report = worker.await.unwrap().unwrap();
 
-    let effects: Vec<(i32, i64)> = sqlx::query_as("SELECT part, off FROM effects")
-        .fetch_all(&pool)
+    let effects: Vec<(i32, i64)> = db
+        .query("SELECT part, off FROM effects", &[])
         .await
-        .unwrap();
+        .iter()
+        .map(|r| (r[0].int() as i32, r[1].int()))
+        .collect();
     assert_eq!(effects.len(), 200, "one effect per record, exactly");
     let attempts = attempts.lock().unwrap().clone();
     assert_eq!(attempts.len(), 200);
@@ -152,9 +151,8 @@ async fn a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_onc
     db.drop().await;
 }
 
-#[tokio::test]
-async fn a_worker_refuses_unknown_and_broadcast_groups() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_worker_refuses_unknown_and_broadcast_groups<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = client
         .create_topic("t", TopicConfig::default())
@@ -163,7 +161,7 @@ async fn a_worker_refuses_unknown_and_broadcast_groups() {
     t.create_group("b", GroupConfig::broadcast(), StartAt::Earliest)
         .await
         .unwrap();
-    let raw = |_d: Delivery, _ctx: JobContext| async { Ok::<_, String>(Outcome::Done) };
+    let raw = |_d: Delivery, _ctx: JobContext<B>| async { Ok::<_, String>(Outcome::Done) };
     let run = |topic: &str, group: &str| {
         Worker::builder(&client)
             .topic_group_raw(topic, group, raw)
@@ -191,17 +189,16 @@ async fn a_worker_refuses_unknown_and_broadcast_groups() {
 
 /// The child's side: `SQLMQ_CHILD_MEMBER=<database>`: claim every record of group `g` and
 /// never finish; only a kill -9 ends it.
-#[test]
-fn child_member() {
+pub(crate) fn child_member<B: TestBackend>() {
     let Ok(database) = std::env::var("SQLMQ_CHILD_MEMBER") else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let client = Client::connect(&url_for(&database)).await.unwrap();
+        let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
         fast(Worker::builder(&client))
             .concurrency(100)
-            .topic_group_raw("t", "g", |_d: Delivery, _ctx: JobContext| async {
+            .topic_group_raw("t", "g", |_d: Delivery, _ctx: JobContext<B>| async {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Ok::<_, String>(Outcome::Done)
             })
@@ -211,20 +208,21 @@ fn child_member() {
     });
 }
 
-fn spawn_member(db: &TestDb) -> Child {
+fn spawn_member<B: TestBackend>(db: &TestDb<B>) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_member", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &child_test::<B>("topic_worker", "child_member")])
+        .args(["--nocapture", "--test-threads=1"])
         .env("SQLMQ_CHILD_MEMBER", &db.name)
         .stdout(Stdio::null())
         .spawn()
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
-    let pool = db.pool().await;
     let t = client
         .create_topic("t", TopicConfig::default().partitions(2))
         .await
@@ -242,10 +240,10 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
         .collect();
 
     let mut child = spawn_member(&db);
-    eventually(
+    eventually_async(
         Duration::from_secs(20),
         "the child holding every record",
-        || async { (count(&pool, "group_leases").await == 40).then_some(()) },
+        || async { (db.count("group_leases").await == 40).then_some(()) },
     )
     .await;
     child.kill().unwrap(); // SIGKILL: no deregistration, no release
@@ -259,7 +257,7 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
             .topic_group_raw("t", "g", handled.clone())
             .run(token.clone()),
     );
-    eventually(
+    eventually_async(
         Duration::from_secs(30),
         "the survivor handling all 40",
         || async { (handled.count() >= 40).then_some(()) },
@@ -276,7 +274,7 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
     assert_eq!(handled, published, "every record handled");
     assert_eq!(report.acked, 40);
     assert_eq!(g.lag().await.unwrap().unconsumed, 0);
-    assert_eq!(count(&pool, "group_leases").await, 0);
+    assert_eq!(db.count("group_leases").await, 0);
     // The trace names the dead member's release.
     let trace = t.trace(*handled.iter().next().unwrap()).await.unwrap();
     let events = format!("{trace:?}");
@@ -287,3 +285,8 @@ async fn a_killed_members_records_go_to_a_live_member_before_their_leases_expire
     );
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [a_worker_runs_typed_and_raw_group_handlers_with_retries_and_exactly_once_effects, a_worker_refuses_unknown_and_broadcast_groups, a_killed_members_records_go_to_a_live_member_before_their_leases_expire],
+    sync: [child_member]
+);

@@ -5,14 +5,11 @@
 //! The other processes are this test binary run again with `SQLMQ_CHILD_CONSUMER` set: the
 //! `child_consumer` test is a no-op unless that variable names a database to drain.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{TestDb, count, eventually, url_for};
 use sqlmq::{Client, Message, MessageId, QueueConfig};
-use sqlx::Row;
+use sqlmq_testkit::{TestBackend, TestDb, Value, child_test, eventually_async};
 
 const MESSAGES: usize = 20_000;
 const TASKS: usize = 8;
@@ -21,7 +18,7 @@ const LEASE: Duration = Duration::from_secs(120);
 
 /// Receive and ack until the queue stays empty, recording every delivery in `deliveries`
 /// (no unique key: duplicates would show up as extra rows).
-async fn drain(client: Client, who: String) -> usize {
+async fn drain<B: TestBackend>(client: Client<B>, who: String) -> usize {
     let q = client.queue("work").await.unwrap();
     let mut handled = 0;
     let mut empty_polls = 0;
@@ -35,11 +32,12 @@ async fn drain(client: Client, who: String) -> usize {
         empty_polls = 0;
         let mut insert = String::from("INSERT INTO deliveries (id, consumer) VALUES ");
         insert.push_str(&vec!["(?, ?)"; batch.len()].join(","));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert));
-        for d in &batch {
-            query = query.bind(d.id.to_string()).bind(&who);
-        }
-        query.execute(client.pool()).await.unwrap();
+        let args: Vec<Value> = batch
+            .iter()
+            .flat_map(|d| [Value::from(d.id.to_string()), Value::from(who.as_str())])
+            .collect();
+        let mut conn = client.pool().acquire().await.unwrap();
+        B::execute(&mut conn, &insert, &args).await;
         let receipts: Vec<_> = batch.iter().map(|d| d.receipt()).collect();
         let report = q.ack_batch(&receipts).await.unwrap();
         assert!(
@@ -51,34 +49,34 @@ async fn drain(client: Client, who: String) -> usize {
     handled
 }
 
-#[test]
-fn child_consumer() {
+pub(crate) fn child_consumer<B: TestBackend>() {
     let Ok(database) = std::env::var("SQLMQ_CHILD_CONSUMER") else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let client = Client::connect(&url_for(&database)).await.unwrap();
+        let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
         let n = drain(client, format!("process-{}", std::process::id())).await;
         eprintln!("child {} handled {n}", std::process::id());
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_losses() {
-    let db = TestDb::new().await;
+pub(crate) async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_losses<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let q = client
         .create_queue("work", QueueConfig::default())
         .await
         .unwrap();
-    let pool = db.pool().await;
-    sqlx::query(
-        "CREATE TABLE deliveries (id CHAR(36) NOT NULL, consumer VARCHAR(64) NOT NULL, KEY (id))",
+    db.exec(
+        "CREATE TABLE deliveries (id CHAR(36) NOT NULL, consumer VARCHAR(64) NOT NULL)",
+        &[],
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
+    db.exec("CREATE INDEX deliveries_id ON deliveries (id)", &[])
+        .await;
     let batch: Vec<Message> = (0..MESSAGES)
         .map(|i| Message::new(format!("{i}")))
         .collect();
@@ -94,7 +92,11 @@ async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_loss
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["--exact", "child_consumer", "--nocapture"])
+                .args([
+                    "--exact",
+                    &child_test::<B>("competing_consumers", "child_consumer"),
+                ])
+                .arg("--nocapture")
                 .env("SQLMQ_CHILD_CONSUMER", &db.name)
                 .spawn()
                 .unwrap()
@@ -114,16 +116,16 @@ async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_loss
         assert!(status.success(), "child consumer failed: {status}");
     }
 
-    let rows = sqlx::query(
-        "SELECT id, COUNT(*) AS n, COUNT(DISTINCT consumer) FROM deliveries GROUP BY id",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let rows = db
+        .query(
+            "SELECT id, COUNT(*) AS n, COUNT(DISTINCT consumer) FROM deliveries GROUP BY id",
+            &[],
+        )
+        .await;
     let duplicates: Vec<String> = rows
         .iter()
-        .filter(|r| r.get::<i64, _>(1) > 1)
-        .map(|r| r.get(0))
+        .filter(|r| r[1].int() > 1)
+        .map(|r| r[0].text())
         .collect();
     assert!(
         duplicates.is_empty(),
@@ -131,15 +133,11 @@ async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_loss
         duplicates.len(),
         &duplicates[..duplicates.len().min(3)]
     );
-    let delivered: HashSet<MessageId> = rows
-        .iter()
-        .map(|r| r.get::<String, _>(0).parse().unwrap())
-        .collect();
+    let delivered: HashSet<MessageId> = rows.iter().map(|r| r[0].text().parse().unwrap()).collect();
     assert_eq!(delivered, sent, "every sent message delivered (no losses)");
-    let consumers: i64 = sqlx::query_scalar("SELECT COUNT(DISTINCT consumer) FROM deliveries")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let consumers: i64 = db
+        .scalar("SELECT COUNT(DISTINCT consumer) FROM deliveries")
+        .await;
     assert!(
         in_process > 0 && in_process < MESSAGES,
         "the processes took a share ({in_process} handled here)"
@@ -148,9 +146,14 @@ async fn eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_loss
         consumers > TASKS as i64,
         "processes took part: {consumers} consumers delivered"
     );
-    eventually(Duration::from_secs(5), "empty queue", || async {
-        (count(&pool, "messages").await == 0).then_some(())
+    eventually_async(Duration::from_secs(5), "empty queue", || async {
+        (db.count("messages").await == 0).then_some(())
     })
     .await;
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [eight_tasks_and_three_processes_drain_20_000_without_duplicates_or_losses],
+    sync: [child_consumer]
+);

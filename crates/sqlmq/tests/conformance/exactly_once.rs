@@ -2,30 +2,25 @@
 //! transaction while leases are forced to expire mid-handler, so that other consumers take the
 //! same messages. Every message's effect row must appear exactly once.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{check_invariants, queue};
 use rand::RngExt;
 use sqlmq::{Error, Message, QueueConfig};
-use sqlx::Row;
+use sqlmq_testkit::{TestBackend, Value, check_invariants, queue};
 
 const MESSAGES: usize = 400;
 const CONSUMERS: usize = 8;
 /// Handlers take 0–450 ms against a 150 ms lease: most leases expire mid-handler.
 const LEASE: Duration = Duration::from_millis(150);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn effects_apply_once_although_leases_expire_mid_handler() {
-    let (db, client, q) = queue(QueueConfig::default().max_attempts(1000)).await;
-    let pool = db.pool().await;
-    sqlx::query("CREATE TABLE effects (message_id CHAR(36) NOT NULL, KEY (message_id))")
-        .execute(&pool)
-        .await
-        .unwrap();
+pub(crate) async fn effects_apply_once_although_leases_expire_mid_handler<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default().max_attempts(1000)).await;
+    db.exec("CREATE TABLE effects (message_id CHAR(36) NOT NULL)", &[])
+        .await;
+    db.exec("CREATE INDEX effects_id ON effects (message_id)", &[])
+        .await;
     let batch: Vec<Message> = (0..MESSAGES)
         .map(|i| Message::new(format!("{i}")))
         .collect();
@@ -47,11 +42,12 @@ async fn effects_apply_once_although_leases_expire_mid_handler() {
                     };
                     idle = 0;
                     let mut tx = client.pool().begin().await.unwrap();
-                    sqlx::query("INSERT INTO effects (message_id) VALUES (?)")
-                        .bind(d.id.to_string())
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
+                    B::execute(
+                        &mut *tx,
+                        "INSERT INTO effects (message_id) VALUES (?)",
+                        &[Value::from(d.id.to_string())],
+                    )
+                    .await;
                     let work = { rand::rng().random_range(0..450) };
                     tokio::time::sleep(Duration::from_millis(work)).await;
                     match q.ack_in(&mut tx, d.receipt()).await {
@@ -78,11 +74,13 @@ async fn effects_apply_once_although_leases_expire_mid_handler() {
         lost > 50,
         "the test must actually lose leases mid-handler (lost {lost})"
     );
-    let rows = sqlx::query("SELECT message_id, COUNT(*) FROM effects GROUP BY message_id")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    let twice: Vec<_> = rows.iter().filter(|r| r.get::<i64, _>(1) != 1).collect();
+    let rows = db
+        .query(
+            "SELECT message_id, COUNT(*) FROM effects GROUP BY message_id",
+            &[],
+        )
+        .await;
+    let twice: Vec<_> = rows.iter().filter(|r| r[1].int() != 1).collect();
     assert!(
         twice.is_empty(),
         "{} messages' effects applied more than once",
@@ -92,18 +90,13 @@ async fn effects_apply_once_although_leases_expire_mid_handler() {
     assert_eq!(committed.load(Ordering::Relaxed), MESSAGES);
     let stats = q.stats().await.unwrap();
     assert_eq!(stats.pending() + stats.dead, 0, "{stats:?}");
-    check_invariants(&pool).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn ack_in_commits_or_rolls_back_with_the_handlers_writes() {
-    let (db, client, q) = queue(QueueConfig::default()).await;
-    let pool = db.pool().await;
-    sqlx::query("CREATE TABLE effects (n INT)")
-        .execute(&pool)
-        .await
-        .unwrap();
+pub(crate) async fn ack_in_commits_or_rolls_back_with_the_handlers_writes<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    db.exec("CREATE TABLE effects (n INT)", &[]).await;
     q.send(Message::new("x")).await.unwrap();
     let d = q
         .receive(1, Duration::from_secs(30))
@@ -114,39 +107,26 @@ async fn ack_in_commits_or_rolls_back_with_the_handlers_writes() {
 
     // Roll back: neither the effect nor the ack happened; the lease is still ours.
     let mut tx = client.pool().begin().await.unwrap();
-    sqlx::query("INSERT INTO effects VALUES (1)")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    B::execute(&mut *tx, "INSERT INTO effects VALUES (1)", &[]).await;
     q.ack_in(&mut tx, d.receipt()).await.unwrap();
     tx.rollback().await.unwrap();
-    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
     assert_eq!(effects, 0);
     assert_eq!(q.stats().await.unwrap().in_flight, 1);
 
     // Commit: both.
     let mut tx = client.pool().begin().await.unwrap();
-    sqlx::query("INSERT INTO effects VALUES (1)")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    B::execute(&mut *tx, "INSERT INTO effects VALUES (1)", &[]).await;
     q.ack_in(&mut tx, d.receipt()).await.unwrap();
     tx.commit().await.unwrap();
-    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
     assert_eq!(effects, 1);
     assert_eq!(q.stats().await.unwrap().pending(), 0);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn nack_in_rolls_back_with_the_callers_transaction() {
-    let (db, client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn nack_in_rolls_back_with_the_callers_transaction<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
     let d = q
         .receive(1, Duration::from_secs(30))
@@ -161,3 +141,7 @@ async fn nack_in_rolls_back_with_the_callers_transaction() {
     q.ack(d.receipt()).await.unwrap();
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [effects_apply_once_although_leases_expire_mid_handler, ack_in_commits_or_rolls_back_with_the_handlers_writes, nack_in_rolls_back_with_the_callers_transaction]
+);

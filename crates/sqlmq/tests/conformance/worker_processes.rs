@@ -5,29 +5,28 @@
 //! - SIGTERM during a run: in-flight handlers finish, nothing claimed is stranded, the process
 //!   exits 0 within its grace period.
 
-mod common;
-
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Recorder, TestDb, check_invariants, eventually, url_for};
 use sqlmq::{Client, Delivery, JobContext, Message, MessageId, Outcome, QueueConfig, Worker};
+use sqlmq_testkit::{
+    Recorder, TestBackend, TestDb, Value, check_invariants, child_test, eventually_async,
+};
 use tokio_util::sync::CancellationToken;
 
 const LEASE: Duration = Duration::from_secs(60);
 const HEARTBEAT: Duration = Duration::from_millis(200);
 
 /// The child's side: `SQLMQ_CHILD_WORKER=<database>` and `SQLMQ_CHILD_MODE=hold|graceful`.
-#[test]
-fn child_worker() {
+pub(crate) fn child_worker<B: TestBackend>() {
     let Ok(database) = std::env::var("SQLMQ_CHILD_WORKER") else {
         return;
     };
     let mode = std::env::var("SQLMQ_CHILD_MODE").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let client = Client::connect(&url_for(&database)).await.unwrap();
+        let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
         let builder = Worker::builder(&client)
             .lease(LEASE)
             .heartbeat_interval(HEARTBEAT)
@@ -38,7 +37,7 @@ fn child_worker() {
             "hold" => {
                 builder
                     .concurrency(100)
-                    .queue_raw("work", |_d: Delivery, _ctx: JobContext| async {
+                    .queue_raw("work", |_d: Delivery, _ctx: JobContext<B>| async {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         Ok::<_, String>(Outcome::Done)
                     })
@@ -50,14 +49,15 @@ fn child_worker() {
             "graceful" => {
                 builder
                     .concurrency(4)
-                    .queue_raw("work", |d: Delivery, ctx: JobContext| async move {
+                    .queue_raw("work", |d: Delivery, ctx: JobContext<B>| async move {
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
-                        sqlx::query("INSERT INTO done (id) VALUES (?)")
-                            .bind(d.id.to_string())
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| e.to_string())?;
+                        B::execute(
+                            &mut *tx,
+                            "INSERT INTO done (id) VALUES (?)",
+                            &[Value::from(d.id.to_string())],
+                        )
+                        .await;
                         tx.commit().await.map_err(|e| e.to_string())?;
                         Ok::<_, String>(Outcome::Done)
                     })
@@ -70,9 +70,13 @@ fn child_worker() {
     });
 }
 
-fn spawn_child(db: &TestDb, mode: &str) -> Child {
+fn spawn_child<B: TestBackend>(db: &TestDb<B>, mode: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_worker", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &child_test::<B>("worker_processes", "child_worker"),
+        ])
+        .args(["--nocapture", "--test-threads=1"])
         .env("SQLMQ_CHILD_WORKER", &db.name)
         .env("SQLMQ_CHILD_MODE", mode)
         .stdout(Stdio::piped())
@@ -80,9 +84,10 @@ fn spawn_child(db: &TestDb, mode: &str) -> Child {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let q = client
         .create_queue("work", QueueConfig::default())
@@ -98,7 +103,7 @@ async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire()
         .collect();
 
     let mut child = spawn_child(&db, "hold");
-    eventually(
+    eventually_async(
         Duration::from_secs(20),
         "the child holding every message",
         || async { (q.stats().await.unwrap().in_flight == 40).then_some(()) },
@@ -118,7 +123,7 @@ async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire()
             .queue_raw("work", handled.clone())
             .run(token.clone()),
     );
-    eventually(
+    eventually_async(
         Duration::from_secs(30),
         "the survivor handling all 40",
         || async { (handled.count() >= 40).then_some(()) },
@@ -139,28 +144,24 @@ async fn a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire()
         client.processes().await.unwrap().is_empty(),
         "the dead process was pruned, the survivor deregistered"
     );
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigterm_lets_in_flight_handlers_finish_and_strands_nothing() {
-    let db = TestDb::new().await;
+pub(crate) async fn sigterm_lets_in_flight_handlers_finish_and_strands_nothing<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let q = client
         .create_queue("work", QueueConfig::default())
         .await
         .unwrap();
-    let pool = db.pool().await;
-    sqlx::query("CREATE TABLE done (id CHAR(36) NOT NULL)")
-        .execute(&pool)
-        .await
-        .unwrap();
+    db.exec("CREATE TABLE done (id CHAR(36) NOT NULL)", &[])
+        .await;
     let batch: Vec<Message> = (0..10).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
 
     let child = spawn_child(&db, "graceful");
-    eventually(Duration::from_secs(20), "four handlers running", || async {
+    eventually_async(Duration::from_secs(20), "four handlers running", || async {
         (q.stats().await.unwrap().in_flight == 4).then_some(())
     })
     .await;
@@ -185,10 +186,7 @@ async fn sigterm_lets_in_flight_handlers_finish_and_strands_nothing() {
         .find_map(|l| l.find('{').and_then(|i| serde_json::from_str(&l[i..]).ok()))
         .unwrap_or_else(|| panic!("no report in {stdout:?}"));
 
-    let done: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM done")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let done: i64 = db.scalar("SELECT COUNT(*) FROM done").await;
     let stats = q.stats().await.unwrap();
     // The in-flight handlers (and possibly a few more claimed just before the signal was seen)
     // finished and were acked; nothing is left in flight; the rest is untouched.
@@ -198,6 +196,11 @@ async fn sigterm_lets_in_flight_handlers_finish_and_strands_nothing() {
     assert_eq!(stats.in_flight, 0, "{stats:?}");
     assert_eq!(stats.ready as i64, 10 - done, "{stats:?}");
     assert!(client.processes().await.unwrap().is_empty(), "deregistered");
-    check_invariants(&pool).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [a_killed_workers_claims_go_to_the_survivor_before_their_leases_expire, sigterm_lets_in_flight_handlers_finish_and_strands_nothing],
+    sync: [child_worker]
+);

@@ -1,15 +1,13 @@
 //! SPEC §1.7 (ordering): strict per-key FIFO under 8 concurrent consumers, with retries; a
 //! keyed message is never handed out while an earlier one with its key is unacked.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{check_invariants, queue};
 use rand::RngExt;
 use sqlmq::{Backoff, Message, QueueConfig};
+use sqlmq_testkit::{TestBackend, check_invariants, queue};
 
 const KEYS: usize = 40;
 const PER_KEY: usize = 25;
@@ -24,12 +22,11 @@ struct Observed {
     acked: HashMap<String, Vec<usize>>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn per_key_fifo_holds_under_eight_consumers_with_retries() {
+pub(crate) async fn per_key_fifo_holds_under_eight_consumers_with_retries<B: TestBackend>() {
     let config = QueueConfig::default()
         .max_attempts(100)
         .backoff(Backoff::Ladder(vec![Duration::from_millis(30)]));
-    let (db, _client, q) = queue(config).await;
+    let (db, _client, q) = queue::<B>(config).await;
     let observed = Arc::new(Mutex::new(Observed::default()));
 
     // Producers own disjoint keys and send one message at a time, interleaving across keys, so
@@ -107,13 +104,12 @@ async fn per_key_fifo_holds_under_eight_consumers_with_retries() {
     }
     let stats = q.stats().await.unwrap();
     assert_eq!(stats.pending() + stats.dead, 0, "{stats:?}");
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn a_delayed_or_dead_head_holds_then_releases_its_key() {
-    let (db, _client, q) = queue(QueueConfig::default().max_attempts(1)).await;
+pub(crate) async fn a_delayed_or_dead_head_holds_then_releases_its_key<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_attempts(1)).await;
     let lease = Duration::from_secs(30);
     q.send(
         Message::new("first")
@@ -132,7 +128,7 @@ async fn a_delayed_or_dead_head_holds_then_releases_its_key() {
         got.iter().map(|d| d.body.as_slice()).collect::<Vec<_>>(),
         [b"other".as_slice()]
     );
-    let first = common::eventually(Duration::from_secs(5), "delayed head", || async {
+    let first = sqlmq_testkit::eventually_async(Duration::from_secs(5), "delayed head", || async {
         q.receive(10, lease).await.unwrap().pop()
     })
     .await;
@@ -166,13 +162,12 @@ async fn a_delayed_or_dead_head_holds_then_releases_its_key() {
         out
     };
     assert_eq!(order, [b"third".to_vec(), b"first".to_vec()]);
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn cancelling_a_keyed_message_keeps_the_line_moving() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn cancelling_a_keyed_message_keeps_the_line_moving<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let lease = Duration::from_secs(30);
     let a = q
         .send(Message::new("a").ordering_key("k"))
@@ -190,13 +185,12 @@ async fn cancelling_a_keyed_message_keeps_the_line_moving() {
     let d = q.receive(10, lease).await.unwrap();
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].body, b"c");
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn a_batch_with_many_keys_queues_each_key_in_order() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn a_batch_with_many_keys_queues_each_key_in_order<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let batch: Vec<Message> = (0..3000)
         .map(|i| Message::new(format!("{}", i / 300)).ordering_key(format!("k{}", i % 300)))
         .collect();
@@ -221,6 +215,10 @@ async fn a_batch_with_many_keys_queues_each_key_in_order() {
         q.ack_batch(&receipts).await.unwrap();
     }
     assert!(last.values().all(|&n| n == 9));
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [per_key_fifo_holds_under_eight_consumers_with_retries, a_delayed_or_dead_head_holds_then_releases_its_key, cancelling_a_keyed_message_keeps_the_line_moving, a_batch_with_many_keys_queues_each_key_in_order]
+);

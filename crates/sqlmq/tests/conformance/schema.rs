@@ -1,24 +1,16 @@
 //! Schema versioning: migrations are idempotent and safe to run concurrently, an un-migrated
 //! schema is reported, and an older build refuses a newer schema (SPEC §1.9, §5).
 
-mod common;
-
-use common::TestDb;
 use sqlmq::{Client, Error, Message, QueueConfig};
+use sqlmq_testkit::{TestBackend, TestDb, Value};
 use std::time::Duration;
 
-#[tokio::test]
-async fn an_older_build_refuses_a_newer_schema() {
-    let db = TestDb::new().await;
+pub(crate) async fn an_older_build_refuses_a_newer_schema<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let current = client.schema_version();
-    let pool = db.pool().await;
-    sqlx::query("INSERT INTO sqlmq_schema_migrations (version, description, applied_at) VALUES (?, 'from the future', UTC_TIMESTAMP(6))")
-        .bind(current + 1)
-        .execute(&pool)
-        .await
-        .unwrap();
-    match Client::connect(&db.url).await {
+    db.exec("INSERT INTO sqlmq_schema_migrations (version, description, applied_at) VALUES (?, 'from the future', '2026-01-01 00:00:00')", &[Value::from(current + 1)]).await;
+    match Client::<B>::open(&db.url).await {
         Err(Error::SchemaTooNew { found, supported }) => {
             assert_eq!((found, supported), (current + 1, current))
         }
@@ -32,10 +24,9 @@ async fn an_older_build_refuses_a_newer_schema() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn an_unmigrated_database_is_reported_until_migrate() {
-    let db = TestDb::new().await;
-    let client = Client::connect(&db.url).await.unwrap();
+pub(crate) async fn an_unmigrated_database_is_reported_until_migrate<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
+    let client = Client::<B>::open(&db.url).await.unwrap();
     assert_eq!(client.schema_version(), 0);
     match client.create_queue("q", QueueConfig::default()).await {
         Err(Error::SchemaOutdated { found: 0, required }) => assert!(required >= 1),
@@ -53,14 +44,13 @@ async fn an_unmigrated_database_is_reported_until_migrate() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_migrations_are_harmless() {
-    let db = TestDb::new().await;
+pub(crate) async fn concurrent_migrations_are_harmless<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let url = db.url.clone();
             tokio::spawn(async move {
-                Client::connect(&url)
+                Client::<B>::open(&url)
                     .await
                     .unwrap()
                     .migrate()
@@ -72,15 +62,18 @@ async fn concurrent_migrations_are_harmless() {
     for t in tasks {
         t.await.unwrap();
     }
-    let pool = db.pool().await;
-    let versions: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM sqlmq_schema_migrations ORDER BY version")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
+    let versions: Vec<i64> = db
+        .query(
+            "SELECT version FROM sqlmq_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .iter()
+        .map(|r| r[0].int())
+        .collect();
     let expected: Vec<i64> = (1..=versions.len() as i64).collect();
     assert_eq!(versions, expected, "each version recorded once");
-    let client = Client::connect(&db.url).await.unwrap();
+    let client = Client::<B>::open(&db.url).await.unwrap();
     client
         .create_queue("q", QueueConfig::default())
         .await
@@ -91,17 +84,16 @@ async fn concurrent_migrations_are_harmless() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn table_prefixes_keep_installations_apart() {
-    let db = TestDb::new().await;
+pub(crate) async fn table_prefixes_keep_installations_apart<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let a = Client::builder()
         .table_prefix("app_a_")
-        .connect(&db.url)
+        .open::<B>(&db.url)
         .await
         .unwrap();
     let b = Client::builder()
         .table_prefix("app_b_")
-        .connect(&db.url)
+        .open::<B>(&db.url)
         .await
         .unwrap();
     a.migrate().await.unwrap();
@@ -128,25 +120,23 @@ async fn table_prefixes_keep_installations_apart() {
             .len(),
         1
     );
-    let pool = db.pool().await;
-    let tables: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'app\\_b\\_%'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let tables = db
+        .tables()
+        .await
+        .iter()
+        .filter(|t| t.starts_with("app_b_"))
+        .count();
     assert!(tables >= 10, "app_b_ tables: {tables}");
     db.drop().await;
 }
 
 /// No table is named after a reserved word: with an empty prefix every table name is bare, and
 /// the whole schema, queues and topics with their groups, must still work.
-#[tokio::test]
-async fn an_empty_table_prefix_works_for_queues_and_topics() {
-    let db = TestDb::new().await;
+pub(crate) async fn an_empty_table_prefix_works_for_queues_and_topics<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = Client::builder()
         .table_prefix("")
-        .connect(&db.url)
+        .open::<B>(&db.url)
         .await
         .unwrap();
     client.migrate().await.unwrap();
@@ -175,14 +165,16 @@ async fn an_empty_table_prefix_works_for_queues_and_topics() {
     g.ack(again[0].receipt()).await.unwrap();
     assert_eq!(g.lag().await.unwrap().unconsumed, 0);
     assert!(t.trace(got[0].id).await.unwrap().is_some());
-    let pool = db.pool().await;
-    let bare: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() \
-         AND table_name IN ('queues', 'key_heads', 'consumer_groups', 'topic_log')",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let bare = db
+        .tables()
+        .await
+        .iter()
+        .filter(|t| ["queues", "key_heads", "consumer_groups", "topic_log"].contains(&t.as_str()))
+        .count();
     assert_eq!(bare, 4);
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [an_older_build_refuses_a_newer_schema, an_unmigrated_database_is_reported_until_migrate, concurrent_migrations_are_harmless, table_prefixes_keep_installations_apart, an_empty_table_prefix_works_for_queues_and_topics]
+);

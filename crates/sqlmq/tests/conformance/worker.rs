@@ -2,17 +2,15 @@
 //! job transaction, panics, timeouts, automatic lease extension, wakeups, graceful shutdown,
 //! and a stalled process that lost its claims.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TestDb, check_invariants, count, eventually};
 use sqlmq::{
     Backoff, Client, Delivery, Error, Job, JobContext, Message, Outcome, QueueConfig, Worker,
     WorkerReport,
 };
+use sqlmq_testkit::{TestBackend, TestDb, Value, check_invariants, eventually_async};
 use tokio_util::sync::CancellationToken;
 
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
@@ -32,16 +30,16 @@ fn task(n: u32, action: &str) -> Task {
     }
 }
 
-async fn setup(config: QueueConfig) -> (TestDb, Client, sqlmq::Queue) {
-    let db = TestDb::new().await;
+async fn setup<B: TestBackend>(config: QueueConfig) -> (TestDb<B>, Client<B>, sqlmq::Queue<B>) {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let q = client.create_queue("jobs", config).await.unwrap();
     (db, client, q)
 }
 
 /// Run a worker in the background; returns its stop token and handle.
-fn spawn(
-    builder: sqlmq::WorkerBuilder,
+fn spawn<B: TestBackend>(
+    builder: sqlmq::WorkerBuilder<B>,
 ) -> (
     CancellationToken,
     tokio::task::JoinHandle<sqlmq::Result<WorkerReport>>,
@@ -51,17 +49,12 @@ fn spawn(
     (token, handle)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn typed_jobs_and_every_outcome() {
+pub(crate) async fn typed_jobs_and_every_outcome<B: TestBackend>() {
     let config = QueueConfig::default()
         .max_attempts(3)
         .backoff(Backoff::Ladder(vec![Duration::from_millis(50)]));
     let (db, client, q) = setup(config).await;
-    let pool = db.pool().await;
-    sqlx::query("CREATE TABLE effects (n INT NOT NULL)")
-        .execute(&pool)
-        .await
-        .unwrap();
+    db.exec("CREATE TABLE effects (n INT NOT NULL)", &[]).await;
     for (n, action) in [
         (1, "done"),
         (2, "tx"),
@@ -80,17 +73,18 @@ async fn typed_jobs_and_every_outcome() {
     // Snoozes do not count as attempts (attempt() stays 1), so remember them here.
     let snoozes = Arc::new(AtomicUsize::new(0));
     let s = snoozes.clone();
-    let builder = Worker::builder(&client).queue("jobs", move |job: Task, ctx: JobContext| {
+    let builder = Worker::builder(&client).queue("jobs", move |job: Task, ctx: JobContext<B>| {
         let s = s.clone();
         async move {
             match job.action.as_str() {
                 "tx" => {
                     let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
-                    sqlx::query("INSERT INTO effects VALUES (?)")
-                        .bind(job.n)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    B::execute(
+                        &mut *tx,
+                        "INSERT INTO effects VALUES (?)",
+                        &[Value::from(job.n)],
+                    )
+                    .await;
                     tx.commit().await.map_err(|e| e.to_string())?;
                     Ok(Outcome::Done)
                 }
@@ -111,7 +105,7 @@ async fn typed_jobs_and_every_outcome() {
     });
     let (stop, run) =
         spawn(builder.poll_interval(Duration::from_millis(5), Duration::from_millis(20)));
-    eventually(Duration::from_secs(20), "every job settled", || async {
+    eventually_async(Duration::from_secs(20), "every job settled", || async {
         let s = q.stats().await.unwrap();
         (s.pending() == 0 && s.dead == 4).then_some(())
     })
@@ -127,10 +121,7 @@ async fn typed_jobs_and_every_outcome() {
         report.retried, 3,
         "fail-once once, always-fail twice: {report:?}"
     );
-    let effects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM effects")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
     assert_eq!(effects, 1);
     let dead = q.dead_letters(10).await.unwrap();
     let reasons: Vec<String> = dead
@@ -158,19 +149,20 @@ async fn typed_jobs_and_every_outcome() {
         client.processes().await.unwrap().is_empty(),
         "the worker deregistered"
     );
-    check_invariants(&pool).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text() {
+pub(crate) async fn a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text<
+    B: TestBackend,
+>() {
     let config = QueueConfig::default()
         .max_attempts(3)
         .backoff(Backoff::Ladder(vec![Duration::ZERO]));
     let (db, client, q) = setup(config).await;
     q.enqueue(&task(1, "panic")).await.unwrap();
     let builder =
-        Worker::builder(&client).queue("jobs", |job: Task, _ctx: JobContext| async move {
+        Worker::builder(&client).queue("jobs", |job: Task, _ctx: JobContext<B>| async move {
             if job.action == "panic" {
                 panic!("handler exploded on {}", job.n);
             }
@@ -178,7 +170,7 @@ async fn a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text()
         });
     let (stop, run) =
         spawn(builder.poll_interval(Duration::from_millis(5), Duration::from_millis(20)));
-    let dead = eventually(Duration::from_secs(20), "dead letter", || async {
+    let dead = eventually_async(Duration::from_secs(20), "dead letter", || async {
         q.dead_letters(1).await.unwrap().pop()
     })
     .await;
@@ -191,13 +183,12 @@ async fn a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text()
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_handler_longer_than_its_lease_keeps_its_message() {
+pub(crate) async fn a_handler_longer_than_its_lease_keeps_its_message<B: TestBackend>() {
     let (db, client, q) = setup(QueueConfig::default()).await;
     q.enqueue(&task(1, "slow")).await.unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let make = |runs: Arc<AtomicUsize>| {
-        move |_job: Task, _ctx: JobContext| {
+        move |_job: Task, _ctx: JobContext<B>| {
             let runs = runs.clone();
             async move {
                 runs.fetch_add(1, Ordering::Relaxed);
@@ -207,9 +198,9 @@ async fn a_handler_longer_than_its_lease_keeps_its_message() {
         }
     };
     // Two workers side by side (two clients: two processes as far as sqlmq knows), 1 s leases.
-    let other = Client::connect(&db.url).await.unwrap();
+    let other = Client::<B>::open(&db.url).await.unwrap();
     let lease = Duration::from_secs(1);
-    let fast = |b: sqlmq::WorkerBuilder| {
+    let fast = |b: sqlmq::WorkerBuilder<B>| {
         b.lease(lease)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
     };
@@ -219,7 +210,7 @@ async fn a_handler_longer_than_its_lease_keeps_its_message() {
     let (stop_b, run_b) = spawn(fast(
         Worker::builder(&other).queue("jobs", make(runs.clone())),
     ));
-    eventually(Duration::from_secs(15), "the slow job done", || async {
+    eventually_async(Duration::from_secs(15), "the slow job done", || async {
         (q.stats().await.unwrap().pending() == 0).then_some(())
     })
     .await;
@@ -236,20 +227,19 @@ async fn a_handler_longer_than_its_lease_keeps_its_message() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_handler_past_its_timeout_is_stopped_and_retried() {
+pub(crate) async fn a_handler_past_its_timeout_is_stopped_and_retried<B: TestBackend>() {
     let config = QueueConfig::default().max_attempts(1);
     let (db, client, q) = setup(config).await;
     q.enqueue(&task(1, "hang")).await.unwrap();
     let builder = Worker::builder(&client)
-        .queue("jobs", |_: Task, _ctx: JobContext| async {
+        .queue("jobs", |_: Task, _ctx: JobContext<B>| async {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Ok::<_, String>(Outcome::Done)
         })
         .timeout(Duration::from_millis(300))
         .poll_interval(Duration::from_millis(5), Duration::from_millis(20));
     let (stop, run) = spawn(builder);
-    let dead = eventually(Duration::from_secs(10), "timed-out job dead", || async {
+    let dead = eventually_async(Duration::from_secs(10), "timed-out job dead", || async {
         q.dead_letters(1).await.unwrap().pop()
     })
     .await;
@@ -259,14 +249,15 @@ async fn a_handler_past_its_timeout_is_stopped_and_retried() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling() {
+pub(crate) async fn an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling<
+    B: TestBackend,
+>() {
     let (db, client, _q) = setup(QueueConfig::default()).await;
     let ceiling = Duration::from_millis(300);
     let started = Arc::new(std::sync::Mutex::new(None::<Instant>));
     let s = started.clone();
     let builder = Worker::builder(&client)
-        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext| {
+        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext<B>| {
             let s = s.clone();
             async move {
                 s.lock().unwrap().get_or_insert_with(Instant::now);
@@ -277,11 +268,11 @@ async fn an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_
     let (stop, run) = spawn(builder);
     // Idle long enough for the poll delay to reach its ceiling.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let producer = Client::connect(&db.url).await.unwrap(); // another client: no in-process wakeup
+    let producer = Client::<B>::open(&db.url).await.unwrap(); // another client: no in-process wakeup
     let q = producer.queue("jobs").await.unwrap();
     let sent_at = Instant::now();
     q.send(Message::new("wake up")).await.unwrap();
-    let handled_at = eventually(Duration::from_secs(5), "handler start", || async {
+    let handled_at = eventually_async(Duration::from_secs(5), "handler start", || async {
         *started.lock().unwrap()
     })
     .await;
@@ -296,13 +287,12 @@ async fn an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_send_through_the_same_client_wakes_the_worker_at_once() {
+pub(crate) async fn a_send_through_the_same_client_wakes_the_worker_at_once<B: TestBackend>() {
     let (db, client, q) = setup(QueueConfig::default()).await;
     let started = Arc::new(std::sync::Mutex::new(None::<Instant>));
     let s = started.clone();
     let builder = Worker::builder(&client)
-        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext| {
+        .queue_raw("jobs", move |_d: Delivery, _ctx: JobContext<B>| {
             let s = s.clone();
             async move {
                 s.lock().unwrap().get_or_insert_with(Instant::now);
@@ -315,7 +305,7 @@ async fn a_send_through_the_same_client_wakes_the_worker_at_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent_at = Instant::now();
     q.send(Message::new("local")).await.unwrap();
-    let handled_at = eventually(Duration::from_secs(4), "handler start", || async {
+    let handled_at = eventually_async(Duration::from_secs(4), "handler start", || async {
         *started.lock().unwrap()
     })
     .await;
@@ -329,15 +319,16 @@ async fn a_send_through_the_same_client_wakes_the_worker_at_once() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released() {
+pub(crate) async fn at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released<
+    B: TestBackend,
+>() {
     let (db, client, q) = setup(QueueConfig::default()).await;
     for n in 0..4 {
         let action = if n < 2 { "quick" } else { "stuck" };
         q.enqueue(&task(n, action)).await.unwrap();
     }
     let builder = Worker::builder(&client)
-        .queue("jobs", |job: Task, _ctx: JobContext| async move {
+        .queue("jobs", |job: Task, _ctx: JobContext<B>| async move {
             let wait = if job.action == "quick" { 500 } else { 60_000 };
             tokio::time::sleep(Duration::from_millis(wait)).await;
             Ok::<_, String>(Outcome::Done)
@@ -345,7 +336,7 @@ async fn at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released() {
         .shutdown_grace(Duration::from_millis(1500))
         .poll_interval(Duration::from_millis(5), Duration::from_millis(20));
     let (stop, run) = spawn(builder);
-    eventually(Duration::from_secs(5), "all four claimed", || async {
+    eventually_async(Duration::from_secs(5), "all four claimed", || async {
         (q.stats().await.unwrap().in_flight == 4).then_some(())
     })
     .await;
@@ -366,14 +357,12 @@ async fn at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released() {
     );
     let again = q.receive(10, Duration::from_secs(5)).await.unwrap();
     assert!(again.iter().all(|d| d.attempt == 2));
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
+pub(crate) async fn a_stalled_process_whose_claims_were_released_cannot_ack<B: TestBackend>() {
     let (db, client, q) = setup(QueueConfig::default()).await;
-    let pool = db.pool().await;
     for n in 0..3 {
         q.enqueue(&task(n, "slow")).await.unwrap();
     }
@@ -382,7 +371,7 @@ async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
     let h = a_handled.clone();
     let (stop_a, run_a) = spawn(
         Worker::builder(&client)
-            .queue("jobs", move |_: Task, _ctx: JobContext| {
+            .queue("jobs", move |_: Task, _ctx: JobContext<B>| {
                 let h = h.clone();
                 async move {
                     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -396,23 +385,19 @@ async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
             .concurrency(3)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20)),
     );
-    eventually(Duration::from_secs(5), "A holds all three", || async {
+    eventually_async(Duration::from_secs(5), "A holds all three", || async {
         (q.stats().await.unwrap().in_flight == 3).then_some(())
     })
     .await;
     // A stalls: to its peers its heartbeat deadline has passed.
-    sqlx::query("UPDATE sqlmq_processes SET expires_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 1 SECOND) WHERE id = ?")
-        .bind(client.owner_id().as_bytes())
-        .execute(&pool)
-        .await
-        .unwrap();
+    db.exec("UPDATE sqlmq_processes SET expires_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 1 SECOND) WHERE id = ?", &[Value::from(client.owner_id().as_bytes())]).await;
     // Process B (another client) notices and takes over.
-    let other = Client::connect(&db.url).await.unwrap();
+    let other = Client::<B>::open(&db.url).await.unwrap();
     let b_handled = Arc::new(AtomicUsize::new(0));
     let h = b_handled.clone();
     let (stop_b, run_b) = spawn(
         Worker::builder(&other)
-            .queue("jobs", move |_: Task, _ctx: JobContext| {
+            .queue("jobs", move |_: Task, _ctx: JobContext<B>| {
                 let h = h.clone();
                 async move {
                     h.fetch_add(1, Ordering::Relaxed);
@@ -422,12 +407,12 @@ async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
             .heartbeat_interval(Duration::from_millis(100))
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20)),
     );
-    eventually(Duration::from_secs(10), "B handled all three", || async {
+    eventually_async(Duration::from_secs(10), "B handled all three", || async {
         (b_handled.load(Ordering::Relaxed) == 3).then_some(())
     })
     .await;
     // A's handlers finish after the takeover: their acks are refused.
-    eventually(Duration::from_secs(10), "A finished", || async {
+    eventually_async(Duration::from_secs(10), "A finished", || async {
         (a_handled.load(Ordering::Relaxed) == 3).then_some(())
     })
     .await;
@@ -438,14 +423,13 @@ async fn a_stalled_process_whose_claims_were_released_cannot_ack() {
     assert_eq!(b.acked, 3, "{b:?}");
     let dead = q.dead_letters(10).await.unwrap();
     assert!(dead.is_empty());
-    assert_eq!(count(&pool, "messages").await, 0);
+    assert_eq!(db.count("messages").await, 0);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn bad_worker_settings_and_unknown_queues_are_rejected() {
+pub(crate) async fn bad_worker_settings_and_unknown_queues_are_rejected<B: TestBackend>() {
     let (db, client, _q) = setup(QueueConfig::default()).await;
-    let noop = |_: Task, _ctx: JobContext| async { Ok::<_, String>(Outcome::Done) };
+    let noop = |_: Task, _ctx: JobContext<B>| async { Ok::<_, String>(Outcome::Done) };
     let cases = [
         Worker::builder(&client),
         Worker::builder(&client)
@@ -481,13 +465,12 @@ async fn bad_worker_settings_and_unknown_queues_are_rejected() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages() {
+pub(crate) async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages<B: TestBackend>() {
     let (db, client, q) = setup(QueueConfig::default()).await;
     let batch: Vec<Message> = (0..25).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
-    let noop = |_d: Delivery, _ctx: JobContext| async { Ok::<_, String>(Outcome::Done) };
-    let fast = |b: sqlmq::WorkerBuilder| {
+    let noop = |_d: Delivery, _ctx: JobContext<B>| async { Ok::<_, String>(Outcome::Done) };
+    let fast = |b: sqlmq::WorkerBuilder<B>| {
         b.concurrency(4)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
     };
@@ -521,3 +504,7 @@ async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages() {
     assert_eq!(q.stats().await.unwrap().pending(), 0);
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [typed_jobs_and_every_outcome, a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text, a_handler_longer_than_its_lease_keeps_its_message, a_handler_past_its_timeout_is_stopped_and_retried, an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling, a_send_through_the_same_client_wakes_the_worker_at_once, at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released, a_stalled_process_whose_claims_were_released_cannot_ack, bad_worker_settings_and_unknown_queues_are_rejected, a_worker_can_stop_when_drained_or_after_a_number_of_messages]
+);

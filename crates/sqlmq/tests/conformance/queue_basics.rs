@@ -1,18 +1,15 @@
 //! The queue lifecycle against a real server: send, receive, ack, nack, retries, dead letters,
 //! redrive, delays, priorities, pause, cancel, purge, idempotency.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{check_invariants, count, eventually, queue};
 use sqlmq::{Backoff, Error, Message, NackOutcome, QueueConfig};
+use sqlmq_testkit::{TestBackend, check_invariants, eventually_async, queue};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-#[tokio::test]
-async fn send_receive_ack() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn send_receive_ack<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let sent = q
         .send(Message::new("hello").header("k", "v"))
         .await
@@ -33,9 +30,8 @@ async fn send_receive_ack() {
     );
 
     q.ack(d.receipt()).await.unwrap();
-    let pool = db.pool().await;
-    assert_eq!(count(&pool, "messages").await, 0);
-    assert_eq!(count(&pool, "leases").await, 0);
+    assert_eq!(db.count("messages").await, 0);
+    assert_eq!(db.count("leases").await, 0);
     // acking twice: the lease is gone
     assert!(matches!(
         q.ack(d.receipt()).await,
@@ -44,9 +40,8 @@ async fn send_receive_ack() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn priorities_then_fifo() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn priorities_then_fifo<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let batch = vec![
         Message::new("low-1").priority(5),
         Message::new("high-1").priority(-5),
@@ -66,15 +61,16 @@ async fn priorities_then_fifo() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn nack_retries_then_dead_letters_with_history_and_redrive_brings_back() {
+pub(crate) async fn nack_retries_then_dead_letters_with_history_and_redrive_brings_back<
+    B: TestBackend,
+>() {
     let config = QueueConfig::default()
         .max_attempts(3)
         .backoff(Backoff::Ladder(vec![Duration::ZERO]));
-    let (db, _client, q) = queue(config).await;
+    let (db, _client, q) = queue::<B>(config).await;
     let id = q.send(Message::new("poison")).await.unwrap().id;
     for attempt in 1..=3u32 {
-        let d = eventually(Duration::from_secs(5), "redelivery", || async {
+        let d = eventually_async(Duration::from_secs(5), "redelivery", || async {
             q.receive(1, LEASE).await.unwrap().pop()
         })
         .await;
@@ -111,19 +107,18 @@ async fn nack_retries_then_dead_letters_with_history_and_redrive_brings_back() {
     assert_eq!((d.id, d.attempt), (id, 1), "attempts start over");
     assert_eq!(d.token, 4, "tokens keep growing across a redrive");
     q.ack(d.receipt()).await.unwrap();
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn backoff_delays_the_retry() {
+pub(crate) async fn backoff_delays_the_retry<B: TestBackend>() {
     let config = QueueConfig::default().backoff(Backoff::Ladder(vec![Duration::from_millis(800)]));
-    let (db, _client, q) = queue(config).await;
+    let (db, _client, q) = queue::<B>(config).await;
     q.send(Message::new("x")).await.unwrap();
     let d = q.receive(1, LEASE).await.unwrap().pop().unwrap();
     let nacked_at = Instant::now();
     q.nack(d.receipt(), None, "later").await.unwrap();
-    let again = eventually(Duration::from_secs(10), "retry", || async {
+    let again = eventually_async(Duration::from_secs(10), "retry", || async {
         q.receive(1, LEASE).await.unwrap().pop()
     })
     .await;
@@ -136,9 +131,8 @@ async fn backoff_delays_the_retry() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn delayed_messages_are_not_delivered_early() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn delayed_messages_are_not_delivered_early<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let delay = Duration::from_millis(1500);
     let sent_at = Instant::now();
     q.send(Message::new("later").delay(delay)).await.unwrap();
@@ -146,7 +140,7 @@ async fn delayed_messages_are_not_delivered_early() {
     let first = q.receive(10, LEASE).await.unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].body, b"now");
-    let later = eventually(Duration::from_secs(10), "the delayed message", || async {
+    let later = eventually_async(Duration::from_secs(10), "the delayed message", || async {
         let got = q.receive(10, LEASE).await.unwrap();
         // Every check before the delay has passed must come back empty.
         if sent_at.elapsed() < delay {
@@ -160,9 +154,8 @@ async fn delayed_messages_are_not_delivered_early() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn stale_tokens_are_rejected_and_change_nothing() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn stale_tokens_are_rejected_and_change_nothing<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
     let first = q
         .receive(1, Duration::from_millis(200))
@@ -171,7 +164,7 @@ async fn stale_tokens_are_rejected_and_change_nothing() {
         .pop()
         .unwrap();
     // let the lease run out and someone else take it
-    let second = eventually(Duration::from_secs(5), "re-claim after expiry", || async {
+    let second = eventually_async(Duration::from_secs(5), "re-claim after expiry", || async {
         q.receive(1, LEASE).await.unwrap().pop()
     })
     .await;
@@ -195,9 +188,8 @@ async fn stale_tokens_are_rejected_and_change_nothing() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn an_expired_lease_cannot_be_acked_even_before_it_is_released() {
-    let (db, client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn an_expired_lease_cannot_be_acked_even_before_it_is_released<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
     let d = q
         .receive(1, Duration::from_millis(100))
@@ -207,7 +199,7 @@ async fn an_expired_lease_cannot_be_acked_even_before_it_is_released() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // no receive ran, so no sweep released it: the row is still there, but expired
-    assert_eq!(count(&db.pool().await, "leases").await, 1);
+    assert_eq!(db.count("leases").await, 1);
     assert!(matches!(
         q.ack(d.receipt()).await,
         Err(Error::LeaseLost { .. })
@@ -216,9 +208,8 @@ async fn an_expired_lease_cannot_be_acked_even_before_it_is_released() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn extend_keeps_the_message() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn extend_keeps_the_message<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
     let d = q
         .receive(1, Duration::from_millis(300))
@@ -237,16 +228,15 @@ async fn extend_keeps_the_message() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn lease_expiry_on_the_last_attempt_dead_letters() {
-    let (db, _client, q) = queue(QueueConfig::default().max_attempts(1)).await;
+pub(crate) async fn lease_expiry_on_the_last_attempt_dead_letters<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_attempts(1)).await;
     q.send(Message::new("x")).await.unwrap();
     q.receive(1, Duration::from_millis(50))
         .await
         .unwrap()
         .pop()
         .unwrap();
-    let dead = eventually(Duration::from_secs(5), "dead letter", || async {
+    let dead = eventually_async(Duration::from_secs(5), "dead letter", || async {
         q.maintain().await.unwrap();
         q.dead_letters(10).await.unwrap().pop()
     })
@@ -255,9 +245,8 @@ async fn lease_expiry_on_the_last_attempt_dead_letters() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn pause_stops_delivery_at_once_and_resume_restarts_it() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn pause_stops_delivery_at_once_and_resume_restarts_it<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
     q.pause().await.unwrap();
     assert!(q.receive(1, LEASE).await.unwrap().is_empty());
@@ -268,9 +257,8 @@ async fn pause_stops_delivery_at_once_and_resume_restarts_it() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn cancel_waiting_but_not_in_flight() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn cancel_waiting_but_not_in_flight<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let a = q.send(Message::new("a")).await.unwrap().id;
     let b = q
         .send(Message::new("b").delay(Duration::from_secs(60)))
@@ -285,13 +273,12 @@ async fn cancel_waiting_but_not_in_flight() {
     assert_eq!(d[0].id, c);
     assert!(matches!(q.cancel(c).await, Err(Error::MessageInFlight(_))));
     assert!(matches!(q.cancel(a).await, Err(Error::MessageNotFound(_))));
-    check_invariants(&db.pool().await).await;
+    check_invariants(&db).await;
     db.drop().await;
 }
 
-#[tokio::test]
-async fn purge_removes_everything_but_dead_letters() {
-    let (db, _client, q) = queue(QueueConfig::default().max_attempts(1)).await;
+pub(crate) async fn purge_removes_everything_but_dead_letters<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_attempts(1)).await;
     let batch = (0..2500).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
     q.send(Message::new("delayed").delay(Duration::from_secs(60)))
@@ -315,17 +302,15 @@ async fn purge_removes_everything_but_dead_letters() {
         q.ack(held[1].receipt()).await,
         Err(Error::LeaseLost { .. })
     ));
-    let pool = db.pool().await;
-    assert_eq!(count(&pool, "key_heads").await, 0);
-    check_invariants(&pool).await;
+    assert_eq!(db.count("key_heads").await, 0);
+    check_invariants(&db).await;
     assert_eq!(q.purge_dead_letters().await.unwrap(), 1);
-    assert_eq!(count(&pool, "messages").await, 0);
+    assert_eq!(db.count("messages").await, 0);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn idempotent_send_returns_the_original() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn idempotent_send_returns_the_original<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let first = q
         .send(Message::new("charge").idempotency_key("order-1"))
         .await
@@ -362,10 +347,9 @@ async fn idempotent_send_returns_the_original() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn idempotency_keys_expire_with_their_window() {
+pub(crate) async fn idempotency_keys_expire_with_their_window<B: TestBackend>() {
     let (db, _client, q) =
-        queue(QueueConfig::default().dedup_window(Duration::from_millis(200))).await;
+        queue::<B>(QueueConfig::default().dedup_window(Duration::from_millis(200))).await;
     let first = q
         .send(Message::new("a").idempotency_key("k"))
         .await
@@ -380,9 +364,8 @@ async fn idempotency_keys_expire_with_their_window() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn concurrent_senders_of_one_key_store_one_message() {
-    let (db, _client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn concurrent_senders_of_one_key_store_one_message<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let q = q.clone();
@@ -399,6 +382,10 @@ async fn concurrent_senders_of_one_key_store_one_message() {
     }
     assert_eq!(ids.iter().filter(|s| !s.duplicate).count(), 1);
     assert!(ids.iter().all(|s| s.id == ids[0].id));
-    assert_eq!(count(&db.pool().await, "messages").await, 1);
+    assert_eq!(db.count("messages").await, 1);
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message]
+);

@@ -1,11 +1,9 @@
-//! SPEC §1.1 (durable): a message whose send returned Ok survives a `kill -9` of the database
+//! Durable (guarantee 1): a message whose send returned Ok survives a `kill -9` of the database
 //! server and its restart, and so does an ack that returned Ok.
 //!
 //! The test starts a private `mariadbd` on its own port and data directory (never the shared
 //! server), writes to it from producers and a consumer, kills it with SIGKILL mid-traffic,
 //! restarts it on the same data directory and checks every acknowledged write.
-
-mod common;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::check_invariants;
 use sqlmq::{Client, Message, MessageId, QueueConfig};
+use sqlmq_testkit::check_invariants_at;
 use sqlx::Connection;
 
 const MARIADBD: &str = "/usr/sbin/mariadbd";
@@ -250,7 +248,7 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
         "{} acked messages came back",
         resurrected.len()
     );
-    check_invariants(&pool).await;
+    check_invariants_at::<sqlx::MySql>(&server.url("app")).await;
 
     // Everything left is deliverable; messages in flight at the crash once their leases end.
     let q = client.queue("q").await.unwrap();

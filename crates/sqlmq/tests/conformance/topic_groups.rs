@@ -1,19 +1,17 @@
 //! Consumer groups: cluster and broadcast delivery, late committers, reset, replay, the retry
 //! ladder and dead letters, strict order, trace and lag.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
-use common::{TestDb, eventually};
 use sqlmq::{
     Client, Group, GroupConfig, MessageId, NackOutcome, Record, StartAt, Topic, TopicConfig,
     TraceState,
 };
+use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-async fn topic(client: &Client, partitions: u32) -> Topic {
+async fn topic<B: TestBackend>(client: &Client<B>, partitions: u32) -> Topic<B> {
     client
         .create_topic("t", TopicConfig::default().partitions(partitions))
         .await
@@ -21,7 +19,7 @@ async fn topic(client: &Client, partitions: u32) -> Topic {
 }
 
 /// Receive and ack everything there is now (records sequenced), as (partition, offset, body).
-async fn drain(g: &Group) -> Vec<(u32, i64, String)> {
+async fn drain<B: TestBackend>(g: &Group<B>) -> Vec<(u32, i64, String)> {
     let mut out = Vec::new();
     loop {
         let batch = g.receive(100, LEASE).await.unwrap();
@@ -40,7 +38,7 @@ async fn drain(g: &Group) -> Vec<(u32, i64, String)> {
     }
 }
 
-async fn publish_n(t: &Topic, range: std::ops::Range<usize>) {
+async fn publish_n<B: TestBackend>(t: &Topic<B>, range: std::ops::Range<usize>) {
     let batch = range.map(|i| Record::new(format!("m{i}"))).collect();
     t.publish_batch(batch).await.unwrap();
     t.sequence().await.unwrap();
@@ -52,9 +50,10 @@ fn bodies(v: &[(u32, i64, String)]) -> Vec<String> {
     b
 }
 
-#[tokio::test]
-async fn a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset_order() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset_order<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 1).await;
     let group = t
@@ -100,7 +99,7 @@ async fn a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset
     t.publish_in(&mut b, Record::new("B")).await.unwrap();
     b.commit().await.unwrap();
     // B is delivered while A is still open.
-    eventually(Duration::from_secs(10), "B consumed", || async {
+    eventually_async(Duration::from_secs(10), "B consumed", || async {
         (group.lag().await.unwrap().unconsumed == 0
             && t.stats(Duration::from_secs(60)).await.unwrap().total == 1)
             .then_some(())
@@ -108,7 +107,7 @@ async fn a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     a.commit().await.unwrap();
-    eventually(Duration::from_secs(10), "A consumed", || async {
+    eventually_async(Duration::from_secs(10), "A consumed", || async {
         (t.stats(Duration::from_secs(60)).await.unwrap().total == 2
             && group.lag().await.unwrap().unconsumed == 0)
             .then_some(())
@@ -122,9 +121,10 @@ async fn a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset
     db.drop().await;
 }
 
-#[tokio::test]
-async fn two_groups_each_get_everything_and_a_latest_group_nothing_older() {
-    let db = TestDb::new().await;
+pub(crate) async fn two_groups_each_get_everything_and_a_latest_group_nothing_older<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 3).await;
     let g1 = t
@@ -165,9 +165,10 @@ async fn two_groups_each_get_everything_and_a_latest_group_nothing_older() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn reset_to_a_time_redelivers_from_there_and_replay_redelivers_exactly_a_range() {
-    let db = TestDb::new().await;
+pub(crate) async fn reset_to_a_time_redelivers_from_there_and_replay_redelivers_exactly_a_range<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 2).await;
     let g = t
@@ -223,9 +224,8 @@ async fn reset_to_a_time_redelivers_from_there_and_replay_redelivers_exactly_a_r
 
 /// The ladder with a controllable clock: each failure's retry is due exactly one ladder step
 /// after it (read from the retry and the failure event), and `retry_now` moves the clock.
-#[tokio::test]
-async fn failures_climb_the_ladder_then_dead_letter_and_redrive() {
-    let db = TestDb::new().await;
+pub(crate) async fn failures_climb_the_ladder_then_dead_letter_and_redrive<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 1).await;
     let g = t
@@ -319,9 +319,10 @@ async fn failures_climb_the_ladder_then_dead_letter_and_redrive() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn a_slow_record_does_not_hold_up_its_partition_unless_order_is_strict() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_slow_record_does_not_hold_up_its_partition_unless_order_is_strict<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 1).await;
     let g = t
@@ -361,9 +362,8 @@ async fn a_slow_record_does_not_hold_up_its_partition_unless_order_is_strict() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn lag_and_trace_report_what_happened() {
-    let db = TestDb::new().await;
+pub(crate) async fn lag_and_trace_report_what_happened<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 1).await;
     let g = t
@@ -477,9 +477,10 @@ async fn lag_and_trace_report_what_happened() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn retention_keeps_unconsumed_records_and_works_in_small_transactions() {
-    let db = TestDb::new().await;
+pub(crate) async fn retention_keeps_unconsumed_records_and_works_in_small_transactions<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let config = TopicConfig::default()
         .retention_bytes(10_000)
@@ -550,9 +551,8 @@ async fn retention_keeps_unconsumed_records_and_works_in_small_transactions() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn broadcast_members_resume_from_their_checkpoint() {
-    let db = TestDb::new().await;
+pub(crate) async fn broadcast_members_resume_from_their_checkpoint<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = topic(&client, 2).await;
     let b = t
@@ -584,3 +584,7 @@ async fn broadcast_members_resume_from_their_checkpoint() {
     ));
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [a_late_committer_reaches_a_running_group_and_broadcast_reader_in_offset_order, two_groups_each_get_everything_and_a_latest_group_nothing_older, reset_to_a_time_redelivers_from_there_and_replay_redelivers_exactly_a_range, failures_climb_the_ladder_then_dead_letter_and_redrive, a_slow_record_does_not_hold_up_its_partition_unless_order_is_strict, lag_and_trace_report_what_happened, retention_keeps_unconsumed_records_and_works_in_small_transactions, broadcast_members_resume_from_their_checkpoint]
+);

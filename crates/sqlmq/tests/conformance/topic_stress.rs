@@ -5,15 +5,13 @@
 //! order per partition, and at least once by the group; nothing rolled back is ever seen;
 //! offsets are dense per partition.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestDb, eventually};
 use rand::{RngExt, SeedableRng};
 use sqlmq::{CancellationToken, GroupConfig, Record, StartAt, TopicConfig};
+use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
 const PRODUCERS: usize = 8;
 const TRANSACTIONS: usize = 40;
@@ -24,9 +22,10 @@ const LEASE: Duration = Duration::from_secs(30);
 /// What one consumer saw: (partition, offset, body), in the order it saw them.
 type Seen = Arc<Mutex<Vec<(u32, i64, String)>>>;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing() {
-    let db = TestDb::new().await;
+pub(crate) async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let seed: u64 = rand::random();
     println!("seed {seed}");
@@ -153,7 +152,7 @@ async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing() {
             .map(|(_, _, b)| b.clone())
             .collect::<BTreeSet<_>>()
     };
-    eventually(
+    eventually_async(
         Duration::from_secs(60),
         "every consumer caught up",
         || async {
@@ -165,7 +164,7 @@ async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing() {
         },
     )
     .await;
-    eventually(Duration::from_secs(30), "the group settled", || async {
+    eventually_async(Duration::from_secs(30), "the group settled", || async {
         let settled = group.lag().await.unwrap().unconsumed == 0
             && group.retries(1).await.unwrap().is_empty();
         settled.then_some(())
@@ -232,3 +231,7 @@ async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing() {
     }
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [random_commit_delays_and_rollbacks_lose_skip_and_invent_nothing]
+);

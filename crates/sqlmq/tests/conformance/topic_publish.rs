@@ -1,33 +1,29 @@
 //! Publishing and sequencing: atomic batches, idempotent ids, dense offsets in commit order.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestDb, eventually};
 use sqlmq::{Record, TopicConfig};
-use sqlx::Row;
+use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
 /// (partition, offset, body) of every logged record, in partition/offset order.
-async fn log(pool: &sqlx::MySqlPool) -> Vec<(i32, i64, String)> {
-    sqlx::query("SELECT partition_no, msg_offset, body FROM sqlmq_topic_log ORDER BY partition_no, msg_offset")
-        .fetch_all(pool)
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), String::from_utf8(r.get(2)).unwrap()))
-        .collect()
+async fn log<B: TestBackend>(db: &TestDb<B>) -> Vec<(i32, i64, String)> {
+    db.query(
+        "SELECT partition_no, msg_offset, body FROM sqlmq_topic_log ORDER BY partition_no, msg_offset",
+        &[],
+    )
+    .await
+    .iter()
+    .map(|r| (r[0].int() as i32, r[1].int(), r[2].text()))
+    .collect()
 }
 
-#[tokio::test]
-async fn published_records_get_dense_offsets_per_partition() {
-    let db = TestDb::new().await;
+pub(crate) async fn published_records_get_dense_offsets_per_partition<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = client
         .create_topic("t", TopicConfig::default().partitions(3))
         .await
         .unwrap();
-    let pool = db.pool().await;
     for i in 0..30 {
         t.publish(Record::new(format!("{i}")).key(format!("k{}", i % 5)))
             .await
@@ -37,8 +33,8 @@ async fn published_records_get_dense_offsets_per_partition() {
         .map(|i| Record::new(format!("{i}")).partition(i % 3))
         .collect();
     t.publish_batch(batch).await.unwrap();
-    let logged = eventually(Duration::from_secs(10), "all 60 sequenced", || async {
-        let l = log(&pool).await;
+    let logged = eventually_async(Duration::from_secs(10), "all 60 sequenced", || async {
+        let l = log(&db).await;
         (l.len() == 60).then_some(l)
     })
     .await;
@@ -56,17 +52,13 @@ async fn published_records_get_dense_offsets_per_partition() {
         k0.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1),
         "{k0:?}"
     );
-    let pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sqlmq_topic_pending")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let pending: i64 = db.scalar("SELECT COUNT(*) FROM sqlmq_topic_pending").await;
     assert_eq!(pending, 0);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn publishing_an_id_twice_is_a_no_op() {
-    let db = TestDb::new().await;
+pub(crate) async fn publishing_an_id_twice_is_a_no_op<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = client
         .create_topic("t", TopicConfig::default())
@@ -85,19 +77,19 @@ async fn publishing_an_id_twice_is_a_no_op() {
         .unwrap();
     assert!(batch[0].duplicate && !batch[1].duplicate);
     t.sequence().await.unwrap();
-    assert_eq!(log(&db.pool().await).await.len(), 2);
+    assert_eq!(log(&db).await.len(), 2);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appear() {
-    let db = TestDb::new().await;
+pub(crate) async fn a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appear<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let t = client
         .create_topic("t", TopicConfig::default())
         .await
         .unwrap();
-    let pool = db.pool().await;
     let mut a = client.pool().begin().await.unwrap();
     t.publish_in(&mut a, Record::new("A, inserted first"))
         .await
@@ -113,14 +105,14 @@ async fn a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appe
     b.commit().await.unwrap();
     t.sequence().await.unwrap(); // A is still uncommitted: skipped, not waited for
     assert_eq!(
-        log(&pool).await,
+        log(&db).await,
         vec![(0, 0, "B, committed first".to_owned())]
     );
     a.commit().await.unwrap();
     rolled.rollback().await.unwrap();
     t.sequence().await.unwrap();
     assert_eq!(
-        log(&pool).await,
+        log(&db).await,
         vec![
             (0, 0, "B, committed first".to_owned()),
             (0, 1, "A, inserted first".to_owned())
@@ -129,11 +121,11 @@ async fn a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appe
     db.drop().await;
 }
 
-#[tokio::test]
-async fn partitions_report_their_ranges_and_delete_topic_removes_everything() {
-    let db = TestDb::new().await;
+pub(crate) async fn partitions_report_their_ranges_and_delete_topic_removes_everything<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
-    let pool = db.pool().await;
     let t = client
         .create_topic("gone", TopicConfig::default().partitions(3))
         .await
@@ -157,7 +149,7 @@ async fn partitions_report_their_ranges_and_delete_topic_removes_everything() {
     let got = g.receive(10, Duration::from_secs(30)).await.unwrap();
     g.nack(got[0].receipt(), None, "later").await.unwrap();
     // One more still waiting for its offset.
-    let mut tx = pool.begin().await.unwrap();
+    let mut tx = client.pool().begin().await.unwrap();
     t.publish_in(&mut tx, Record::new("pending")).await.unwrap();
     tx.commit().await.unwrap();
 
@@ -177,7 +169,7 @@ async fn partitions_report_their_ranges_and_delete_topic_removes_everything() {
         "group_retries",
         "group_history",
     ] {
-        assert_eq!(common::count(&pool, table).await, 0, "{table} after delete");
+        assert_eq!(db.count(table).await, 0, "{table} after delete");
     }
     assert!(matches!(
         client.delete_topic("gone").await,
@@ -191,3 +183,7 @@ async fn partitions_report_their_ranges_and_delete_topic_removes_everything() {
     assert_eq!(again.partitions().await.unwrap()[0].end, 0);
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [published_records_get_dense_offsets_per_partition, publishing_an_id_twice_is_a_no_op, a_late_committer_gets_a_later_offset_and_rolled_back_records_never_appear, partitions_report_their_ranges_and_delete_topic_removes_everything]
+);

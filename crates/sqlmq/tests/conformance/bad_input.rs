@@ -1,11 +1,9 @@
 //! SPEC §1.9 (bad input): clear typed errors, and nothing half-written.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{TestDb, count, queue};
 use sqlmq::{Backoff, Client, Error, Message, MessageId, QueueConfig, Receipt};
+use sqlmq_testkit::{TestBackend, TestDb, queue};
 
 /// Every table that a rejected call must leave untouched.
 const TABLES: [&str; 8] = [
@@ -19,16 +17,14 @@ const TABLES: [&str; 8] = [
     "blocked",
 ];
 
-async fn assert_nothing_written(db: &TestDb) {
-    let pool = db.pool().await;
+async fn assert_nothing_written<B: TestBackend>(db: &TestDb<B>) {
     for t in TABLES {
-        assert_eq!(count(&pool, t).await, 0, "{t} was written to");
+        assert_eq!(db.count(t).await, 0, "{t} was written to");
     }
 }
 
-#[tokio::test]
-async fn invalid_names_are_rejected_before_anything_is_written() {
-    let db = TestDb::new().await;
+pub(crate) async fn invalid_names_are_rejected_before_anything_is_written<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     for bad in [
         "",
@@ -50,13 +46,12 @@ async fn invalid_names_are_rejected_before_anything_is_written() {
             Err(Error::InvalidName { .. })
         ));
     }
-    assert_eq!(count(&db.pool().await, "queues").await, 0);
+    assert_eq!(db.count("queues").await, 0);
     db.drop().await;
 }
 
-#[tokio::test]
-async fn unknown_queues_are_a_typed_error() {
-    let db = TestDb::new().await;
+pub(crate) async fn unknown_queues_are_a_typed_error<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let client = db.client().await;
     match client.queue("nope").await {
         Err(Error::UnknownQueue(name)) => assert_eq!(name, "nope"),
@@ -69,9 +64,8 @@ async fn unknown_queues_are_a_typed_error() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn bad_messages_are_rejected_and_nothing_is_written() {
-    let (db, client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn bad_messages_are_rejected_and_nothing_is_written<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     let limit = client.max_payload_bytes();
     let oversized = Message::new(vec![7u8; limit + 1]);
     match q.send(oversized.clone()).await {
@@ -123,9 +117,8 @@ async fn bad_messages_are_rejected_and_nothing_is_written() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn out_of_range_arguments_are_rejected() {
-    let (db, client, q) = queue(QueueConfig::default()).await;
+pub(crate) async fn out_of_range_arguments_are_rejected<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     for n in [0, sqlmq::MAX_RECEIVE + 1] {
         assert!(
             matches!(
@@ -185,25 +178,24 @@ async fn out_of_range_arguments_are_rejected() {
     db.drop().await;
 }
 
-#[tokio::test]
-async fn bad_client_options_are_rejected() {
-    let db = TestDb::new().await;
+pub(crate) async fn bad_client_options_are_rejected<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
     let bad_prefix = Client::builder()
         .table_prefix("no-dashes")
-        .connect(&db.url)
+        .open::<B>(&db.url)
         .await;
     assert!(
         matches!(bad_prefix, Err(Error::InvalidArgument(_))),
         "{bad_prefix:?}"
     );
-    let bad_url = Client::connect("postgres://nope").await;
+    let bad_url = Client::<B>::open("postgres://nope").await;
     assert!(
         matches!(bad_url, Err(Error::InvalidArgument(_))),
         "{bad_url:?}"
     );
     let too_big = Client::builder()
         .max_payload_bytes(64 * 1024 * 1024)
-        .connect(&db.url)
+        .open::<B>(&db.url)
         .await;
     assert!(
         matches!(too_big, Err(Error::InvalidArgument(_))),
@@ -235,3 +227,7 @@ async fn bad_client_options_are_rejected() {
     }
     db.drop().await;
 }
+
+sqlmq_testkit::conformance!(
+    async: [invalid_names_are_rejected_before_anything_is_written, unknown_queues_are_a_typed_error, bad_messages_are_rejected_and_nothing_is_written, out_of_range_arguments_are_rejected, bad_client_options_are_rejected]
+);

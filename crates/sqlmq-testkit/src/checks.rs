@@ -1,0 +1,93 @@
+//! Checks of sqlmq's storage invariants, and a recording handler.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use sqlmq::{Backend, Delivery, Handler, JobContext, MessageId, Outcome};
+
+use crate::backend::TestBackend;
+use crate::db::TestDb;
+
+/// Check the storage invariants of queues: every message is in exactly one state table, every
+/// state row has its message, every ordering key has exactly one live head, every waiting keyed
+/// message has its key. (Only primary-key lookups: these run on tables of 100 000 rows.)
+pub async fn check_invariants<B: TestBackend>(db: &TestDb<B>) {
+    check_invariants_at::<B>(&db.url).await;
+}
+
+/// [`check_invariants`] of the database at `url` (a server of the test's own).
+pub async fn check_invariants_at<B: TestBackend>(url: &str) {
+    let db = TestDb::<B>::at(url);
+    let messages = db.scalar("SELECT COUNT(*) FROM sqlmq_messages").await;
+    let placed = db
+        .scalar(
+            "SELECT COUNT(*) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
+             UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
+             UNION ALL SELECT id FROM sqlmq_blocked) s JOIN sqlmq_messages m ON m.id = s.id",
+        )
+        .await;
+    let distinct = db
+        .scalar(
+            "SELECT COUNT(DISTINCT id) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
+             UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
+             UNION ALL SELECT id FROM sqlmq_blocked) s",
+        )
+        .await;
+    let rows = db
+        .scalar(
+            "SELECT (SELECT COUNT(*) FROM sqlmq_ready) + (SELECT COUNT(*) FROM sqlmq_scheduled) + \
+             (SELECT COUNT(*) FROM sqlmq_leases) + (SELECT COUNT(*) FROM sqlmq_dead) + \
+             (SELECT COUNT(*) FROM sqlmq_blocked)",
+        )
+        .await;
+    assert_eq!(rows, placed, "state rows without a message");
+    assert_eq!(rows, distinct, "messages in two state tables at once");
+    assert_eq!(messages, distinct, "messages in no state table");
+    let headless = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_key_heads k LEFT JOIN sqlmq_messages m ON m.id = k.head_id WHERE \
+             m.id IS NULL OR ( \
+             NOT EXISTS (SELECT 1 FROM sqlmq_ready r WHERE r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id) \
+             AND NOT EXISTS (SELECT 1 FROM sqlmq_scheduled s WHERE s.id = m.id) \
+             AND NOT EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id))",
+        )
+        .await;
+    assert_eq!(headless, 0, "every ordering key needs a live head");
+    let keyless = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_blocked b LEFT JOIN sqlmq_key_heads k \
+             ON k.queue_id = b.queue_id AND k.ordering_key = b.ordering_key WHERE k.queue_id IS NULL",
+        )
+        .await;
+    assert_eq!(keyless, 0, "blocked messages need their key row");
+}
+
+/// A raw handler that records the id of every delivery it handles, then acks it.
+#[derive(Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<MessageId>>>);
+
+impl Recorder {
+    /// How many deliveries were handled.
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The distinct ids handled.
+    pub fn ids(&self) -> HashSet<MessageId> {
+        self.0.lock().unwrap().iter().copied().collect()
+    }
+}
+
+impl<B: Backend> Handler<Delivery, B> for Recorder {
+    type Error = String;
+
+    fn handle(
+        &self,
+        delivery: Delivery,
+        _ctx: JobContext<B>,
+    ) -> impl Future<Output = Result<Outcome, String>> + Send {
+        self.0.lock().unwrap().push(delivery.id);
+        std::future::ready(Ok(Outcome::Done))
+    }
+}

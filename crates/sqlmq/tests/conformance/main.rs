@@ -1,0 +1,31 @@
+//! The conformance suite: every guarantee scenario of the library, written once, generic over
+//! the backend, and run against every backend (`sqlmq_testkit::conformance!` makes one test per
+//! scenario and backend: `queue_basics::mysql::fifo_within_a_priority`). Each scenario gets a
+//! throwaway database of its own. Backend-only tests live beside it (`tests/mysql/`, and the
+//! EXPLAIN test inside the MySQL backend's folder).
+//!
+//! | module | guarantee |
+//! |---|---|
+//! | `queue_basics` | send, receive, ack, nack, retries, dead letters, delays, priorities, idempotent sends |
+//! | `atomic_batch` | a batch of any size becomes visible at once at commit, or not at all |
+//! | `bad_input` | typed errors, nothing written |
+//! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
+//! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
+//! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
+//! | `schema` | migrations, version checks, table prefixes |
+//! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
+//! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
+
+mod atomic_batch;
+mod bad_input;
+mod competing_consumers;
+mod exactly_once;
+mod ordering;
+mod queue_basics;
+mod schema;
+mod topic_groups;
+mod topic_publish;
+mod topic_stress;
+mod topic_worker;
+mod worker;
+mod worker_processes;

@@ -1,0 +1,4 @@
+//! Tests of the MySQL/MariaDB backend alone (the conformance suite, `tests/conformance/`, runs
+//! every guarantee on every backend): a private `mariadbd` killed with `kill -9` mid-traffic.
+
+mod durability;
