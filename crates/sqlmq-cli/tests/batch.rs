@@ -1,4 +1,4 @@
-//! `send --batch`: every stdin line is a message and the batch is atomic (SPEC §1.2).
+//! `send --batch`: every stdin line is a message and the batch is atomic (the atomic enqueue guarantee of the README).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! SPEC §1.9 (bad input): clear typed errors, and nothing half-written.
+//! The bad input guarantee of the README: clear typed errors, and nothing half-written.
 
 use std::time::{Duration, Instant};
 

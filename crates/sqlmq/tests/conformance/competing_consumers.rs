@@ -1,4 +1,4 @@
-//! SPEC §1.3/§1.4: competing consumers — 8 tasks in this process and 3 more processes — drain
+//! The at-least-once and exclusive-lease guarantees: competing consumers — 8 tasks in this process and 3 more processes — drain
 //! 20 000 messages; with leases long enough never to expire, every message must be delivered
 //! exactly once: no duplicates, no losses.
 //!

@@ -1,4 +1,4 @@
-//! SPEC §1.5 (exactly-once effects): handlers write to a side table and `ack_in` in the same
+//! The exactly-once effects guarantee of the README: handlers write to a side table and `ack_in` in the same
 //! transaction while leases are forced to expire mid-handler, so that other consumers take the
 //! same messages. Every message's effect row must appear exactly once.
 
