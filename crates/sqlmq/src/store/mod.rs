@@ -30,7 +30,7 @@ mod process;
 mod queue;
 pub(crate) mod rows;
 mod server;
-pub(crate) mod statements;
+
 mod topic;
 
 pub use consume::{Probe, Settle};

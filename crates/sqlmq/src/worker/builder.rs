@@ -14,7 +14,7 @@ use crate::domain::{Delivery, Error, Result};
 use crate::job::Job;
 use crate::store::Backend;
 
-/// How a [`Worker`] runs: its queues and consumer groups with their handlers, and its settings (all with named defaults).
+/// How a [`Worker`](super::Worker) runs: its queues and consumer groups with their handlers, and its settings (all with named defaults).
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
@@ -85,7 +85,7 @@ impl<B: Backend> WorkerBuilder<B> {
 
     /// Handle the records of the cluster-mode consumer group `group` of topic `topic` as typed
     /// jobs `J` (JSON payloads), exactly like a queue's: each record goes to one member, is
-    /// acked when the handler returns [`Outcome::Done`], and is retried on the group's ladder
+    /// acked when the handler returns [`Outcome::Done`](super::Outcome::Done), and is retried on the group's ladder
     /// otherwise. The group must exist (see [`Topic::create_group`](crate::Topic::create_group)).
     ///
     /// ```no_run

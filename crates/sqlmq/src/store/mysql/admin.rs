@@ -12,8 +12,8 @@ use super::{MySqlStore, exec_id_list, id_at, padded};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Admin;
+use crate::store::mysql::statements::{MAX_LIST, bucket};
 use crate::store::rows::{PurgeScope, QueueCounts};
-use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 const COUNTS: [&str; 5] = [

@@ -18,7 +18,7 @@ use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{DeliveryEvent, rfc3339};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
-use crate::store::statements::{MAX_LIST, bucket};
+use crate::store::mysql::statements::{MAX_LIST, bucket};
 
 macro_rules! lease_columns {
     () => {

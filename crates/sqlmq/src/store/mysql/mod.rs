@@ -5,32 +5,35 @@
 //! already inside a transaction when they need one (the engine opens it, at READ COMMITTED,
 //! and owns retries); they never commit.
 //!
-//! | file | statements |
-//! |---|---|
-//! | `schema.rs` | migrations |
-//! | `migrate.rs` | applying them, schema version checks ([`Schema`](crate::store::Schema)) |
-//! | `connect.rs` | opening a pool |
-//! | `server.rs` | flavour/version/durability detection, `SKIP LOCKED` self-test ([`Server`](crate::store::Server)) |
-//! | `errors.rs` | error numbers and their classes |
-//! | `queues.rs` | queue rows: create, look up, pause |
-//! | `send.rs` | enqueue: messages, idempotency keys, routing to ready/scheduled |
-//! | `keys.rs` | per-key FIFO: heads, blocked successors, release |
-//! | `claim.rs` | `receive`: the `SKIP LOCKED` claim |
-//! | `settle.rs` | ack, nack, extend (compare-and-set on the fencing token) |
-//! | `maintain.rs` | promote due messages, release expired leases, prune idempotency keys |
-//! | `admin.rs` | stats, cancel, purge |
-//! | `dead.rs` | dead letters: list, redrive, purge |
-//! | `processes.rs` | worker process registry: register, heartbeat, find the dead |
-//! | `probe.rs` | the idle worker's one-query wakeup probe |
-//! | `topics.rs` | topic rows and partition counters |
-//! | `sequence.rs` | publishing to `topic_pending`, sequencing into `topic_log` |
-//! | `groups.rs` | consumer group rows, cursors, offsets by time |
-//! | `group_claim.rs` | the cluster-group claim (retries, then cursors) |
-//! | `group_settle.rs` | group ack, failure, extend, lease releases, history events |
-//! | `group_dead.rs` | group dead letters, waiting retries, replay |
-//! | `group_state.rs` | per-partition counts (lag) and one record's rows (trace) |
-//! | `stream.rs` | plain log reads: broadcast, queries, checkpoints |
-//! | `retention.rs` | removing old records in primary-key-range chunks |
+//! | file | implements | statements |
+//! |---|---|---|
+//! | `mod.rs` | [`Backend`] for `sqlx::MySql` | row decoding, id lists, multi-row inserts |
+//! | `statements.rs` | | table-prefix expansion, bucketed list sizes, derived-table id lists |
+//! | `errors.rs` | | error numbers and their classes |
+//! | `connect.rs` | | opening a pool |
+//! | `server.rs` | `Server` | flavour/version/durability detection, `SKIP LOCKED` self-test, clock |
+//! | `schema.rs` | | the migrations |
+//! | `migrate.rs` | `Schema` | applying them, the schema version |
+//! | `queues.rs` | `Queues` | queue rows: create, look up, pause |
+//! | `send.rs` | `Enqueue` | messages, idempotency keys, routing to ready/scheduled |
+//! | `keys.rs` | | per-key FIFO: heads, blocked successors, release |
+//! | `claim.rs` | `Claim` | the `SKIP LOCKED` claim |
+//! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
+//! | `maintain.rs` | `Maintain` | promote due messages, prune idempotency keys; queue releases |
+//! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
+//! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
+//! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
+//! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
+//! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
+//! | `sequence.rs` | `Publish` | publishing to `topic_pending`, sequencing into `topic_log` |
+//! | `stream.rs` | `Stream` | plain log reads: broadcast, queries, offsets by time, checkpoints |
+//! | `retention.rs` | `Retention` | removing old records in primary-key-range chunks |
+//! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
+//! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
+//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
+//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
+//! | `plans.rs`, `plans_topics.rs` | | the EXPLAIN test of every hot statement |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
@@ -58,6 +61,7 @@ pub(crate) mod send;
 pub(crate) mod sequence;
 pub(crate) mod server;
 pub(crate) mod settle;
+pub(crate) mod statements;
 pub(crate) mod stream;
 pub(crate) mod topics;
 
@@ -67,7 +71,7 @@ use sqlx::{MySql, MySqlConnection, Row};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Backend;
-use crate::store::statements::{MAX_LIST, Statements, bucket};
+use crate::store::mysql::statements::{MAX_LIST, Statements, bucket};
 
 /// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this
 /// transaction (never the server default, REPEATABLE READ, whose gap locks make claims deadlock
@@ -200,7 +204,7 @@ pub(crate) async fn insert_values<T>(
     bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
 ) -> Result<()> {
     let mut rest = rows;
-    for size in crate::store::statements::split_into_buckets(rows.len(), max_rows) {
+    for size in crate::store::mysql::statements::split_into_buckets(rows.len(), max_rows) {
         let (chunk, tail) = rest.split_at(size);
         let mut q = sqlx::query(st.list(template, item, size));
         for row in chunk {

@@ -10,9 +10,9 @@ use sqlx::{MySqlConnection, Row};
 use super::MySqlStore;
 use crate::domain::Result;
 use crate::store::Probe;
+use crate::store::mysql::statements::bucket;
 use crate::store::rows::GroupSignal;
 use crate::store::rows::QueueSignal;
-use crate::store::statements::bucket;
 use sqlx::MySql;
 
 pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \

@@ -12,8 +12,8 @@ use super::{Entry, MySqlStore, id_at, insert_values, padded};
 use crate::domain::{Error, Result};
 use crate::domain::{Message, MessageId, Sent};
 use crate::store::Enqueue;
+use crate::store::mysql::statements::{MAX_LIST, bucket};
 use crate::store::rows::SendBatch;
-use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

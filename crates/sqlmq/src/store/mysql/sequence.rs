@@ -28,8 +28,8 @@ use super::{MySqlStore, exec_id_list, id_at, micros, padded};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Publish;
+use crate::store::mysql::statements::{MAX_LIST, bucket, split_into_buckets};
 use crate::store::rows::PendingBatch;
-use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 use sqlx::MySql;
 use std::collections::BTreeMap;
 

@@ -7,8 +7,8 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, Row};
 use super::{BEGIN_READ_COMMITTED, MySqlStore, micros};
 use crate::domain::{Error, Flavor, Result, ServerInfo};
 use crate::store::Server;
+use crate::store::mysql::statements::Statements;
 use crate::store::rows::ConnectOptions;
-use crate::store::statements::Statements;
 
 const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
     CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \
