@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{ArgAction, Args};
 use serde::Deserialize;
+use sqlmq::{Backend, Client};
 use sqlx::mysql::MySqlConnectOptions;
 use tokio::net::TcpStream;
 
@@ -56,6 +57,13 @@ struct FileConfig {
     max_payload_bytes: Option<usize>,
 }
 
+/// A database sqlmq can use, as named by a URL scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// `mysql://` or `mariadb://`.
+    MySql,
+}
+
 /// The options in force after merging flags, environment, file and defaults.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -101,17 +109,35 @@ impl Settings {
         }
     }
 
-    /// Connect with these settings.
-    pub async fn connect(&self) -> Result<sqlmq::Client> {
+    /// The backend the database URL's scheme names.
+    pub fn backend(&self) -> Result<BackendKind> {
+        let scheme = self
+            .database_url
+            .split_once("://")
+            .map_or("", |(scheme, _)| scheme);
+        match scheme {
+            "mysql" | "mariadb" => Ok(BackendKind::MySql),
+            _ => bail!(
+                "cannot use {}: the database URL must start with mysql:// or mariadb://",
+                redact(&self.database_url)
+            ),
+        }
+    }
+
+    /// Connect to backend `B` with these settings.
+    pub async fn connect<B: Backend>(&self) -> Result<Client<B>> {
         self.connect_with(self.builder()).await
     }
 
     /// Connect with a builder derived from [`Settings::builder`] (to tune the pool).
-    pub async fn connect_with(&self, builder: sqlmq::ClientBuilder) -> Result<sqlmq::Client> {
+    pub async fn connect_with<B: Backend>(
+        &self,
+        builder: sqlmq::ClientBuilder,
+    ) -> Result<Client<B>> {
         let context = || format!("cannot use {}", redact(&self.database_url));
         reachable(&self.database_url).await.with_context(context)?;
         builder
-            .connect(&self.database_url)
+            .open::<B>(&self.database_url)
             .await
             .with_context(context)
     }

@@ -28,7 +28,9 @@ use clap::{Parser, Subcommand};
 // as `crate::settings` and `crate::poll`.
 use sqlmq_cli_common::{poll, settings};
 
-use crate::settings::{GlobalArgs, Settings};
+use sqlmq::Backend;
+
+use crate::settings::{BackendKind, GlobalArgs, Settings};
 
 /// Durable, transactional message queues and topics stored in MySQL/MariaDB.
 #[derive(Parser, Debug)]
@@ -107,37 +109,45 @@ fn main() -> ExitCode {
     sqlmq_cli_common::run_main(cli.global.verbose, run(cli))
 }
 
-/// Dispatch to the subcommand.
+/// Pick the backend the database URL names, then run the subcommand on it.
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::resolve(&cli.global)?;
+    match settings.backend()? {
+        BackendKind::MySql => dispatch::<sqlmq::MySql>(&settings, cli.command).await,
+    }
+}
+
+/// Run the subcommand on backend `B`.
+async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::Result<()> {
     use Command::*;
-    match cli.command {
-        Migrate(args) => cmd::migrate::run(&settings, args).await,
-        Queue(command) => cmd::queue::run(&settings, command).await,
-        Queues(args) => cmd::queues::run(&settings, args).await,
-        Send(args) => cmd::send::run(&settings, args).await,
-        Recv(args) => cmd::recv::run(&settings, args).await,
-        Ack(args) => cmd::ack::run(&settings, args).await,
-        Nack(args) => cmd::nack::run(&settings, args).await,
-        Extend(args) => cmd::extend::run(&settings, args).await,
-        Dlq(command) => cmd::dlq::run(&settings, command).await,
-        Pause(args) => cmd::pause::run(&settings, args).await,
-        Resume(args) => cmd::resume::run(&settings, args).await,
-        Cancel(args) => cmd::cancel::run(&settings, args).await,
-        Purge(args) => cmd::purge::run(&settings, args).await,
-        Consume(args) => cmd::consume::run(&settings, args).await,
-        Topic(command) => cmd::topic::run(&settings, command).await,
-        Publish(args) => cmd::publish::run(&settings, args).await,
-        Subscribe(args) => cmd::subscribe::run(&settings, args).await,
-        Groups(args) => cmd::groups::run(&settings, args).await,
-        Lag(args) => cmd::lag::run(&settings, args).await,
-        Reset(args) => cmd::reset::run(&settings, args).await,
-        Replay(args) => cmd::replay::run(&settings, args).await,
-        Retries(args) => cmd::retries::run(&settings, args).await,
-        Query(args) => cmd::query::run(&settings, args).await,
-        Trace(args) => cmd::trace::run(&settings, args).await,
-        Demo(args) => cmd::demo::run(&settings, args).await,
-        Bench(args) => cmd::bench::run(&settings, args).await,
+    match command {
+        Migrate(args) => cmd::migrate::run::<B>(settings, args).await,
+        Queue(command) => cmd::queue::run::<B>(settings, command).await,
+        Queues(args) => cmd::queues::run::<B>(settings, args).await,
+        Send(args) => cmd::send::run::<B>(settings, args).await,
+        Recv(args) => cmd::recv::run::<B>(settings, args).await,
+        Ack(args) => cmd::ack::run::<B>(settings, args).await,
+        Nack(args) => cmd::nack::run::<B>(settings, args).await,
+        Extend(args) => cmd::extend::run::<B>(settings, args).await,
+        Dlq(command) => cmd::dlq::run::<B>(settings, command).await,
+        Pause(args) => cmd::pause::run::<B>(settings, args).await,
+        Resume(args) => cmd::resume::run::<B>(settings, args).await,
+        Cancel(args) => cmd::cancel::run::<B>(settings, args).await,
+        Purge(args) => cmd::purge::run::<B>(settings, args).await,
+        Consume(args) => cmd::consume::run::<B>(settings, args).await,
+        Topic(command) => cmd::topic::run::<B>(settings, command).await,
+        Publish(args) => cmd::publish::run::<B>(settings, args).await,
+        Subscribe(args) => cmd::subscribe::run::<B>(settings, args).await,
+        Groups(args) => cmd::groups::run::<B>(settings, args).await,
+        Lag(args) => cmd::lag::run::<B>(settings, args).await,
+        Reset(args) => cmd::reset::run::<B>(settings, args).await,
+        Replay(args) => cmd::replay::run::<B>(settings, args).await,
+        Retries(args) => cmd::retries::run::<B>(settings, args).await,
+        Query(args) => cmd::query::run::<B>(settings, args).await,
+        Trace(args) => cmd::trace::run::<B>(settings, args).await,
+        Demo(args) => cmd::demo::run::<B>(settings, args).await,
+        // The benchmark measures MySQL/MariaDB itself (its baselines are server statements).
+        Bench(args) => cmd::bench::run(settings, args).await,
     }
 }
 

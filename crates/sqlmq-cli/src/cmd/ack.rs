@@ -5,6 +5,7 @@ use sqlmq::Receipt;
 
 use super::{open_queue, parse_receipt, recv::list};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq ack`.
 #[derive(clap::Args, Debug)]
@@ -17,8 +18,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq ack`. Exits 1, naming them, when some leases were lost.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let queue = open_queue(settings, &args.queue).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let queue = open_queue::<B>(settings, &args.queue).await?;
     let report = queue.ack_batch(&args.receipts).await?;
     println!("acked {} of {}", report.acked, args.receipts.len());
     if !report.lost.is_empty() {

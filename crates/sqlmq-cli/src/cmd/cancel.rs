@@ -5,6 +5,7 @@ use sqlmq::MessageId;
 
 use super::{open_queue, parse_message_id};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq cancel`.
 #[derive(clap::Args, Debug)]
@@ -17,8 +18,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq cancel`. Fails while a consumer holds the message.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    open_queue(settings, &args.queue)
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    open_queue::<B>(settings, &args.queue)
         .await?
         .cancel(args.id)
         .await?;

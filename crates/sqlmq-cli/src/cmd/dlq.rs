@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::{Result, bail};
 use clap::{ArgGroup, Subcommand};
 use serde::Serialize;
-use sqlmq::{AttemptError, DeadLetter, MessageId};
+use sqlmq::{AttemptError, Backend, DeadLetter, MessageId, Source};
 
 use super::{confirm, open_group, open_queue, parse_message_id};
 use crate::output::{JsonBody, preview, print_json, print_table, timestamp};
@@ -106,60 +106,20 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
     }
 }
 
-/// Whose dead letters: a queue's or a consumer group's.
-enum Target {
-    Queue(sqlmq::Queue),
-    Group(sqlmq::Group),
-}
-
-impl Target {
-    /// Connect and look the queue, or the topic and its group, up.
-    async fn open(settings: &Settings, name: &str, group: Option<&str>) -> Result<Target> {
-        Ok(match group {
-            Some(group) => Target::Group(open_group(settings, name, group).await?),
-            None => Target::Queue(open_queue(settings, name).await?),
-        })
-    }
-
-    /// `queue q` or `group t/g`, for messages.
-    fn label(&self) -> String {
-        match self {
-            Target::Queue(q) => q.name().to_owned(),
-            Target::Group(g) => format!("{}/{}", g.topic().name(), g.name()),
-        }
-    }
-
-    async fn dead_letters(&self, limit: usize) -> sqlmq::Result<Vec<DeadLetter>> {
-        match self {
-            Target::Queue(q) => q.dead_letters(limit).await,
-            Target::Group(g) => g.dead_letters(limit).await,
-        }
-    }
-
-    async fn redrive(&self, ids: &[MessageId]) -> sqlmq::Result<Vec<MessageId>> {
-        match self {
-            Target::Queue(q) => q.redrive(ids).await,
-            Target::Group(g) => g.redrive(ids).await,
-        }
-    }
-
-    async fn redrive_all(&self) -> sqlmq::Result<u64> {
-        match self {
-            Target::Queue(q) => q.redrive_all().await,
-            Target::Group(g) => g.redrive_all().await,
-        }
-    }
-
-    async fn purge_dead_letters(&self) -> sqlmq::Result<u64> {
-        match self {
-            Target::Queue(q) => q.purge_dead_letters().await,
-            Target::Group(g) => g.purge_dead_letters().await,
-        }
-    }
+/// Whose dead letters: a queue's, or (with `--group`) a consumer group's.
+async fn open<B: Backend>(
+    settings: &Settings,
+    name: &str,
+    group: Option<&str>,
+) -> Result<Source<B>> {
+    Ok(match group {
+        Some(group) => Source::Group(open_group::<B>(settings, name, group).await?),
+        None => Source::Queue(open_queue::<B>(settings, name).await?),
+    })
 }
 
 /// Run `sqlmq dlq ...`.
-pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result<()> {
     match command {
         DlqCommand::List {
             queue,
@@ -167,22 +127,22 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
             limit,
             json,
         } => {
-            let target = Target::open(settings, &queue, group.as_deref()).await?;
+            let target = open::<B>(settings, &queue, group.as_deref()).await?;
             let letters = target.dead_letters(limit).await?;
             if json {
                 let rows: Vec<JsonDeadLetter> = letters.iter().map(JsonDeadLetter::from).collect();
                 return print_json(&rows);
             }
             if letters.is_empty() {
-                eprintln!("no dead letters in {}", target.label());
+                eprintln!("no dead letters in {}", target.name());
                 return Ok(());
             }
             let rows: Vec<Vec<String>> = letters.iter().map(row).collect();
             match target {
-                Target::Queue(_) => {
+                Source::Queue(_) => {
                     print_table(&["ID", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"], &rows)
                 }
-                Target::Group(_) => {
+                Source::Group(_) => {
                     let rows: Vec<Vec<String>> = letters
                         .iter()
                         .zip(rows)
@@ -208,8 +168,8 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
             ids,
             all,
         } => {
-            let target = Target::open(settings, &queue, group.as_deref()).await?;
-            let into = target.label();
+            let target = open::<B>(settings, &queue, group.as_deref()).await?;
+            let into = target.name();
             if all {
                 let n = target.redrive_all().await?;
                 println!("redrove {n} dead letter(s) into {into}");
@@ -235,7 +195,7 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> Result<()> {
                 None => queue.clone(),
             };
             confirm(yes, &format!("purging deletes every dead letter of {what}"))?;
-            let target = Target::open(settings, &queue, group.as_deref()).await?;
+            let target = open::<B>(settings, &queue, group.as_deref()).await?;
             let n = target.purge_dead_letters().await?;
             println!("deleted {n} dead letter(s) of {what}");
         }

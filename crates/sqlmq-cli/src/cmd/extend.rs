@@ -8,6 +8,7 @@ use sqlmq::Receipt;
 use super::{open_queue, parse_duration, parse_receipt};
 use crate::output::short_duration;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq extend`.
 #[derive(clap::Args, Debug)]
@@ -23,8 +24,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq extend`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let queue = open_queue(settings, &args.queue).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let queue = open_queue::<B>(settings, &args.queue).await?;
     queue.extend(args.receipt, args.lease).await?;
     println!(
         "lease of {} extended to {} from now",

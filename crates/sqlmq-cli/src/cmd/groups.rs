@@ -5,6 +5,7 @@ use anyhow::Result;
 use super::topic::view::{JsonLag, group_lags, print_lags};
 use crate::output::print_json;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq groups`.
 #[derive(clap::Args, Debug)]
@@ -17,8 +18,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq groups`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let lags = group_lags(&client, args.topic.as_deref(), None).await?;
     if args.json {
         return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());

@@ -5,6 +5,7 @@ use anyhow::Result;
 use super::topic::view::{JsonLag, age, group_lags};
 use crate::output::{print_json, print_table, timestamp};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq lag`.
 #[derive(clap::Args, Debug)]
@@ -20,8 +21,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq lag`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let lags = group_lags(&client, args.topic.as_deref(), args.group.as_deref()).await?;
     if args.json {
         return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::output::print_json;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq migrate`.
 #[derive(clap::Args, Debug)]
@@ -23,8 +24,8 @@ struct Report<'a> {
 }
 
 /// Run `sqlmq migrate`. Safe to run from several processes at once (the library serialises it).
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let report = client.migrate().await?;
     if args.json {
         return print_json(&Report {

@@ -34,6 +34,7 @@ use anyhow::Result;
 pub use sqlmq_cli_common::UsageError;
 
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Refuse a destructive command unless `--yes` was given.
 pub fn confirm(yes: bool, what: &str) -> Result<()> {
@@ -45,20 +46,24 @@ pub fn confirm(yes: bool, what: &str) -> Result<()> {
 }
 
 /// Connect and look the queue up (fails with the library's "unknown queue" error).
-pub async fn open_queue(settings: &Settings, name: &str) -> Result<sqlmq::Queue> {
-    let client = settings.connect().await?;
+pub async fn open_queue<B: Backend>(settings: &Settings, name: &str) -> Result<sqlmq::Queue<B>> {
+    let client = settings.connect::<B>().await?;
     Ok(client.queue(name).await?)
 }
 
 /// Connect and look the topic up (fails with the library's "unknown topic" error).
-pub async fn open_topic(settings: &Settings, name: &str) -> Result<sqlmq::Topic> {
-    let client = settings.connect().await?;
+pub async fn open_topic<B: Backend>(settings: &Settings, name: &str) -> Result<sqlmq::Topic<B>> {
+    let client = settings.connect::<B>().await?;
     Ok(client.topic(name).await?)
 }
 
 /// Connect and look the consumer group up (unknown topic or group: the library's errors).
-pub async fn open_group(settings: &Settings, topic: &str, group: &str) -> Result<sqlmq::Group> {
-    Ok(open_topic(settings, topic).await?.group(group).await?)
+pub async fn open_group<B: Backend>(
+    settings: &Settings,
+    topic: &str,
+    group: &str,
+) -> Result<sqlmq::Group<B>> {
+    Ok(open_topic::<B>(settings, topic).await?.group(group).await?)
 }
 
 /// clap value parser for a position: `earliest`, `latest`, an offset or an RFC 3339 time.

@@ -8,6 +8,7 @@ use sqlmq::{NackOutcome, Receipt};
 use super::{open_queue, parse_duration, parse_receipt};
 use crate::output::short_duration;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq nack`.
 #[derive(clap::Args, Debug)]
@@ -26,8 +27,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq nack`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let queue = open_queue(settings, &args.queue).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let queue = open_queue::<B>(settings, &args.queue).await?;
     match queue.nack(args.receipt, args.retry_in, &args.error).await? {
         NackOutcome::Retry { after } => println!(
             "{} will be retried in {}",

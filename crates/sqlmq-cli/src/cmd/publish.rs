@@ -9,6 +9,7 @@ use super::send::{batch_error, bodies};
 use super::{parse_header, parse_message_id};
 use crate::output::print_json;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq publish`.
 #[derive(clap::Args, Debug)]
@@ -60,13 +61,13 @@ impl Args {
 }
 
 /// Run `sqlmq publish`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let bodies = bodies(args.body.as_deref(), args.batch).await?;
     if bodies.is_empty() {
         eprintln!("stdin held no lines: nothing published");
         return Ok(());
     }
-    let client = settings.connect().await?;
+    let client = settings.connect::<B>().await?;
     let topic = client.topic(&args.topic).await?;
     let limit = client.max_payload_bytes();
     let count = bodies.len();

@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use super::{confirm, open_queue};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq purge`.
 #[derive(clap::Args, Debug)]
@@ -16,7 +17,7 @@ pub struct Args {
 }
 
 /// Run `sqlmq purge`. In-flight messages are deleted too: their consumers' acks will fail.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     confirm(
         args.yes,
         &format!(
@@ -24,7 +25,10 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
             args.queue
         ),
     )?;
-    let n = open_queue(settings, &args.queue).await?.purge().await?;
+    let n = open_queue::<B>(settings, &args.queue)
+        .await?
+        .purge()
+        .await?;
     println!("deleted {n} message(s) of {}", args.queue);
     Ok(())
 }

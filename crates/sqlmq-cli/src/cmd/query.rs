@@ -9,6 +9,7 @@ use super::topic::view::JsonRecord;
 use super::{UsageError, open_topic, parse_time};
 use crate::output::{preview, print_json, print_table, timestamp};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Characters of the body shown in the table.
 const BODY_PREVIEW_CHARS: usize = 60;
@@ -48,7 +49,7 @@ pub struct Args {
 }
 
 /// Run `sqlmq query`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     if args.limit == 0 || args.limit > sqlmq::MAX_QUERY {
         return Err(UsageError(format!("--limit must be 1 to {}", sqlmq::MAX_QUERY)).into());
     }
@@ -57,7 +58,7 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     {
         return Err(UsageError(format!("--offset must not be negative, got {o}")).into());
     }
-    let topic = open_topic(settings, &args.topic).await?;
+    let topic = open_topic::<B>(settings, &args.topic).await?;
     let records = match (args.partition, args.offset, &args.key, args.since) {
         (Some(p), Some(o), _, _) => {
             let partitions = topic.config().partitions;

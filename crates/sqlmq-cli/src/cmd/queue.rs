@@ -8,6 +8,7 @@ use sqlmq::{Backoff, QueueConfig};
 
 use super::{confirm, parse_backoff, parse_duration};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// `sqlmq queue ...`
 #[derive(Subcommand, Debug)]
@@ -38,7 +39,7 @@ pub enum QueueCommand {
 }
 
 /// Run `sqlmq queue ...`.
-pub async fn run(settings: &Settings, command: QueueCommand) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Result<()> {
     match command {
         QueueCommand::Create {
             name,
@@ -46,7 +47,7 @@ pub async fn run(settings: &Settings, command: QueueCommand) -> Result<()> {
             backoff,
             dedup_window,
         } => {
-            let client = settings.connect().await?;
+            let client = settings.connect::<B>().await?;
             // Start from the existing configuration so that options not given are kept rather
             // than reset to the defaults.
             let existing = client
@@ -75,7 +76,7 @@ pub async fn run(settings: &Settings, command: QueueCommand) -> Result<()> {
                 yes,
                 &format!("deleting queue {name} deletes all its messages and dead letters"),
             )?;
-            let client = settings.connect().await?;
+            let client = settings.connect::<B>().await?;
             client.delete_queue(&name).await?;
             println!("deleted queue {name}");
         }

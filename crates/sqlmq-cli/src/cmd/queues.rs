@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use crate::output::{print_json, print_table, short_duration};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq queues`.
 #[derive(clap::Args, Debug)]
@@ -14,8 +15,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq queues`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let stats = client.queue_stats().await?;
     if args.json {
         return print_json(&stats);

@@ -10,6 +10,7 @@ use sqlmq::{Delivery, Receipt};
 use super::{open_queue, parse_duration};
 use crate::output::{JsonBody, print_json};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq recv`.
 #[derive(clap::Args, Debug)]
@@ -62,8 +63,8 @@ impl<'a> From<&'a Delivery> for JsonDelivery<'a> {
 }
 
 /// Run `sqlmq recv`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let queue = open_queue(settings, &args.queue).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let queue = open_queue::<B>(settings, &args.queue).await?;
     let batch = queue.receive(args.n, args.lease).await?;
     if args.json {
         let rows: Vec<JsonDelivery> = batch.iter().map(JsonDelivery::from).collect();

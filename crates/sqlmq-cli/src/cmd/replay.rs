@@ -5,6 +5,7 @@ use sqlmq::StartAt;
 
 use super::{open_group, parse_start_at};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq replay`.
 #[derive(clap::Args, Debug)]
@@ -25,8 +26,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq replay`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let group = open_group(settings, &args.topic, &args.group).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let group = open_group::<B>(settings, &args.topic, &args.group).await?;
     let n = group.replay(args.from, args.to).await?;
     println!(
         "queued {n} record(s) of {}/{} for delivery again",

@@ -7,6 +7,7 @@ use sqlmq::StartAt;
 use super::{open_group, parse_start_at};
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq reset`.
 #[derive(clap::Args, Debug)]
@@ -27,8 +28,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq reset`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let group = open_group(settings, &args.topic, &args.group).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let group = open_group::<B>(settings, &args.topic, &args.group).await?;
     let moved = group.reset(args.to).await?;
     if args.json {
         #[derive(Serialize)]

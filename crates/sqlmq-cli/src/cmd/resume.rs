@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use super::open_queue;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq resume`.
 #[derive(clap::Args, Debug)]
@@ -13,8 +14,11 @@ pub struct Args {
 }
 
 /// Run `sqlmq resume`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    open_queue(settings, &args.queue).await?.resume().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    open_queue::<B>(settings, &args.queue)
+        .await?
+        .resume()
+        .await?;
     println!("resumed {}", args.queue);
     Ok(())
 }

@@ -9,6 +9,7 @@ use sqlmq::{MessageId, PendingRetry};
 use super::{open_group, parse_message_id};
 use crate::output::{print_json, print_table, timestamp};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Most retries `--now --all` makes due in one call (the library lists at most this many).
 const ALL_LIMIT: usize = 10_000;
@@ -62,8 +63,8 @@ impl From<&PendingRetry> for JsonRetry {
 }
 
 /// Run `sqlmq retries`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let group = open_group(settings, &args.topic, &args.group).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let group = open_group::<B>(settings, &args.topic, &args.group).await?;
     if args.now {
         let ids: Vec<MessageId> = if args.all {
             group

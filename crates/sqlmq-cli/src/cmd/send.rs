@@ -12,6 +12,7 @@ use tokio::io::AsyncReadExt;
 use super::{parse_duration, parse_header};
 use crate::output::print_json;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq send`.
 #[derive(clap::Args, Debug)]
@@ -68,13 +69,13 @@ impl Args {
 }
 
 /// Run `sqlmq send`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let bodies = bodies(args.body.as_deref(), args.batch).await?;
     if bodies.is_empty() {
         eprintln!("stdin held no lines: nothing sent");
         return Ok(());
     }
-    let client = settings.connect().await?;
+    let client = settings.connect::<B>().await?;
     let queue = client.queue(&args.queue).await?;
     let limit = client.max_payload_bytes();
     let messages: Vec<Message> = bodies.iter().map(|b| args.message(b.clone())).collect();

@@ -5,9 +5,12 @@
 use std::io::Write;
 
 use anyhow::Result;
-use sqlmq::{Backoff, Delivery, Error, Group, GroupConfig, GroupMode, Receipt, StartAt, Topic};
+use sqlmq::{
+    Backend, Backoff, Delivery, Error, Group, GroupConfig, GroupMode, Receipt, SourceName, StartAt,
+    Topic,
+};
 
-use super::consume::{self, ExecOptions, Source, StopWhen};
+use super::consume::{self, ExecOptions, StopWhen};
 use super::topic::view::{JsonRecord, record_line};
 use super::{UsageError, parse_backoff, parse_start_at};
 use crate::poll::PollDelay;
@@ -76,7 +79,7 @@ fn parse_mode(text: &str) -> Result<GroupMode, String> {
 }
 
 /// Run `sqlmq subscribe`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     if args.exec.is_some() && args.mode == Some(GroupMode::Broadcast) {
         return Err(broadcast_exec(&args.group).into());
     }
@@ -86,22 +89,19 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     if args.exec.is_some() {
         args.options.validate()?;
     }
-    let client = settings.connect().await?;
+    let client = settings.connect::<B>().await?;
     let topic = client.topic(&args.topic).await?;
     let group = join(&topic, &args).await?;
     match (&args.exec, group.config().mode) {
         (Some(_), GroupMode::Broadcast) => Err(broadcast_exec(group.name()).into()),
         (Some(exec), GroupMode::Cluster) => {
             drop(client);
-            let source = Source::Group {
-                topic: topic.name(),
-                group: group.name(),
-            };
+            let source = SourceName::group(topic.name(), group.name());
             let stop = StopWhen {
                 max_messages: args.count,
                 drained: false,
             };
-            consume::run_exec(settings, "subscribe", source, exec, &args.options, stop).await
+            consume::run_exec::<B>(settings, "subscribe", source, exec, &args.options, stop).await
         }
         (None, GroupMode::Cluster) => print_cluster(&group, &args).await,
         (None, GroupMode::Broadcast) => print_broadcast(&group, &args).await,
@@ -118,7 +118,7 @@ fn broadcast_exec(group: &str) -> UsageError {
 
 /// The group, created if missing (at `--from`, default latest), its retry settings updated
 /// if given.
-async fn join(topic: &Topic, args: &Args) -> Result<Group> {
+async fn join<B: Backend>(topic: &Topic<B>, args: &Args) -> Result<Group<B>> {
     let label = format!("{}/{}", topic.name(), args.group);
     match topic.group(&args.group).await {
         Ok(group) => {
@@ -207,7 +207,7 @@ async fn idle(delay: &mut PollDelay, stop: &sqlmq::CancellationToken) -> bool {
 
 /// Cluster group: claim, print, ack (at least once: a crash between printing and acking
 /// prints the record again elsewhere).
-async fn print_cluster(group: &Group, args: &Args) -> Result<()> {
+async fn print_cluster<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> {
     let stop = sqlmq::shutdown_on_signals();
     let mut delay = PollDelay::default();
     let mut printed = 0u64;
@@ -254,7 +254,7 @@ async fn print_cluster(group: &Group, args: &Args) -> Result<()> {
 }
 
 /// Broadcast group: read as member `--member`, print, checkpoint after every batch.
-async fn print_broadcast(group: &Group, args: &Args) -> Result<()> {
+async fn print_broadcast<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> {
     let member = args.member.clone().unwrap_or_else(host_name);
     let mut reader = group.reader(&member).await?;
     let stop = sqlmq::shutdown_on_signals();

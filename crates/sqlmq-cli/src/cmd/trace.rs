@@ -8,6 +8,7 @@ use super::topic::view::{JsonRecord, record_line};
 use super::{open_topic, parse_message_id};
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq trace`.
 #[derive(clap::Args, Debug)]
@@ -60,8 +61,8 @@ struct JsonTrace<'a> {
 }
 
 /// Run `sqlmq trace`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let topic = open_topic(settings, &args.topic).await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let topic = open_topic::<B>(settings, &args.topic).await?;
     let Some(trace) = topic.trace(args.id).await? else {
         bail!(
             "topic {} has no record {} (never published there, or removed by retention)",

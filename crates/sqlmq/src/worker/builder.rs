@@ -61,11 +61,8 @@ impl<B: Backend> WorkerBuilder<B> {
     /// sqlmq::Worker::builder(&client).queue("pings", |_: Ping, _ctx| async { Ok::<_, String>(sqlmq::Outcome::Done) });
     /// # }
     /// ```
-    pub fn queue<J: Job, H: Handler<J, B>>(mut self, name: &str, handler: H) -> Self {
-        let spec = SourceName::queue(name);
-        self.sources
-            .push((spec, Box::new(Typed::<J, H>::new(handler))));
-        self
+    pub fn queue<J: Job, H: Handler<J, B>>(self, name: &str, handler: H) -> Self {
+        self.source(SourceName::queue(name), handler)
     }
 
     /// Handle the messages of queue `name` as raw [`Delivery`]s.
@@ -77,10 +74,8 @@ impl<B: Backend> WorkerBuilder<B> {
     /// });
     /// # }
     /// ```
-    pub fn queue_raw<H: Handler<Delivery, B>>(mut self, name: &str, handler: H) -> Self {
-        let spec = SourceName::queue(name);
-        self.sources.push((spec, Box::new(Raw::new(handler))));
-        self
+    pub fn queue_raw<H: Handler<Delivery, B>>(self, name: &str, handler: H) -> Self {
+        self.source_raw(SourceName::queue(name), handler)
     }
 
     /// Handle the records of the cluster-mode consumer group `group` of topic `topic` as typed
@@ -99,15 +94,12 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # }
     /// ```
     pub fn topic_group<J: Job, H: Handler<J, B>>(
-        mut self,
+        self,
         topic: &str,
         group: &str,
         handler: H,
     ) -> Self {
-        let spec = SourceName::group(topic, group);
-        self.sources
-            .push((spec, Box::new(Typed::<J, H>::new(handler))));
-        self
+        self.source(SourceName::group(topic, group), handler)
     }
 
     /// Handle the records of consumer group `group` of topic `topic` as raw [`Delivery`]s
@@ -122,13 +114,43 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # }
     /// ```
     pub fn topic_group_raw<H: Handler<Delivery, B>>(
-        mut self,
+        self,
         topic: &str,
         group: &str,
         handler: H,
     ) -> Self {
-        let spec = SourceName::group(topic, group);
-        self.sources.push((spec, Box::new(Raw::new(handler))));
+        self.source_raw(SourceName::group(topic, group), handler)
+    }
+
+    /// Handle the typed jobs `J` of a queue or a cluster group, by name (`emails`,
+    /// `orders/billing`): [`WorkerBuilder::queue`] or [`WorkerBuilder::topic_group`].
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping;
+    /// # impl sqlmq::Job for Ping { const NAME: &'static str = "ping"; }
+    /// # fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let name: sqlmq::SourceName = "orders/billing".parse()?;
+    /// sqlmq::Worker::builder(&client).source(name, |_: Ping, _ctx| async { Ok::<_, String>(sqlmq::Outcome::Done) });
+    /// # Ok(()) }
+    /// ```
+    pub fn source<J: Job, H: Handler<J, B>>(mut self, name: SourceName, handler: H) -> Self {
+        self.sources
+            .push((name, Box::new(Typed::<J, H>::new(handler))));
+        self
+    }
+
+    /// Handle the deliveries of a queue or a cluster group, by name, as raw [`Delivery`]s:
+    /// [`WorkerBuilder::queue_raw`] or [`WorkerBuilder::topic_group_raw`].
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// sqlmq::Worker::builder(&client).source_raw("emails".parse()?, |d: sqlmq::Delivery, _ctx| async move {
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn source_raw<H: Handler<Delivery, B>>(mut self, name: SourceName, handler: H) -> Self {
+        self.sources.push((name, Box::new(Raw::new(handler))));
         self
     }
 

@@ -8,7 +8,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlmq::{Delivery, Handler, JobContext, Outcome};
+use sqlmq::{Backend, Delivery, Handler, JobContext, Outcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
@@ -27,10 +27,10 @@ pub struct CommandHandler {
     pub verbose: bool,
 }
 
-impl Handler<Delivery> for CommandHandler {
+impl<B: Backend> Handler<Delivery, B> for CommandHandler {
     type Error = String;
 
-    async fn handle(&self, delivery: Delivery, ctx: JobContext) -> Result<Outcome, String> {
+    async fn handle(&self, delivery: Delivery, ctx: JobContext<B>) -> Result<Outcome, String> {
         let started = Instant::now();
         let (id, attempt) = (delivery.id, delivery.attempt);
         let result = run(&self.exec, &ctx, delivery).await;
@@ -46,7 +46,11 @@ impl Handler<Delivery> for CommandHandler {
 }
 
 /// Run the command to its end; Ok on exit 0, else the text to nack with.
-async fn run(exec: &str, ctx: &JobContext, delivery: Delivery) -> Result<Outcome, String> {
+async fn run<B: Backend>(
+    exec: &str,
+    ctx: &JobContext<B>,
+    delivery: Delivery,
+) -> Result<Outcome, String> {
     let mut child = command(exec, ctx, &delivery)
         .spawn()
         .map_err(|e| format!("cannot start `sh -c {exec}`: {e}"))?;
@@ -85,7 +89,7 @@ impl Drop for GroupGuard {
 /// `sh -c CMD` with the message on stdin and its facts in the environment. A topic record's
 /// SQLMQ_QUEUE is `topic/group`; it also gets SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION and
 /// SQLMQ_OFFSET.
-fn command(exec: &str, ctx: &JobContext, d: &Delivery) -> Command {
+fn command<B: Backend>(exec: &str, ctx: &JobContext<B>, d: &Delivery) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(exec)

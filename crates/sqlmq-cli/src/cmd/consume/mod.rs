@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use sqlmq::{Worker, WorkerReport};
+use sqlmq::{Backend, SourceName, Worker, WorkerReport};
 
 use self::command::CommandHandler;
 use super::{UsageError, parse_duration};
@@ -103,29 +103,6 @@ impl ExecOptions {
     }
 }
 
-/// What a `--exec` worker consumes.
-#[derive(Clone, Copy, Debug)]
-pub enum Source<'a> {
-    /// A queue.
-    Queue(&'a str),
-    /// A cluster-mode consumer group (which must exist).
-    Group {
-        /// The topic.
-        topic: &'a str,
-        /// The group.
-        group: &'a str,
-    },
-}
-
-impl std::fmt::Display for Source<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Queue(queue) => f.write_str(queue),
-            Source::Group { topic, group } => write!(f, "{topic}/{group}"),
-        }
-    }
-}
-
 /// When a `--exec` worker stops on its own (else at SIGTERM/SIGINT).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StopWhen {
@@ -136,15 +113,15 @@ pub struct StopWhen {
 }
 
 /// Run `sqlmq consume`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let stop = StopWhen {
         max_messages: args.max_messages,
         drained: args.exit_when_empty,
     };
-    run_exec(
+    run_exec::<B>(
         settings,
         "consume",
-        Source::Queue(&args.queue),
+        SourceName::queue(&args.queue),
         &args.exec,
         &args.options,
         stop,
@@ -152,12 +129,13 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
     .await
 }
 
-/// Run `sh -c EXEC` for every message of `source` on the worker runtime until a signal or
-/// `stop`, then print a summary line (`sqlmq <command> <source>: ...`) to stderr.
-pub async fn run_exec(
+/// Run `sh -c EXEC` for every message of `source` (a queue, or a cluster group that must
+/// exist) on the worker runtime until a signal or `stop`, then print a summary line
+/// (`sqlmq <command> <source>: ...`) to stderr.
+pub async fn run_exec<B: Backend>(
     settings: &Settings,
     command: &str,
-    source: Source<'_>,
+    source: SourceName,
     exec: &str,
     options: &ExecOptions,
     stop: StopWhen,
@@ -168,19 +146,15 @@ pub async fn run_exec(
     // plus the claim, the acker, the prober and the heartbeat.
     let connections = (options.concurrency + 4).clamp(4, 200) as u32;
     let client = settings
-        .connect_with(settings.builder().max_connections(connections))
+        .connect_with::<B>(settings.builder().max_connections(connections))
         .await?;
     let signals = shutdown::listen()?;
     let handler = CommandHandler {
         exec: Arc::from(exec),
         verbose: settings.verbose > 0,
     };
-    let mut worker = Worker::builder(&client);
-    worker = match source {
-        Source::Queue(queue) => worker.queue_raw(queue, handler),
-        Source::Group { topic, group } => worker.topic_group_raw(topic, group, handler),
-    };
-    worker = worker
+    let mut worker = Worker::builder(&client)
+        .source_raw(source.clone(), handler)
         .concurrency(options.concurrency)
         .max_batch(batch)
         .lease(options.lease)

@@ -25,6 +25,7 @@ use self::progress::{Progress, rate};
 use self::workers::{Counters, Specials};
 use crate::output::{short_duration, timestamp};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// The queue the demo (re)creates.
 pub const QUEUE: &str = "demo";
@@ -48,8 +49,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq demo`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     client.migrate().await?;
     let config = QueueConfig::default()
         .max_attempts(MAX_ATTEMPTS)
@@ -132,8 +133,8 @@ async fn wait_until_settled(
 }
 
 /// Print what happened, and check that the queue holds nothing but the dead letter.
-async fn summary(
-    queue: &Queue,
+async fn summary<B: Backend>(
+    queue: &Queue<B>,
     counters: &Counters,
     specials: Specials,
     elapsed: Duration,

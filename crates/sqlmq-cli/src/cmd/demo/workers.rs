@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlmq::{Delivery, Message, MessageId, NackOutcome, Queue, Receipt};
+use sqlmq::{Backend, Delivery, Message, MessageId, NackOutcome, Queue, Receipt};
 use tokio::sync::watch;
 
 use crate::poll::PollDelay;
@@ -47,8 +47,8 @@ pub struct Specials {
 }
 
 /// Send `messages` in batches of [`SEND_BATCH`], each batch atomically.
-pub async fn produce(
-    queue: Queue,
+pub async fn produce<B: Backend>(
+    queue: Queue<B>,
     messages: Vec<Message>,
     counters: &Counters,
 ) -> sqlmq::Result<()> {
@@ -63,8 +63,8 @@ pub async fn produce(
 
 /// Claim, handle and settle until `stop` turns true: failures are nacked one by one (the
 /// queue's backoff decides when they come back), successes acked together per claim.
-pub async fn consume(
-    queue: Queue,
+pub async fn consume<B: Backend>(
+    queue: Queue<B>,
     specials: Specials,
     counters: &Counters,
     mut stop: watch::Receiver<bool>,

@@ -7,6 +7,7 @@ use sqlmq::{Error, TopicConfig};
 
 use crate::cmd::parse_duration;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq topic create`.
 #[derive(clap::Args, Debug)]
@@ -31,8 +32,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq topic create`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     // Start from the existing configuration so that options not given are kept.
     let existing = match client.topic(&args.name).await {
         Ok(topic) => Some(topic.config().clone()),

@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use crate::cmd::confirm;
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Arguments of `sqlmq topic delete`.
 #[derive(clap::Args, Debug)]
@@ -16,7 +17,7 @@ pub struct Args {
 }
 
 /// Run `sqlmq topic delete`. Stop the topic's producers and consumers first.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     confirm(
         args.yes,
         &format!(
@@ -24,7 +25,11 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
             args.name
         ),
     )?;
-    settings.connect().await?.delete_topic(&args.name).await?;
+    settings
+        .connect::<B>()
+        .await?
+        .delete_topic(&args.name)
+        .await?;
     println!("deleted topic {}", args.name);
     Ok(())
 }

@@ -9,6 +9,7 @@ use sqlmq::{PartitionInfo, TopicConfig};
 use super::view::{JsonLag, group_lags, print_lags};
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Window of the publish rate shown.
 const RATE_WINDOW: Duration = Duration::from_secs(60);
@@ -58,8 +59,8 @@ struct JsonDescription<'a> {
 }
 
 /// Run `sqlmq topic describe`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let topic = client.topic(&args.name).await?;
     let stats = topic.stats(RATE_WINDOW).await?;
     let lags = group_lags(&client, Some(topic.name()), None).await?;

@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// Window of the publish rate shown.
 const RATE_WINDOW: Duration = Duration::from_secs(60);
@@ -20,8 +21,8 @@ pub struct Args {
 }
 
 /// Run `sqlmq topic list`.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    let client = settings.connect().await?;
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let client = settings.connect::<B>().await?;
     let mut stats = client.topic_stats(RATE_WINDOW).await?;
     stats.sort_by(|a, b| a.name.cmp(&b.name));
     if args.json {

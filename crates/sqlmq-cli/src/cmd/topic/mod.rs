@@ -18,6 +18,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::settings::Settings;
+use sqlmq::Backend;
 
 /// `sqlmq topic ...`
 #[derive(Subcommand, Debug)]
@@ -33,11 +34,11 @@ pub enum TopicCommand {
 }
 
 /// Run `sqlmq topic ...`.
-pub async fn run(settings: &Settings, command: TopicCommand) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, command: TopicCommand) -> Result<()> {
     match command {
-        TopicCommand::Create(args) => create::run(settings, args).await,
-        TopicCommand::List(args) => list::run(settings, args).await,
-        TopicCommand::Describe(args) => describe::run(settings, args).await,
-        TopicCommand::Delete(args) => delete::run(settings, args).await,
+        TopicCommand::Create(args) => create::run::<B>(settings, args).await,
+        TopicCommand::List(args) => list::run::<B>(settings, args).await,
+        TopicCommand::Describe(args) => describe::run::<B>(settings, args).await,
+        TopicCommand::Delete(args) => delete::run::<B>(settings, args).await,
     }
 }

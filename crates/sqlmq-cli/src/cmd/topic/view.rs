@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{Client, Delivery, Error, GroupLag, GroupMode, StreamRecord};
+use sqlmq::{Backend, Client, Delivery, Error, GroupLag, GroupMode, StreamRecord};
 
 use crate::output::{JsonBody, short_duration, timestamp};
 
@@ -168,8 +168,8 @@ impl<'a> From<&'a GroupLag> for JsonLag<'a> {
 
 /// The lag of every group of `topic` (of every topic when `None`), by topic then group;
 /// only `group` when given (an unknown group is an error).
-pub async fn group_lags(
-    client: &Client,
+pub async fn group_lags<B: Backend>(
+    client: &Client<B>,
     topic: Option<&str>,
     group: Option<&str>,
 ) -> Result<Vec<GroupLag>> {
