@@ -1,4 +1,4 @@
-//! # sqlmq: durable, transactional queues stored in MySQL/MariaDB
+//! # sqlmq: durable, transactional queues and topics stored in your database
 //!
 //! Messages live in the database your application already runs, so a message can be sent in
 //! the same transaction as the business data it belongs to ([`Queue::send_in`]) and acked in
@@ -35,19 +35,20 @@
 //!
 //! ## Layout
 //!
+//! The engine (the first six modules) decides; the store reads and writes rows; the domain is
+//! the plain types both share (see `docs/ARCHITECTURE.md` for which way the arrows point).
+//!
 //! | module | concept |
 //! |---|---|
-//! | `client` | [`Client`]: pool, server checks, schema, queue lookup |
-//! | `queue` | [`Queue`]: send, receive, ack/nack/extend, admin |
-//! | `job` | [`Job`]: typed payloads, `enqueue` |
+//! | `client` | [`Client`]: connecting, the schema, lookups, wakeups and housekeeping schedules |
+//! | `queue` | [`Queue`]: send, receive, admin |
+//! | `topic` | [`Topic`], [`Group`], [`BroadcastReader`]: streams, gap-free offsets, consumer groups |
+//! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision; [`Source`] |
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
-//! | `topic` | [`Topic`]: partitioned streams, gap-free offsets, consumer groups |
-//! | `message` | [`Message`] in, [`Delivery`] out, [`Receipt`], [`MessageId`] |
-//! | `retry_policy` | [`Backoff`] between attempts |
-//! | `error` | [`Error`], [`ErrorClass`]: typed errors, MySQL error classification |
-//! | `name` | name validation |
-//! | `tx` | our own transactions: READ COMMITTED, bounded retries, unknown-commit resolution |
-//! | `store` | the storage seam; `store::mysql` holds every SQL statement and the migrations |
+//! | `job` | [`Job`]: typed payloads, `enqueue` |
+//! | `tx` | our own transactions: the backend's BEGIN, bounded retries, unknown-commit resolution |
+//! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` holds every MySQL statement and the migrations |
+//! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |
 //! | `nodelay` | workaround for sqlx 0.9.0's missing `TCP_NODELAY` |
 //!
 //! The library emits `tracing` events and `metrics` facade calls; it installs neither a
