@@ -65,71 +65,44 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
     const SCHEME: &'static str;
 }
 
-/// Everything a backend's store implements.
-pub trait Store<B: Backend>:
-    Server<B>
-    + Schema<B>
-    + Queues<B>
-    + Enqueue<B>
-    + Claim<B>
-    + Maintain<B>
-    + Admin<B>
-    + DeadLetters<B>
-    + Settle<B>
-    + Probe<B>
-    + Topics<B>
-    + Publish<B>
-    + Stream<B>
-    + Retention<B>
-    + Groups<B>
-    + GroupClaim<B>
-    + GroupDead<B>
-    + GroupState<B>
-    + Processes<B>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
+/// Declare [`Store`] (every store trait at once, implemented for any type that implements
+/// them all) and the [`prelude`] that brings their methods into scope, from one list.
+macro_rules! store_traits {
+    ($($t:ident),* $(,)?) => {
+        /// Everything a backend's store implements.
+        pub trait Store<B: Backend>: $($t<B> +)* Clone + Send + Sync + 'static {}
 
-impl<B: Backend, T> Store<B> for T where
-    T: Server<B>
-        + Schema<B>
-        + Queues<B>
-        + Enqueue<B>
-        + Claim<B>
-        + Maintain<B>
-        + Admin<B>
-        + DeadLetters<B>
-        + Settle<B>
-        + Probe<B>
-        + Topics<B>
-        + Publish<B>
-        + Stream<B>
-        + Retention<B>
-        + Groups<B>
-        + GroupClaim<B>
-        + GroupDead<B>
-        + GroupState<B>
-        + Processes<B>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
-}
+        impl<B: Backend, T> Store<B> for T where T: $($t<B> +)* Clone + Send + Sync + 'static {}
 
-/// The store traits in scope, for calling their methods on `B::Store` (a bound on an
-/// associated type does not bring its traits' methods into scope by itself).
-pub(crate) mod prelude {
-    pub(crate) use super::{
-        Admin as _, Claim as _, DeadLetters as _, Enqueue as _, GroupClaim as _, GroupDead as _,
-        GroupState as _, Groups as _, Maintain as _, Probe as _, Processes as _, Publish as _,
-        Queues as _, Retention as _, Schema as _, Server as _, Settle as _, Stream as _,
-        Topics as _,
+        /// The store traits in scope, for calling their methods on `B::Store` (a bound on an
+        /// associated type does not bring its traits' methods into scope by itself).
+        pub(crate) mod prelude {
+            pub(crate) use super::{$($t as _),*};
+        }
     };
 }
+
+store_traits!(
+    Server,
+    Schema,
+    Queues,
+    Enqueue,
+    Claim,
+    Maintain,
+    Admin,
+    DeadLetters,
+    Settle,
+    Probe,
+    Topics,
+    Publish,
+    Stream,
+    Retention,
+    Groups,
+    GroupClaim,
+    GroupDead,
+    GroupState,
+    Processes,
+);
 
 mod sealed {
     /// Only sqlmq's own backends implement [`Backend`](super::Backend).
