@@ -96,6 +96,8 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Watch producers, consumers, a retry and a dead letter at work on a `demo` queue.
     Demo(cmd::demo::Args),
+    /// Serve the HTTP API, the web dashboard and Prometheus metrics.
+    Serve(cmd::serve::Args),
     /// Measure sqlmq against the raw capacity of the same server, and against peers.
     Bench(bench::BenchArgs),
 }
@@ -157,6 +159,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Query(args) => cmd::query::run(&settings, args).await,
         Trace(args) => cmd::trace::run(&settings, args).await,
         Demo(args) => cmd::demo::run(&settings, args).await,
+        Serve(args) => cmd::serve::run(&settings, args).await,
         Bench(args) => bench::run(&settings, args).await,
     }
 }
