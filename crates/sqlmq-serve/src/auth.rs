@@ -54,7 +54,7 @@ pub(crate) struct Tokens {
 impl Tokens {
     /// The access a presented token grants, or None. Both tokens are always compared, so the
     /// time taken does not tell which one (if any) matched.
-    fn grant(&self, presented: &[u8]) -> Option<Access> {
+    pub(crate) fn grant(&self, presented: &[u8]) -> Option<Access> {
         let eq = |t: &Option<String>| {
             t.as_ref()
                 .is_some_and(|t| bool::from(t.as_bytes().ct_eq(presented)))
@@ -69,7 +69,7 @@ impl Tokens {
         }
     }
 
-    fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.full.is_some() || self.read.is_some()
     }
 
@@ -101,7 +101,30 @@ fn presented(req: &axum::http::request::Parts) -> Option<String> {
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v.to_owned())
+        .map(|(_, v)| percent_decode(v))
+}
+
+/// Undo the `%XX` escapes the login page puts in the cookie.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Paths served to anyone: probes, the API description and the login page.
@@ -196,7 +219,7 @@ mod tests {
         assert_eq!(t.check(&parts(Some("Bearer x"), None)), Err(()));
         assert_eq!(t.check(&parts(None, None)), Ok(None));
         assert_eq!(
-            t.check(&parts(None, Some("a=b; sqlmq_token=r"))),
+            t.check(&parts(None, Some("a=b; sqlmq_token=%72"))),
             Ok(Some(Access::Read))
         );
         assert_eq!(

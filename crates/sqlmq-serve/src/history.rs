@@ -147,6 +147,7 @@ impl History {
     }
 
     /// How many samples are kept.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.samples.len()
     }
