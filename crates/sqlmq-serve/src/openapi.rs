@@ -6,6 +6,8 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use utoipa::openapi::path::ParameterIn;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
 use utoipa::{Modify, OpenApi};
@@ -85,6 +87,21 @@ impl Modify for Common {
             .into_iter()
             .flatten()
             {
+                for p in op.parameters.iter_mut().flatten() {
+                    if p.parameter_in == ParameterIn::Path {
+                        p.schema = Some(RefOr::T(path_schema(&p.name)));
+                    }
+                }
+            }
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
                 for (status, description) in ERRORS {
                     let response = ResponseBuilder::new()
                         .description(*description)
@@ -105,6 +122,31 @@ impl Modify for Common {
             }
         }
     }
+}
+
+/// The schema of a path parameter: names follow the library's rule, ids are UUIDs. The
+/// examples name the objects a first try (or a test) would create.
+fn path_schema(name: &str) -> Schema {
+    let (pattern, max, example) = match name {
+        "id" => (
+            "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            36,
+            "01a209cb-5b43-778c-a723-afcb3faf372d",
+        ),
+        "queue" => ("^[A-Za-z0-9._-]{1,128}$", 128, "jobs"),
+        "topic" => ("^[A-Za-z0-9._-]{1,128}$", 128, "orders"),
+        "group" => ("^[A-Za-z0-9._-]{1,128}$", 128, "billing"),
+        _ => ("^[A-Za-z0-9._-]{1,128}$", 128, "member-1"),
+    };
+    Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(pattern))
+            .min_length(Some(1))
+            .max_length(Some(max))
+            .examples([serde_json::json!(example)])
+            .build(),
+    )
 }
 
 /// The OpenAPI document.
