@@ -126,8 +126,7 @@ impl History {
             .collect()
     }
 
-    /// The value `ago` before the latest sample (the oldest sample if the history is
-    /// shorter), and the latest value: for "growing" alerts.
+    /// The value `ago` before the latest sample, and the latest value: for "growing" alerts.
     pub(crate) fn change_over(
         &self,
         ago: std::time::Duration,
@@ -136,13 +135,15 @@ impl History {
         let last = self.samples.back()?;
         let latest = value(last)?;
         let cutoff = last.at? - ago;
+        // The sample at the cutoff; with a shorter history (or a subject that appeared
+        // since), the oldest sample that has a value.
         let before = self
             .samples
             .iter()
             .rev()
             .find(|s| s.at.is_some_and(|t| t <= cutoff))
-            .or(self.samples.front())
-            .and_then(&value)?;
+            .and_then(&value)
+            .or_else(|| self.samples.iter().find_map(&value))?;
         Some((before, latest))
     }
 

@@ -21,10 +21,22 @@ pub struct Series {
     pub points: Vec<(SystemTime, f64)>,
 }
 
-/// A chart of `series` over the last hour, with a legend; `unit` labels the y axis.
+/// A chart of `series` over the history kept (up to the last hour), with a legend; `unit`
+/// labels the y axis.
 pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Markup {
+    // The x axis spans the history there is (at least a minute, at most the window), so a
+    // server started a few minutes ago still draws readable lines.
     let now = SystemTime::now();
-    let start = now - HISTORY_WINDOW;
+    let earliest = series
+        .iter()
+        .filter_map(|s| s.points.first().map(|p| p.0))
+        .min()
+        .unwrap_or(now);
+    let span = now
+        .duration_since(earliest)
+        .unwrap_or(Duration::ZERO)
+        .clamp(Duration::from_secs(60), HISTORY_WINDOW);
+    let start = now - span;
     let max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -35,7 +47,7 @@ pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Markup {
             .duration_since(start)
             .unwrap_or(Duration::ZERO)
             .as_secs_f64();
-        PAD_L + (secs / HISTORY_WINDOW.as_secs_f64()).min(1.0) * (W - PAD_L - 4.0)
+        PAD_L + (secs / span.as_secs_f64()).min(1.0) * (W - PAD_L - 4.0)
     };
     let y = |v: f64| 4.0 + (H - PAD_B - 4.0) * (1.0 - v / top);
     let points: usize = series.iter().map(|s| s.points.len()).sum();
@@ -47,7 +59,7 @@ pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Markup {
                 line x1=(PAD_L) y1=(y(top)) x2=(W - 4.0) y2=(y(top)) stroke="#eef0f4" {}
                 text x="2" y=(y(top) + 10.0) font-size="10" fill="#6b7386" { (fmt(top)) " " (unit) }
                 text x="2" y=(y(0.0)) font-size="10" fill="#6b7386" { "0" }
-                text x=(PAD_L) y=(H - 4.0) font-size="10" fill="#6b7386" { "−60 min" }
+                text x=(PAD_L) y=(H - 4.0) font-size="10" fill="#6b7386" { "−" (humantime::format_duration(Duration::from_secs(span.as_secs())).to_string().split(' ').take(2).collect::<Vec<_>>().join(" ")) }
                 text x=(W - 30.0) y=(H - 4.0) font-size="10" fill="#6b7386" { "now" }
                 @for (i, s) in series.iter().enumerate() {
                     @let path = s.points.iter().map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v))).collect::<Vec<_>>().join(" ");

@@ -144,7 +144,7 @@ async fn render(cx: PageContext, name: String, find: Find) -> Page {
             " " button type="submit" { "Find" }
             @if searching { " " a href=(format!("/queues/{}", enc(&name))) { "clear" } }
         }
-        p.muted { "Searches the queue's dead letters (up to " (SEARCH_LIMIT) "). Live messages cannot be looked up without claiming them: the library has no read-only lookup yet." }
+        p.muted { "Searches the queue's dead letters (the oldest " (SEARCH_LIMIT) "); waiting and in-flight messages cannot be looked up." }
         h2 { "Dead letters" @if searching { " matching" } }
         @if write && q.dead > 0 {
             p {
