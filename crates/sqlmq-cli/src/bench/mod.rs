@@ -35,6 +35,7 @@ mod raw;
 mod registry;
 mod report;
 mod scratch;
+mod serve;
 mod topic;
 mod track;
 mod worker;
