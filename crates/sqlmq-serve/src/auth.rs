@@ -16,6 +16,10 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Name of the dashboard's session cookie.
+///
+/// ```
+/// assert_eq!(sqlmq_serve::COOKIE, "sqlmq_token");
+/// ```
 pub const COOKIE: &str = "sqlmq_token";
 
 /// What a request may do.

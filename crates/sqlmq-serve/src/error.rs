@@ -32,6 +32,13 @@ pub struct ApiError {
 }
 
 /// The JSON body of every error answer.
+///
+/// ```
+/// let body = sqlmq_serve::ErrorBody {
+///     error: sqlmq_serve::ErrorDetail { code: "unknown_queue".into(), message: "…".into() },
+/// };
+/// assert_eq!(serde_json::to_value(&body).unwrap()["error"]["code"], "unknown_queue");
+/// ```
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody {
     /// The error.
@@ -39,6 +46,11 @@ pub struct ErrorBody {
 }
 
 /// The code and message of an error answer.
+///
+/// ```
+/// let d = sqlmq_serve::ErrorDetail { code: "lease_lost".into(), message: "expired".into() };
+/// assert_eq!(d.code, "lease_lost");
+/// ```
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code, such as `unknown_queue` or `invalid_argument`.
@@ -149,6 +161,13 @@ impl IntoResponse for ApiError {
 }
 
 /// What every handler returns.
+///
+/// ```
+/// fn check(n: u32) -> sqlmq_serve::ApiResult<u32> {
+///     if n == 0 { Err(sqlmq_serve::ApiError::invalid("n must be positive")) } else { Ok(n) }
+/// }
+/// assert!(check(0).is_err());
+/// ```
 pub type ApiResult<T> = Result<T, ApiError>;
 
 #[cfg(test)]

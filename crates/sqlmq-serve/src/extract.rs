@@ -18,7 +18,7 @@ use crate::error::ApiError;
 /// async fn handler(sqlmq_serve::Json(v): sqlmq_serve::Json<serde_json::Value>) -> String {
 ///     v.to_string()
 /// }
-/// # let _ = axum::routing::post(handler);
+/// # let _: axum::Router = axum::Router::new().route("/", axum::routing::post(handler));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
@@ -62,7 +62,7 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 /// async fn handler(sqlmq_serve::Query(p): sqlmq_serve::Query<Page>) -> String {
 ///     format!("{:?}", p.limit)
 /// }
-/// # let _ = axum::routing::get(handler);
+/// # let _: axum::Router = axum::Router::new().route("/", axum::routing::get(handler));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Query<T>(pub T);

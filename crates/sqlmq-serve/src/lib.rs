@@ -41,7 +41,7 @@
 
 #![warn(missing_docs)]
 
-pub mod api;
+mod api;
 mod auth;
 pub mod body;
 mod config;

@@ -20,6 +20,17 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Why the server could not start.
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) {
+/// let open = sqlmq_serve::ServeConfig::default().listen("0.0.0.0:8080".parse().unwrap());
+/// match sqlmq_serve::Server::bind(client, open).await {
+///     Err(sqlmq_serve::ServeError::NonLoopbackWithoutToken(addr)) => eprintln!("set a token to listen on {addr}"),
+///     Err(e) => eprintln!("{e}"),
+///     Ok(_) => {}
+/// }
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {

@@ -19,6 +19,13 @@ use crate::snapshot::Snapshot;
 pub(crate) type SharedReader = Arc<tokio::sync::Mutex<sqlmq::BroadcastReader>>;
 
 /// Shared by every handler. Cheap to clone.
+///
+/// ```no_run
+/// # async fn f(server: sqlmq_serve::Server) {
+/// let state = server.state().clone();
+/// state.refresh_gauges().await; // read the database gauges now
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct AppState {
     pub(crate) inner: Arc<Inner>,
@@ -48,6 +55,11 @@ pub struct Inner {
 }
 
 /// Counts of what went through this server for one queue (or `topic/group`).
+///
+/// ```
+/// let t = sqlmq_serve::Traffic::default();
+/// assert_eq!((t.sent, t.acked), (0, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
     /// Messages sent (or records published).

@@ -187,100 +187,74 @@ async fn send_receive_ack_nack_extend() {
     let (_, again) = s.post("/v1/queues/jobs/receive", json!({"max": 1})).await;
     assert_eq!(again["messages"][0]["attempt"], 2);
 
-    // Errors.
-    let bad = [
-        (json!({"max": 0}), "invalid_argument"),
-        (json!({"max": 1001}), "invalid_argument"),
-        (json!({"lease_ms": 0}), "invalid_argument"),
-        (json!({"wait_ms": 20001}), "invalid_argument"),
-        (json!({"max": -1}), "invalid_argument"),
-    ];
-    for (body, code) in bad {
-        assert_error(&s.post("/v1/queues/jobs/receive", body).await, 422, code);
-    }
-    assert_error(
-        &s.post("/v1/queues/jobs/ack", json!({"receipts": []})).await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post("/v1/queues/jobs/ack", json!({"receipts": ["nope"]}))
-            .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/nack",
+    // Errors: (path, body, status, code); nothing is claimed, acked or sent by any of them.
+    let q = "/v1/queues/jobs";
+    let cases = [
+        ("receive", json!({"max": 0}), 422, "invalid_argument"),
+        ("receive", json!({"max": 1001}), 422, "invalid_argument"),
+        ("receive", json!({"lease_ms": 0}), 422, "invalid_argument"),
+        (
+            "receive",
+            json!({"wait_ms": 20001}),
+            422,
+            "invalid_argument",
+        ),
+        ("receive", json!({"max": -1}), 422, "invalid_argument"),
+        ("ack", json!({"receipts": []}), 422, "invalid_argument"),
+        (
+            "ack",
+            json!({"receipts": ["nope"]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "nack",
             json!({"receipts": [r1], "retry_in_ms": u64::MAX}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post("/v1/queues/jobs/extend", json!({"receipts": [r1]}))
-            .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post("/v1/queues/jobs/messages", json!({"messages": []}))
-            .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post("/v1/queues/jobs/messages", json!({"messages": [{}]}))
-            .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/messages",
+            422,
+            "invalid_argument",
+        ),
+        ("extend", json!({"receipts": [r1]}), 422, "invalid_argument"),
+        ("messages", json!({"messages": []}), 422, "invalid_argument"),
+        (
+            "messages",
+            json!({"messages": [{}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
             json!({"messages": [{"body": "a", "body_base64": "YQ=="}]}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/messages",
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
             json!({"messages": [{"body_base64": "***"}]}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/messages",
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
             json!({"messages": [{"body": "a", "priority": 99999}]}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/messages",
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
             json!({"messages": [{"body": "a", "delay_ms": u64::MAX}]}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
-    assert_error(
-        &s.post(
-            "/v1/queues/jobs/messages",
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
             json!({"messages": [{"body": "a", "ordering_key": ""}]}),
-        )
-        .await,
-        422,
-        "invalid_argument",
-    );
+            422,
+            "invalid_argument",
+        ),
+    ];
+    for (action, body, status, code) in cases {
+        assert_error(&s.post(&format!("{q}/{action}"), body).await, status, code);
+    }
     assert_error(
         &s.post(
             "/v1/queues/nope/messages",

@@ -2,9 +2,7 @@
 
 use axum::extract::{Path, State};
 
-use super::model::{
-    CountResponse, DeadLetterOut, DeadLettersResponse, IdsRequest, ListQuery, Selection,
-};
+use super::model::{CountResponse, DeadLettersResponse, IdsRequest, ListQuery, Selection};
 use crate::error::ApiResult;
 use crate::extract::{Json, Query};
 use crate::state::AppState;
@@ -31,9 +29,7 @@ pub async fn list(
 ) -> ApiResult<Json<DeadLettersResponse>> {
     let limit = query.checked()?;
     let dead = state.queue(&name).await?.dead_letters(limit).await?;
-    Ok(Json(DeadLettersResponse {
-        dead_letters: dead.into_iter().map(DeadLetterOut::from).collect(),
-    }))
+    Ok(Json(dead.into()))
 }
 
 /// Put dead letters back into the queue (attempts reset): `{"ids":[…]}` or `{"all":true}`.

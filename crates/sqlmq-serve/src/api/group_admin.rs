@@ -5,9 +5,7 @@ use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::model::{
-    CountResponse, DeadLetterOut, DeadLettersResponse, IdsRequest, ListQuery, Selection,
-};
+use super::model::{CountResponse, DeadLettersResponse, IdsRequest, ListQuery, Selection};
 use crate::body::rfc3339;
 use crate::error::ApiResult;
 use crate::extract::{Json, Query};
@@ -232,9 +230,7 @@ pub async fn dead(
         .await?
         .dead_letters(limit)
         .await?;
-    Ok(Json(DeadLettersResponse {
-        dead_letters: list.into_iter().map(DeadLetterOut::from).collect(),
-    }))
+    Ok(Json(list.into()))
 }
 
 /// Redrive a group's dead letters: `{"ids":[…]}` or `{"all":true}`.

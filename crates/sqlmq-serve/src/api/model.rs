@@ -289,6 +289,14 @@ pub struct DeadLettersResponse {
     pub dead_letters: Vec<DeadLetterOut>,
 }
 
+impl From<Vec<sqlmq::DeadLetter>> for DeadLettersResponse {
+    fn from(list: Vec<sqlmq::DeadLetter>) -> DeadLettersResponse {
+        DeadLettersResponse {
+            dead_letters: list.into_iter().map(DeadLetterOut::from).collect(),
+        }
+    }
+}
+
 /// `?limit=` of a listing.
 #[derive(Deserialize, ToSchema, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
