@@ -131,9 +131,12 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Paths served to anyone: probes, the API description and the login page.
+/// Paths served to anyone: probes, the API description, signing in and out.
 fn public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/openapi.json" | "/login")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/openapi.json" | "/login" | "/logout"
+    )
 }
 
 /// Whether the request comes from a browser page (it gets a redirect to the login page

@@ -116,6 +116,19 @@ async fn tokens_grant_full_or_read_access() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403, "the read-only cookie cannot act");
+    let r = no_redirects
+        .post(s.url("/logout"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303, "but it can sign out");
+    assert!(
+        r.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
     s.finish().await;
 }
 
