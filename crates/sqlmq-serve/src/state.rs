@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,9 @@ use crate::snapshot::Snapshot;
 /// A broadcast member's reader, kept between its HTTP polls (its position lives in memory
 /// until it checkpoints).
 pub(crate) type SharedReader = Arc<tokio::sync::Mutex<sqlmq::BroadcastReader>>;
+
+/// Broadcast readers by (topic, group, member), with when each was last used.
+pub(crate) type Readers = HashMap<(String, String, String), (Instant, SharedReader)>;
 
 /// Shared by every handler. Cheap to clone.
 ///
@@ -44,8 +47,8 @@ pub struct Inner {
     pub(crate) handles: Handles,
     /// Cancelled when the server shuts down: long polls return at once (empty).
     pub(crate) shutdown: CancellationToken,
-    /// Broadcast readers by (topic, group, member).
-    pub(crate) readers: tokio::sync::Mutex<HashMap<(String, String, String), SharedReader>>,
+    /// Broadcast readers by (topic, group, member), with when each was last used.
+    pub(crate) readers: tokio::sync::Mutex<Readers>,
     /// The latest database snapshot (gauges, dashboard), replaced by the refresher.
     pub(crate) snapshot: RwLock<Arc<Snapshot>>,
     /// Rolling samples for the dashboard's charts.

@@ -5,7 +5,10 @@
 //! member); `checkpoint` saves it in the database, so that after a restart of the server — or
 //! with several servers behind a load balancer — the member resumes from its last checkpoint
 //! (at-least-once for what it read after it). Poll with `"checkpoint": true` to save after
-//! every poll.
+//! every poll. A member silent for [`READER_IDLE`] is forgotten by the server (its checkpoint
+//! stays).
+
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -44,6 +47,10 @@ pub struct PollResponse {
 
 type MemberPath = Path<(String, String, String)>;
 
+/// A member not heard from for this long loses its in-memory position; its next poll resumes
+/// from its last checkpoint.
+pub const READER_IDLE: Duration = Duration::from_secs(600);
+
 async fn reader(
     state: &AppState,
     topic: &str,
@@ -51,13 +58,18 @@ async fn reader(
     member: &str,
 ) -> ApiResult<SharedReader> {
     let key = (topic.to_owned(), group.to_owned(), member.to_owned());
+    let now = Instant::now();
     let mut readers = state.readers.lock().await;
-    if let Some(r) = readers.get(&key) {
+    // Members that stopped polling are forgotten (their checkpoint stays in the database),
+    // so that the map cannot grow without bound.
+    readers.retain(|_, (used, _)| now.duration_since(*used) < READER_IDLE);
+    if let Some((used, r)) = readers.get_mut(&key) {
+        *used = now;
         return Ok(r.clone());
     }
     let g = state.group(topic, group).await?;
     let r = SharedReader::new(tokio::sync::Mutex::new(g.reader(member).await?));
-    readers.insert(key, r.clone());
+    readers.insert(key, (now, r.clone()));
     Ok(r)
 }
 
