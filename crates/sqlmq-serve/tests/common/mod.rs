@@ -272,6 +272,20 @@ pub fn require_tool(name: &str, env: &str, install: &str) -> String {
             return candidate.to_string_lossy().into_owned();
         }
     }
+    // A console script of a pip-installed package: beside the interpreter that installed it
+    // (pyenv's shims may not be on PATH).
+    let beside_python = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))",
+        ])
+        .output()
+        .ok()
+        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(name))
+        .filter(|p| p.is_file());
+    if let Some(path) = beside_python {
+        return path.to_string_lossy().into_owned();
+    }
     panic!("{name} is required by this test and was not found on PATH (or ${env}): {install}");
 }
 
