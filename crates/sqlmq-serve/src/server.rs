@@ -78,6 +78,13 @@ fn build(state: AppState, config: &ServeConfig) -> Router {
         .merge(crate::dashboard::routes())
         .route("/openapi.json", axum::routing::get(crate::openapi::serve))
         .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method (see /openapi.json)",
+            )
+        })
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::auth::layer,

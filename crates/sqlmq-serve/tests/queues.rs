@@ -99,6 +99,7 @@ async fn queue_admin_routes() {
         .unwrap();
     assert_error(&common::split(raw).await, 415, "unsupported_media_type");
     assert_error(&s.get("/v1/nothing-here").await, 404, "not_found");
+    assert_error(&s.delete("/v1/queues").await, 405, "method_not_allowed");
 
     // Delete, then it is unknown.
     assert_eq!(s.delete("/v1/queues/emails").await.0, 204);

@@ -371,6 +371,75 @@ async fn cluster_groups() {
         "invalid_argument",
     );
 
+    // Error paths of the group routes.
+    let g = "/v1/topics/t/groups/g";
+    for (path, body, status, code) in [
+        (
+            "replay",
+            json!({"from": "x", "to": "1"}),
+            422,
+            "invalid_argument",
+        ),
+        ("replay", json!({"from": "0"}), 422, "invalid_argument"),
+        ("retries/retry-now", json!({}), 422, "invalid_argument"),
+        (
+            "dead/redrive",
+            json!({"ids": ["nope"]}),
+            422,
+            "invalid_argument",
+        ),
+        ("ack", json!({"receipts": ["x:1"]}), 422, "invalid_argument"),
+        ("nack", json!({"receipts": []}), 422, "invalid_argument"),
+        (
+            "extend",
+            json!({"receipts": [receipt(2)], "lease_ms": 0}),
+            422,
+            "invalid_argument",
+        ),
+        ("receive", json!({"max": 5000}), 422, "invalid_argument"),
+        ("members/m/poll", json!({}), 422, "invalid_argument"),
+    ] {
+        assert_error(&s.post(&format!("{g}/{path}"), body).await, status, code);
+    }
+    assert_error(
+        &s.get(&format!("{g}/retries?limit=0")).await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.get(&format!("{g}/dead?limit=x")).await,
+        400,
+        "bad_request",
+    );
+    assert_error(
+        &s.post("/v1/topics/t/groups/nope/members/m/checkpoint", json!(null))
+            .await,
+        404,
+        "unknown_group",
+    );
+    assert_error(
+        &s.post("/v1/topics/nope/groups/g/reset", json!({"to": "earliest"}))
+            .await,
+        404,
+        "unknown_topic",
+    );
+    assert_error(
+        &s.delete("/v1/topics/t/groups/nope").await,
+        404,
+        "unknown_group",
+    );
+    assert_error(&s.delete("/v1/topics/nope").await, 404, "unknown_topic");
+    assert_error(
+        &s.put("/v1/topics/bad%20name", json!({})).await,
+        422,
+        "invalid_name",
+    );
+    assert_error(
+        &s.put("/v1/topics/t/groups/bad%20name", json!({})).await,
+        422,
+        "invalid_name",
+    );
+
     let (_, groups) = s.get("/v1/topics/t/groups").await;
     assert_eq!(groups["groups"][0]["name"], "g");
     assert_error(
