@@ -28,7 +28,7 @@ use crate::state::AppState;
         api::queues::list, api::queues::get, api::queues::put, api::queues::delete,
         api::queues::pause, api::queues::resume, api::queues::purge,
         api::messages::send, api::messages::receive, api::messages::ack, api::messages::nack,
-        api::messages::extend,
+        api::messages::extend, api::messages::cancel,
         api::dead::list, api::dead::redrive_handler, api::dead::purge,
         api::topics::list, api::topics::get, api::topics::put, api::topics::delete,
         api::records::publish, api::records::list, api::trace::trace,

@@ -188,6 +188,31 @@ async fn send_receive_ack_nack_extend() {
     let (_, again) = s.post("/v1/queues/jobs/receive", json!({"max": 1})).await;
     assert_eq!(again["messages"][0]["attempt"], 2);
 
+    // Cancel: a waiting message goes; an in-flight one is a conflict; then it is unknown.
+    let later = sent["messages"][2]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        s.delete(&format!("/v1/queues/jobs/messages/{later}"))
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &s.delete(&format!("/v1/queues/jobs/messages/{later}")).await,
+        404,
+        "message_not_found",
+    );
+    let held = again["messages"][0]["id"].as_str().unwrap().to_owned();
+    assert_error(
+        &s.delete(&format!("/v1/queues/jobs/messages/{held}")).await,
+        409,
+        "message_in_flight",
+    );
+    assert_error(
+        &s.delete("/v1/queues/jobs/messages/zzz").await,
+        422,
+        "invalid_argument",
+    );
+
     // Errors: (path, body, status, code); nothing is claimed, acked or sent by any of them.
     let q = "/v1/queues/jobs";
     let cases = [

@@ -207,3 +207,18 @@ pub async fn extend(
     let queue = state.queue(&name).await?;
     consume::extend(Consumer::Queue(queue), request).await
 }
+
+/// Remove a waiting message (ready, delayed, blocked behind its key, or dead); 409 while a
+/// consumer holds it.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+           ("id" = String, Path, description = "Message id")),
+    responses((status = 204, description = "Removed")))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<axum::http::StatusCode> {
+    let id: sqlmq::MessageId = id.parse()?;
+    state.queue(&name).await?.cancel(id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

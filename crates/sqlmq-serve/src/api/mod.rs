@@ -3,7 +3,7 @@
 //! | file | routes |
 //! |---|---|
 //! | `queues.rs` | `/v1/queues`, `/v1/queues/{queue}` (+ pause, resume, purge) |
-//! | `messages.rs` | send, receive, ack, nack, extend of a queue |
+//! | `messages.rs` | send, receive, ack, nack, extend, cancel of a queue |
 //! | `dead.rs` | a queue's dead letters |
 //! | `topics.rs` | `/v1/topics`, `/v1/topics/{topic}` |
 //! | `records.rs`, `trace.rs` | publish, query, trace |
@@ -49,6 +49,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(&format!("{q}/resume"), post(queues::resume))
         .route(&format!("{q}/purge"), post(queues::purge))
         .route(&format!("{q}/messages"), post(messages::send))
+        .route(&format!("{q}/messages/{{id}}"), delete(messages::cancel))
         .route(&format!("{q}/receive"), post(messages::receive))
         .route(&format!("{q}/ack"), post(messages::ack))
         .route(&format!("{q}/nack"), post(messages::nack))

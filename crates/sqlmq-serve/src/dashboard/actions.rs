@@ -124,8 +124,7 @@ async fn delete_message(
 ) -> Response {
     done(
         async {
-            let id: sqlmq::MessageId = id.parse()?;
-            s.queue(&q).await?.cancel(id).await?;
+            crate::api::messages::cancel(State(s), Path((q.clone(), id.clone()))).await?;
             Ok((queue_page(&q), format!("Deleted message {id}.")))
         }
         .await,
