@@ -152,11 +152,5 @@ pub async fn show(cx: PageContext) -> Page {
         }
         p.muted { "Figures refreshed every " (cx.state.metrics_refresh.as_secs_f64()) " s by a background task." }
     };
-    Ok(page(
-        "Alerts",
-        Nav::Alerts,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page("Alerts", Nav::Alerts, cx.chrome(), body))
 }

@@ -131,13 +131,7 @@ async fn render(cx: PageContext, topic: String, name: String) -> Page {
             }
         }
     };
-    Ok(page(
-        &format!("Group {name}"),
-        Nav::None,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page(&format!("Group {name}"), Nav::None, cx.chrome(), body))
 }
 
 /// `GET /topics/{topic}/groups/{group}`.

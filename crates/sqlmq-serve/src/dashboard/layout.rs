@@ -52,8 +52,31 @@ pub enum Nav {
     None,
 }
 
+/// What surrounds every page: the read-only badge, the flash message, the sign-out button.
+pub struct Chrome<'a> {
+    pub access: Access,
+    pub flash: Option<&'a str>,
+    pub signed_in: bool,
+}
+
+impl Default for Chrome<'_> {
+    /// An anonymous visitor (login and error pages).
+    fn default() -> Self {
+        Chrome {
+            access: Access::Read,
+            flash: None,
+            signed_in: false,
+        }
+    }
+}
+
 /// A whole page.
-pub fn page(title: &str, nav: Nav, access: Access, flash: Option<&str>, body: Markup) -> Markup {
+pub fn page(title: &str, nav: Nav, chrome: Chrome<'_>, body: Markup) -> Markup {
+    let Chrome {
+        access,
+        flash,
+        signed_in,
+    } = chrome;
     let link = |href: &str, label: &str, this: Nav| {
         html! { a href=(href) class=[(nav == this).then_some("on")] { (label) } }
     };
@@ -75,6 +98,9 @@ pub fn page(title: &str, nav: Nav, access: Access, flash: Option<&str>, body: Ma
                     div.right {
                         @if !access.can_write() { span.badge #read-only { "read-only" } }
                         button #refresh type="button" { "Pause auto-refresh" }
+                        @if signed_in {
+                            form.inline method="post" action="/logout" { button #sign-out type="submit" { "Sign out" } }
+                        }
                     }
                 }
                 main {

@@ -9,8 +9,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::layout::{Nav, page};
-use crate::auth::{Access, COOKIE};
+use super::layout::{Chrome, Nav, page};
+use crate::auth::COOKIE;
 use crate::state::AppState;
 
 /// The login form's field.
@@ -29,7 +29,7 @@ fn form_page(error: Option<&str>) -> Markup {
         }
         p.muted { "The read-only token shows the dashboard without its actions." }
     };
-    page("Sign in", Nav::None, Access::Read, None, body)
+    page("Sign in", Nav::None, Chrome::default(), body)
 }
 
 /// `GET /login`.

@@ -41,11 +41,24 @@ use crate::auth::Access;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// What every page handler gets: the state, the caller's access and a flash message.
+/// What every page handler gets: the state, the caller's access, a flash message, and whether
+/// the browser holds a session cookie (then the header offers to sign out).
 pub struct PageContext {
     pub state: AppState,
     pub access: Access,
     pub flash: Option<String>,
+    pub signed_in: bool,
+}
+
+impl PageContext {
+    /// What the page shell shows around the page.
+    pub fn chrome(&self) -> layout::Chrome<'_> {
+        layout::Chrome {
+            access: self.access,
+            flash: self.flash.as_deref(),
+            signed_in: self.signed_in,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -64,6 +77,12 @@ impl FromRequestParts<AppState> for PageContext {
             .await
             .ok()
             .and_then(|q| q.0.msg);
+        let signed_in = parts
+            .headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains(&format!("{}=", crate::auth::COOKIE)));
         let State(state) = State::<AppState>::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -71,6 +90,7 @@ impl FromRequestParts<AppState> for PageContext {
             state,
             access,
             flash,
+            signed_in,
         })
     }
 }
@@ -100,7 +120,7 @@ impl IntoResponse for PageError {
             p.err { (self.0.message) }
             p { a href="/" { "Back to the overview" } }
         };
-        let markup = layout::page("Error", layout::Nav::None, Access::Read, None, body);
+        let markup = layout::page("Error", layout::Nav::None, layout::Chrome::default(), body);
         (self.0.status, Html(markup.into_string())).into_response()
     }
 }

@@ -123,11 +123,5 @@ pub async fn show(cx: PageContext) -> Page {
         h2 { "Topics by volume" } (topics_table(&topics))
         h2 { "Consumer groups" } (groups_table(&groups))
     };
-    Ok(page(
-        "Overview",
-        Nav::Overview,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page("Overview", Nav::Overview, cx.chrome(), body))
 }

@@ -27,11 +27,5 @@ pub async fn show(cx: PageContext) -> Page {
             @if list.is_empty() { tr { td colspan="8" .muted { "No worker process is registered." } } }
         }
     };
-    Ok(page(
-        "Processes",
-        Nav::Processes,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page("Processes", Nav::Processes, cx.chrome(), body))
 }

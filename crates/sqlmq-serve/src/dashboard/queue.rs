@@ -155,13 +155,7 @@ async fn render(cx: PageContext, name: String, find: Find) -> Page {
         }
         (dead_table(&name, &dead, write))
     };
-    Ok(page(
-        &format!("Queue {name}"),
-        Nav::None,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page(&format!("Queue {name}"), Nav::None, cx.chrome(), body))
 }
 
 /// `GET /queues/{queue}`.

@@ -142,13 +142,7 @@ async fn render(cx: PageContext, name: String, look: Look) -> Page {
         (records_table(&name, &records))
         h2 { "All topics by volume" } (topics_table(&ranking))
     };
-    Ok(page(
-        &format!("Topic {name}"),
-        Nav::None,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page(&format!("Topic {name}"), Nav::None, cx.chrome(), body))
 }
 
 /// `GET /topics/{topic}`.

@@ -41,13 +41,7 @@ async fn render(cx: PageContext, topic: String, id: String) -> Page {
             @if t.groups.is_empty() { tr { td colspan="6" .muted { "The topic has no groups." } } }
         }
     };
-    Ok(page(
-        "Trace",
-        Nav::None,
-        cx.access,
-        cx.flash.as_deref(),
-        body,
-    ))
+    Ok(page("Trace", Nav::None, cx.chrome(), body))
 }
 
 /// `GET /topics/{topic}/records/{id}`.
