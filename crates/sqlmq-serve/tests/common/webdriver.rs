@@ -199,17 +199,20 @@ impl Browser {
     /// Save a PNG of the whole page (the window is resized to the page's height first).
     pub async fn screenshot(&self, path: &Path) {
         let height = self
-            .script("return Math.min(4000, document.documentElement.scrollHeight + 20)")
+            // The content's height (the document is at least as tall as the window).
+            .script("var m = document.querySelector('main') || document.body; return Math.min(4000, Math.max(400, Math.ceil(m.getBoundingClientRect().bottom + window.scrollY + 24)))")
             .await
             .as_u64()
             .unwrap_or(1600);
-        self.call(
-            reqwest::Method::POST,
-            "/window/rect",
-            Some(json!({"width": 1280, "height": height})),
-        )
-        .await;
+        // Headless windows are capped at the screen's size; device metrics are not.
+        let metrics = json!({"cmd": "Emulation.setDeviceMetricsOverride", "params": {
+            "width": 1280, "height": height, "deviceScaleFactor": 1, "mobile": false}});
+        self.call(reqwest::Method::POST, "/goog/cdp/execute", Some(metrics))
+            .await;
         let b64 = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        let clear = json!({"cmd": "Emulation.clearDeviceMetricsOverride", "params": {}});
+        self.call(reqwest::Method::POST, "/goog/cdp/execute", Some(clear))
+            .await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap())
             .unwrap();
