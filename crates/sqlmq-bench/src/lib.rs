@@ -43,6 +43,7 @@ mod raw;
 mod registry;
 mod report;
 mod scratch;
+mod serve;
 mod topic;
 mod track;
 mod worker;

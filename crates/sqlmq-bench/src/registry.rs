@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::context::Ctx;
 use super::report::{Figure, PeerInfo, Planned};
-use super::{peers, queue, raw, topic, worker};
+use super::{peers, queue, raw, serve, topic, worker};
 use sqlmq_cli_common::UsageError;
 
 /// What running a scenario gave.
@@ -108,6 +108,16 @@ pub const SCENARIOS: &[Scenario] = &[
         title: "drain an 8-partition topic with one consumer group of 8 members",
         needs: &["raw.lifecycle"],
     },
+    Scenario {
+        id: "serve.send",
+        title: "HTTP send (sqlmq serve), 16 keep-alive clients, one message per request",
+        needs: &["queue.produce"],
+    },
+    Scenario {
+        id: "serve.drain",
+        title: "HTTP receive + ack (sqlmq serve), 8 keep-alive clients, batches of 100",
+        needs: &["queue.drain"],
+    },
     // Later issues add their scenarios here, before the peers, and remove them from PLANNED.
     Scenario {
         id: "peer.postgres",
@@ -147,6 +157,8 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<Outcome> {
         "worker.idle" => worker::idle(ctx).await,
         "topic.publish" => topic::publish::publish(ctx).await,
         "topic.group" => topic::group::group(ctx).await,
+        "serve.send" => serve::send(ctx).await,
+        "serve.drain" => serve::drain(ctx).await,
         "peer.postgres" => peers::postgres::run(ctx).await,
         "peer.rabbitmq" => peers::rabbitmq::run(ctx).await,
         "peer.redis" => peers::redis::run(ctx).await,

@@ -98,6 +98,8 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Watch producers, consumers, a retry and a dead letter at work on a `demo` queue.
     Demo(cmd::demo::Args),
+    /// Serve the HTTP API, the web dashboard and Prometheus metrics.
+    Serve(cmd::serve::Args),
     /// Measure sqlmq against the raw capacity of the same server, and against peers (built in
     /// with the `bench` feature; else `cargo run --release -p sqlmq-bench`).
     Bench(cmd::bench::Args),
@@ -146,6 +148,8 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Query(args) => cmd::query::run::<B>(settings, args).await,
         Trace(args) => cmd::trace::run::<B>(settings, args).await,
         Demo(args) => cmd::demo::run::<B>(settings, args).await,
+        // The HTTP server is written for MySQL/MariaDB, today the only backend.
+        Serve(args) => cmd::serve::run(settings, args).await,
         // The benchmark measures MySQL/MariaDB itself (its baselines are server statements).
         Bench(args) => cmd::bench::run(settings, args).await,
     }

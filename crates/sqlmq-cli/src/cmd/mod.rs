@@ -23,6 +23,7 @@ pub mod reset;
 pub mod resume;
 pub mod retries;
 pub mod send;
+pub mod serve;
 pub mod subscribe;
 pub mod topic;
 pub mod trace;

@@ -1,0 +1,75 @@
+//! Consuming a cluster-mode group over HTTP: the same shapes as a queue's.
+
+use axum::extract::{Path, State};
+
+use super::consume::{self, Consumer};
+use super::model::{
+    AckRequest, ExtendRequest, NackRequest, ReceiveRequest, ReceiveResponse, SettleResponse,
+};
+use crate::error::ApiResult;
+use crate::extract::Json;
+use crate::state::AppState;
+
+async fn consumer(state: &AppState, topic: &str, group: &str) -> ApiResult<Consumer> {
+    Ok(Consumer::Group(state.group(topic, group).await?))
+}
+
+/// Claim records, waiting up to `wait_ms` for the first (long poll).
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/receive", tag = "group consumption",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("group" = String, Path, description = "Cluster group name")),
+    request_body = ReceiveRequest,
+    responses((status = 200, description = "Claimed records", body = ReceiveResponse)))]
+pub async fn receive(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    Json(request): Json<ReceiveRequest>,
+) -> ApiResult<Json<ReceiveResponse>> {
+    let c = consumer(&state, &topic, &group).await?;
+    consume::receive(&state, c, request).await
+}
+
+/// Ack claimed records; per-receipt results.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/ack", tag = "group consumption",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("group" = String, Path, description = "Cluster group name")),
+    request_body = AckRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn ack(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    Json(request): Json<AckRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let c = consumer(&state, &topic, &group).await?;
+    consume::ack(&state, c, request).await
+}
+
+/// Nack claimed records: retry on the group's ladder, or dead-letter.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/nack", tag = "group consumption",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("group" = String, Path, description = "Cluster group name")),
+    request_body = NackRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn nack(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    Json(request): Json<NackRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let c = consumer(&state, &topic, &group).await?;
+    consume::nack(c, request).await
+}
+
+/// Extend the leases of claimed records.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/extend", tag = "group consumption",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("group" = String, Path, description = "Cluster group name")),
+    request_body = ExtendRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn extend(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    Json(request): Json<ExtendRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let c = consumer(&state, &topic, &group).await?;
+    consume::extend(c, request).await
+}

@@ -1,0 +1,224 @@
+//! A queue's messages: send (atomically), receive (long poll), ack, nack, extend.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::consume::{self, Consumer};
+use super::model::{
+    AckRequest, ExtendRequest, NackRequest, ReceiveRequest, ReceiveResponse, SettleResponse,
+};
+use super::queues::at_most_a_year;
+use crate::body::decode;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Json;
+use crate::state::AppState;
+
+/// Most messages in one send request.
+pub const MAX_SEND_BATCH: usize = 10_000;
+
+/// One message to send: `body` (text) or `body_base64` (bytes), and options.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutgoingMessage {
+    /// The body as text.
+    pub body: Option<String>,
+    /// The body as base64 (for bytes that are not text).
+    pub body_base64: Option<String>,
+    /// Headers, delivered with the message.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Lower is delivered first (default 0).
+    pub priority: Option<i16>,
+    /// Not delivered before this many milliseconds from now.
+    #[schema(minimum = 0, maximum = 31622400000_u64)]
+    pub delay_ms: Option<u64>,
+    /// Strict FIFO among messages with this key (1 to 128 bytes).
+    pub ordering_key: Option<String>,
+    /// Sending a message with the same key again within the queue's window is a no-op that
+    /// returns the original id (1 to 128 bytes).
+    pub idempotency_key: Option<String>,
+    /// Use this message id (a UUID) instead of a generated one.
+    pub id: Option<String>,
+}
+
+impl OutgoingMessage {
+    pub(crate) fn into_message(self) -> ApiResult<sqlmq::Message> {
+        let mut m = sqlmq::Message::new(decode(self.body, self.body_base64)?);
+        if let Some(id) = self.id {
+            m = m.with_id(id.parse()?);
+        }
+        if let Some(p) = self.priority {
+            m = m.priority(p);
+        }
+        if let Some(ms) = self.delay_ms {
+            m = m.delay(at_most_a_year("delay_ms", ms)?);
+        }
+        if let Some(k) = self.ordering_key {
+            m = m.ordering_key(k);
+        }
+        if let Some(k) = self.idempotency_key {
+            m = m.idempotency_key(k);
+        }
+        for (k, v) in self.headers.unwrap_or_default() {
+            m = m.header(k, v);
+        }
+        Ok(m)
+    }
+}
+
+/// `POST /v1/queues/{queue}/messages`: messages sent in one transaction (all or none).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    /// 1 to 10 000 messages.
+    pub messages: Vec<OutgoingMessage>,
+}
+
+/// A sent message.
+#[derive(Serialize, ToSchema)]
+pub struct SentOut {
+    /// Its id (the original's, for a duplicate).
+    pub id: String,
+    /// True when its idempotency key was already known: nothing was written.
+    pub duplicate: bool,
+}
+
+/// The sent messages, in the order given.
+#[derive(Serialize, ToSchema)]
+pub struct SendResponse {
+    /// One per message.
+    pub messages: Vec<SentOut>,
+}
+
+/// Parse and size-check a batch.
+pub(crate) fn batch<T, U>(
+    items: Vec<T>,
+    what: &str,
+    convert: impl Fn(T) -> ApiResult<U>,
+) -> ApiResult<Vec<U>> {
+    if items.is_empty() || items.len() > MAX_SEND_BATCH {
+        return Err(ApiError::invalid(format!(
+            "{what} must hold 1 to {MAX_SEND_BATCH} entries, got {}",
+            items.len()
+        )));
+    }
+    items.into_iter().map(convert).collect()
+}
+
+/// Send messages atomically.
+pub(crate) async fn send_messages(
+    state: &AppState,
+    name: &str,
+    messages: Vec<sqlmq::Message>,
+) -> ApiResult<Vec<sqlmq::Sent>> {
+    let queue = state.queue(name).await?;
+    let sent = if messages.len() == 1 {
+        vec![
+            queue
+                .send(messages.into_iter().next().expect("one"))
+                .await?,
+        ]
+    } else {
+        queue.send_batch(messages).await?
+    };
+    let new = sent.iter().filter(|s| !s.duplicate).count() as u64;
+    state.count(name, new, 0);
+    state.wakeups.wake(&format!("q:{name}"));
+    Ok(sent)
+}
+
+/// Send messages in one transaction: all of them or none.
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = SendRequest,
+    responses((status = 200, description = "The messages' ids", body = SendResponse)))]
+pub async fn send(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<SendRequest>,
+) -> ApiResult<Json<SendResponse>> {
+    let messages = batch(request.messages, "messages", OutgoingMessage::into_message)?;
+    let sent = send_messages(&state, &name, messages).await?;
+    Ok(Json(SendResponse {
+        messages: sent
+            .into_iter()
+            .map(|s| SentOut {
+                id: s.id.to_string(),
+                duplicate: s.duplicate,
+            })
+            .collect(),
+    }))
+}
+
+/// Claim messages, waiting up to `wait_ms` for the first (long poll).
+#[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = ReceiveRequest,
+    responses((status = 200, description = "Claimed messages (empty when none came in time)", body = ReceiveResponse)))]
+pub async fn receive(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<ReceiveRequest>,
+) -> ApiResult<Json<ReceiveResponse>> {
+    let queue = state.queue(&name).await?;
+    consume::receive(&state, Consumer::Queue(queue), request).await
+}
+
+/// Ack claimed messages (one transaction); per-receipt results.
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = AckRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn ack(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<AckRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let queue = state.queue(&name).await?;
+    consume::ack(&state, Consumer::Queue(queue), request).await
+}
+
+/// Nack claimed messages: retry later, or dead-letter after the last attempt.
+#[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = NackRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn nack(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<NackRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let queue = state.queue(&name).await?;
+    consume::nack(Consumer::Queue(queue), request).await
+}
+
+/// Extend the leases of claimed messages.
+#[utoipa::path(post, path = "/v1/queues/{queue}/extend", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = ExtendRequest,
+    responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
+pub async fn extend(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<ExtendRequest>,
+) -> ApiResult<Json<SettleResponse>> {
+    let queue = state.queue(&name).await?;
+    consume::extend(Consumer::Queue(queue), request).await
+}
+
+/// Remove a waiting message (ready, delayed, blocked behind its key, or dead); 409 while a
+/// consumer holds it.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+           ("id" = String, Path, description = "Message id")),
+    responses((status = 204, description = "Removed")))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<axum::http::StatusCode> {
+    let id: sqlmq::MessageId = id.parse()?;
+    state.queue(&name).await?.cancel(id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

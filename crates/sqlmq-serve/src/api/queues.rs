@@ -1,0 +1,255 @@
+//! Queue administration: list, create or update, describe, delete, pause, resume, purge.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::model::CountResponse;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Json;
+use crate::state::AppState;
+
+/// A queue's settings.
+#[derive(Serialize, ToSchema)]
+pub struct QueueConfigOut {
+    /// Deliveries before a failing message becomes a dead letter.
+    pub max_attempts: u32,
+    /// Wait between attempts: `exp:BASE:MAX` or a ladder such as `10s,1m,10m`.
+    pub backoff: String,
+    /// How long idempotency keys are remembered, in milliseconds.
+    pub dedup_window_ms: u64,
+}
+
+/// A queue: its settings and its messages by state.
+#[derive(Serialize, ToSchema)]
+pub struct QueueOut {
+    /// The queue's name.
+    pub name: String,
+    /// Whether receives hand out nothing.
+    pub paused: bool,
+    /// Claimable now.
+    pub ready: u64,
+    /// Delayed or backing off.
+    pub scheduled: u64,
+    /// Waiting behind an earlier message with their ordering key.
+    pub blocked: u64,
+    /// Claimed, not acked yet.
+    pub in_flight: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Age of the oldest ready message, in milliseconds.
+    pub oldest_ready_age_ms: Option<u64>,
+    /// Settings.
+    pub config: QueueConfigOut,
+}
+
+/// Every queue.
+#[derive(Serialize, ToSchema)]
+pub struct QueuesResponse {
+    /// Queues by name.
+    pub queues: Vec<QueueOut>,
+}
+
+/// `PUT /v1/queues/{queue}`: settings to create the queue with, or to change (fields left out
+/// keep their current value, or the default for a new queue).
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfigRequest {
+    /// Deliveries before dead-lettering (default 25).
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub max_attempts: Option<u32>,
+    /// `exp:BASE:MAX` (e.g. `exp:1s:1h`) or a ladder (e.g. `10s,1m,10m`).
+    pub backoff: Option<String>,
+    /// How long idempotency keys are remembered, in milliseconds (default 24 h).
+    #[schema(minimum = 0, maximum = 31622400000_u64)]
+    pub dedup_window_ms: Option<u64>,
+}
+
+/// A backoff in the text form the CLI and this API accept.
+pub(crate) fn backoff_text(b: &sqlmq::Backoff) -> String {
+    let d = |d: &Duration| humantime::format_duration(*d).to_string().replace(' ', "");
+    match b {
+        sqlmq::Backoff::Exponential { base, max, .. } => format!("exp:{}:{}", d(base), d(max)),
+        sqlmq::Backoff::Ladder(steps) => steps.iter().map(d).collect::<Vec<_>>().join(","),
+    }
+}
+
+fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
+    QueueConfigOut {
+        max_attempts: c.max_attempts,
+        backoff: backoff_text(&c.backoff),
+        dedup_window_ms: c.dedup_window.as_millis() as u64,
+    }
+}
+
+fn queue_out(s: sqlmq::QueueStats, c: &sqlmq::QueueConfig) -> QueueOut {
+    QueueOut {
+        name: s.name,
+        paused: s.paused,
+        ready: s.ready,
+        scheduled: s.scheduled,
+        blocked: s.blocked,
+        in_flight: s.in_flight,
+        dead: s.dead,
+        oldest_ready_age_ms: s.oldest_ready_age_ms,
+        config: config_out(c),
+    }
+}
+
+/// Every queue with its counts and settings.
+pub(crate) async fn all(state: &AppState) -> ApiResult<Vec<QueueOut>> {
+    let stats = state.client.queue_stats().await?;
+    let configs: std::collections::HashMap<String, sqlmq::QueueConfig> =
+        state.client.queue_configs().await?.into_iter().collect();
+    Ok(stats
+        .into_iter()
+        .filter_map(|s| {
+            let c = configs.get(&s.name)?.clone();
+            Some(queue_out(s, &c))
+        })
+        .collect())
+}
+
+/// One queue with its counts and settings.
+pub(crate) async fn one(state: &AppState, name: &str) -> ApiResult<QueueOut> {
+    let queue = state.queue(name).await?;
+    let stats = queue.stats().await?;
+    let config = state
+        .client
+        .queue_configs()
+        .await?
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, c)| c)
+        .ok_or_else(|| sqlmq::Error::UnknownQueue(name.to_owned()))?;
+    Ok(queue_out(stats, &config))
+}
+
+/// List queues with their counts.
+#[utoipa::path(get, path = "/v1/queues", tag = "queues",
+    responses((status = 200, description = "Every queue", body = QueuesResponse)))]
+pub async fn list(State(state): State<AppState>) -> ApiResult<Json<QueuesResponse>> {
+    Ok(Json(QueuesResponse {
+        queues: all(&state).await?,
+    }))
+}
+
+/// Describe a queue: counts by state and settings.
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 200, description = "The queue", body = QueueOut)))]
+pub async fn get(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<QueueOut>> {
+    Ok(Json(one(&state, &name).await?))
+}
+
+/// Create a queue, or update its settings (its messages are kept).
+#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = QueueConfigRequest,
+    responses((status = 200, description = "The queue as it is now", body = QueueOut)))]
+pub async fn put(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<QueueConfigRequest>,
+) -> ApiResult<Json<QueueOut>> {
+    sqlmq::validate_name("queue", &name)?;
+    let mut config = state
+        .client
+        .queue_configs()
+        .await?
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| c)
+        .unwrap_or_default();
+    if let Some(n) = request.max_attempts {
+        config = config.max_attempts(n);
+    }
+    if let Some(text) = &request.backoff {
+        config = config.backoff(text.parse()?);
+    }
+    if let Some(ms) = request.dedup_window_ms {
+        config = config.dedup_window(Duration::from_millis(ms));
+    }
+    state.client.create_queue(&name, config).await?;
+    Ok(Json(one(&state, &name).await?))
+}
+
+/// Delete a queue with all its messages and dead letters.
+#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 204, description = "Deleted")))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.handles.forget_queue(&name);
+    state.client.delete_queue(&name).await?;
+    state.handles.forget_queue(&name);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Pause or resume.
+pub(crate) async fn set_paused(state: &AppState, name: &str, paused: bool) -> ApiResult<()> {
+    let queue = state.queue(name).await?;
+    if paused {
+        queue.pause().await?
+    } else {
+        queue.resume().await?
+    }
+    Ok(())
+}
+
+/// Stop handing out messages (sends are still accepted).
+#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 204, description = "Paused")))]
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    set_paused(&state, &name, true).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Hand out messages again.
+#[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 204, description = "Resumed")))]
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    set_paused(&state, &name, false).await?;
+    state.wakeups.wake(&format!("q:{name}"));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Delete every message except dead letters (in-flight ones included).
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
+    params(("queue" = String, Path, description = "Queue name")),
+    responses((status = 200, description = "How many were deleted", body = CountResponse)))]
+pub async fn purge(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<CountResponse>> {
+    let count = state.queue(&name).await?.purge().await?;
+    Ok(Json(CountResponse { count }))
+}
+
+/// Reject a duration in milliseconds longer than a year (the library's arithmetic is in
+/// microseconds on the database clock).
+pub(crate) fn at_most_a_year(field: &str, ms: u64) -> ApiResult<Duration> {
+    const YEAR_MS: u64 = 366 * 24 * 3600 * 1000;
+    if ms > YEAR_MS {
+        return Err(ApiError::invalid(format!(
+            "{field} must be at most {YEAR_MS} (a year), got {ms}"
+        )));
+    }
+    Ok(Duration::from_millis(ms))
+}

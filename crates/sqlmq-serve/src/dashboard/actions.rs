@@ -1,0 +1,230 @@
+//! The dashboard's buttons: HTML forms posting here, each calling the same handler-layer
+//! function as its API route, then redirecting back with a message. The authentication layer
+//! already refuses these POSTs to read-only access (403).
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Form, Router};
+use serde::Deserialize;
+
+use super::PageError;
+use super::layout::enc;
+use crate::api::model::Selection;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// `id=…` for one entry, `all=1` for every one.
+#[derive(Deserialize, Default)]
+pub struct Pick {
+    id: Option<String>,
+    all: Option<String>,
+}
+
+impl Pick {
+    fn selection(&self) -> ApiResult<Selection> {
+        match (&self.id, self.all.is_some()) {
+            (_, true) => Ok(Selection::All),
+            (Some(id), false) => Ok(Selection::Ids(vec![id.trim().parse()?])),
+            (None, false) => Err(ApiError::invalid("pick an entry or all")),
+        }
+    }
+}
+
+/// `to=…` (reset) or `from=…&to=…` (replay).
+#[derive(Deserialize)]
+pub struct Range {
+    from: Option<String>,
+    to: String,
+}
+
+fn back(page: String, message: String) -> Response {
+    Redirect::to(&format!("{page}?msg={}", enc(&message))).into_response()
+}
+
+fn done(result: ApiResult<(String, String)>) -> Response {
+    match result {
+        Ok((page, message)) => back(page, message),
+        Err(e) => PageError(e).into_response(),
+    }
+}
+
+fn queue_page(q: &str) -> String {
+    format!("/queues/{}", enc(q))
+}
+
+fn group_page(t: &str, g: &str) -> String {
+    format!("/topics/{}/groups/{}", enc(t), enc(g))
+}
+
+async fn pause(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+    done(
+        async {
+            crate::api::queues::set_paused(&s, &q, true).await?;
+            Ok((queue_page(&q), format!("Queue {q} paused.")))
+        }
+        .await,
+    )
+}
+
+async fn resume(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+    done(
+        async {
+            crate::api::queues::set_paused(&s, &q, false).await?;
+            s.wakeups.wake(&format!("q:{q}"));
+            Ok((queue_page(&q), format!("Queue {q} resumed.")))
+        }
+        .await,
+    )
+}
+
+async fn purge(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+    done(
+        async {
+            let n = s.queue(&q).await?.purge().await?;
+            Ok((queue_page(&q), format!("Purged {n} message(s) from {q}.")))
+        }
+        .await,
+    )
+}
+
+async fn redrive(
+    State(s): State<AppState>,
+    Path(q): Path<String>,
+    Form(pick): Form<Pick>,
+) -> Response {
+    done(
+        async {
+            let n = crate::api::dead::redrive(&s, &q, pick.selection()?).await?;
+            Ok((
+                queue_page(&q),
+                format!("Redrove {n} dead letter(s) into {q}."),
+            ))
+        }
+        .await,
+    )
+}
+
+async fn purge_dead(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+    done(
+        async {
+            let n = s.queue(&q).await?.purge_dead_letters().await?;
+            Ok((
+                queue_page(&q),
+                format!("Deleted {n} dead letter(s) of {q}."),
+            ))
+        }
+        .await,
+    )
+}
+
+async fn delete_message(
+    State(s): State<AppState>,
+    Path((q, id)): Path<(String, String)>,
+) -> Response {
+    done(
+        async {
+            crate::api::messages::cancel(State(s), Path((q.clone(), id.clone()))).await?;
+            Ok((queue_page(&q), format!("Deleted message {id}.")))
+        }
+        .await,
+    )
+}
+
+async fn retry_now(
+    State(s): State<AppState>,
+    Path((t, g)): Path<(String, String)>,
+    Form(pick): Form<Pick>,
+) -> Response {
+    done(
+        async {
+            let n = crate::api::group_admin::retry_now(&s, &t, &g, pick.selection()?).await?;
+            Ok((group_page(&t, &g), format!("{n} retry(ies) made due now.")))
+        }
+        .await,
+    )
+}
+
+async fn group_redrive(
+    State(s): State<AppState>,
+    Path((t, g)): Path<(String, String)>,
+    Form(pick): Form<Pick>,
+) -> Response {
+    done(
+        async {
+            let n = crate::api::group_admin::redrive(&s, &t, &g, pick.selection()?).await?;
+            Ok((group_page(&t, &g), format!("Redrove {n} dead letter(s).")))
+        }
+        .await,
+    )
+}
+
+async fn group_purge_dead(
+    State(s): State<AppState>,
+    Path((t, g)): Path<(String, String)>,
+) -> Response {
+    done(
+        async {
+            let n = s.group(&t, &g).await?.purge_dead_letters().await?;
+            Ok((group_page(&t, &g), format!("Deleted {n} dead letter(s).")))
+        }
+        .await,
+    )
+}
+
+async fn reset(
+    State(s): State<AppState>,
+    Path((t, g)): Path<(String, String)>,
+    Form(range): Form<Range>,
+) -> Response {
+    done(
+        async {
+            let to = range.to.trim();
+            crate::api::group_admin::reset_group(&s, &t, &g, to).await?;
+            Ok((group_page(&t, &g), format!("Group reset to {to}.")))
+        }
+        .await,
+    )
+}
+
+async fn replay(
+    State(s): State<AppState>,
+    Path((t, g)): Path<(String, String)>,
+    Form(range): Form<Range>,
+) -> Response {
+    done(
+        async {
+            let from = range
+                .from
+                .as_deref()
+                .unwrap_or("earliest")
+                .trim()
+                .to_owned();
+            let n =
+                crate::api::group_admin::replay_group(&s, &t, &g, &from, range.to.trim()).await?;
+            Ok((
+                group_page(&t, &g),
+                format!("{n} record(s) queued for delivery again."),
+            ))
+        }
+        .await,
+    )
+}
+
+/// Every action route.
+pub(crate) fn routes() -> Router<AppState> {
+    let q = "/ui/queues/{queue}";
+    let g = "/ui/topics/{topic}/groups/{group}";
+    Router::new()
+        .route(&format!("{q}/pause"), post(pause))
+        .route(&format!("{q}/resume"), post(resume))
+        .route(&format!("{q}/purge"), post(purge))
+        .route(&format!("{q}/dead/redrive"), post(redrive))
+        .route(&format!("{q}/dead/purge"), post(purge_dead))
+        .route(&format!("{q}/messages/{{id}}/delete"), post(delete_message))
+        .route(&format!("{g}/retry-now"), post(retry_now))
+        .route(&format!("{g}/dead/redrive"), post(group_redrive))
+        .route(&format!("{g}/dead/purge"), post(group_purge_dead))
+        .route(&format!("{g}/reset"), post(reset))
+        .route(&format!("{g}/replay"), post(replay))
+}

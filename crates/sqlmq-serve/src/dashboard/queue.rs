@@ -1,0 +1,168 @@
+//! `/queues/{queue}`: counts by state, depth and throughput charts, find a message, dead
+//! letters with their error history (redrive one or all, purge), pause/resume, purge.
+
+use axum::extract::Path;
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::chart::{Series, line_chart};
+use super::layout::{Nav, action, age, enc, page, preview};
+use super::{Page, PageContext, respond};
+use crate::api::model::DeadLetterOut;
+
+/// `?id=` or `?key=`: find a message.
+#[derive(Deserialize, Default)]
+pub struct Find {
+    id: Option<String>,
+    key: Option<String>,
+}
+
+/// How many dead letters a search looks through.
+const SEARCH_LIMIT: usize = 10_000;
+/// How many dead letters the page lists.
+const LIST_LIMIT: usize = 100;
+
+fn dead_table(queue: &str, dead: &[DeadLetterOut], write: bool) -> Markup {
+    let base = format!("/ui/queues/{}", enc(queue));
+    html! {
+        table #dead {
+            tr { th { "id" } th.n { "attempts" } th { "died" } th { "key" } th { "body" } th { "error history" }
+                 @if write { th { "" } } }
+            @for d in dead {
+                tr {
+                    td { code { (d.id) } } td.n { (d.attempts) } td { (d.died_at) }
+                    td { (d.ordering_key.as_deref().unwrap_or("")) }
+                    td { pre { (preview(&d.body, &d.body_base64)) } }
+                    td {
+                        @for e in &d.errors { div { "#" (e.attempt) " " span.muted { (e.at) } " " (e.error) } }
+                    }
+                    @if write {
+                        td {
+                            (action(&format!("{base}/dead/redrive"), "Redrive", None, &[("id", &d.id)]))
+                            " "
+                            (action(&format!("{base}/messages/{}/delete", enc(&d.id)), "Delete",
+                                Some(&format!("Delete dead letter {} for good?", d.id)), &[]))
+                        }
+                    }
+                }
+            }
+            @if dead.is_empty() { tr { td colspan="7" .muted { "No dead letters." } } }
+        }
+    }
+}
+
+fn charts(cx: &PageContext, name: &str) -> Markup {
+    let h = cx.state.history.lock().expect("poisoned");
+    let point = |f: fn(&crate::history::QueuePoint) -> u64| {
+        h.series(|s| s.queues.get(name).map(|p| f(p) as f64))
+    };
+    let depth = [
+        Series {
+            name: "ready".into(),
+            points: point(|p| p.ready),
+        },
+        Series {
+            name: "scheduled".into(),
+            points: point(|p| p.scheduled),
+        },
+        Series {
+            name: "in flight".into(),
+            points: point(|p| p.in_flight),
+        },
+        Series {
+            name: "dead".into(),
+            points: point(|p| p.dead),
+        },
+    ];
+    let throughput = [
+        Series {
+            name: "sent via HTTP".into(),
+            points: h.rate(|s| s.queues.get(name).map(|p| p.traffic.sent)),
+        },
+        Series {
+            name: "acked via HTTP".into(),
+            points: h.rate(|s| s.queues.get(name).map(|p| p.traffic.acked)),
+        },
+    ];
+    html! {
+        div.row {
+            div { (line_chart("Depth", "msgs", &depth)) }
+            div { (line_chart("Throughput through this server", "/min", &throughput)) }
+        }
+    }
+}
+
+async fn render(cx: PageContext, name: String, find: Find) -> Page {
+    let q = crate::api::queues::one(&cx.state, &name).await?;
+    let queue = cx.state.queue(&name).await?;
+    let write = cx.access.can_write();
+    let searching = find.id.as_deref().is_some_and(|s| !s.is_empty())
+        || find.key.as_deref().is_some_and(|s| !s.is_empty());
+    let limit = if searching { SEARCH_LIMIT } else { LIST_LIMIT };
+    let mut dead: Vec<DeadLetterOut> = queue
+        .dead_letters(limit)
+        .await?
+        .into_iter()
+        .map(DeadLetterOut::from)
+        .collect();
+    if searching {
+        let id = find.id.as_deref().unwrap_or("").trim().to_owned();
+        let key = find.key.as_deref().unwrap_or("").trim().to_owned();
+        dead.retain(|d| {
+            (!id.is_empty() && d.id == id)
+                || (!key.is_empty() && d.ordering_key.as_deref() == Some(key.as_str()))
+        });
+    }
+    let base = format!("/ui/queues/{}", enc(&name));
+    let body = html! {
+        h1 { "Queue " (q.name) @if q.paused { " " span.badge { "paused" } } }
+        div.cards {
+            div.card #count-ready { b { (q.ready) } "ready" }
+            div.card #count-scheduled { b { (q.scheduled) } "scheduled" }
+            div.card #count-blocked { b { (q.blocked) } "blocked" }
+            div.card #count-in-flight { b { (q.in_flight) } "in flight" }
+            div.card #count-dead { b { (q.dead) } "dead" }
+            div.card { b { (age(q.oldest_ready_age_ms)) } "oldest ready" }
+        }
+        p.muted { "max attempts " (q.config.max_attempts) " · backoff " (q.config.backoff)
+                  " · idempotency window " (age(Some(q.config.dedup_window_ms))) }
+        @if write {
+            p #actions {
+                @if q.paused { (action(&format!("{base}/resume"), "Resume", None, &[])) }
+                @else { (action(&format!("{base}/pause"), "Pause", Some(&format!("Pause queue {name}? Consumers get nothing until it is resumed.")), &[])) }
+                " "
+                (action(&format!("{base}/purge"), "Purge queue", Some(&format!("Delete every message of {name} (dead letters excepted), in-flight ones included?")), &[]))
+            }
+        }
+        (charts(&cx, &name))
+        h2 { "Find a message" }
+        form method="get" action=(format!("/queues/{}", enc(&name))) {
+            input name="id" placeholder="message id" value=[find.id.as_deref()] size="40";
+            " or "
+            input name="key" placeholder="ordering key" value=[find.key.as_deref()];
+            " " button type="submit" { "Find" }
+            @if searching { " " a href=(format!("/queues/{}", enc(&name))) { "clear" } }
+        }
+        p.muted { "Searches the queue's dead letters (the oldest " (SEARCH_LIMIT) "); waiting and in-flight messages cannot be looked up." }
+        h2 { "Dead letters" @if searching { " matching" } }
+        @if write && q.dead > 0 {
+            p {
+                (action(&format!("{base}/dead/redrive"), "Redrive all", Some(&format!("Put all {} dead letters of {name} back into the queue?", q.dead)), &[("all", "1")]))
+                " "
+                (action(&format!("{base}/dead/purge"), "Purge dead letters", Some(&format!("Delete all {} dead letters of {name} for good?", q.dead)), &[]))
+            }
+        }
+        (dead_table(&name, &dead, write))
+    };
+    Ok(page(&format!("Queue {name}"), Nav::None, cx.chrome(), body))
+}
+
+/// `GET /queues/{queue}`.
+pub async fn show(
+    cx: PageContext,
+    Path(name): Path<String>,
+    axum::extract::Query(find): axum::extract::Query<Find>,
+) -> Response {
+    respond(render(cx, name, find).await)
+}

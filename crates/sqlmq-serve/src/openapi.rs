@@ -1,0 +1,171 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations (utoipa), served at
+//! `/openapi.json`.
+//!
+//! Error answers are the same for every operation, so they are added to each one here rather
+//! than repeated in every annotation.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::path::ParameterIn;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
+use utoipa::{Modify, OpenApi};
+
+use crate::api;
+use crate::error::ErrorBody;
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "sqlmq",
+        description = "Durable, transactional queues and topics stored in MySQL/MariaDB. \
+            Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
+    ),
+    paths(
+        api::system::healthz, api::system::readyz, api::system::metrics, api::system::processes,
+        api::queues::list, api::queues::get, api::queues::put, api::queues::delete,
+        api::queues::pause, api::queues::resume, api::queues::purge,
+        api::messages::send, api::messages::receive, api::messages::ack, api::messages::nack,
+        api::messages::extend, api::messages::cancel,
+        api::dead::list, api::dead::redrive_handler, api::dead::purge,
+        api::topics::list, api::topics::get, api::topics::put, api::topics::delete,
+        api::records::publish, api::records::list, api::trace::trace,
+        api::groups::list, api::groups::get, api::groups::put, api::groups::delete,
+        api::group_consume::receive, api::group_consume::ack, api::group_consume::nack,
+        api::group_consume::extend,
+        api::group_admin::reset, api::group_admin::replay, api::group_admin::retries,
+        api::group_admin::retry_now_handler, api::group_admin::dead,
+        api::group_admin::redrive_handler, api::group_admin::purge_dead,
+        api::broadcast::poll, api::broadcast::checkpoint, api::broadcast::leave,
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&Common),
+)]
+struct ApiDoc;
+
+/// Adds the bearer scheme and the error answers every operation can give.
+struct Common;
+
+const ERRORS: &[(&str, &str)] = &[
+    ("400", "Malformed request (JSON syntax, query string)"),
+    ("401", "Missing or invalid bearer token"),
+    ("403", "Read-only token used for a write"),
+    ("404", "Unknown queue, topic, group or message"),
+    (
+        "409",
+        "Conflict (message in flight, lease lost, busy member)",
+    ),
+    ("413", "Body or message too large"),
+    ("415", "Body is not application/json"),
+    ("422", "Invalid value (name, range, receipt, id)"),
+    (
+        "503",
+        "Database unreachable or schema incompatible; see Retry-After",
+    ),
+];
+
+impl Modify for Common {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        doc.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+        for item in doc.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                for p in op.parameters.iter_mut().flatten() {
+                    if p.parameter_in == ParameterIn::Path {
+                        p.schema = Some(RefOr::T(path_schema(&p.name)));
+                    }
+                }
+            }
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                for (status, description) in ERRORS {
+                    let response = ResponseBuilder::new()
+                        .description(*description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                                    "ErrorBody",
+                                ))))
+                                .build(),
+                        )
+                        .build();
+                    op.responses
+                        .responses
+                        .entry((*status).to_owned())
+                        .or_insert(RefOr::T(response));
+                }
+            }
+        }
+    }
+}
+
+/// The schema of a path parameter: names follow the library's rule, ids are UUIDs. The
+/// examples name the objects a first try (or a test) would create.
+fn path_schema(name: &str) -> Schema {
+    let (pattern, max, example) = match name {
+        "id" => (
+            "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            36,
+            "01a209cb-5b43-778c-a723-afcb3faf372d",
+        ),
+        "queue" => ("^[A-Za-z0-9._-]{1,128}$", 128, "jobs"),
+        "topic" => ("^[A-Za-z0-9._-]{1,128}$", 128, "orders"),
+        "group" => ("^[A-Za-z0-9._-]{1,128}$", 128, "billing"),
+        _ => ("^[A-Za-z0-9._-]{1,128}$", 128, "member-1"),
+    };
+    Schema::Object(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(pattern))
+            .min_length(Some(1))
+            .max_length(Some(max))
+            .examples([serde_json::json!(example)])
+            .build(),
+    )
+}
+
+/// The OpenAPI document.
+///
+/// ```
+/// let doc = sqlmq_serve::openapi();
+/// assert!(doc.paths.paths.contains_key("/v1/queues/{queue}/receive"));
+/// ```
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// `GET /openapi.json`.
+pub(crate) async fn serve(State(_): State<AppState>) -> Response {
+    static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = DOC.get_or_init(|| openapi().to_json().expect("the document serializes"));
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text.clone(),
+    )
+        .into_response()
+}

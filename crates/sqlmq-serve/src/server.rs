@@ -1,0 +1,231 @@
+//! [`Server`]: binding (and refusing an unsafe address), the router, and graceful shutdown.
+//!
+//! Shutdown protocol: the caller's token is cancelled (SIGTERM/Ctrl-C with
+//! [`shutdown_on_signals`]); the listener stops accepting; the server's own token is cancelled
+//! so that long polls return at once with an empty list; requests in flight finish; the
+//! background refresher stops; `run` returns `Ok`.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServeConfig;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Why the server could not start.
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) {
+/// let open = sqlmq_serve::ServeConfig::default().listen("0.0.0.0:8080".parse().unwrap());
+/// match sqlmq_serve::Server::bind(client, open).await {
+///     Err(sqlmq_serve::ServeError::NonLoopbackWithoutToken(addr)) => eprintln!("set a token to listen on {addr}"),
+///     Err(e) => eprintln!("{e}"),
+///     Ok(_) => {}
+/// }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// No token is configured and the address is not loopback: anyone on the network could
+    /// read and change every queue.
+    #[error(
+        "refusing to listen on {0} without a token: anyone who can reach it could read and \
+         change every queue. Set --token (or SQLMQ_API_TOKEN, or --token-file), or listen on \
+         a loopback address such as 127.0.0.1"
+    )]
+    NonLoopbackWithoutToken(SocketAddr),
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The whole application: API, dashboard, `/metrics`, `/openapi.json`, with authentication,
+/// body limit and HTTP metrics. For embedding in another axum server; [`Server`] runs it.
+/// The refresher of database gauges is not started by this function (see [`Server::run`]).
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) {
+/// let app = sqlmq_serve::router(client, &sqlmq_serve::ServeConfig::default());
+/// # let _ = app;
+/// # }
+/// ```
+pub fn router(client: sqlmq::Client, config: &ServeConfig) -> Router {
+    build(AppState::new(client, config), config)
+}
+
+fn build(state: AppState, config: &ServeConfig) -> Router {
+    crate::api::routes()
+        .merge(crate::dashboard::routes())
+        .route("/openapi.json", axum::routing::get(crate::openapi::serve))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method (see /openapi.json)",
+            )
+        })
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::layer,
+        ))
+        .layer(middleware::from_fn(record))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state)
+}
+
+/// Count and time every request by route template (bounded labels).
+async fn record(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("sqlmq_http_requests_total", "route" => route.clone(), "method" => method, "status" => status)
+        .increment(1);
+    metrics::histogram!("sqlmq_http_request_duration_seconds", "route" => route)
+        .record(start.elapsed().as_secs_f64());
+    response
+}
+
+/// A bound server, ready to run.
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> Result<(), sqlmq_serve::ServeError> {
+/// let config = sqlmq_serve::ServeConfig::default().listen("127.0.0.1:0".parse().unwrap());
+/// let server = sqlmq_serve::Server::bind(client, config).await?;
+/// let addr = server.local_addr();
+/// let stop = tokio_util::sync::CancellationToken::new();
+/// tokio::spawn(server.run(stop.clone()));
+/// // … talk to http://{addr} …
+/// stop.cancel();
+/// # Ok(()) }
+/// ```
+pub struct Server {
+    listener: TcpListener,
+    state: AppState,
+    app: Router,
+}
+
+impl Server {
+    /// Check the configuration and bind its address.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> Result<(), sqlmq_serve::ServeError> {
+    /// let server = sqlmq_serve::Server::bind(client, sqlmq_serve::ServeConfig::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn bind(client: sqlmq::Client, config: ServeConfig) -> Result<Server, ServeError> {
+        config.check()?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let state = AppState::new(client, &config);
+        let app = build(state.clone(), &config);
+        Ok(Server {
+            listener,
+            state,
+            app,
+        })
+    }
+
+    /// The address actually bound (the port chosen for port 0).
+    ///
+    /// ```no_run
+    /// # fn f(s: sqlmq_serve::Server) { println!("http://{}", s.local_addr()); }
+    /// ```
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The shared state (for tests and embedding: the same one the handlers use).
+    ///
+    /// ```no_run
+    /// # fn f(s: sqlmq_serve::Server) { let _state = s.state().clone(); }
+    /// ```
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serve until `shutdown` is cancelled, then shut down gracefully (see the module docs).
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq_serve::Server) -> Result<(), sqlmq_serve::ServeError> {
+    /// s.run(sqlmq_serve::shutdown_on_signals()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        let state = self.state.clone();
+        let refresher = tokio::spawn(crate::snapshot::run(state.clone()));
+        let stopping = state.shutdown.clone();
+        let graceful = async move {
+            shutdown.cancelled().await;
+            // Long polls see this and answer at once, so the drain below is quick.
+            stopping.cancel();
+        };
+        let result = axum::serve(self.listener, self.app)
+            .with_graceful_shutdown(graceful)
+            .await;
+        state.shutdown.cancel();
+        let _ = refresher.await;
+        result.map_err(ServeError::Io)
+    }
+}
+
+/// A token cancelled on SIGTERM or Ctrl-C (SIGINT).
+///
+/// ```no_run
+/// # async fn f(s: sqlmq_serve::Server) -> Result<(), sqlmq_serve::ServeError> {
+/// s.run(sqlmq_serve::shutdown_on_signals()).await?;
+/// # Ok(()) }
+/// ```
+pub fn shutdown_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        trigger.cancel();
+    });
+    token
+}

@@ -1,0 +1,115 @@
+//! The database snapshot behind `/metrics` and the dashboard's charts, and the background task
+//! that refreshes it.
+//!
+//! Reading every queue's counts and every group's lag costs a handful of queries per object;
+//! doing it on each Prometheus scrape would tie the scrape's latency to the database's and let
+//! several scrapers multiply the load. So one task reads everything every `metrics_refresh`
+//! (10 s by default) and scrapes render the last snapshot.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use crate::history::Sample;
+use crate::state::AppState;
+
+/// Window of the topic ranking's rates.
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Everything the refresher read from the database at one time.
+///
+/// ```
+/// let s = sqlmq_serve::Snapshot::default();
+/// assert!(!s.up && s.queues.is_empty());
+/// ```
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// When the last successful read finished.
+    pub taken_at: Option<SystemTime>,
+    /// Whether the last read succeeded.
+    pub up: bool,
+    /// Why the last read failed.
+    pub error: Option<String>,
+    /// Every queue's counts.
+    pub queues: Vec<sqlmq::QueueStats>,
+    /// Every topic's size and rate, busiest first.
+    pub topics: Vec<sqlmq::TopicStats>,
+    /// Every group's lag, by topic then group.
+    pub groups: Vec<sqlmq::GroupLag>,
+    /// Registered worker processes.
+    pub processes: Vec<sqlmq::ProcessInfo>,
+    /// Records held past their group's consume timeout, by `topic/group`.
+    pub consume_timeouts: BTreeMap<String, usize>,
+}
+
+/// Read everything once.
+pub(crate) async fn collect(client: &sqlmq::Client) -> sqlmq::Result<Snapshot> {
+    let queues = client.queue_stats().await?;
+    let topics = client.topic_stats(RATE_WINDOW).await?;
+    let mut groups = Vec::new();
+    let mut consume_timeouts = BTreeMap::new();
+    for topic in client.topics().await? {
+        for group in topic.groups().await? {
+            // Group maintenance is what finds records held past the consume timeout; it is
+            // safe to run from any number of processes (it also releases expired leases).
+            if group.config().consume_timeout.is_some()
+                && group.config().mode == sqlmq::GroupMode::Cluster
+            {
+                let report = group.maintain().await?;
+                consume_timeouts.insert(
+                    format!("{}/{}", topic.name(), group.name()),
+                    report.consume_timeouts,
+                );
+            }
+            groups.push(group.lag().await?);
+        }
+    }
+    let processes = client.processes().await?;
+    Ok(Snapshot {
+        taken_at: Some(SystemTime::now()),
+        up: true,
+        error: None,
+        queues,
+        topics,
+        groups,
+        processes,
+        consume_timeouts,
+    })
+}
+
+/// Refresh once: on failure keep the previous figures but mark the database down.
+pub(crate) async fn refresh(state: &AppState) {
+    let timeout = state.metrics_refresh.max(Duration::from_secs(5));
+    let result = tokio::time::timeout(timeout, collect(&state.client)).await;
+    let next = match result {
+        Ok(Ok(snapshot)) => snapshot,
+        failed => {
+            let reason = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => format!("no answer within {timeout:?}"),
+            };
+            tracing::warn!(error = %reason, "reading the database gauges failed");
+            let mut previous = (*state.snapshot()).clone();
+            previous.up = false;
+            previous.error = Some(reason);
+            previous
+        }
+    };
+    if next.up {
+        let traffic = state.traffic.lock().expect("poisoned").clone();
+        let sample = Sample::of(&next, &traffic);
+        state.history.lock().expect("poisoned").push(sample);
+    }
+    *state.snapshot.write().expect("poisoned") = std::sync::Arc::new(next);
+}
+
+/// The refresher: runs until the server shuts down.
+pub(crate) async fn run(state: AppState) {
+    loop {
+        refresh(&state).await;
+        tokio::select! {
+            _ = tokio::time::sleep(state.metrics_refresh) => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! The dashboard in headless Chromium (Debian's `chromium` + `chromium-driver`, driven over
+//! WebDriver): every page renders with real data, a redrive works end to end through its
+//! confirmation dialog, read-only access shows no action, and a screenshot of every page is
+//! saved: into `target/screenshots/`, or into `docs/screenshots/` with
+//! `SQLMQ_UPDATE_SCREENSHOTS=1`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::webdriver::Browser;
+use common::{TestServer, eventually, test_config, workspace_root};
+use serde_json::{Value, json};
+
+const FULL: &str = "dashboard-full";
+const READ: &str = "dashboard-read";
+
+/// Requests with the full token.
+async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Value) -> Value {
+    let r = s
+        .http
+        .request(method, s.url(path))
+        .bearer_auth(FULL)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, v) = common::split(r).await;
+    assert!(status < 300, "{path}: {status} {v}");
+    v
+}
+
+async fn post(s: &TestServer, path: &str, body: Value) -> Value {
+    call(s, reqwest::Method::POST, path, body).await
+}
+
+async fn put(s: &TestServer, path: &str, body: Value) -> Value {
+    call(s, reqwest::Method::PUT, path, body).await
+}
+
+async fn get(s: &TestServer, path: &str) -> Value {
+    let r = s
+        .http
+        .get(s.url(path))
+        .bearer_auth(FULL)
+        .send()
+        .await
+        .unwrap();
+    common::split(r).await.1
+}
+
+fn receipts(v: &Value) -> Vec<Value> {
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["receipt"].clone())
+        .collect()
+}
+
+/// Realistic data: a busy queue with dead letters, a topic with groups in every state, a
+/// live worker process.
+async fn seed(s: &TestServer) -> (String, sqlmq::CancellationToken) {
+    put(
+        s,
+        "/v1/queues/emails",
+        json!({"max_attempts": 1, "backoff": "10s,1m"}),
+    )
+    .await;
+    put(s, "/v1/queues/thumbnails", json!({})).await;
+    for round in 0..4 {
+        let msgs: Vec<Value> = (0..5).map(|i| json!({"body": format!("{{\"to\":\"user{round}{i}@example.com\"}}"), "ordering_key": format!("user{i}")})).collect();
+        post(s, "/v1/queues/emails/messages", json!({"messages": msgs})).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    post(
+        s,
+        "/v1/queues/emails/messages",
+        json!({"messages": [{"body": "weekly digest", "delay_ms": 3600000}]}),
+    )
+    .await;
+    let got = post(
+        s,
+        "/v1/queues/emails/receive",
+        json!({"max": 6, "lease_ms": 600000}),
+    )
+    .await;
+    let r = receipts(&got);
+    post(s, "/v1/queues/emails/ack", json!({"receipts": r[..2]})).await;
+    post(
+        s,
+        "/v1/queues/emails/nack",
+        json!({"receipts": r[2..4], "error": "SMTP 550: mailbox unavailable"}),
+    )
+    .await;
+
+    put(
+        s,
+        "/v1/topics/orders",
+        json!({"partitions": 3, "retention_ms": 604800000}),
+    )
+    .await;
+    put(
+        s,
+        "/v1/topics/orders/groups/billing",
+        json!({"start": "earliest", "max_attempts": 2, "consume_timeout_ms": 1}),
+    )
+    .await;
+    put(
+        s,
+        "/v1/topics/orders/groups/audit",
+        json!({"mode": "broadcast", "start": "earliest"}),
+    )
+    .await;
+    put(
+        s,
+        "/v1/topics/orders/groups/shipping",
+        json!({"start": "earliest"}),
+    )
+    .await;
+    put(s, "/v1/topics/clicks", json!({})).await;
+    let mut traced = String::new();
+    for round in 0..4 {
+        let recs: Vec<Value> = (0..6)
+            .map(|i| json!({"key": format!("customer-{i}"), "body": format!("{{\"order\":{},\"paid\":true}}", round * 6 + i)}))
+            .collect();
+        let p = post(s, "/v1/topics/orders/records", json!({"records": recs})).await;
+        if traced.is_empty() {
+            traced = p["records"][0]["id"].as_str().unwrap().to_owned();
+        }
+        post(
+            s,
+            "/v1/topics/clicks/records",
+            json!({"records": [{"body": "click"}, {"body": "click"}]}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // billing: some acked, one retrying, one dead, some in flight past the consume timeout.
+    let got = eventually(Duration::from_secs(10), "billing records", || async {
+        let v = post(
+            s,
+            "/v1/topics/orders/groups/billing/receive",
+            json!({"max": 10, "lease_ms": 600000, "wait_ms": 1000}),
+        )
+        .await;
+        (v["messages"].as_array()?.len() >= 6).then_some(v)
+    })
+    .await;
+    let r = receipts(&got);
+    post(
+        s,
+        "/v1/topics/orders/groups/billing/ack",
+        json!({"receipts": r[..3]}),
+    )
+    .await;
+    post(
+        s,
+        "/v1/topics/orders/groups/billing/nack",
+        json!({"receipts": [r[3]], "error": "payment gateway timeout"}),
+    )
+    .await;
+    post(
+        s,
+        "/v1/topics/orders/groups/billing/nack",
+        json!({"receipts": [r[4]], "error": "card declined", "retry_in_ms": 0}),
+    )
+    .await;
+    let again = eventually(Duration::from_secs(10), "the retried record", || async {
+        let v = post(
+            s,
+            "/v1/topics/orders/groups/billing/receive",
+            json!({"max": 1, "lease_ms": 600000, "wait_ms": 500}),
+        )
+        .await;
+        v["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["attempt"] == 2)
+            .cloned()
+    })
+    .await;
+    post(
+        s,
+        "/v1/topics/orders/groups/billing/nack",
+        json!({"receipts": [again["receipt"]], "error": "card declined again"}),
+    )
+    .await;
+    post(
+        s,
+        "/v1/topics/orders/groups/audit/members/cache-1/poll",
+        json!({"max": 10, "checkpoint": true}),
+    )
+    .await;
+    post(
+        s,
+        "/v1/topics/orders/groups/shipping/receive",
+        json!({"max": 4}),
+    )
+    .await;
+
+    // A live worker process.
+    let stop = sqlmq::CancellationToken::new();
+    let worker = sqlmq::Worker::builder(&s.client)
+        .queue_raw("thumbnails", |_d: sqlmq::Delivery, _ctx| async {
+            Ok::<_, String>(sqlmq::Outcome::Done)
+        })
+        .run(stop.clone());
+    tokio::spawn(worker);
+    (traced, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_renders_redrive_works_read_only_has_no_actions() {
+    let s = TestServer::with(test_config().token(FULL).read_token(READ)).await;
+    let (traced, worker) = seed(&s).await;
+    // Let the refresher collect a few samples for the charts and the alerts.
+    s.state.refresh_gauges().await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Every run takes the screenshots; they replace the committed ones in docs/ only when
+    // asked, so that running the tests does not dirty the work tree.
+    let shots = if std::env::var_os("SQLMQ_UPDATE_SCREENSHOTS").is_some() {
+        workspace_root().join("docs/screenshots")
+    } else {
+        workspace_root().join("target/screenshots")
+    };
+    let b = Browser::start().await;
+
+    // Signing in with the full token.
+    b.goto(&s.url("/")).await;
+    assert!(
+        b.source().await.contains("Sign in"),
+        "redirected to the login page"
+    );
+    b.type_into("input[name=token]", FULL).await;
+    b.click(&b.find("form[action='/login'] button").await).await;
+    eventually(Duration::from_secs(5), "the overview", || async {
+        b.source().await.contains("<h1>Overview</h1>").then_some(())
+    })
+    .await;
+
+    // Overview: every kind of object, with its figures.
+    let html = b.source().await;
+    for needle in [
+        "emails",
+        "thumbnails",
+        "orders",
+        "clicks",
+        "billing",
+        "audit",
+        "shipping",
+        "live processes",
+        "Rates, last hour",
+    ] {
+        assert!(html.contains(needle), "overview lacks {needle}");
+    }
+    assert_eq!(b.find_all("#queues tr").await.len(), 3, "header + 2 queues");
+    assert_eq!(b.find_all("#topics tr").await.len(), 3, "header + 2 topics");
+    assert!(
+        b.find_all("svg polyline").await.len() >= 3,
+        "the rates chart has its series"
+    );
+    b.screenshot(&shots.join("overview.png")).await;
+
+    // Alerts (before the redrives below clear the dead letters).
+    s.state.refresh_gauges().await;
+    b.goto(&s.url("/alerts")).await;
+    let alerts = b.source().await;
+    assert!(
+        alerts.contains("consume timeout"),
+        "the billing records held past 1 ms are reported"
+    );
+    assert!(alerts.contains("dead letters rising"));
+    b.screenshot(&shots.join("alerts.png")).await;
+
+    // Queue page: counts by state, dead letters with their history.
+    b.goto(&s.url("/queues/emails")).await;
+    let stats = get(&s, "/v1/queues/emails").await;
+    assert_eq!(stats["dead"], 2);
+    assert!(b.text("#count-dead").await.starts_with('2'));
+    assert!(
+        b.text("#count-ready")
+            .await
+            .starts_with(&stats["ready"].to_string())
+    );
+    assert!(b.text("#count-scheduled").await.starts_with('1'));
+    assert_eq!(b.find_all("#dead tr").await.len(), 3);
+    assert!(
+        b.text("#dead")
+            .await
+            .contains("SMTP 550: mailbox unavailable")
+    );
+    assert!(b.find_all("svg polyline").await.len() >= 4);
+    // Find by ordering key among the dead letters.
+    b.type_into("input[name=key]", "user2").await;
+    b.click(&b.find("form[method=get] button").await).await;
+    eventually(Duration::from_secs(5), "the search result", || async {
+        b.source()
+            .await
+            .contains("Dead letters matching")
+            .then_some(())
+    })
+    .await;
+    b.goto(&s.url("/queues/emails")).await;
+    b.screenshot(&shots.join("queue.png")).await;
+
+    // Redrive all, through its confirmation dialog.
+    // Redriven keyed messages go back behind their key's head (ready or blocked).
+    let waiting = |v: &Value| v["ready"].as_u64().unwrap() + v["blocked"].as_u64().unwrap();
+    let waiting_before = waiting(&stats);
+    let button = b
+        .find("form[action='/ui/queues/emails/dead/redrive'] input[name=all] ~ button")
+        .await;
+    b.click(&button).await;
+    let question = b.accept_confirm().await;
+    assert!(question.contains("2 dead letters"), "{question}");
+    eventually(Duration::from_secs(5), "the flash message", || async {
+        let html = b.source().await;
+        html.contains("Redrove 2 dead letter(s) into emails.")
+            .then_some(())
+    })
+    .await;
+    let after = get(&s, "/v1/queues/emails").await;
+    assert_eq!(after["dead"], 0, "{after}");
+    assert_eq!(waiting(&after), waiting_before + 2, "{after}");
+    assert!(b.text("#count-dead").await.starts_with('0'));
+
+    // Topic page: partitions, groups with lag, records, ranking.
+    b.goto(&s.url("/topics/orders")).await;
+    assert_eq!(b.find_all("#partitions tr").await.len(), 4);
+    let groups = b.text("#groups").await;
+    assert!(groups.contains("billing") && groups.contains("audit") && groups.contains("shipping"));
+    let in_partition_0 = count_rows(&s, 0).await;
+    assert!(in_partition_0 > 0);
+    assert_eq!(b.find_all("#records tr").await.len(), 1 + in_partition_0);
+    assert!(b.text("#topics").await.contains("clicks"));
+    b.screenshot(&shots.join("topic.png")).await;
+    // Records by key.
+    b.goto(&s.url("/topics/orders?key=customer-1")).await;
+    assert_eq!(
+        b.find_all("#records tr").await.len(),
+        5,
+        "header + 4 records of customer-1"
+    );
+
+    // Trace.
+    b.goto(&s.url(&format!("/topics/orders/records/{traced}")))
+        .await;
+    let trace = b.text("#trace").await;
+    assert!(
+        trace.contains("billing") && trace.contains("audit") && trace.contains("shipping"),
+        "{trace}"
+    );
+    b.screenshot(&shots.join("trace.png")).await;
+
+    // Group page: lag, retries, dead letters; redrive one.
+    b.goto(&s.url("/topics/orders/groups/billing")).await;
+    assert!(b.text("#dead").await.contains("card declined again"));
+    assert_eq!(b.find_all("#retries tr").await.len(), 2, "header + 1 retry");
+    assert!(b.text("#lag-dead").await.starts_with('1'));
+    b.screenshot(&shots.join("group.png")).await;
+    let redrive_one = b.find("#dead form button").await;
+    b.click(&redrive_one).await;
+    eventually(Duration::from_secs(5), "the group redrive", || async {
+        b.source()
+            .await
+            .contains("Redrove 1 dead letter(s).")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(get(&s, "/v1/topics/orders/groups/billing").await["dead"], 0);
+
+    // Processes.
+    b.goto(&s.url("/processes")).await;
+    assert!(
+        b.text("#processes")
+            .await
+            .contains(&std::process::id().to_string())
+    );
+    b.screenshot(&shots.join("processes.png")).await;
+
+    // The auto-refresh pause toggle keeps its state across reloads.
+    b.click(&b.find("#refresh").await).await;
+    b.goto(&s.url("/processes")).await;
+    assert_eq!(b.text("#refresh").await, "Resume auto-refresh");
+
+    // Read-only: sign in with the read token; pages render, no action anywhere.
+    b.click(&b.find("#sign-out").await).await;
+    eventually(Duration::from_secs(5), "the login page", || async {
+        b.source().await.contains("Sign in").then_some(())
+    })
+    .await;
+    b.type_into("input[name=token]", READ).await;
+    b.click(&b.find("form[action='/login'] button").await).await;
+    eventually(Duration::from_secs(5), "the overview", || async {
+        b.source().await.contains("<h1>Overview</h1>").then_some(())
+    })
+    .await;
+    for page in [
+        "/",
+        "/queues/emails",
+        "/topics/orders",
+        "/topics/orders/groups/billing",
+        "/processes",
+        "/alerts",
+        &format!("/topics/orders/records/{traced}"),
+    ] {
+        b.goto(&s.url(page)).await;
+        assert!(
+            b.find_all("#read-only").await.len() == 1,
+            "{page}: read-only badge"
+        );
+        let actions = b
+            .find_all("form[method=post]:not([action='/logout'])")
+            .await;
+        assert!(
+            actions.is_empty(),
+            "{page} shows an action in read-only mode"
+        );
+        assert!(b.find_all("h1").await.len() == 1, "{page} rendered");
+    }
+    b.goto(&s.url("/queues/emails")).await;
+    b.screenshot(&shots.join("queue-read-only.png")).await;
+
+    b.quit().await;
+    worker.cancel();
+    s.finish().await;
+}
+
+/// Rows the topic page lists for partition 0 (its default query).
+async fn count_rows(s: &TestServer, partition: u32) -> usize {
+    let v = get(
+        s,
+        &format!("/v1/topics/orders/records?partition={partition}&limit=50"),
+    )
+    .await;
+    v["records"].as_array().unwrap().len()
+}

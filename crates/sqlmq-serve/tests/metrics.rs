@@ -1,0 +1,222 @@
+//! `/metrics`: the database gauges equal the real counts after a refresh; the library's
+//! counters appear through the recorder; an unreachable database is `sqlmq_up 0` and 503s.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestDb, TestServer, eventually, test_config};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+fn gauge(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn metrics(s: &TestServer) -> String {
+    s.http
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gauges_equal_the_real_counts_after_a_refresh() {
+    let handle = sqlmq_serve::install_prometheus_recorder();
+    let s = TestServer::with(test_config().prometheus(handle)).await;
+    s.put("/v1/queues/q", json!({"max_attempts": 1})).await;
+    s.send("q", &["a", "b", "c", "d", "e"]).await;
+    s.post(
+        "/v1/queues/q/messages",
+        json!({"messages": [{"body": "later", "delay_ms": 600000}]}),
+    )
+    .await;
+    let (_, got) = s
+        .post("/v1/queues/q/receive", json!({"max": 2, "lease_ms": 60000}))
+        .await;
+    let r = got["messages"][1]["receipt"].clone();
+    s.post("/v1/queues/q/nack", json!({"receipts": [r]})).await; // → dead
+    s.put("/v1/topics/t", json!({"partitions": 2})).await;
+    s.put("/v1/topics/t/groups/g", json!({"start": "earliest"}))
+        .await;
+    s.post(
+        "/v1/topics/t/records",
+        json!({"records": [{"body": "x", "partition": 1}, {"body": "y", "partition": 1}]}),
+    )
+    .await;
+
+    // The truth, from the library.
+    let stats = s.client.queue("q").await.unwrap().stats().await.unwrap();
+    assert_eq!(
+        (stats.ready, stats.scheduled, stats.in_flight, stats.dead),
+        (3, 1, 1, 1)
+    );
+    let text = eventually(
+        Duration::from_secs(10),
+        "gauges refreshed with every count",
+        || async {
+            let text = metrics(&s).await;
+            let lag = gauge(
+                &text,
+                "sqlmq_group_lag_records{topic=\"t\",group=\"g\",partition=\"1\"}",
+            );
+            let ready = gauge(&text, "sqlmq_queue_messages{queue=\"q\",state=\"ready\"}");
+            (lag == Some(2.0) && ready == Some(3.0)).then_some(text)
+        },
+    )
+    .await;
+    for (state, n) in [
+        ("ready", stats.ready),
+        ("scheduled", stats.scheduled),
+        ("blocked", stats.blocked),
+        ("in_flight", stats.in_flight),
+        ("dead", stats.dead),
+    ] {
+        let series = format!("sqlmq_queue_messages{{queue=\"q\",state=\"{state}\"}}");
+        assert_eq!(gauge(&text, &series), Some(n as f64), "{series}\n{text}");
+    }
+    assert!(gauge(&text, "sqlmq_queue_oldest_ready_age_seconds{queue=\"q\"}").unwrap() >= 0.0);
+    let lag = s
+        .client
+        .topic("t")
+        .await
+        .unwrap()
+        .group("g")
+        .await
+        .unwrap()
+        .lag()
+        .await
+        .unwrap();
+    assert_eq!(
+        gauge(
+            &text,
+            "sqlmq_group_lag_records{topic=\"t\",group=\"g\",partition=\"0\"}"
+        ),
+        Some(0.0)
+    );
+    assert_eq!(lag.unconsumed, 2);
+    assert!(
+        gauge(
+            &text,
+            "sqlmq_group_oldest_unconsumed_age_seconds{topic=\"t\",group=\"g\",partition=\"1\"}"
+        )
+        .is_some()
+    );
+    assert_eq!(gauge(&text, "sqlmq_topic_records{topic=\"t\"}"), Some(2.0));
+    assert_eq!(gauge(&text, "sqlmq_processes_live"), Some(0.0));
+    assert_eq!(gauge(&text, "sqlmq_up"), Some(1.0));
+    // HELP says the figures are refreshed in the background; library counters are there too.
+    assert!(
+        text.contains("# HELP sqlmq_queue_messages ")
+            && text.contains("a scrape never waits on the database")
+    );
+    assert!(
+        gauge(&text, "sqlmq_messages_sent_total{queue=\"q\"}").is_some_and(|n| n >= 6.0),
+        "{text}"
+    );
+    assert!(text.contains("sqlmq_http_requests_total{"), "{text}");
+    // A deleted queue disappears from the next refresh.
+    s.delete("/v1/queues/q").await;
+    s.state.refresh_gauges().await;
+    assert!(
+        !metrics(&s)
+            .await
+            .contains("sqlmq_queue_messages{queue=\"q\"")
+    );
+    s.finish().await;
+}
+
+/// A TCP proxy to the database that can be cut: the database "goes away" for the server.
+async fn proxy(target: (String, u16)) -> (u16, tokio_util::sync::CancellationToken) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cut = tokio_util::sync::CancellationToken::new();
+    let stop = cut.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                accepted = listener.accept() => {
+                    let Ok((mut inbound, _)) = accepted else { return };
+                    let stop = stop.clone();
+                    let target = target.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+                        tokio::select! {
+                            _ = stop.cancelled() => {
+                                let _ = inbound.shutdown().await;
+                            }
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        }
+                    });
+                }
+            }
+        }
+    });
+    (port, cut)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_503_with_retry_after() {
+    let db = TestDb::new().await;
+    db.client().await; // migrated
+    let url: url_parts::Parts = url_parts::parse(&db.url);
+    let (port, cut) = proxy((url.host.clone(), url.port)).await;
+    let through = format!("mysql://{}@127.0.0.1:{port}/{}", url.user, db.name);
+    let client = sqlmq::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .connect(&through)
+        .await
+        .unwrap();
+    let s = TestServer::on(db, client, test_config()).await;
+    assert_eq!(s.get("/readyz").await.0, 200);
+    cut.cancel();
+    let (status, body) = eventually(Duration::from_secs(30), "a 503", || async {
+        let r = s.http.get(s.url("/v1/queues")).send().await.unwrap();
+        if r.status() == 503 {
+            assert_eq!(r.headers()["retry-after"], "2");
+            Some(common::split(r).await)
+        } else {
+            None
+        }
+    })
+    .await;
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "database_unavailable", "{body}");
+    let r = s.http.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(s.get("/healthz").await.0, 200, "the process itself is up");
+    s.state.refresh_gauges().await;
+    let text = metrics(&s).await;
+    assert_eq!(gauge(&text, "sqlmq_up"), Some(0.0), "{text}");
+    s.finish().await;
+}
+
+/// Enough URL parsing for `mysql://user@host:port/db` test URLs.
+mod url_parts {
+    pub struct Parts {
+        pub user: String,
+        pub host: String,
+        pub port: u16,
+    }
+
+    pub fn parse(url: &str) -> Parts {
+        let rest = url.split_once("://").unwrap().1;
+        let authority = rest.split('/').next().unwrap();
+        let (user, hostport) = authority.rsplit_once('@').unwrap_or(("root", authority));
+        let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+        Parts {
+            user: user.to_owned(),
+            host: host.to_owned(),
+            port: port.parse().unwrap(),
+        }
+    }
+}

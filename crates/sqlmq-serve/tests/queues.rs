@@ -1,0 +1,551 @@
+//! Queue routes through real HTTP against a real database: every route's success and error
+//! paths, long polls, lease expiry, dead letters.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestServer, assert_error};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_admin_routes() {
+    let s = TestServer::start().await;
+    // Create with settings, then update one field: the others are kept.
+    let (st, q) = s
+        .put(
+            "/v1/queues/emails",
+            json!({"max_attempts": 3, "backoff": "1s,10s", "dedup_window_ms": 60000}),
+        )
+        .await;
+    assert_eq!(st, 200, "{q}");
+    assert_eq!(q["config"]["max_attempts"], 3);
+    assert_eq!(q["config"]["backoff"], "1s,10s");
+    let (_, q) = s.put("/v1/queues/emails", json!({"max_attempts": 4})).await;
+    assert_eq!(q["config"]["max_attempts"], 4);
+    assert_eq!(q["config"]["backoff"], "1s,10s");
+    assert_eq!(q["config"]["dedup_window_ms"], 60000);
+
+    let (st, list) = s.get("/v1/queues").await;
+    assert_eq!(st, 200);
+    assert_eq!(list["queues"][0]["name"], "emails");
+
+    s.send("emails", &["a", "b"]).await;
+    let (_, q) = s.get("/v1/queues/emails").await;
+    assert_eq!(q["ready"], 2);
+
+    // Pause: receives get nothing; resume: they get messages again.
+    assert_eq!(s.post("/v1/queues/emails/pause", json!(null)).await.0, 204);
+    let (_, q) = s.get("/v1/queues/emails").await;
+    assert_eq!(q["paused"], true);
+    let (_, r) = s.post("/v1/queues/emails/receive", json!({"max": 5})).await;
+    assert_eq!(r["messages"].as_array().unwrap().len(), 0);
+    assert_eq!(s.post("/v1/queues/emails/resume", json!(null)).await.0, 204);
+    let (_, r) = s.post("/v1/queues/emails/receive", json!({"max": 1})).await;
+    assert_eq!(r["messages"].as_array().unwrap().len(), 1);
+
+    // Purge counts everything but dead letters, the in-flight one included.
+    let (st, n) = s.post("/v1/queues/emails/purge", json!(null)).await;
+    assert_eq!((st, n["count"].as_u64()), (200, Some(2)));
+
+    // Errors: unknown, invalid name, invalid values, malformed bodies.
+    assert_error(&s.get("/v1/queues/nope").await, 404, "unknown_queue");
+    assert_error(
+        &s.post("/v1/queues/nope/pause", json!(null)).await,
+        404,
+        "unknown_queue",
+    );
+    assert_error(
+        &s.put("/v1/queues/bad%20name", json!({})).await,
+        422,
+        "invalid_name",
+    );
+    assert_error(
+        &s.put("/v1/queues/x", json!({"max_attempts": 0})).await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.put("/v1/queues/x", json!({"backoff": "soon"})).await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.put("/v1/queues/x", json!({"colour": "red"})).await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.put("/v1/queues/x", json!({"max_attempts": "three"}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    let raw = s
+        .http
+        .put(s.url("/v1/queues/x"))
+        .header("content-type", "application/json")
+        .body("{\"max_attempts\":")
+        .send()
+        .await
+        .unwrap();
+    assert_error(&common::split(raw).await, 400, "bad_request");
+    let raw = s
+        .http
+        .put(s.url("/v1/queues/x"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_error(&common::split(raw).await, 415, "unsupported_media_type");
+    assert_error(&s.get("/v1/nothing-here").await, 404, "not_found");
+    assert_error(&s.delete("/v1/queues").await, 405, "method_not_allowed");
+
+    // Delete, then it is unknown.
+    assert_eq!(s.delete("/v1/queues/emails").await.0, 204);
+    assert_error(&s.get("/v1/queues/emails").await, 404, "unknown_queue");
+    assert_error(&s.delete("/v1/queues/emails").await, 404, "unknown_queue");
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_receive_ack_nack_extend() {
+    let s = TestServer::start().await;
+    s.queue("jobs").await;
+    // Every option, text and binary bodies; an idempotent resend is a duplicate.
+    let (st, sent) = s
+        .post(
+            "/v1/queues/jobs/messages",
+            json!({"messages": [
+                {"body": "text", "headers": {"h": "v"}, "priority": -1, "ordering_key": "k1",
+                 "idempotency_key": "once"},
+                {"body_base64": "AP8=", "priority": 5},
+                {"body": "later", "delay_ms": 60000},
+            ]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{sent}");
+    assert_eq!(sent["messages"].as_array().unwrap().len(), 3);
+    let (_, dup) = s
+        .post(
+            "/v1/queues/jobs/messages",
+            json!({"messages": [{"body": "x", "idempotency_key": "once"}]}),
+        )
+        .await;
+    assert_eq!(dup["messages"][0]["duplicate"], true);
+    assert_eq!(dup["messages"][0]["id"], sent["messages"][0]["id"]);
+
+    let (_, got) = s
+        .post(
+            "/v1/queues/jobs/receive",
+            json!({"max": 10, "lease_ms": 60000}),
+        )
+        .await;
+    let msgs = got["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "the delayed one is not ready: {got}");
+    assert_eq!(msgs[0]["body"], "text");
+    assert_eq!(msgs[0]["headers"]["h"], "v");
+    assert_eq!(msgs[0]["ordering_key"], "k1");
+    assert_eq!(msgs[0]["attempt"], 1);
+    assert_eq!(msgs[1]["body_base64"], "AP8=");
+    assert!(msgs[1].get("body").is_none());
+    let r0 = msgs[0]["receipt"].as_str().unwrap().to_owned();
+    let r1 = msgs[1]["receipt"].as_str().unwrap().to_owned();
+
+    // Extend, then ack: ok; a second ack of the same receipt: lease_lost.
+    let (_, ext) = s
+        .post(
+            "/v1/queues/jobs/extend",
+            json!({"receipts": [r0], "lease_ms": 120000}),
+        )
+        .await;
+    assert_eq!(ext["results"][0]["result"], "ok");
+    let (_, ack) = s
+        .post("/v1/queues/jobs/ack", json!({"receipts": [r0]}))
+        .await;
+    assert_eq!(ack["results"][0]["result"], "ok");
+    let (_, ack) = s
+        .post("/v1/queues/jobs/ack", json!({"receipts": [r0]}))
+        .await;
+    assert_eq!(ack["results"][0]["result"], "lease_lost");
+    let (_, ext) = s
+        .post(
+            "/v1/queues/jobs/extend",
+            json!({"receipts": [r0], "lease_ms": 1000}),
+        )
+        .await;
+    assert_eq!(ext["results"][0]["result"], "lease_lost");
+
+    // Nack with an explicit delay: retry; the error is kept for the dead-letter history.
+    let (_, nack) = s
+        .post(
+            "/v1/queues/jobs/nack",
+            json!({"receipts": [r1], "error": "boom", "retry_in_ms": 0}),
+        )
+        .await;
+    assert_eq!(nack["results"][0]["result"], "ok", "{nack}");
+    assert_eq!(nack["results"][0]["outcome"], "retry");
+    let (_, again) = s.post("/v1/queues/jobs/receive", json!({"max": 1})).await;
+    assert_eq!(again["messages"][0]["attempt"], 2);
+
+    // Cancel: a waiting message goes; an in-flight one is a conflict; then it is unknown.
+    let later = sent["messages"][2]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        s.delete(&format!("/v1/queues/jobs/messages/{later}"))
+            .await
+            .0,
+        204
+    );
+    assert_error(
+        &s.delete(&format!("/v1/queues/jobs/messages/{later}")).await,
+        404,
+        "message_not_found",
+    );
+    let held = again["messages"][0]["id"].as_str().unwrap().to_owned();
+    assert_error(
+        &s.delete(&format!("/v1/queues/jobs/messages/{held}")).await,
+        409,
+        "message_in_flight",
+    );
+    assert_error(
+        &s.delete("/v1/queues/jobs/messages/zzz").await,
+        422,
+        "invalid_argument",
+    );
+
+    // Errors: (path, body, status, code); nothing is claimed, acked or sent by any of them.
+    let q = "/v1/queues/jobs";
+    let cases = [
+        ("receive", json!({"max": 0}), 422, "invalid_argument"),
+        ("receive", json!({"max": 1001}), 422, "invalid_argument"),
+        ("receive", json!({"lease_ms": 0}), 422, "invalid_argument"),
+        (
+            "receive",
+            json!({"wait_ms": 20001}),
+            422,
+            "invalid_argument",
+        ),
+        ("receive", json!({"max": -1}), 422, "invalid_argument"),
+        ("ack", json!({"receipts": []}), 422, "invalid_argument"),
+        (
+            "ack",
+            json!({"receipts": ["nope"]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "nack",
+            json!({"receipts": [r1], "retry_in_ms": u64::MAX}),
+            422,
+            "invalid_argument",
+        ),
+        ("extend", json!({"receipts": [r1]}), 422, "invalid_argument"),
+        ("messages", json!({"messages": []}), 422, "invalid_argument"),
+        (
+            "messages",
+            json!({"messages": [{}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
+            json!({"messages": [{"body": "a", "body_base64": "YQ=="}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
+            json!({"messages": [{"body_base64": "***"}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
+            json!({"messages": [{"body": "a", "priority": 99999}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
+            json!({"messages": [{"body": "a", "delay_ms": u64::MAX}]}),
+            422,
+            "invalid_argument",
+        ),
+        (
+            "messages",
+            json!({"messages": [{"body": "a", "ordering_key": ""}]}),
+            422,
+            "invalid_argument",
+        ),
+    ];
+    for (action, body, status, code) in cases {
+        assert_error(&s.post(&format!("{q}/{action}"), body).await, status, code);
+    }
+    assert_error(
+        &s.post(
+            "/v1/queues/nope/messages",
+            json!({"messages": [{"body": "a"}]}),
+        )
+        .await,
+        404,
+        "unknown_queue",
+    );
+    // One message over the 1 MiB payload limit: 413, and nothing of its batch is written.
+    let big = "x".repeat(1024 * 1024 + 1);
+    let before = s.get("/v1/queues/jobs").await.1;
+    assert_error(
+        &s.post(
+            "/v1/queues/jobs/messages",
+            json!({"messages": [{"body": "ok"}, {"body": big}]}),
+        )
+        .await,
+        413,
+        "payload_too_large",
+    );
+    let after = s.get("/v1/queues/jobs").await.1;
+    assert_eq!(before["ready"], after["ready"]);
+    assert_eq!(before["scheduled"], after["scheduled"]);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_request_body_is_413() {
+    let s = TestServer::with(common::test_config().max_body_bytes(64 * 1024)).await;
+    s.queue("q").await;
+    let big = "y".repeat(100 * 1024);
+    assert_error(
+        &s.post(
+            "/v1/queues/q/messages",
+            json!({"messages": [{"body": big}]}),
+        )
+        .await,
+        413,
+        "payload_too_large",
+    );
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_wakes_within_50ms_of_a_send_through_the_server() {
+    let s = TestServer::start().await;
+    s.queue("q").await;
+    for round in 0..3 {
+        let http = s.http.clone();
+        let url = s.url("/v1/queues/q/receive");
+        let waiter = tokio::spawn(async move {
+            let r = http
+                .post(url)
+                .json(&json!({"wait_ms": 10000, "max": 1}))
+                .send()
+                .await
+                .unwrap();
+            (Instant::now(), common::split(r).await.1)
+        });
+        // Let the request reach its wait (it polls, finds nothing, backs off).
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        s.send("q", &[&format!("m{round}")]).await;
+        let sent_at = Instant::now();
+        let (woke_at, got) = waiter.await.unwrap();
+        assert_eq!(got["messages"][0]["body"], format!("m{round}"));
+        let latency = woke_at.saturating_duration_since(sent_at);
+        assert!(
+            latency < Duration::from_millis(50),
+            "round {round}: woke {latency:?} after the send"
+        );
+        let receipt = got["messages"][0]["receipt"].as_str().unwrap().to_owned();
+        s.post("/v1/queues/q/ack", json!({"receipts": [receipt]}))
+            .await;
+    }
+    // An empty long poll ends at its deadline, empty.
+    let start = Instant::now();
+    let (st, got) = s
+        .post("/v1/queues/q/receive", json!({"wait_ms": 300}))
+        .await;
+    assert_eq!(st, 200);
+    assert!(got["messages"].as_array().unwrap().is_empty());
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_mid_wait_claims_nothing() {
+    let s = TestServer::start().await;
+    s.queue("q").await;
+    // A long poll whose client goes away.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let r = http
+        .post(s.url("/v1/queues/q/receive"))
+        .json(&json!({"wait_ms": 10000}))
+        .send()
+        .await;
+    assert!(r.is_err(), "the client gave up");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.send("q", &["for someone else"]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, q) = s.get("/v1/queues/q").await;
+    assert_eq!(
+        q["ready"], 1,
+        "nothing was claimed for the closed connection: {q}"
+    );
+    assert_eq!(q["in_flight"], 0);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_never_acked_comes_back_after_its_lease() {
+    let s = TestServer::start().await;
+    s.queue("q").await;
+    let ids = s.send("q", &["work"]).await;
+    let (_, first) = s
+        .post("/v1/queues/q/receive", json!({"lease_ms": 300}))
+        .await;
+    assert_eq!(first["messages"][0]["id"], ids[0].as_str());
+    let stale = first["messages"][0]["receipt"].as_str().unwrap().to_owned();
+    // Nothing else to claim while the lease holds.
+    let (_, none) = s.post("/v1/queues/q/receive", json!({})).await;
+    assert!(none["messages"].as_array().unwrap().is_empty());
+    // A long poll gets it back once the lease has ended, with a new receipt.
+    let (_, again) = s
+        .post("/v1/queues/q/receive", json!({"wait_ms": 5000}))
+        .await;
+    assert_eq!(again["messages"][0]["id"], ids[0].as_str(), "{again}");
+    assert_eq!(again["messages"][0]["attempt"], 2);
+    let fresh = again["messages"][0]["receipt"].as_str().unwrap().to_owned();
+    assert_ne!(fresh, stale);
+    // The stale receipt is fenced off; the fresh one acks.
+    let (_, ack) = s
+        .post("/v1/queues/q/ack", json!({"receipts": [stale, fresh]}))
+        .await;
+    assert_eq!(ack["results"][0]["result"], "lease_lost");
+    assert_eq!(ack["results"][1]["result"], "ok");
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_list_redrive_purge() {
+    let s = TestServer::start().await;
+    let (st, _) = s.put("/v1/queues/q", json!({"max_attempts": 1})).await;
+    assert_eq!(st, 200);
+    s.send("q", &["a", "b", "c"]).await;
+    let (_, got) = s.post("/v1/queues/q/receive", json!({"max": 3})).await;
+    let receipts: Vec<Value> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["receipt"].clone())
+        .collect();
+    let (_, nack) = s
+        .post(
+            "/v1/queues/q/nack",
+            json!({"receipts": receipts, "error": "bad input"}),
+        )
+        .await;
+    assert!(
+        nack["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["outcome"] == "dead"),
+        "{nack}"
+    );
+
+    let (st, dead) = s.get("/v1/queues/q/dead?limit=10").await;
+    assert_eq!(st, 200);
+    let list = dead["dead_letters"].as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    assert_eq!(list[0]["errors"][0]["error"], "bad input");
+    assert_eq!(list[0]["attempts"], 1);
+    let first = list[0]["id"].clone();
+
+    let (_, n) = s
+        .post("/v1/queues/q/dead/redrive", json!({"ids": [first]}))
+        .await;
+    assert_eq!(n["count"], 1);
+    let (_, q) = s.get("/v1/queues/q").await;
+    assert_eq!(
+        (q["ready"].as_u64(), q["dead"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let (_, n) = s
+        .post("/v1/queues/q/dead/redrive", json!({"all": true}))
+        .await;
+    assert_eq!(n["count"], 2);
+    // Make them dead again, then purge.
+    let (_, got) = s.post("/v1/queues/q/receive", json!({"max": 3})).await;
+    let receipts: Vec<Value> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["receipt"].clone())
+        .collect();
+    s.post("/v1/queues/q/nack", json!({"receipts": receipts}))
+        .await;
+    let (st, n) = s.delete("/v1/queues/q/dead").await;
+    assert_eq!((st, n["count"].as_u64()), (200, Some(3)));
+
+    assert_error(
+        &s.post("/v1/queues/q/dead/redrive", json!({})).await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.post("/v1/queues/q/dead/redrive", json!({"ids": ["x"]}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.post("/v1/queues/q/dead/redrive", json!({"ids": [], "all": true}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.get("/v1/queues/q/dead?limit=0").await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.get("/v1/queues/q/dead?limit=abc").await,
+        400,
+        "bad_request",
+    );
+    assert_error(&s.get("/v1/queues/nope/dead").await, 404, "unknown_queue");
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_long_polls_at_once() {
+    let s = TestServer::start().await;
+    s.queue("q").await;
+    let http = s.http.clone();
+    let url = s.url("/v1/queues/q/receive");
+    let waiter = tokio::spawn(async move {
+        let r = http
+            .post(url)
+            .json(&json!({"wait_ms": 20000}))
+            .send()
+            .await
+            .unwrap();
+        common::split(r).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    s.stop.cancel();
+    let (st, got) = waiter.await.unwrap();
+    assert_eq!(st, 200);
+    assert!(got["messages"].as_array().unwrap().is_empty());
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    s.finish().await;
+}
