@@ -63,7 +63,7 @@ impl<B: Backend> Queue<B> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct SendEmail { to: String }
     /// # impl sqlmq::Job for SendEmail { const NAME: &'static str = "send_email"; }
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let mut tx = client.begin().await?;
     /// sqlx::query("INSERT INTO users (email) VALUES ('a@example.com')").execute(&mut *tx).await?;
     /// q.enqueue_in(&mut tx, &SendEmail { to: "a@example.com".into() }).await?;
     /// tx.commit().await?;

@@ -3,7 +3,9 @@
 //! Messages live in the database your application already runs, so a message can be sent in
 //! the same transaction as the business data it belongs to ([`Queue::send_in`]) and acked in
 //! the same transaction as the handler's writes ([`Queue::ack_in`]): no dual writes, no outbox
-//! relay, exactly-once effects.
+//! relay, exactly-once effects. The database is MySQL 8.0+, MariaDB 10.6+ ([`MySql`], the
+//! default backend) or SQLite ([`Sqlite`]: `Client::<Sqlite>::open("sqlite://app.db")`, or
+//! `sqlite::memory:` for tests).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -47,7 +49,7 @@
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
 //! | `job` | [`Job`]: typed payloads, `enqueue` |
 //! | `tx` | our own transactions: the backend's BEGIN, bounded retries, unknown-commit resolution |
-//! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` holds every MySQL statement and the migrations |
+//! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` and `store::sqlite` hold every statement and the migrations |
 //! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |
 //! | `nodelay` | workaround for sqlx 0.9.0's missing `TCP_NODELAY` |
 //!
@@ -87,7 +89,7 @@ pub use domain::{
 };
 pub use job::{JOB_HEADER, Job};
 pub use queue::Queue;
-pub use sqlx::MySql;
+pub use sqlx::{MySql, Sqlite};
 pub use store::Backend;
 /// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
 pub use tokio_util::sync::CancellationToken;

@@ -10,7 +10,7 @@ use super::{Client, Inner, owner_id};
 use crate::domain::{Error, Result, check_not_newer, validate_table_prefix};
 use crate::store::Backend;
 use crate::store::prelude::*;
-use crate::store::rows::ConnectOptions;
+use crate::store::rows::{ConnectOptions, Pools};
 
 /// Default table prefix.
 pub const DEFAULT_TABLE_PREFIX: &str = "sqlmq_";
@@ -161,8 +161,8 @@ impl ClientBuilder {
             connect_timeout: self.connect_timeout,
             lock_wait_timeout: self.lock_wait_timeout,
         };
-        let pool = B::Store::connect(url, &options).await?;
-        self.build(pool).await
+        let pools = B::Store::connect(url, &options).await?;
+        self.build(pools).await
     }
 
     /// Use an existing pool (for example the application's, so that `send_in` and `ack_in` share
@@ -177,10 +177,15 @@ impl ClientBuilder {
     pub async fn from_pool<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
         validate_table_prefix(&self.table_prefix)?;
         B::Store::adopt(&pool);
-        self.build(pool).await
+        self.build(Pools {
+            write: pool.clone(),
+            read: pool,
+        })
+        .await
     }
 
-    async fn build<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
+    async fn build<B: Backend>(self, pools: Pools<B>) -> Result<Client<B>> {
+        let Pools { write: pool, read } = pools;
         let store = B::Store::new(&self.table_prefix);
         let mut conn = pool.acquire().await?;
         let server = B::Store::detect(&mut conn).await?;
@@ -202,13 +207,12 @@ impl ClientBuilder {
         check_not_newer(schema, B::Store::latest_version())?;
         drop(conn);
         if schema >= 1 {
-            let mut a = pool.acquire().await?;
-            let mut b = pool.acquire().await?;
-            store.verify_locking(&mut a, &mut b).await?;
+            store.verify_locking(&pool).await?;
         }
         Ok(Client {
             inner: Arc::new(Inner {
                 pool,
+                reader: read,
                 store,
                 server,
                 schema: AtomicI64::new(schema),

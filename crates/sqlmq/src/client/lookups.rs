@@ -65,7 +65,7 @@ impl<B: Backend> Client<B> {
     pub async fn topic(&self, name: &str) -> Result<Topic<B>> {
         validate_name("topic", name)?;
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         match self.inner.store.topic_by_name(&mut conn, name).await? {
             Some(row) => Ok(Topic::new(self.clone(), row.id, row.name, row.config)),
             None => Err(Error::UnknownTopic(name.to_owned())),
@@ -81,7 +81,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         let rows = self.inner.store.all_topics(&mut conn).await?;
         Ok(rows
             .into_iter()
@@ -103,7 +103,7 @@ impl<B: Backend> Client<B> {
     pub async fn queue(&self, name: &str) -> Result<Queue<B>> {
         validate_name("queue", name)?;
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         match self.inner.store.queue_by_name(&mut conn, name).await? {
             Some(row) => Ok(Queue::new(self.clone(), row.id, row.name)),
             None => Err(Error::UnknownQueue(name.to_owned())),
@@ -119,7 +119,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn queue_configs(&self) -> Result<Vec<(String, QueueConfig)>> {
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         let rows = self.inner.store.all_queues(&mut conn).await?;
         Ok(rows.into_iter().map(|r| (r.name, r.config)).collect())
     }
@@ -134,7 +134,7 @@ impl<B: Backend> Client<B> {
     pub async fn queue_stats(&self) -> Result<Vec<QueueStats>> {
         self.require_schema()?;
         let store = &self.inner.store;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         let queues = store.all_queues(&mut conn).await?;
         let counts = store.counts(&mut conn).await?;
         let mut out = Vec::with_capacity(queues.len());
@@ -187,13 +187,13 @@ impl<B: Backend> Client<B> {
         if queue_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         self.inner.store.probe(&mut conn, queue_ids).await
     }
 
     /// The wakeup probe over consumer groups `group_ids` (one non-locking query).
     pub(crate) async fn probe_groups(&self, group_ids: &[i32]) -> Result<Vec<GroupSignal>> {
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         self.inner.store.probe_groups(&mut conn, group_ids).await
     }
 
@@ -206,7 +206,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         self.inner.store.processes(&mut conn).await
     }
 }

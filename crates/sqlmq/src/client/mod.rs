@@ -61,7 +61,10 @@ impl<B: Backend> Clone for Client<B> {
 }
 
 pub(crate) struct Inner<B: Backend> {
+    /// Where sqlmq's transactions run, and the caller's (`Client::begin`, `pool`).
     pub pool: Pool<B>,
+    /// Where plain reads run (the same pool but for SQLite: see `Pools`).
+    pub reader: Pool<B>,
     pub store: B::Store,
     pub server: ServerInfo,
     schema: AtomicI64,
@@ -152,9 +155,7 @@ impl<B: Backend> Client<B> {
         let report = store.migrate(&mut conn).await?;
         drop(conn);
         if report.from_version == 0 {
-            let mut a = self.inner.pool.acquire().await?;
-            let mut b = self.inner.pool.acquire().await?;
-            store.verify_locking(&mut a, &mut b).await?;
+            store.verify_locking(&self.inner.pool).await?;
         }
         self.inner
             .schema
@@ -180,15 +181,40 @@ impl<B: Backend> Client<B> {
         &self.inner.server
     }
 
-    /// The connection pool (to open transactions for `send_in`/`ack_in`).
+    /// The connection pool of sqlmq's transactions (for SQLite, the process's one writer
+    /// connection). Open the transactions of `send_in` and `ack_in` with [`Client::begin`],
+    /// which starts them the way the backend needs.
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let stats = client.pool().size();
     /// # Ok(()) }
     /// ```
     pub fn pool(&self) -> &Pool<B> {
         &self.inner.pool
+    }
+
+    /// Where sqlmq runs plain reads: the same pool as [`Client::pool`] for a server database,
+    /// the reader connections for SQLite.
+    pub(crate) fn reader(&self) -> &Pool<B> {
+        &self.inner.reader
+    }
+
+    /// Begin a transaction for the `_in` methods (`send_in`, `ack_in`, `publish_in`...) and
+    /// the application's own statements, started as the backend needs: READ COMMITTED on
+    /// MySQL/MariaDB; `BEGIN IMMEDIATE` on SQLite, which takes the write lock at once (a
+    /// deferred transaction that reads first and writes later fails with "database is
+    /// locked" instead of waiting).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// let mut tx = client.begin().await?;
+    /// q.send_in(&mut tx, sqlmq::Message::new("hello")).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, B>> {
+        Ok(self.inner.pool.begin_with(crate::tx::begin::<B>()).await?)
     }
 
     /// The table prefix in use.

@@ -25,7 +25,8 @@ const DEDUP_PRUNE_BATCH: usize = 1000;
 pub(crate) enum Subject {
     /// A queue, by id: woken by local sends.
     Queue(i32),
-    /// A topic, by id: woken when local sequencing gave records their offsets.
+    /// A topic, by id: woken when local sequencing gave records their offsets (or a local
+    /// publish did, where offsets are given at publish).
     Topic(i32),
     /// A consumer group, by id (housekeeping).
     Group(i32),

@@ -47,7 +47,7 @@ macro_rules! consume_methods {
             ///
             /// ```no_run
             #[doc = concat!("# async fn f(client: sqlmq::Client, x: sqlmq::", $ex, ", d: sqlmq::Delivery) -> anyhow::Result<()> {")]
-            /// let mut tx = client.pool().begin().await?;
+            /// let mut tx = client.begin().await?;
             /// sqlx::query("UPDATE accounts SET balance = balance - 10 WHERE id = 7").execute(&mut *tx).await?;
             /// match x.ack_in(&mut tx, d.receipt()).await {
             ///     Ok(()) => tx.commit().await?,
@@ -90,7 +90,7 @@ macro_rules! consume_methods {
             ///
             /// ```no_run
             #[doc = concat!("# async fn f(client: sqlmq::Client, x: sqlmq::", $ex, ", d: sqlmq::Delivery) -> anyhow::Result<()> {")]
-            /// let mut tx = client.pool().begin().await?;
+            /// let mut tx = client.begin().await?;
             /// sqlx::query("INSERT INTO failures (msg) VALUES (?)").bind(d.id.to_string()).execute(&mut *tx).await?;
             /// x.nack_in(&mut tx, d.receipt(), None, "validation failed").await?;
             /// tx.commit().await?;
@@ -133,7 +133,7 @@ macro_rules! consume_methods {
             ///
             /// ```no_run
             #[doc = concat!("# async fn f(client: sqlmq::Client, x: sqlmq::", $ex, ", d: sqlmq::Delivery) -> anyhow::Result<()> {")]
-            /// let mut tx = client.pool().begin().await?;
+            /// let mut tx = client.begin().await?;
             /// x.snooze_in(&mut tx, d.receipt(), std::time::Duration::from_secs(60)).await?;
             /// tx.commit().await?;
             /// # Ok(()) }
@@ -172,7 +172,7 @@ macro_rules! consume_methods {
             ///
             /// ```no_run
             #[doc = concat!("# async fn f(client: sqlmq::Client, x: sqlmq::", $ex, ", d: sqlmq::Delivery) -> anyhow::Result<()> {")]
-            /// let mut tx = client.pool().begin().await?;
+            /// let mut tx = client.begin().await?;
             /// x.dead_letter_in(&mut tx, d.receipt(), "rejected").await?;
             /// tx.commit().await?;
             /// # Ok(()) }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// MySQL or MariaDB.
+/// The database sqlmq runs on: MySQL, MariaDB or SQLite.
 ///
 /// ```
 /// # fn f(client: sqlmq::Client) {
@@ -15,6 +15,8 @@ pub enum Flavor {
     MySql,
     /// MariaDB.
     MariaDb,
+    /// SQLite (the library linked into this program).
+    Sqlite,
 }
 
 /// Facts about the server, read at connect time.
@@ -28,9 +30,9 @@ pub enum Flavor {
 #[derive(Clone, Debug, Serialize)]
 #[non_exhaustive]
 pub struct ServerInfo {
-    /// MySQL or MariaDB.
+    /// MySQL, MariaDB or SQLite.
     pub flavor: Flavor,
-    /// `VERSION()`, e.g. `10.11.19-MariaDB-0+deb12u1`.
+    /// `VERSION()`, e.g. `10.11.19-MariaDB-0+deb12u1` (SQLite: `sqlite_version()`).
     pub version: String,
     /// Parsed (major, minor, patch).
     pub version_number: (u32, u32, u32),
@@ -42,7 +44,7 @@ pub struct ServerInfo {
     pub log_bin: bool,
     /// `@@binlog_format`.
     pub binlog_format: String,
-    /// `@@max_allowed_packet` in bytes.
+    /// `@@max_allowed_packet` in bytes (SQLite: the largest statement sqlmq builds).
     pub max_allowed_packet: u64,
     /// Durability warnings (empty when commits are durable).
     pub warnings: Vec<String>,

@@ -144,7 +144,7 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         self.client.require_schema()?;
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.reader().acquire().await?;
         self.store()
             .dead_letters(&mut conn, self.id(), limit.min(10_000))
             .await
@@ -208,7 +208,7 @@ impl<B: Backend> Queue<B> {
         let mut report = MaintenanceReport::default();
         loop {
             // A plain read first: an idle queue costs one cheap query, no transaction.
-            let mut conn = self.pool().acquire().await?;
+            let mut conn = self.reader().acquire().await?;
             if !store.any_due(&mut conn, self.id()).await? {
                 break;
             }
@@ -223,7 +223,7 @@ impl<B: Backend> Queue<B> {
             }
         }
         loop {
-            let mut conn = self.pool().acquire().await?;
+            let mut conn = self.reader().acquire().await?;
             if !store.any_expired(&mut conn, self.id()).await? {
                 break;
             }

@@ -97,6 +97,10 @@ impl<B: Backend> Queue<B> {
         self.client.pool()
     }
 
+    fn reader(&self) -> &sqlx::Pool<B> {
+        self.client.reader()
+    }
+
     /// The queue as the shared consumption path sees it.
     pub(crate) fn consumer(&self) -> Consumer<'_, B> {
         Consumer {

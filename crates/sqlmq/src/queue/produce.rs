@@ -73,7 +73,7 @@ impl<B: Backend> Queue<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let mut tx = client.begin().await?;
     /// sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
     /// q.send_in(&mut tx, sqlmq::Message::new("order 42 placed")).await?;
     /// tx.commit().await?; // the order and its message, or neither
@@ -90,7 +90,7 @@ impl<B: Backend> Queue<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let mut tx = client.begin().await?;
     /// q.send_batch_in(&mut tx, vec![sqlmq::Message::new("a"), sqlmq::Message::new("b")]).await?;
     /// tx.rollback().await?; // nothing was sent
     /// # Ok(()) }

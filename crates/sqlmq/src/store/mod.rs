@@ -16,9 +16,11 @@
 //! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupDead`], [`GroupState`] |
 //! | `process.rs` | [`Processes`] |
 //! | `rows.rs` | rows and parameters that cross the seam |
+//! | `statements.rs` | statement texts: table-prefix expansion, bucketed list sizes |
 //! | `mysql/` | the MySQL/MariaDB backend |
+//! | `sqlite/` | the SQLite backend |
 //!
-//! A backend is a type implementing [`Backend`] (today `sqlx::MySql`), whose `Store`
+//! A backend is a type implementing [`Backend`] (`sqlx::MySql`, `sqlx::Sqlite`), whose `Store`
 //! implements every trait (together: [`Store`]). Engine code is generic over `B: Backend` and
 //! imports [`prelude`] to call the traits' methods. One conformance suite
 //! (`crates/sqlmq/tests`) runs every guarantee against every backend.
@@ -30,6 +32,8 @@ mod process;
 mod queue;
 pub(crate) mod rows;
 mod server;
+pub(crate) mod sqlite;
+pub(crate) mod statements;
 
 mod topic;
 
@@ -47,12 +51,13 @@ use crate::domain::{Error, ErrorClass};
 ///
 /// It is a `sqlx` database type, so a backend's connections and transactions are sqlx's own:
 /// the `_in` methods take `&mut B::Connection`, to which a `&mut sqlx::Transaction<'_, B>`
-/// coerces. Implemented by sqlmq's backends only (today MySQL/MariaDB); see
+/// coerces. Implemented by sqlmq's backends only (MySQL/MariaDB and SQLite); see
 /// `docs/ARCHITECTURE.md` for how to add one.
 ///
 /// ```
 /// fn scheme<B: sqlmq::Backend>() -> &'static str { B::SCHEME }
 /// assert_eq!(scheme::<sqlmq::MySql>(), "mysql");
+/// assert_eq!(scheme::<sqlmq::Sqlite>(), "sqlite");
 /// ```
 ///
 /// [`Client`]: crate::Client
@@ -61,7 +66,7 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
     #[doc(hidden)]
     type Store: Store<Self>;
 
-    /// The URL scheme that picks this backend (`mysql`).
+    /// The URL scheme that picks this backend (`mysql`, `sqlite`).
     const SCHEME: &'static str;
 }
 
@@ -113,9 +118,9 @@ mod sealed {
 /// server's own errors are classified by the backend that knows its error numbers.
 fn classify(err: &sqlx::Error) -> ErrorClass {
     match err {
-        sqlx::Error::Database(db) => {
-            mysql::errors::classify(db.as_ref()).unwrap_or(ErrorClass::Fatal)
-        }
+        sqlx::Error::Database(db) => (mysql::errors::classify(db.as_ref()))
+            .or_else(|| sqlite::errors::classify(db.as_ref()))
+            .unwrap_or(ErrorClass::Fatal),
         sqlx::Error::Io(_) => ErrorClass::Reconnect,
         sqlx::Error::PoolTimedOut => ErrorClass::Busy,
         _ => ErrorClass::Fatal,

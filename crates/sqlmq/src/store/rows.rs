@@ -17,6 +17,18 @@ pub enum SourceId {
     Group(i32),
 }
 
+/// A message's place in the hot tables: what moves between `ready`, `scheduled`, `leases`,
+/// `dead` and `blocked`.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub id: MessageId,
+    pub priority: i16,
+    /// Attempts already made.
+    pub attempts: i32,
+    /// The last fencing token handed out (0: never claimed).
+    pub token: i64,
+}
+
 /// A queue as stored.
 #[derive(Clone, Debug)]
 pub struct QueueRow {
@@ -293,6 +305,14 @@ pub struct ProcessRegistration<'a> {
 pub struct DeadProcess {
     pub id: String,
     pub queue_ids: Vec<i32>,
+}
+
+/// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads
+/// run. A server database uses one pool for both; SQLite, which admits one writer at a time,
+/// gives each process one writer connection, with readers beside it.
+pub struct Pools<B: sqlx::Database> {
+    pub write: sqlx::Pool<B>,
+    pub read: sqlx::Pool<B>,
 }
 
 /// How to open a backend's pool.

@@ -5,7 +5,7 @@ use std::future::Future;
 use sqlx::Pool;
 
 use super::Backend;
-use super::rows::ConnectOptions;
+use super::rows::{ConnectOptions, Pools};
 use crate::domain::{MigrationReport, Result, ServerInfo};
 
 /// Connections and the server behind them.
@@ -14,15 +14,23 @@ pub trait Server<B: Backend>: Sized {
     /// mode), sent in one round trip where the backend allows.
     const BEGIN: &'static str;
 
+    /// Whether the database admits one write transaction at a time (SQLite). The engine then
+    /// checks with a plain read on a reader connection, which never waits, whether a claim
+    /// would find anything before it waits for the writer, which may be held by an open
+    /// transaction or another process: an idle consumer never queues for the write lock.
+    const ONE_WRITER: bool = false;
+
     /// The store for tables named with `prefix` (validated by the engine).
     fn new(prefix: &str) -> Self;
 
     /// The table prefix.
     fn prefix(&self) -> &str;
 
-    /// Open a pool to `url`, reporting why when the first connection fails.
-    fn connect(url: &str, options: &ConnectOptions)
-    -> impl Future<Output = Result<Pool<B>>> + Send;
+    /// Open the pools to `url`, reporting why when the first connection fails.
+    fn connect(
+        url: &str,
+        options: &ConnectOptions,
+    ) -> impl Future<Output = Result<Pools<B>>> + Send;
 
     /// Prepare a pool the application opened itself (`Client::from_pool`).
     fn adopt(pool: &Pool<B>);
@@ -30,13 +38,9 @@ pub trait Server<B: Backend>: Sized {
     /// Facts about the server (flavour, version, durability settings, packet limit).
     fn detect(conn: &mut B::Connection) -> impl Future<Output = Result<ServerInfo>> + Send;
 
-    /// Check with two connections that row locking works as sqlmq needs (`SKIP LOCKED` skips,
-    /// never waits); refuse the server otherwise.
-    fn verify_locking(
-        &self,
-        a: &mut B::Connection,
-        b: &mut B::Connection,
-    ) -> impl Future<Output = Result<()>> + Send;
+    /// Check that locking works as sqlmq needs (for a server: with two connections of `pool`,
+    /// that `SKIP LOCKED` skips and never waits); refuse the database otherwise.
+    fn verify_locking(&self, pool: &Pool<B>) -> impl Future<Output = Result<()>> + Send;
 
     /// Bytes one statement may carry on this server.
     fn statement_budget(server: &ServerInfo) -> usize;

@@ -56,6 +56,13 @@ pub trait Topics<B: Backend> {
 
 /// Publishing, and giving published records their offsets.
 pub trait Publish<B: Backend> {
+    /// Whether `insert_pending` gives records their offsets itself, inside the publishing
+    /// transaction (a backend with one writer at a time, whose commit order is its publish
+    /// order): then nothing is ever pending, the engine runs no sequencers, and a publish's
+    /// records can be claimed as soon as it commits. False where offsets are given after
+    /// commit by sequencing steps.
+    const OFFSETS_AT_PUBLISH: bool = false;
+
     /// Which of `ids` are already published (logged or waiting for an offset).
     fn known_topic_ids(
         &self,

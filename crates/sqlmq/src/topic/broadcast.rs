@@ -107,7 +107,7 @@ impl<B: Backend> BroadcastReader<B> {
     async fn load(&mut self) -> Result<()> {
         let client = &self.group.topic.client;
         let store = &client.inner.store;
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.reader().acquire().await?;
         let saved = store
             .positions(&mut conn, self.group.id(), &self.member)
             .await?;
@@ -153,7 +153,7 @@ impl<B: Backend> BroadcastReader<B> {
         let client = &self.group.topic.client;
         let store = &client.inner.store;
         let topic_id = self.group.topic.id();
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.reader().acquire().await?;
         let partitions: Vec<i32> = self.positions.keys().copied().collect();
         let mut out = Vec::new();
         for i in 0..partitions.len() {

@@ -13,9 +13,9 @@ use crate::consume::{Consumer, check_claim};
 use crate::domain::{Delivery, Receipt};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
-use crate::store::Backend;
 use crate::store::rows::GroupRow;
 use crate::store::rows::SourceId;
+use crate::store::{Backend, Server};
 use crate::tx;
 use sqlx::MySql;
 
@@ -162,6 +162,11 @@ impl<B: Backend> Group<B> {
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
         let started = Instant::now();
         let client = &self.topic.client;
+        // One writer at a time: see `Queue::claim`.
+        if <B::Store as Server<B>>::ONE_WRITER && !self.anything_ready().await? {
+            self.consumer().record_claim(started, 0);
+            return Ok(Vec::new());
+        }
         let store = client.store();
         let owner = client.owner_id();
         let request = GroupClaimRequest {
@@ -192,6 +197,13 @@ impl<B: Backend> Group<B> {
         }
         consumer.record_claim(started, claim.deliveries.len());
         Ok(claim.deliveries)
+    }
+
+    /// Whether the group has records to hand out now or due retries, by the last committed
+    /// state.
+    async fn anything_ready(&self) -> Result<bool> {
+        let signals = self.topic.client.probe_groups(&[self.id()]).await?;
+        Ok(signals.iter().any(|s| s.ready))
     }
 
     /// The group as the shared consumption path sees it.

@@ -25,7 +25,7 @@ impl<B: Backend> Group<B> {
         self.topic.client.require_schema()?;
         let store = self.topic.client.store();
         let topic_id = self.topic.id();
-        let mut conn = self.topic.client.pool().acquire().await?;
+        let mut conn = self.topic.client.reader().acquire().await?;
         let parts = store.partitions(&mut conn, topic_id).await?;
         let cursors = store.cursors(&mut conn, self.id()).await?;
         let unsequenced: i64 = store
@@ -157,7 +157,7 @@ impl<B: Backend> Topic<B> {
     pub async fn stats(&self, window: Duration) -> Result<TopicStats> {
         self.client.require_schema()?;
         let store = self.client.store();
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.reader().acquire().await?;
         let parts = store.partitions(&mut conn, self.id()).await?;
         let groups = store.groups_of_topic(&mut conn, self.id()).await?.len();
         let now_us = store.now_us(&mut conn).await?;

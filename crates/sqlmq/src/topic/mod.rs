@@ -32,14 +32,14 @@ pub use inspect::MAX_QUERY;
 pub use retention::RETENTION_INTERVAL;
 pub(crate) use sequencer::sequence_partition;
 
-use crate::client::Client;
+use crate::client::{Client, Subject};
 use crate::domain::StartAt;
 use crate::domain::{
     Error, GroupConfig, MessageId, Published, Record, Result, TopicConfig, validate_name,
 };
-use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{PendingBatch, PendingRow};
+use crate::store::{Backend, Publish};
 use crate::tx;
 use sqlx::MySql;
 
@@ -120,7 +120,8 @@ impl<B: Backend> Topic<B> {
     }
 
     /// Publish one record. Durable when this returns Ok; its offset is assigned right after
-    /// (by a sequencing step, see `docs/ARCHITECTURE.md`), in commit order per partition.
+    /// (by a sequencing step, see `docs/ARCHITECTURE.md`; on SQLite, by the publish itself),
+    /// in commit order per partition.
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
@@ -170,7 +171,7 @@ impl<B: Backend> Topic<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, t: sqlmq::Topic) -> anyhow::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let mut tx = client.begin().await?;
     /// sqlx::query("UPDATE orders SET paid = 1 WHERE id = 42").execute(&mut *tx).await?;
     /// t.publish_in(&mut tx, sqlmq::Record::new("order 42 paid").key("42")).await?;
     /// tx.commit().await?;
@@ -185,7 +186,7 @@ impl<B: Backend> Topic<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, t: sqlmq::Topic) -> anyhow::Result<()> {
-    /// let mut tx = client.pool().begin().await?;
+    /// let mut tx = client.begin().await?;
     /// t.publish_batch_in(&mut tx, vec![sqlmq::Record::new("a"), sqlmq::Record::new("b")]).await?;
     /// tx.commit().await?;
     /// # Ok(()) }
@@ -269,7 +270,8 @@ impl<B: Backend> Topic<B> {
         }
     }
 
-    /// Count, and wake the local sequencers of the partitions written to.
+    /// Count, and wake the local sequencers of the partitions written to (or, where the
+    /// publish gave the offsets, the local members waiting for records).
     fn after_publish(&self, published: &[Published]) {
         let mut partitions: Vec<u32> = published
             .iter()
@@ -278,6 +280,12 @@ impl<B: Backend> Topic<B> {
             .collect();
         metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
             .increment(partitions.len() as u64);
+        if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
+            if !partitions.is_empty() {
+                self.client.notify_local(Subject::Topic(self.id()));
+            }
+            return;
+        }
         partitions.sort_unstable();
         partitions.dedup();
         for p in partitions {
@@ -334,7 +342,7 @@ impl<B: Backend> Topic<B> {
     pub async fn group(&self, name: &str) -> Result<Group<B>> {
         validate_name("group", name)?;
         self.client.require_schema()?;
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.reader().acquire().await?;
         match self
             .client
             .inner
@@ -359,7 +367,7 @@ impl<B: Backend> Topic<B> {
     /// ```
     pub async fn groups(&self) -> Result<Vec<Group<B>>> {
         self.client.require_schema()?;
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.reader().acquire().await?;
         let rows = self
             .client
             .inner
@@ -376,7 +384,7 @@ impl<B: Backend> Topic<B> {
     /// local sequencer was woken for). Returns how many got offsets.
     pub(crate) async fn sequence_pending(&self) -> Result<usize> {
         let pending = {
-            let mut conn = self.client.pool().acquire().await?;
+            let mut conn = self.client.reader().acquire().await?;
             self.client
                 .inner
                 .store
@@ -392,7 +400,7 @@ impl<B: Backend> Topic<B> {
 
     /// The partition count as stored now (it may have grown since this handle was taken).
     pub(crate) async fn current_partitions(&self) -> Result<u32> {
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.reader().acquire().await?;
         Ok(self
             .client
             .inner

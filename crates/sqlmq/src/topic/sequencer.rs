@@ -6,6 +6,10 @@
 //! for (a `publish_in` whose transaction commits later, another process that died between its
 //! INSERT and its step) are sequenced by readers: a group claim or a broadcast read sequences
 //! the partitions it finds pending rows in.
+//!
+//! A backend whose publishing transaction gives the offsets itself
+//! (`Publish::OFFSETS_AT_PUBLISH`: SQLite, one writer at a time) has nothing to sequence: no
+//! task is started, and a publish wakes the local group members directly.
 
 use std::sync::{Arc, Weak};
 
@@ -13,8 +17,7 @@ use tokio::sync::Notify;
 
 use crate::client::{Client, Inner, Subject};
 use crate::domain::Result;
-use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::{Backend, Publish};
 use crate::tx;
 
 /// Most pending records one sequencing step gives offsets to (one short transaction).
@@ -27,6 +30,9 @@ pub(crate) async fn sequence_partition<B: Backend>(
     topic_id: i32,
     partition: i32,
 ) -> Result<usize> {
+    if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
+        return Ok(0); // records got their offsets in their publishing transactions
+    }
     let store = client.store();
     let mut total = 0;
     loop {

@@ -109,7 +109,7 @@ impl<B: Backend> Registration<B> {
     async fn reap(&self) -> Result<()> {
         let store = self.client.store();
         let dead = {
-            let mut conn = self.client.pool().acquire().await?;
+            let mut conn = self.client.reader().acquire().await?;
             store.dead_processes(&mut conn).await?
         };
         for process in dead.iter().filter(|p| p.id != self.client.owner_id()) {
@@ -133,7 +133,7 @@ impl<B: Backend> Registration<B> {
             // Groups are not listed in the process row: a member may join any group at any
             // time. Its leases say where it holds records.
             let groups = {
-                let mut conn = self.client.pool().acquire().await?;
+                let mut conn = self.client.reader().acquire().await?;
                 store.groups_of_owner(&mut conn, &process.id).await?
             };
             for group_id in groups {

@@ -8,12 +8,13 @@ use super::claim::{DELETE_READY, READY_KEY_ROW};
 use super::keys::ORPHANED_KEYS;
 use super::maintain::DELETE_SCHEDULED;
 use super::settle::{DELETE_LEASES, DELETE_MESSAGES};
-use super::{MySqlStore, exec_id_list, id_at, padded};
+use super::{MySqlStore, exec_id_list, id_at};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Admin;
-use crate::store::mysql::statements::{MAX_LIST, bucket};
 use crate::store::rows::{PurgeScope, QueueCounts};
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 const COUNTS: [&str; 5] = [

@@ -8,12 +8,13 @@
 
 use sqlx::{MySqlConnection, Row};
 
-use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
+use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::{Delivery, time_from_micros};
 use crate::store::Claim;
-use crate::store::mysql::statements::{MAX_LIST, bucket};
 use crate::store::rows::ClaimRequest;
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock

@@ -5,12 +5,11 @@ use sqlx::{MySqlConnection, Row};
 
 use super::admin::DELETE_DEAD;
 use super::keys::Keyed;
-use super::{
-    Entry, MySqlStore, exec_id_list, fetch_id_list, headers_at, id_at, micros, opt_text_at,
-};
+use super::{MySqlStore, exec_id_list, fetch_id_list, headers_at, id_at, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::{DeadLetter, MessageId, parse_errors, time_from_micros};
 use crate::store::DeadLetters;
+use crate::store::rows::Entry;
 use sqlx::MySql;
 
 pub(crate) const LIST: &str = concat!(

@@ -20,16 +20,17 @@ use std::collections::{HashMap, HashSet};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at, padded};
+use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
 use crate::domain::MessageId;
 use crate::domain::Result;
 use crate::store::GroupClaim;
-use crate::store::mysql::statements::{MAX_LIST, bucket, split_into_buckets};
 use crate::store::rows::Cursor;
 use crate::store::rows::CursorScan;
 use crate::store::rows::DueRetry;
 use crate::store::rows::LoggedRow;
 use crate::store::rows::NewGroupLeases;
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 use sqlx::MySql;
 
 pub(crate) const CLAIM_RETRIES: &str = concat!(
@@ -389,7 +390,7 @@ impl MySqlStore {
         for chunk in ids.chunks(MAX_LIST) {
             let mut q = sqlx::query(self.st.list(
                 template,
-                crate::store::mysql::statements::ID_ROW,
+                crate::store::statements::ID_ROW,
                 bucket(chunk.len()),
             ));
             for id in padded(chunk) {

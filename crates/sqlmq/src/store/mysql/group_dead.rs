@@ -3,13 +3,14 @@
 
 use sqlx::{MySqlConnection, Row};
 
-use super::{MySqlStore, headers_at, id_at, micros, opt_text_at, padded};
+use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
 use crate::domain::PendingRetry;
 use crate::domain::Result;
 use crate::domain::parse_events;
 use crate::domain::{AttemptError, DeadLetter, MessageId, time_from_micros};
 use crate::store::GroupDead;
-use crate::store::mysql::statements::{MAX_LIST, bucket};
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 pub(crate) const LIST_GROUP_DEAD: &str = concat!(
@@ -134,11 +135,11 @@ impl GroupDead<MySql> for MySqlStore {
         }
         // Exact buckets: the derived table feeds an INSERT.
         let mut rest = found.as_slice();
-        for size in crate::store::mysql::statements::split_into_buckets(found.len(), MAX_LIST) {
+        for size in crate::store::statements::split_into_buckets(found.len(), MAX_LIST) {
             let (chunk, tail) = rest.split_at(size);
             let mut q = sqlx::query(self.st.list(
                 DEAD_TO_RETRIES,
-                crate::store::mysql::statements::ID_ROW,
+                crate::store::statements::ID_ROW,
                 size,
             ));
             for id in chunk {

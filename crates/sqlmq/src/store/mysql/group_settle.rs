@@ -13,12 +13,13 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
-use super::{MySqlStore, id_at, insert_values, micros, opt_text_at, padded};
+use super::{MySqlStore, id_at, insert_values, micros, opt_text_at};
 use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{DeliveryEvent, rfc3339};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
-use crate::store::mysql::statements::{MAX_LIST, bucket};
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 
 macro_rules! lease_columns {
     () => {

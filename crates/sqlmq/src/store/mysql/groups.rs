@@ -11,8 +11,8 @@ use crate::domain::Backoff;
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
 use crate::store::Groups;
-use crate::store::mysql::statements::MAX_LIST;
 use crate::store::rows::GroupRow;
+use crate::store::statements::MAX_LIST;
 use sqlx::MySql;
 
 const INSERT_GROUP: &str = "INSERT IGNORE INTO {p}consumer_groups \

@@ -14,10 +14,12 @@ use std::collections::BTreeMap;
 
 use sqlx::{MySqlConnection, Row};
 
-use super::{Entry, MySqlStore, id_at, insert_values, padded};
+use super::{MySqlStore, id_at, insert_values};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
-use crate::store::mysql::statements::{MAX_LIST, bucket};
+use crate::store::rows::Entry;
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 
 const UPSERT_KEYS: &str = "INSERT INTO {p}key_heads (queue_id, ordering_key, next_seq, head_id) \
     VALUES {list} ON DUPLICATE KEY UPDATE next_seq = next_seq + VALUES(next_seq)";

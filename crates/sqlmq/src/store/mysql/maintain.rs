@@ -6,11 +6,13 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::settle::Lease;
-use super::{Entry, MySqlStore, exec_id_list, id_at, padded};
+use super::{MySqlStore, exec_id_list, id_at};
 use crate::domain::MessageId;
 use crate::domain::{Decide, Released, Result};
 use crate::store::Maintain;
-use crate::store::mysql::statements::bucket;
+use crate::store::rows::Entry;
+use crate::store::statements::bucket;
+use crate::store::statements::padded;
 use sqlx::MySql;
 
 pub(crate) const ANY_DUE: &str = "SELECT 1 FROM {p}scheduled FORCE INDEX (due) WHERE queue_id = ? AND run_at <= UTC_TIMESTAMP(6) LIMIT 1";
@@ -96,7 +98,7 @@ impl Maintain<MySql> for MySqlStore {
             .iter()
             .map(|r| Ok((r.try_get::<i32, _>(0)?, r.try_get::<Vec<u8>, _>(1)?)))
             .collect::<Result<Vec<_>>>()?;
-        for chunk in keys.chunks(crate::store::mysql::statements::MAX_LIST) {
+        for chunk in keys.chunks(crate::store::statements::MAX_LIST) {
             let mut q = sqlx::query(
                 self.st
                     .list(DELETE_DEDUP, DEDUP_KEY_ROW, bucket(chunk.len())),

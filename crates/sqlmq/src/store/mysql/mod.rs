@@ -61,7 +61,7 @@ pub(crate) mod send;
 pub(crate) mod sequence;
 pub(crate) mod server;
 pub(crate) mod settle;
-pub(crate) mod statements;
+
 pub(crate) mod stream;
 pub(crate) mod topics;
 
@@ -71,7 +71,7 @@ use sqlx::{MySql, MySqlConnection, Row};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Backend;
-use crate::store::mysql::statements::{MAX_LIST, Statements, bucket};
+use crate::store::statements::{MAX_LIST, Statements, bucket};
 
 /// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this
 /// transaction (never the server default, REPEATABLE READ, whose gap locks make claims deadlock
@@ -187,11 +187,6 @@ pub(crate) async fn fetch_id_list(
 /// A query being built for MySQL.
 pub(crate) type Q<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
 
-/// `chunk` padded to its bucket size by repeating its last element (for `IN` lists).
-pub(crate) fn padded<T>(chunk: &[T]) -> impl Iterator<Item = &T> {
-    (0..bucket(chunk.len())).map(move |i| &chunk[i.min(chunk.len() - 1)])
-}
-
 /// Insert `rows` with a multi-row `VALUES` statement (`{list}` of `item`), split into bucket-sized
 /// statements of at most `max_rows` rows each.
 pub(crate) async fn insert_values<T>(
@@ -204,7 +199,7 @@ pub(crate) async fn insert_values<T>(
     bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
 ) -> Result<()> {
     let mut rest = rows;
-    for size in crate::store::mysql::statements::split_into_buckets(rows.len(), max_rows) {
+    for size in crate::store::statements::split_into_buckets(rows.len(), max_rows) {
         let (chunk, tail) = rest.split_at(size);
         let mut q = sqlx::query(st.list(template, item, size));
         for row in chunk {
@@ -214,16 +209,4 @@ pub(crate) async fn insert_values<T>(
         rest = tail;
     }
     Ok(())
-}
-
-/// A message's place in the hot tables: what moves between `ready`, `scheduled`, `leases`,
-/// `dead` and `blocked`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry {
-    pub id: MessageId,
-    pub priority: i16,
-    /// Attempts already made.
-    pub attempts: i32,
-    /// The last fencing token handed out (0: never claimed).
-    pub token: i64,
 }

@@ -10,9 +10,9 @@ use sqlx::{MySqlConnection, Row};
 use super::MySqlStore;
 use crate::domain::Result;
 use crate::store::Probe;
-use crate::store::mysql::statements::bucket;
 use crate::store::rows::GroupSignal;
 use crate::store::rows::QueueSignal;
+use crate::store::statements::bucket;
 use sqlx::MySql;
 
 pub(crate) const PROBE: &str = "SELECT q.id, q.paused, \
@@ -34,7 +34,7 @@ impl Probe<MySql> for MySqlStore {
             return Ok(Vec::new());
         }
         let mut q = sqlx::query(self.st.list(PROBE, "?", bucket(queue_ids.len())));
-        for id in super::padded(queue_ids) {
+        for id in crate::store::statements::padded(queue_ids) {
             q = q.bind(*id);
         }
         let rows = q.fetch_all(&mut *conn).await?;
@@ -61,7 +61,7 @@ impl Probe<MySql> for MySqlStore {
             return Ok(Vec::new());
         }
         let mut q = sqlx::query(self.st.list(GROUP_PROBE, "?", bucket(group_ids.len())));
-        for id in super::padded(group_ids) {
+        for id in crate::store::statements::padded(group_ids) {
             q = q.bind(*id);
         }
         let rows = q.fetch_all(&mut *conn).await?;

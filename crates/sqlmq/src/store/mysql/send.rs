@@ -8,12 +8,14 @@ use sqlx::{MySqlConnection, Row};
 use super::admin::ANY_MESSAGE;
 use super::keys::Keyed;
 use super::maintain::DEDUP_KEY_ROW;
-use super::{Entry, MySqlStore, id_at, insert_values, padded};
+use super::{MySqlStore, id_at, insert_values};
 use crate::domain::{Error, Result};
 use crate::domain::{Message, MessageId, Sent};
 use crate::store::Enqueue;
-use crate::store::mysql::statements::{MAX_LIST, bucket};
+use crate::store::rows::Entry;
 use crate::store::rows::SendBatch;
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
 const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

@@ -24,12 +24,13 @@ use sqlx::{MySqlConnection, Row};
 
 use super::stream::PENDING_BY_ID;
 use super::stream::PENDING_PARTITIONS;
-use super::{MySqlStore, exec_id_list, id_at, micros, padded};
+use super::{MySqlStore, exec_id_list, id_at, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::store::Publish;
-use crate::store::mysql::statements::{MAX_LIST, bucket, split_into_buckets};
 use crate::store::rows::PendingBatch;
+use crate::store::statements::padded;
+use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
 use sqlx::MySql;
 use std::collections::BTreeMap;
 

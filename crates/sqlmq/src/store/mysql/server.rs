@@ -7,8 +7,8 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, Row};
 use super::{BEGIN_READ_COMMITTED, MySqlStore, micros};
 use crate::domain::{Error, Flavor, Result, ServerInfo};
 use crate::store::Server;
-use crate::store::mysql::statements::Statements;
-use crate::store::rows::ConnectOptions;
+use crate::store::rows::{ConnectOptions, Pools};
+use crate::store::statements::Statements;
 
 const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
     CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \
@@ -43,9 +43,10 @@ async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
         Flavor::MySql
     };
     let version_number = parse_version(&version);
-    let minimum = match flavor {
-        Flavor::MySql => (8, 0, 1),
-        Flavor::MariaDb => (10, 6, 0),
+    let minimum = if flavor == Flavor::MariaDb {
+        (10, 6, 0)
+    } else {
+        (8, 0, 1)
     };
     if version_number < minimum {
         return Err(Error::UnsupportedServer(format!(
@@ -102,8 +103,12 @@ impl Server<MySql> for MySqlStore {
         self.st.prefix()
     }
 
-    async fn connect(url: &str, options: &ConnectOptions) -> Result<MySqlPool> {
-        super::connect::pool(url, options).await
+    async fn connect(url: &str, options: &ConnectOptions) -> Result<Pools<MySql>> {
+        let pool = super::connect::pool(url, options).await?;
+        Ok(Pools {
+            write: pool.clone(),
+            read: pool,
+        })
     }
 
     fn adopt(pool: &MySqlPool) {
@@ -117,7 +122,9 @@ impl Server<MySql> for MySqlStore {
     /// Two-connection self-test: while `a` holds the probe row's lock, a `SKIP LOCKED` read on
     /// `b` must return nothing at once. Servers that accept the syntax but ignore it (TiDB, Dolt)
     /// or wait would hand one message to two consumers.
-    async fn verify_locking(&self, a: &mut MySqlConnection, b: &mut MySqlConnection) -> Result<()> {
+    async fn verify_locking(&self, pool: &MySqlPool) -> Result<()> {
+        let mut a = pool.acquire().await?;
+        let mut b = pool.acquire().await?;
         let mut tx = a.begin_with(BEGIN_READ_COMMITTED).await?;
         sqlx::query(self.st.get(LOCK_PROBE))
             .fetch_optional(&mut *tx)

@@ -13,12 +13,13 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlConnection, Row};
 
-use super::{Entry, MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
+use super::{MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
 use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
-use crate::store::mysql::statements::MAX_LIST;
+use crate::store::rows::Entry;
 use crate::store::rows::SourceId;
+use crate::store::statements::MAX_LIST;
 use crate::store::{Enqueue, Settle};
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \

@@ -15,9 +15,9 @@ use crate::domain::Result;
 use crate::domain::StreamRecord;
 use crate::domain::{MessageId, time_from_micros};
 use crate::store::Stream;
-use crate::store::mysql::statements::MAX_LIST;
 use crate::store::rows::PartitionRow;
 use crate::store::rows::PositionRow;
+use crate::store::statements::MAX_LIST;
 use sqlx::MySql;
 
 macro_rules! record_columns {

@@ -85,7 +85,7 @@ impl Topics<MySql> for MySqlStore {
             ADD_PARTITIONS,
             PARTITION_ROW,
             &parts,
-            crate::store::mysql::statements::MAX_LIST,
+            crate::store::statements::MAX_LIST,
             |q, p| q.bind(row.id).bind(*p),
         )
         .await?;

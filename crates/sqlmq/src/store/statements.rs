@@ -59,6 +59,12 @@ pub(crate) fn split_into_buckets(mut n: usize, max: usize) -> Vec<usize> {
     out
 }
 
+/// `chunk` padded to its bucket size by repeating its last element: for `IN` lists, where a
+/// repeated element changes nothing, so that the statement texts stay few.
+pub(crate) fn padded<T>(chunk: &[T]) -> impl Iterator<Item = &T> {
+    (0..bucket(chunk.len())).map(move |i| &chunk[i.min(chunk.len() - 1)])
+}
+
 /// Expanded texts by (template address, template length, list size).
 type StatementCache = HashMap<(usize, usize, usize), SqlStr>;
 

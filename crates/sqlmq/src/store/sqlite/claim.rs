@@ -1,0 +1,111 @@
+//! The claim: move up to n ready messages into `leases` with fresh fencing tokens.
+//!
+//! One short write transaction, as on MySQL: read the head of the queue's range of `ready`'s
+//! primary key `(queue_id, priority, id)` (a `WITHOUT ROWID` table is stored in that order, so
+//! the scan stops after n rows and never sorts) joined to the message rows for their bodies;
+//! delete those `ready` rows; insert the leases.
+//!
+//! What SQLite makes simpler: the transaction has the database to itself (`BEGIN IMMEDIATE`),
+//! so there is nothing to skip (`SKIP LOCKED`) and nothing can take the rows between the read
+//! and the delete. The delete therefore selects the same rows again, in one statement, instead of
+//! listing their keys.
+
+use sqlx::{Row, Sqlite, SqliteConnection};
+
+use super::{SqliteStore, headers_at, id_at, insert_values, now_us, opt_text_at};
+use crate::domain::{Delivery, Result, time_from_micros};
+use crate::store::Claim;
+use crate::store::rows::ClaimRequest;
+
+/// The claim read: nothing when the queue is paused.
+const CLAIM: &str = concat!(
+    "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
+    "m.headers, m.body, m.created_at, ",
+    now_us!(),
+    " FROM {p}ready r JOIN {p}messages m ON m.id = r.id ",
+    "WHERE r.queue_id = ?1 AND NOT EXISTS ",
+    "(SELECT 1 FROM {p}queues q WHERE q.id = ?1 AND q.paused <> 0) ",
+    "ORDER BY r.priority, r.id LIMIT ?2"
+);
+/// Delete the rows [`CLAIM`] just read: the same selection again (same join, order and limit,
+/// `?2` being how many it returned), which nothing else can have changed in between.
+const DELETE_HEAD: &str = "DELETE FROM {p}ready WHERE queue_id = ?1 AND (priority, id) IN \
+    (SELECT r.priority, r.id FROM {p}ready r JOIN {p}messages m ON m.id = r.id \
+    WHERE r.queue_id = ?1 ORDER BY r.priority, r.id LIMIT ?2)";
+const INSERT_LEASES: &str = "INSERT INTO {p}leases \
+    (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
+    VALUES {list}";
+const LEASE_ROW: &str = "(?,?,?,?,?,?,?,?,?)";
+const LEASE_PARAMS: usize = 9;
+
+impl Claim<Sqlite> for SqliteStore {
+    async fn claim(
+        &self,
+        conn: &mut SqliteConnection,
+        request: &ClaimRequest<'_>,
+    ) -> Result<Vec<Delivery>> {
+        let ClaimRequest {
+            queue_id,
+            n,
+            lease,
+            owner,
+        } = *request;
+        let rows = sqlx::query(self.st.get(CLAIM))
+            .bind(queue_id)
+            .bind(n as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut now_us: i64 = 0;
+        for row in &rows {
+            now_us = row.try_get(9)?;
+            claimed.push(Delivery {
+                id: id_at(row, 0)?,
+                priority: row.try_get(1)?,
+                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
+                token: (row.try_get::<i64, _>(3)? + 1) as u64,
+                ordering_key: opt_text_at(row, 4)?,
+                idempotency_key: opt_text_at(row, 5)?,
+                headers: headers_at(row, 6)?,
+                body: row.try_get(7)?,
+                enqueued_at: time_from_micros(row.try_get(8)?),
+                lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
+                partition: None,
+                offset: None,
+            });
+        }
+        let deleted = sqlx::query(self.st.get(DELETE_HEAD))
+            .bind(queue_id)
+            .bind(claimed.len() as i64)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        debug_assert_eq!(deleted, claimed.len() as u64);
+        let lease_until_us = now_us.saturating_add(lease_us);
+        insert_values(
+            &self.st,
+            conn,
+            INSERT_LEASES,
+            LEASE_ROW,
+            LEASE_PARAMS,
+            &claimed,
+            |q, d| {
+                q.bind(d.id.bytes())
+                    .bind(queue_id)
+                    .bind(d.priority)
+                    .bind(d.token as i64)
+                    .bind(d.attempt as i32)
+                    .bind(d.ordering_key.as_deref().map(str::as_bytes))
+                    .bind(lease_until_us)
+                    .bind(now_us)
+                    .bind(owner.as_bytes())
+            },
+        )
+        .await?;
+        Ok(claimed)
+    }
+}

@@ -1,0 +1,45 @@
+//! SQLite result codes and what sqlmq does about them.
+//!
+//! `SQLITE_BUSY` (another connection holds the write lock past the busy timeout, or a read
+//! snapshot went stale for a write) and `SQLITE_LOCKED` (a conflict within one shared cache)
+//! leave the transaction to be rolled back and run again, like a deadlock on a server: the
+//! engine retries them, so "database is locked" reaches the caller only after every retry.
+
+use sqlx::error::DatabaseError;
+use sqlx::sqlite::SqliteError;
+
+use crate::domain::ErrorClass;
+
+/// `SQLITE_BUSY`
+const BUSY: i32 = 5;
+/// `SQLITE_LOCKED`
+const LOCKED: i32 = 6;
+
+impl ErrorClass {
+    /// Classify a SQLite result code (primary or extended).
+    ///
+    /// ```
+    /// use sqlmq::ErrorClass;
+    /// assert_eq!(ErrorClass::for_sqlite_code(5), ErrorClass::RetryTransaction); // SQLITE_BUSY
+    /// assert_eq!(ErrorClass::for_sqlite_code(517), ErrorClass::RetryTransaction); // BUSY_SNAPSHOT
+    /// assert_eq!(ErrorClass::for_sqlite_code(2067), ErrorClass::Fatal); // CONSTRAINT_UNIQUE
+    /// ```
+    pub fn for_sqlite_code(code: i32) -> ErrorClass {
+        match code & 0xff {
+            BUSY | LOCKED => ErrorClass::RetryTransaction,
+            _ => ErrorClass::Fatal,
+        }
+    }
+}
+
+/// The SQLite result code of a database error, if it is a SQLite one.
+pub(crate) fn code(db: &dyn DatabaseError) -> Option<i32> {
+    db.try_downcast_ref::<SqliteError>()
+        .and_then(|e| e.code())
+        .and_then(|c| c.parse().ok())
+}
+
+/// The class of a database error, if it is a SQLite one.
+pub(crate) fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
+    code(db).map(ErrorClass::for_sqlite_code)
+}

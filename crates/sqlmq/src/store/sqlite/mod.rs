@@ -1,0 +1,218 @@
+//! The SQLite backend: every SQL statement sqlmq runs on SQLite, and its migrations.
+//!
+//! `sqlx::Sqlite` is the [`Backend`]; [`SqliteStore`] implements each store trait of the seam
+//! (`store/*.rs`) in the file of its concept, like the MySQL backend beside it.
+//!
+//! SQLite admits one writer at a time per database file, and that shapes everything here:
+//!
+//! - **Every transaction sqlmq opens is `BEGIN IMMEDIATE`**: it takes the write lock at once,
+//!   waiting up to the busy timeout for it. A deferred `BEGIN` that reads and then writes fails
+//!   with `SQLITE_BUSY` at the write, without waiting, when another connection wrote meanwhile:
+//!   the "database is locked" users of SQLite-backed queues meet.
+//! - **One writer connection per process**, with reader connections beside it (`connect.rs`):
+//!   the process's writers queue in the pool, in order, instead of polling the file lock in
+//!   SQLite's busy handler; readers never wait (WAL).
+//! - **No row locks**: a write transaction holds the whole database, so a claim reads the head
+//!   of the queue and moves it without `SKIP LOCKED`, and nothing can take the rows in between.
+//!   The lease, its fencing token and the database clock still decide every settlement.
+//! - **Offsets are given at publish**: the publishing transaction holds the write lock until it
+//!   commits, so commit order is publish order, and a record can take its partition's next
+//!   offset inside that transaction. No sequencer, no pending table.
+//! - **Times are integers**, microseconds since the Unix epoch (UTC), from the database clock
+//!   (`unixepoch('subsec')`: the clock of the machine the file is on).
+//!
+//! | file | implements | statements |
+//! |---|---|---|
+//! | `mod.rs` | [`Backend`] for `sqlx::Sqlite` | row decoding, id lists, multi-row inserts |
+//! | `errors.rs` | | result codes and their classes |
+//! | `connect.rs` | | opening the writer and the readers (WAL, busy timeout, synchronous) |
+//! | `server.rs` | `Server` | version and settings, clock |
+//! | `schema.rs` | | the migrations |
+//! | `migrate.rs` | `Schema` | applying them, the schema version |
+//! | `queues.rs` | `Queues` | queue rows |
+//! | `send.rs` | `Enqueue` | messages, idempotency keys, routing to ready/scheduled/blocked |
+//! | `keys.rs` | | per-key FIFO: heads, blocked successors, release |
+//! | `claim.rs` | `Claim` | the claim |
+//! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
+//! | `maintain.rs` | `Maintain` | promote due messages, prune idempotency keys; queue lease releases |
+//! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
+//! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
+//! | `processes.rs` | `Processes` | worker process registry |
+//! | `probe.rs` | `Probe` | the idle worker's wakeup probes |
+//! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
+//! | `publish.rs` | `Publish` | publishing straight into `topic_log` with offsets |
+//! | `stream.rs` | `Stream` | plain log reads, offsets by time, checkpoints |
+//! | `retention.rs` | `Retention` | removing old records |
+//! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
+//! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
+//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
+//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace) |
+
+pub(crate) mod admin;
+pub(crate) mod claim;
+mod connect;
+pub(crate) mod dead;
+pub(crate) mod errors;
+pub(crate) mod group_claim;
+pub(crate) mod group_dead;
+pub(crate) mod group_settle;
+pub(crate) mod group_state;
+pub(crate) mod groups;
+pub(crate) mod keys;
+pub(crate) mod maintain;
+pub(crate) mod migrate;
+pub(crate) mod probe;
+pub(crate) mod processes;
+pub(crate) mod publish;
+pub(crate) mod queues;
+pub(crate) mod retention;
+pub(crate) mod schema;
+pub(crate) mod send;
+pub(crate) mod server;
+pub(crate) mod settle;
+pub(crate) mod stream;
+pub(crate) mod topics;
+
+use std::collections::BTreeMap;
+
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Row, Sqlite, SqliteConnection};
+
+use crate::domain::{Error, MessageId, Result};
+use crate::store::Backend;
+use crate::store::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
+
+/// Statement that opens every transaction sqlmq owns (see the module documentation).
+pub(crate) const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+
+/// SQL expression: the database clock, in microseconds since the Unix epoch (millisecond
+/// resolution: SQLite's clock). Use it in `concat!` to build statements.
+macro_rules! now_us {
+    () => {
+        "CAST(unixepoch('subsec') * 1000000 AS INTEGER)"
+    };
+}
+pub(crate) use now_us;
+
+/// SQL expression: the RFC 3339 UTC text of the database clock with milliseconds
+/// (`2026-11-23T20:01:13.123Z`), as error histories record it.
+macro_rules! now_text {
+    () => {
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    };
+}
+pub(crate) use now_text;
+
+/// The SQLite store: every statement, expanded for one table prefix.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pub(crate) st: Statements,
+}
+
+impl Backend for Sqlite {
+    type Store = SqliteStore;
+    const SCHEME: &'static str = "sqlite";
+}
+
+impl crate::store::sealed::Sealed for Sqlite {}
+
+/// A query being built for SQLite.
+pub(crate) type Q<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments>;
+
+/// Read a 16-byte message id from column `idx`.
+pub(crate) fn id_at(row: &SqliteRow, idx: usize) -> Result<MessageId> {
+    MessageId::from_slice(row.try_get::<&[u8], _>(idx)?)
+}
+
+/// Read an optional text column stored as a BLOB of UTF-8 (keys, owners).
+pub(crate) fn opt_text_at(row: &SqliteRow, idx: usize) -> Result<Option<String>> {
+    match row.try_get::<Option<Vec<u8>>, _>(idx)? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| Error::Corrupt(format!("column {idx} is not UTF-8: {e}"))),
+    }
+}
+
+/// Headers are stored as a JSON object, NULL when empty.
+pub(crate) fn headers_at(row: &SqliteRow, idx: usize) -> Result<BTreeMap<String, String>> {
+    match row.try_get::<Option<&[u8]>, _>(idx)? {
+        None => Ok(Default::default()),
+        Some(bytes) => serde_json::from_slice(bytes)
+            .map_err(|e| Error::Corrupt(format!("headers are not a JSON object: {e}"))),
+    }
+}
+
+/// The statement `template` (one `{list}` of `?`) bound to the ids of `chunk` (at most
+/// [`MAX_LIST`]), padded to its bucket.
+fn id_list_query<'q>(st: &Statements, template: &'static str, chunk: &'q [MessageId]) -> Q<'q> {
+    let mut q = sqlx::query(st.list(template, "?", bucket(chunk.len())));
+    for id in padded(chunk) {
+        q = q.bind(id.bytes());
+    }
+    q
+}
+
+/// Run `template` (`… IN ({list})`) over `ids` in chunks; returns the total rows affected.
+pub(crate) async fn exec_id_list(
+    st: &Statements,
+    conn: &mut SqliteConnection,
+    template: &'static str,
+    ids: &[MessageId],
+) -> Result<u64> {
+    let mut affected = 0;
+    for chunk in ids.chunks(MAX_LIST) {
+        affected += id_list_query(st, template, chunk)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+    }
+    Ok(affected)
+}
+
+/// Fetch the rows of `template` (`… IN ({list})`) for `ids` in chunks (`IN` matches a row
+/// once, so the padding never duplicates rows).
+pub(crate) async fn fetch_id_list(
+    st: &Statements,
+    conn: &mut SqliteConnection,
+    template: &'static str,
+    ids: &[MessageId],
+) -> Result<Vec<SqliteRow>> {
+    let mut rows = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(MAX_LIST) {
+        rows.extend(
+            id_list_query(st, template, chunk)
+                .fetch_all(&mut *conn)
+                .await?,
+        );
+    }
+    Ok(rows)
+}
+
+/// SQLite's limit of bound parameters per statement (`SQLITE_MAX_VARIABLE_NUMBER`).
+pub(crate) const MAX_PARAMS: usize = 32_766;
+
+/// Insert `rows` with a multi-row `VALUES` statement (`{list}` of `item`, which has `params`
+/// placeholders), split into bucket-sized statements within SQLite's parameter limit.
+pub(crate) async fn insert_values<T>(
+    st: &Statements,
+    conn: &mut SqliteConnection,
+    template: &'static str,
+    item: &'static str,
+    params: usize,
+    rows: &[T],
+    bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
+) -> Result<()> {
+    let mut rest = rows;
+    for size in split_into_buckets(rows.len(), MAX_PARAMS / params.max(1)) {
+        let (chunk, tail) = rest.split_at(size);
+        let mut q = sqlx::query(st.list(template, item, size));
+        for row in chunk {
+            q = bind(q, row);
+        }
+        q.execute(&mut *conn).await?;
+        rest = tail;
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! The SQLite schema as embedded, versioned migrations.
+//!
+//! The tables and columns are those of the MySQL backend (see its `schema.rs` for what each
+//! holds), in SQLite's types:
+//!
+//! - times are `INTEGER` microseconds since the Unix epoch, UTC (`now_us!`);
+//! - ids are 16-byte `BLOB`s; keys, owners and members are `BLOB`s of UTF-8, compared byte for
+//!   byte (`"a"` and `"a "` are different keys);
+//! - queue, topic and group ids are `AUTOINCREMENT`, so that an id is never given twice, not
+//!   even after its row is deleted (handles cache ids);
+//! - tables keyed by a composite primary key are `WITHOUT ROWID`: the primary key is the
+//!   table's order, as InnoDB's clustered index is, so the claim reads `ready` in claim order.
+//!
+//! There is no `topic_pending`: a record gets its offset in its publishing transaction.
+//! A migration runs in one `BEGIN IMMEDIATE` transaction (SQLite's DDL is transactional), so two
+//! processes migrating at once apply each version once.
+
+/// One schema version.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub description: &'static str,
+    pub statements: &'static [&'static str],
+}
+
+/// The table that records applied versions.
+pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
+    version INTEGER NOT NULL PRIMARY KEY,
+    description TEXT NOT NULL,
+    applied_at INTEGER NOT NULL
+)";
+
+/// Highest version recorded, NULL when none.
+pub(crate) const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
+
+/// Record an applied version.
+pub(crate) const RECORD_VERSION: &str = concat!(
+    "INSERT OR IGNORE INTO {p}schema_migrations (version, description, applied_at) VALUES (?, ?, ",
+    super::now_us!(),
+    ")"
+);
+
+/// Every migration, in order. Never edit a released one: add a new version. The versions
+/// match the MySQL backend's.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "queues",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}probe (id INTEGER NOT NULL PRIMARY KEY)",
+            "INSERT OR IGNORE INTO {p}probe (id) VALUES (1)",
+            "CREATE TABLE IF NOT EXISTS {p}queues (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE,
+            paused INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            backoff TEXT NOT NULL,
+            dedup_window_ms INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}messages (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            ordering_key BLOB NULL,
+            idempotency_key BLOB NULL,
+            headers BLOB NULL,
+            body BLOB NOT NULL,
+            created_at INTEGER NOT NULL,
+            errors BLOB NULL
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}ready (
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            id BLOB NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            PRIMARY KEY (queue_id, priority, id)
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}scheduled (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}scheduled_due ON {p}scheduled (queue_id, run_at, id)",
+            "CREATE TABLE IF NOT EXISTS {p}leases (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            ordering_key BLOB NULL,
+            lease_until INTEGER NOT NULL,
+            claimed_at INTEGER NOT NULL,
+            owner BLOB NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}leases_expiry ON {p}leases (queue_id, lease_until)",
+            "CREATE TABLE IF NOT EXISTS {p}dead (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            died_at INTEGER NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}dead_queue_died ON {p}dead (queue_id, died_at, id)",
+            "CREATE TABLE IF NOT EXISTS {p}dedup (
+            queue_id INTEGER NOT NULL,
+            idempotency_key BLOB NOT NULL,
+            id BLOB NOT NULL,
+            expires_at INTEGER NOT NULL,
+            PRIMARY KEY (queue_id, idempotency_key)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}dedup_expiry ON {p}dedup (expires_at)",
+            "CREATE TABLE IF NOT EXISTS {p}key_heads (
+            queue_id INTEGER NOT NULL,
+            ordering_key BLOB NOT NULL,
+            next_seq INTEGER NOT NULL,
+            head_id BLOB NOT NULL,
+            PRIMARY KEY (queue_id, ordering_key)
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}blocked (
+            queue_id INTEGER NOT NULL,
+            ordering_key BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            id BLOB NOT NULL UNIQUE,
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            PRIMARY KEY (queue_id, ordering_key, seq)
+        ) WITHOUT ROWID",
+        ],
+    },
+    Migration {
+        version: 2,
+        description: "worker processes",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}processes (
+            id BLOB NOT NULL PRIMARY KEY,
+            kind TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            queues TEXT NOT NULL,
+            started_at INTEGER NOT NULL,
+            heartbeat_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}processes_expiry ON {p}processes (expires_at)",
+        ],
+    },
+    Migration {
+        version: 3,
+        description: "topics",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}topics (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE,
+            partitions INTEGER NOT NULL,
+            retention_ms INTEGER NULL,
+            retention_bytes INTEGER NULL,
+            retention_keeps_unconsumed INTEGER NOT NULL DEFAULT 0,
+            strict_order INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}topic_partitions (
+            topic_id INTEGER NOT NULL,
+            partition_no INTEGER NOT NULL,
+            next_offset INTEGER NOT NULL,
+            low_offset INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            last_at INTEGER NOT NULL,
+            PRIMARY KEY (topic_id, partition_no)
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}topic_log (
+            topic_id INTEGER NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            id BLOB NOT NULL UNIQUE,
+            msg_key BLOB NULL,
+            headers BLOB NULL,
+            body BLOB NOT NULL,
+            published_at INTEGER NOT NULL,
+            sequenced_at INTEGER NOT NULL,
+            PRIMARY KEY (topic_id, partition_no, msg_offset)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}topic_log_by_key ON {p}topic_log (topic_id, msg_key)",
+            "CREATE TABLE IF NOT EXISTS {p}consumer_groups (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            topic_id INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            mode INTEGER NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            backoff TEXT NOT NULL,
+            consume_timeout_ms INTEGER NULL,
+            created_at INTEGER NOT NULL,
+            UNIQUE (topic_id, name)
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}group_cursors (
+            group_id INTEGER NOT NULL,
+            partition_no INTEGER NOT NULL,
+            next_offset INTEGER NOT NULL,
+            high_offset INTEGER NOT NULL,
+            PRIMARY KEY (group_id, partition_no)
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}group_leases (
+            group_id INTEGER NOT NULL,
+            id BLOB NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            lease_until INTEGER NOT NULL,
+            claimed_at INTEGER NOT NULL,
+            owner BLOB NULL,
+            PRIMARY KEY (group_id, id)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}group_leases_expiry ON {p}group_leases (group_id, lease_until)",
+            "CREATE INDEX IF NOT EXISTS {p}group_leases_part ON {p}group_leases (group_id, partition_no, msg_offset)",
+            "CREATE TABLE IF NOT EXISTS {p}group_retries (
+            group_id INTEGER NOT NULL,
+            id BLOB NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            PRIMARY KEY (group_id, id)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}group_retries_due ON {p}group_retries (group_id, run_at, id)",
+            "CREATE INDEX IF NOT EXISTS {p}group_retries_part ON {p}group_retries (group_id, partition_no, msg_offset)",
+            "CREATE TABLE IF NOT EXISTS {p}group_dead (
+            group_id INTEGER NOT NULL,
+            id BLOB NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            died_at INTEGER NOT NULL,
+            PRIMARY KEY (group_id, id)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}group_dead_died ON {p}group_dead (group_id, died_at, id)",
+            "CREATE TABLE IF NOT EXISTS {p}group_history (
+            group_id INTEGER NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            id BLOB NOT NULL,
+            state INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            settled_at INTEGER NOT NULL,
+            events BLOB NOT NULL,
+            PRIMARY KEY (group_id, partition_no, msg_offset)
+        ) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS {p}group_positions (
+            group_id INTEGER NOT NULL,
+            member BLOB NOT NULL,
+            partition_no INTEGER NOT NULL,
+            next_offset INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (group_id, member, partition_no)
+        ) WITHOUT ROWID",
+        ],
+    },
+];
+
+/// The schema version this build writes and reads.
+pub(crate) fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_match_the_mysql_backend() {
+        let mysql = crate::store::mysql::schema::MIGRATIONS;
+        assert_eq!(MIGRATIONS.len(), mysql.len());
+        for (i, (m, my)) in MIGRATIONS.iter().zip(mysql).enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert_eq!((m.version, m.description), (my.version, my.description));
+            for s in m.statements {
+                let create = s.starts_with("CREATE");
+                assert!(!create || s.contains(" IF NOT EXISTS "), "{s}");
+            }
+        }
+    }
+}
