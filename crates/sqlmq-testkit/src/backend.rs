@@ -1,13 +1,16 @@
 //! What the conformance suite needs from each backend beyond sqlmq itself: throwaway
 //! databases, and plain SQL for the tests' own tables (business rows written in the same
-//! transaction as a send or an ack) and for checks of sqlmq's tables.
+//! transaction as a send or an ack) and for checks of sqlmq's tables. One file per backend
+//! implements it (`backend/mysql.rs`, `backend/sqlite.rs`).
 
 use std::future::Future;
 
-use sqlx::mysql::MySqlRow;
-use sqlx::{AssertSqlSafe, MySql, MySqlConnection, Row};
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type,
+};
 
-use crate::server;
+mod mysql;
+mod sqlite;
 
 /// A value bound to, or read from, a test's SQL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +117,15 @@ pub trait TestBackend: sqlmq::Backend {
     ) -> impl Future<Output = ()> + Send;
 }
 
-fn decode(row: &MySqlRow, i: usize) -> Value {
+/// A column of `row` as a [`Value`]: an integer, else text, else bytes.
+fn decode<R>(row: &R, i: usize) -> Value
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<Vec<u8>>: Decode<'r, R::Database> + Type<R::Database>,
+{
     if let Ok(v) = row.try_get::<Option<i64>, _>(i) {
         return v.map_or(Value::Null, Value::Int);
     }
@@ -127,10 +138,15 @@ fn decode(row: &MySqlRow, i: usize) -> Value {
     }
 }
 
-fn bind<'q>(
-    sql: &str,
-    args: &'q [Value],
-) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+/// `sql` with `args` bound, for any backend.
+fn bind<'q, DB>(sql: &str, args: &'q [Value]) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    DB: Database,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    &'q str: Encode<'q, DB> + Type<DB>,
+    &'q [u8]: Encode<'q, DB> + Type<DB>,
+{
     let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
     for a in args {
         q = match a {
@@ -143,45 +159,50 @@ fn bind<'q>(
     q
 }
 
-impl TestBackend for MySql {
-    const TABLES: &'static str = "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
-        WHERE table_schema = DATABASE()";
+/// [`TestBackend::execute`] for any backend (its result says the rows affected).
+async fn execute_on<'c, DB>(
+    conn: &'c mut DB::Connection,
+    sql: &str,
+    args: &[Value],
+) -> DB::QueryResult
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
+{
+    bind::<DB>(sql, args)
+        .execute(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
 
-    async fn create_database() -> String {
-        server::create_database().await
-    }
-
-    async fn drop_database(name: &str) {
-        server::drop_database(name).await;
-    }
-
-    fn url_of(name: &str) -> String {
-        server::url_for(name)
-    }
-
-    async fn execute(conn: &mut MySqlConnection, sql: &str, args: &[Value]) -> u64 {
-        bind(sql, args)
-            .execute(&mut *conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .rows_affected()
-    }
-
-    async fn query(conn: &mut MySqlConnection, sql: &str, args: &[Value]) -> Vec<Vec<Value>> {
-        let rows = bind(sql, args)
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        rows.iter()
-            .map(|r| (0..r.len()).map(|i| decode(r, i)).collect())
-            .collect()
-    }
-
-    async fn expire_process(conn: &mut MySqlConnection, table: &str, id: &str) {
-        let sql = format!(
-            "UPDATE {table} SET expires_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 1 SECOND) \
-             WHERE id = ?"
-        );
-        Self::execute(conn, &sql, &[Value::Bytes(id.as_bytes().to_vec())]).await;
-    }
+/// [`TestBackend::query`] for any backend.
+async fn query_on<'c, DB>(
+    conn: &'c mut DB::Connection,
+    sql: &str,
+    args: &[Value],
+) -> Vec<Vec<Value>>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    &'c mut DB::Connection: Executor<'c, Database = DB>,
+    usize: ColumnIndex<DB::Row>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB> + Decode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
+    for<'r> Option<String>: Decode<'r, DB> + Type<DB>,
+    for<'r> Option<Vec<u8>>: Decode<'r, DB> + Type<DB>,
+{
+    let rows = bind::<DB>(sql, args)
+        .fetch_all(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows.iter()
+        .map(|r| (0..r.len()).map(|i| decode(r, i)).collect())
+        .collect()
 }

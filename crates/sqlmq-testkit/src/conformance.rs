@@ -2,7 +2,8 @@
 //! (crate::TestBackend), and [`conformance!`](crate::conformance) instantiates it as one test per
 //! backend.
 
-/// Instantiate generic scenarios as tests, one module per backend (`mysql::<scenario>`):
+/// Instantiate generic scenarios as tests, one module per backend (`mysql::<scenario>`,
+/// `sqlite::<scenario>`):
 /// `async` scenarios run on a multi-threaded runtime; `sync` ones are plain tests (the child
 /// side of multi-process scenarios, which re-run the test binary with
 /// `--exact <module>::<backend>::<name>`, see [`child_test`](crate::child_test)).
@@ -14,20 +15,26 @@
 #[macro_export]
 macro_rules! conformance {
     (async: [$($a:ident),* $(,)?] $(, sync: [$($s:ident),* $(,)?])? $(,)?) => {
-        /// The scenarios of this module on MySQL/MariaDB.
-        mod mysql {
+        $crate::conformance!(@backend mysql, sqlx::MySql, "MySQL/MariaDB",
+            [$($a),*], [$($($s),*)?]);
+        $crate::conformance!(@backend sqlite, sqlx::Sqlite, "SQLite",
+            [$($a),*], [$($($s),*)?]);
+    };
+    (@backend $module:ident, $backend:ty, $label:literal, [$($a:ident),*], [$($s:ident),*]) => {
+        #[doc = concat!("The scenarios of this module on ", $label, ".")]
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $a() {
-                    super::$a::<sqlx::MySql>().await
+                    super::$a::<$backend>().await
                 }
             )*
-            $($(
+            $(
                 #[test]
                 fn $s() {
-                    super::$s::<sqlx::MySql>()
+                    super::$s::<$backend>()
                 }
-            )*)?
+            )*
         }
     };
 }

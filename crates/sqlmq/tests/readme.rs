@@ -13,6 +13,7 @@ const SECTIONS: &[&str] = &[
     "## Using the library",
     "### The worker runtime",
     "### Topics and consumer groups",
+    "### Backends: MySQL/MariaDB and SQLite",
 ];
 
 /// A ```rust block: the README line of its opening fence and its lines, trimmed.

@@ -15,7 +15,7 @@ pub(crate) async fn batch_of_100_000_is_invisible_until_commit_then_complete<B: 
         .collect();
     let ids: Vec<_> = batch.iter().map(|m| m.id()).collect();
 
-    let mut tx = client.pool().begin().await.unwrap();
+    let mut tx = client.begin().await.unwrap();
     let sent = q.send_batch_in(&mut tx, batch).await.unwrap();
     assert_eq!(sent.len(), 100_000);
     // Not committed yet: other sessions see nothing and consumers get nothing.
@@ -54,7 +54,7 @@ pub(crate) async fn a_batch_larger_than_max_allowed_packet_is_split_and_still_at
     let n = 3 * packet / body.len() + 1;
     let batch: Vec<Message> = (0..n).map(|_| Message::new(body.clone())).collect();
 
-    let mut tx = client.pool().begin().await.unwrap();
+    let mut tx = client.begin().await.unwrap();
     q.send_batch_in(&mut tx, batch.clone()).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(db.count("messages").await, 0, "rolled back: nothing left");
@@ -71,7 +71,7 @@ pub(crate) async fn rollback_of_the_callers_transaction_leaves_nothing_of_any_ki
     let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     db.exec("CREATE TABLE orders (id INT PRIMARY KEY)", &[])
         .await;
-    let mut tx = client.pool().begin().await.unwrap();
+    let mut tx = client.begin().await.unwrap();
     B::execute(&mut *tx, "INSERT INTO orders (id) VALUES (1)", &[]).await;
     let batch = vec![
         Message::new("plain"),

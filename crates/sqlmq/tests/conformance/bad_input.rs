@@ -104,7 +104,7 @@ pub(crate) async fn bad_messages_are_rejected_and_nothing_is_written<B: TestBack
         // in a batch of good messages, the whole batch is refused
         let batch = vec![Message::new("good"), msg, Message::new("good too")];
         assert!(q.send_batch(batch).await.is_err(), "{what} in a batch");
-        let mut tx = client.pool().begin().await.unwrap();
+        let mut tx = client.begin().await.unwrap();
         assert!(
             q.send_in(&mut tx, Message::new("y").ordering_key(""))
                 .await

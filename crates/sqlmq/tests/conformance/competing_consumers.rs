@@ -36,8 +36,12 @@ async fn drain<B: TestBackend>(client: Client<B>, who: String) -> usize {
             .iter()
             .flat_map(|d| [Value::from(d.id.to_string()), Value::from(who.as_str())])
             .collect();
-        let mut conn = client.pool().acquire().await.unwrap();
-        B::execute(&mut conn, &insert, &args).await;
+        {
+            // Released before the ack: on SQLite the pool is the process's one writer
+            // connection, which the ack needs.
+            let mut conn = client.pool().acquire().await.unwrap();
+            B::execute(&mut conn, &insert, &args).await;
+        }
         let receipts: Vec<_> = batch.iter().map(|d| d.receipt()).collect();
         let report = q.ack_batch(&receipts).await.unwrap();
         assert!(

@@ -15,11 +15,13 @@
 //! | `schema` | migrations, version checks, table prefixes |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
+//! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
 mod atomic_batch;
 mod bad_input;
 mod competing_consumers;
 mod exactly_once;
+mod late_committer;
 mod ordering;
 mod queue_basics;
 mod schema;

@@ -9,6 +9,8 @@ use sqlmq::{
 };
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
+use crate::late_committer::{finishes_while_a_is_open, publish_in_task};
+
 const LEASE: Duration = Duration::from_secs(30);
 
 async fn topic<B: TestBackend>(client: &Client<B>, partitions: u32) -> Topic<B> {
@@ -93,20 +95,29 @@ pub(crate) async fn a_late_committer_reaches_a_running_group_and_broadcast_reade
         }
         seen
     });
-    let mut a = client.pool().begin().await.unwrap();
+    let mut a = client.begin().await.unwrap();
     t.publish_in(&mut a, Record::new("A")).await.unwrap();
-    let mut b = client.pool().begin().await.unwrap();
-    t.publish_in(&mut b, Record::new("B")).await.unwrap();
-    b.commit().await.unwrap();
-    // B is delivered while A is still open.
-    eventually_async(Duration::from_secs(10), "B consumed", || async {
-        (group.lag().await.unwrap().unconsumed == 0
-            && t.stats(Duration::from_secs(60)).await.unwrap().total == 1)
-            .then_some(())
-    })
-    .await;
+    // B publishes and commits in a task of its own: while A is open where writers run
+    // concurrently; after A's commit where there is one writer at a time.
+    let mut b = publish_in_task(&client, &t, "B");
+    let concurrent = finishes_while_a_is_open::<B>(&mut b).await;
+    if concurrent {
+        // B is delivered while A is still open.
+        eventually_async(Duration::from_secs(10), "B consumed", || async {
+            (group.lag().await.unwrap().unconsumed == 0
+                && t.stats(Duration::from_secs(60)).await.unwrap().total == 1)
+                .then_some(())
+        })
+        .await;
+    } else {
+        // Nothing is visible before A commits.
+        assert_eq!(t.stats(Duration::from_secs(60)).await.unwrap().total, 0);
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     a.commit().await.unwrap();
+    if !concurrent {
+        b.await.unwrap();
+    }
     eventually_async(Duration::from_secs(10), "A consumed", || async {
         (t.stats(Duration::from_secs(60)).await.unwrap().total == 2
             && group.lag().await.unwrap().unconsumed == 0)
@@ -115,7 +126,12 @@ pub(crate) async fn a_late_committer_reaches_a_running_group_and_broadcast_reade
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.cancel();
-    let expected = vec![(0, "B".to_owned()), (1, "A".to_owned())];
+    // Offsets in commit order, delivered in offset order.
+    let expected = if concurrent {
+        vec![(0, "B".to_owned()), (1, "A".to_owned())]
+    } else {
+        vec![(0, "A".to_owned()), (1, "B".to_owned())]
+    };
     assert_eq!(cluster.await.unwrap(), expected, "cluster group");
     assert_eq!(broadcast.await.unwrap(), expected, "broadcast reader");
     db.drop().await;

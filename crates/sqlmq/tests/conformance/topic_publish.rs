@@ -1,9 +1,26 @@
 //! Publishing and sequencing: atomic batches, idempotent ids, dense offsets in commit order.
+//!
+//! Where offsets are given after commit (MySQL: records wait in `topic_pending` for a
+//! sequencer), a late committer's records must never be skipped; where the publishing
+//! transaction gives them (SQLite: one writer at a time), a publisher waits for the open one,
+//! and nothing is visible before its commit. The scenarios check commit order either way.
 
 use std::time::Duration;
 
 use sqlmq::{Record, TopicConfig};
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
+
+use crate::late_committer::{finishes_while_a_is_open, publish_in_task};
+
+/// Records waiting for their offsets: the rows of `topic_pending`, where the backend has one
+/// (a backend whose publish gives the offsets has none, and nothing ever waits).
+async fn unsequenced<B: TestBackend>(db: &TestDb<B>) -> i64 {
+    if db.tables().await.iter().any(|t| t == "sqlmq_topic_pending") {
+        db.count("topic_pending").await
+    } else {
+        0
+    }
+}
 
 /// (partition, offset, body) of every logged record, in partition/offset order.
 async fn log<B: TestBackend>(db: &TestDb<B>) -> Vec<(i32, i64, String)> {
@@ -52,8 +69,7 @@ pub(crate) async fn published_records_get_dense_offsets_per_partition<B: TestBac
         k0.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1),
         "{k0:?}"
     );
-    let pending: i64 = db.scalar("SELECT COUNT(*) FROM sqlmq_topic_pending").await;
-    assert_eq!(pending, 0);
+    assert_eq!(unsequenced(&db).await, 0);
     db.drop().await;
 }
 
@@ -90,34 +106,56 @@ pub(crate) async fn a_late_committer_gets_a_later_offset_and_rolled_back_records
         .create_topic("t", TopicConfig::default())
         .await
         .unwrap();
-    let mut a = client.pool().begin().await.unwrap();
+    let mut a = client.begin().await.unwrap();
     t.publish_in(&mut a, Record::new("A, inserted first"))
         .await
         .unwrap();
-    let mut rolled = client.pool().begin().await.unwrap();
-    t.publish_in(&mut rolled, Record::new("rolled back"))
-        .await
-        .unwrap();
-    let mut b = client.pool().begin().await.unwrap();
-    t.publish_in(&mut b, Record::new("B, committed first"))
-        .await
-        .unwrap();
-    b.commit().await.unwrap();
+    assert!(log(&db).await.is_empty(), "nothing visible before commit");
+    // While A is open: a publish that will roll back, and B, which commits, each in a task of
+    // its own. Where writers run concurrently, both write and B commits before A does; with
+    // one writer at a time, both wait for A's commit.
+    let (rollback, rolled_back) = tokio::sync::oneshot::channel::<()>();
+    let (wrote, written) = tokio::sync::oneshot::channel::<()>();
+    let (c, tt) = (client.clone(), t.clone());
+    let rolled = tokio::spawn(async move {
+        let mut tx = c.begin().await.unwrap();
+        tt.publish_in(&mut tx, Record::new("rolled back"))
+            .await
+            .unwrap();
+        let _ = wrote.send(());
+        let _ = rolled_back.await;
+        tx.rollback().await.unwrap();
+    });
+    let mut b = publish_in_task(&client, &t, "B, committed first");
+    let concurrent = finishes_while_a_is_open::<B>(async {
+        written.await.unwrap();
+        (&mut b).await.unwrap();
+    })
+    .await;
     t.sequence().await.unwrap(); // A is still uncommitted: skipped, not waited for
-    assert_eq!(
-        log(&db).await,
-        vec![(0, 0, "B, committed first".to_owned())]
+    let (a_row, b_row) = (
+        "A, inserted first".to_owned(),
+        "B, committed first".to_owned(),
     );
+    let before_a = if concurrent {
+        vec![(0, 0, b_row.clone())]
+    } else {
+        Vec::new()
+    };
+    assert_eq!(log(&db).await, before_a);
     a.commit().await.unwrap();
-    rolled.rollback().await.unwrap();
+    let _ = rollback.send(());
+    rolled.await.unwrap();
+    if !concurrent {
+        b.await.unwrap();
+    }
     t.sequence().await.unwrap();
-    assert_eq!(
-        log(&db).await,
-        vec![
-            (0, 0, "B, committed first".to_owned()),
-            (0, 1, "A, inserted first".to_owned())
-        ]
-    );
+    let expected = if concurrent {
+        vec![(0, 0, b_row), (0, 1, a_row)]
+    } else {
+        vec![(0, 0, a_row), (0, 1, b_row)]
+    };
+    assert_eq!(log(&db).await, expected, "offsets in commit order");
     db.drop().await;
 }
 
@@ -148,8 +186,9 @@ pub(crate) async fn partitions_report_their_ranges_and_delete_topic_removes_ever
     assert!(parts.iter().all(|p| p.bytes > 0));
     let got = g.receive(10, Duration::from_secs(30)).await.unwrap();
     g.nack(got[0].receipt(), None, "later").await.unwrap();
-    // One more still waiting for its offset.
-    let mut tx = client.pool().begin().await.unwrap();
+    // One more, published in the caller's transaction (still waiting for its offset where
+    // offsets are given after commit).
+    let mut tx = client.begin().await.unwrap();
     t.publish_in(&mut tx, Record::new("pending")).await.unwrap();
     tx.commit().await.unwrap();
 
@@ -161,7 +200,6 @@ pub(crate) async fn partitions_report_their_ranges_and_delete_topic_removes_ever
     for table in [
         "topics",
         "topic_partitions",
-        "topic_pending",
         "topic_log",
         "consumer_groups",
         "group_cursors",
@@ -171,6 +209,7 @@ pub(crate) async fn partitions_report_their_ranges_and_delete_topic_removes_ever
     ] {
         assert_eq!(db.count(table).await, 0, "{table} after delete");
     }
+    assert_eq!(unsequenced(&db).await, 0, "topic_pending after delete");
     assert!(matches!(
         client.delete_topic("gone").await,
         Err(sqlmq::Error::UnknownTopic(_))

@@ -118,7 +118,9 @@ pub(crate) async fn random_commit_delays_and_rollbacks_lose_skip_and_invent_noth
         producers.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(100 + p as u64));
             for t in 0..TRANSACTIONS {
-                let mut tx = client.pool().begin().await.unwrap();
+                // Begun as the backend needs (SQLite: BEGIN IMMEDIATE; a deferred transaction
+                // that reads, then writes, fails at once when another client wrote meanwhile).
+                let mut tx = client.begin().await.unwrap();
                 let n = rng.random_range(1..=3);
                 let bodies: Vec<String> = (0..n).map(|i| format!("p{p}-t{t}-r{i}")).collect();
                 let records = bodies

@@ -390,7 +390,9 @@ pub(crate) async fn a_stalled_process_whose_claims_were_released_cannot_ack<B: T
     })
     .await;
     // A stalls: to its peers its heartbeat deadline has passed.
-    db.exec("UPDATE sqlmq_processes SET expires_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 1 SECOND) WHERE id = ?", &[Value::from(client.owner_id().as_bytes())]).await;
+    let mut conn = db.pool().await.acquire().await.unwrap();
+    B::expire_process(&mut conn, "sqlmq_processes", client.owner_id()).await;
+    drop(conn);
     // Process B (another client) notices and takes over.
     let other = Client::<B>::open(&db.url).await.unwrap();
     let b_handled = Arc::new(AtomicUsize::new(0));

@@ -1,0 +1,14 @@
+//! Tests of the SQLite backend alone (the conformance suite, `tests/conformance/`, runs every
+//! guarantee on SQLite too): what SQLite users need beyond it.
+//!
+//! | module | what |
+//! |---|---|
+//! | `memory` | `sqlite::memory:` for unit tests of an application's handlers |
+//! | `file` | the file is created, in WAL mode, with durable commits and a busy timeout |
+//! | `contention` | many writers on one file, and the caller's own transactions: never "database is locked" |
+//! | `durability` | a producer process killed with `kill -9` loses no acknowledged message |
+
+mod contention;
+mod durability;
+mod file;
+mod memory;
