@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use sqlmq::Backend;
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
@@ -152,7 +153,11 @@ fn wants_html(req: &axum::http::request::Parts) -> bool {
 
 /// Middleware: authenticate, enforce read-only access, and hand the [`Access`] to handlers
 /// as a request extension.
-pub(crate) async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn layer<B: Backend>(
+    State(state): State<AppState<B>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let (mut parts, body) = req.into_parts();
     let access = if public(parts.uri.path()) {
         state

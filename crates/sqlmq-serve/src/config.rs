@@ -35,6 +35,7 @@ pub struct ServeConfig {
     pub(crate) read_token: Option<String>,
     pub(crate) metrics_refresh: Duration,
     pub(crate) max_wait: Duration,
+    pub(crate) poll: (Duration, Duration),
     pub(crate) max_body_bytes: usize,
     pub(crate) prometheus: Option<PrometheusHandle>,
 }
@@ -47,6 +48,7 @@ impl Default for ServeConfig {
             read_token: None,
             metrics_refresh: DEFAULT_METRICS_REFRESH,
             max_wait: MAX_WAIT,
+            poll: (crate::POLL_FLOOR, crate::POLL_CEILING),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             prometheus: None,
         }
@@ -62,6 +64,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("read_token", &self.read_token.as_ref().map(|_| "***"))
             .field("metrics_refresh", &self.metrics_refresh)
             .field("max_wait", &self.max_wait)
+            .field("poll", &self.poll)
             .field("max_body_bytes", &self.max_body_bytes)
             .finish_non_exhaustive()
     }
@@ -121,6 +124,23 @@ impl ServeConfig {
     /// ```
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait.min(MAX_WAIT);
+        self
+    }
+
+    /// How a waiting long poll polls the database when no send or publish through this server
+    /// wakes it: first after `floor`, doubling up to `ceiling` (defaults 10 ms and 250 ms; the
+    /// ceiling is the latency of a message sent by another process). `floor` is at least 1 ms
+    /// and `ceiling` at least `floor`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = sqlmq_serve::ServeConfig::default()
+    ///     .poll_interval(Duration::from_millis(50), Duration::from_secs(1));
+    /// # let _ = c;
+    /// ```
+    pub fn poll_interval(mut self, floor: Duration, ceiling: Duration) -> Self {
+        let floor = floor.max(Duration::from_millis(1));
+        self.poll = (floor, ceiling.max(floor));
         self
     }
 

@@ -11,31 +11,43 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use sqlmq::Backend;
+
 use crate::error::ApiResult;
 use crate::state::AppState;
 
 /// How long a looked-up handle is reused.
 pub const HANDLE_TTL: Duration = Duration::from_secs(2);
 
+/// Values by key, with when each was looked up.
+type Cache<K, V> = Mutex<HashMap<K, (Instant, V)>>;
+
 /// Cached queue, topic and group handles.
-#[derive(Default)]
-pub(crate) struct Handles {
-    queues: Mutex<HashMap<String, (Instant, sqlmq::Queue)>>,
-    topics: Mutex<HashMap<String, (Instant, sqlmq::Topic)>>,
-    groups: Mutex<HashMap<(String, String), (Instant, sqlmq::Group)>>,
+pub(crate) struct Handles<B: Backend> {
+    queues: Cache<String, sqlmq::Queue<B>>,
+    topics: Cache<String, sqlmq::Topic<B>>,
+    groups: Cache<(String, String), sqlmq::Group<B>>,
 }
 
-fn fresh<K: std::hash::Hash + Eq, V: Clone>(
-    map: &Mutex<HashMap<K, (Instant, V)>>,
-    key: &K,
-) -> Option<V> {
+// Not derived: a derive would require `B: Default`.
+impl<B: Backend> Default for Handles<B> {
+    fn default() -> Self {
+        Handles {
+            queues: Mutex::default(),
+            topics: Mutex::default(),
+            groups: Mutex::default(),
+        }
+    }
+}
+
+fn fresh<K: std::hash::Hash + Eq, V: Clone>(map: &Cache<K, V>, key: &K) -> Option<V> {
     let map = map.lock().expect("poisoned");
     map.get(key)
         .filter(|(at, _)| at.elapsed() < HANDLE_TTL)
         .map(|(_, v)| v.clone())
 }
 
-fn keep<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, (Instant, V)>>, key: K, value: V) {
+fn keep<K: std::hash::Hash + Eq, V>(map: &Cache<K, V>, key: K, value: V) {
     let mut map = map.lock().expect("poisoned");
     if map.len() > 10_000 {
         map.retain(|_, (at, _)| at.elapsed() < HANDLE_TTL);
@@ -43,7 +55,7 @@ fn keep<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, (Instant, V)>>, key: 
     map.insert(key, (Instant::now(), value));
 }
 
-impl Handles {
+impl<B: Backend> Handles<B> {
     /// Forget everything about `topic` (and its groups) or `queue`.
     pub fn forget_queue(&self, name: &str) {
         self.queues.lock().expect("poisoned").remove(name);
@@ -65,9 +77,9 @@ impl Handles {
     }
 }
 
-impl AppState {
+impl<B: Backend> AppState<B> {
     /// The queue `name` (404 `unknown_queue` when it does not exist).
-    pub(crate) async fn queue(&self, name: &str) -> ApiResult<sqlmq::Queue> {
+    pub(crate) async fn queue(&self, name: &str) -> ApiResult<sqlmq::Queue<B>> {
         if let Some(q) = fresh(&self.handles.queues, &name.to_owned()) {
             return Ok(q);
         }
@@ -77,7 +89,7 @@ impl AppState {
     }
 
     /// The topic `name` (404 `unknown_topic`).
-    pub(crate) async fn topic(&self, name: &str) -> ApiResult<sqlmq::Topic> {
+    pub(crate) async fn topic(&self, name: &str) -> ApiResult<sqlmq::Topic<B>> {
         if let Some(t) = fresh(&self.handles.topics, &name.to_owned()) {
             return Ok(t);
         }
@@ -87,7 +99,7 @@ impl AppState {
     }
 
     /// The group `group` of `topic` (404 `unknown_topic` or `unknown_group`).
-    pub(crate) async fn group(&self, topic: &str, group: &str) -> ApiResult<sqlmq::Group> {
+    pub(crate) async fn group(&self, topic: &str, group: &str) -> ApiResult<sqlmq::Group<B>> {
         let key = (topic.to_owned(), group.to_owned());
         if let Some(g) = fresh(&self.handles.groups, &key) {
             return Ok(g);

@@ -2,7 +2,9 @@
 //!
 //! A JSON REST API over the `sqlmq` library (so any language can send, receive with long
 //! polls, ack and operate queues and topics), a server-rendered dashboard for operators, and
-//! `/metrics` for Prometheus. It is built only on the library's public API and holds no SQL.
+//! `/metrics` for Prometheus. It is built only on the library's public API and holds no SQL,
+//! so it serves any database backend the library has: [`Server`], [`router`] and [`AppState`]
+//! are generic over `B: sqlmq::Backend`, with MySQL as the default (as for `sqlmq::Client`).
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,8 +38,11 @@
 //! | `openapi` | the OpenAPI 3.1 document ([`openapi`]) |
 //! | `state` | [`AppState`], shared by every handler |
 //!
-//! Every library call happens in the handler layer (`api/`, `dashboard/`, `snapshot`), so
-//! making the server generic over the library's database backend touches only those files.
+//! Every library call happens in the handler layer (`api/`, `dashboard/`, `snapshot`); each
+//! handler is generic over the backend (`async fn h<B: Backend>(State(state):
+//! State<AppState<B>>, …)`) and the routers are built for one `B`. The API does not depend on
+//! the backend, so the OpenAPI document is one static document: `#[utoipa::path]` describes
+//! each handler from its annotation, not from its (generic) signature.
 
 #![warn(missing_docs)]
 

@@ -1,10 +1,10 @@
 //! Long polls: `receive` with `wait_ms` returns as soon as something can be claimed.
 //!
-//! MySQL has no LISTEN/NOTIFY, so a waiting request is woken two ways: at once by a send or
-//! publish through this server (an in-process [`Notify`] per queue or topic, fired after the
-//! commit), and otherwise by polling `receive` itself, starting at [`POLL_FLOOR`] and doubling
-//! to [`POLL_CEILING`] (the library's own claim is the cheapest correct check, and a claim that
-//! finds nothing locks nothing).
+//! Neither MySQL nor SQLite has LISTEN/NOTIFY, so a waiting request is woken two ways: at once
+//! by a send or publish through this server (an in-process [`Notify`] per queue or topic, fired
+//! after the commit), and otherwise by polling `receive` itself, starting at [`POLL_FLOOR`] and
+//! doubling to [`POLL_CEILING`] by default (`ServeConfig::poll_interval`; the library's own claim is the cheapest correct check, and a
+//! claim that finds nothing locks nothing).
 //!
 //! A request whose connection closes is dropped by the HTTP server between two polls: its
 //! wait simply ends, and since claims happen only inside `receive`, nothing is claimed for it.
@@ -51,6 +51,7 @@ impl Wakeups {
 pub(crate) async fn wait_for<T, F, Fut, E>(
     notify: Arc<Notify>,
     wait: Duration,
+    (floor, ceiling): (Duration, Duration),
     shutdown: &CancellationToken,
     mut attempt: F,
 ) -> Result<Vec<T>, E>
@@ -59,7 +60,7 @@ where
     Fut: Future<Output = Result<Vec<T>, E>>,
 {
     let deadline = Instant::now() + wait;
-    let mut pause = POLL_FLOOR;
+    let mut pause = floor;
     loop {
         let notified = notify.notified();
         tokio::pin!(notified);
@@ -71,8 +72,8 @@ where
         }
         let sleep_until = (now + pause).min(deadline);
         tokio::select! {
-            _ = notified => pause = POLL_FLOOR,
-            _ = tokio::time::sleep_until(sleep_until) => pause = (pause * 2).min(POLL_CEILING),
+            _ = notified => pause = floor,
+            _ = tokio::time::sleep_until(sleep_until) => pause = (pause * 2).min(ceiling),
             _ = shutdown.cancelled() => return Ok(Vec::new()),
         }
     }
@@ -90,6 +91,7 @@ mod tests {
         let got: Result<Vec<u8>, ()> = wait_for(
             Arc::default(),
             Duration::from_secs(2),
+            (POLL_FLOOR, POLL_CEILING),
             &CancellationToken::new(),
             || {
                 calls.fetch_add(1, Ordering::Relaxed);
@@ -118,6 +120,7 @@ mod tests {
         let got: Result<Vec<usize>, ()> = wait_for(
             notify,
             Duration::from_secs(20),
+            (POLL_FLOOR, POLL_CEILING),
             &CancellationToken::new(),
             || {
                 let v = ready.load(Ordering::Relaxed);

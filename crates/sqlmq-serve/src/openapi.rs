@@ -4,7 +4,6 @@
 //! Error answers are the same for every operation, so they are added to each one here rather
 //! than repeated in every annotation.
 
-use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -14,14 +13,13 @@ use utoipa::{Modify, OpenApi};
 
 use crate::api;
 use crate::error::ErrorBody;
-use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "sqlmq",
-        description = "Durable, transactional queues and topics stored in MySQL/MariaDB. \
-            Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
+        description = "Durable, transactional queues and topics stored in the application's \
+            database. Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
     ),
     paths(
         api::system::healthz, api::system::readyz, api::system::metrics, api::system::processes,
@@ -160,7 +158,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// `GET /openapi.json`.
-pub(crate) async fn serve(State(_): State<AppState>) -> Response {
+pub(crate) async fn serve() -> Response {
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let text = DOC.get_or_init(|| openapi().to_json().expect("the document serializes"));
     (

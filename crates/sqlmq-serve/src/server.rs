@@ -12,6 +12,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use sqlmq::{Backend, MySql};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -60,20 +61,21 @@ pub enum ServeError {
 }
 
 /// The whole application: API, dashboard, `/metrics`, `/openapi.json`, with authentication,
-/// body limit and HTTP metrics. For embedding in another axum server; [`Server`] runs it.
-/// The refresher of database gauges is not started by this function (see [`Server::run`]).
+/// body limit and HTTP metrics, on the client's backend. For embedding in another axum server;
+/// [`Server`] runs it. The refresher of database gauges is not started by this function (see
+/// [`Server::run`]).
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) {
-/// let app = sqlmq_serve::router(client, &sqlmq_serve::ServeConfig::default());
+/// let app: axum::Router = sqlmq_serve::router(client, &sqlmq_serve::ServeConfig::default());
 /// # let _ = app;
 /// # }
 /// ```
-pub fn router(client: sqlmq::Client, config: &ServeConfig) -> Router {
+pub fn router<B: Backend>(client: sqlmq::Client<B>, config: &ServeConfig) -> Router {
     build(AppState::new(client, config), config)
 }
 
-fn build(state: AppState, config: &ServeConfig) -> Router {
+fn build<B: Backend>(state: AppState<B>, config: &ServeConfig) -> Router {
     crate::api::routes()
         .merge(crate::dashboard::routes())
         .route("/openapi.json", axum::routing::get(crate::openapi::serve))
@@ -111,7 +113,18 @@ async fn record(req: Request, next: Next) -> Response {
     response
 }
 
-/// A bound server, ready to run.
+/// A bound server, ready to run, on the client's backend `B` (MySQL by default).
+///
+/// ```no_run
+/// // Any backend: the client's type picks it.
+/// async fn serve<B: sqlmq::Backend>(
+///     client: sqlmq::Client<B>,
+/// ) -> Result<(), sqlmq_serve::ServeError> {
+///     let config = sqlmq_serve::ServeConfig::default();
+///     let server: sqlmq_serve::Server<B> = sqlmq_serve::Server::bind(client, config).await?;
+///     server.run(sqlmq_serve::shutdown_on_signals()).await
+/// }
+/// ```
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) -> Result<(), sqlmq_serve::ServeError> {
@@ -124,13 +137,13 @@ async fn record(req: Request, next: Next) -> Response {
 /// stop.cancel();
 /// # Ok(()) }
 /// ```
-pub struct Server {
+pub struct Server<B: Backend = MySql> {
     listener: TcpListener,
-    state: AppState,
+    state: AppState<B>,
     app: Router,
 }
 
-impl Server {
+impl<B: Backend> Server<B> {
     /// Check the configuration and bind its address.
     ///
     /// ```no_run
@@ -138,7 +151,10 @@ impl Server {
     /// let server = sqlmq_serve::Server::bind(client, sqlmq_serve::ServeConfig::default()).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn bind(client: sqlmq::Client, config: ServeConfig) -> Result<Server, ServeError> {
+    pub async fn bind(
+        client: sqlmq::Client<B>,
+        config: ServeConfig,
+    ) -> Result<Server<B>, ServeError> {
         config.check()?;
         let listener =
             TcpListener::bind(config.listen)
@@ -172,7 +188,7 @@ impl Server {
     /// ```no_run
     /// # fn f(s: sqlmq_serve::Server) { let _state = s.state().clone(); }
     /// ```
-    pub fn state(&self) -> &AppState {
+    pub fn state(&self) -> &AppState<B> {
         &self.state
     }
 
@@ -228,4 +244,23 @@ pub fn shutdown_on_signals() -> CancellationToken {
         trigger.cancel();
     });
     token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server is generic over the library's backend. Handlers are type-checked for every
+    /// `B` already; taking `router` for each backend as a function pointer also makes the
+    /// compiler generate every handler for it (SQLite's store is not complete yet, so this
+    /// does not run it).
+    #[test]
+    fn the_router_is_built_for_every_backend() {
+        fn instantiate<B: Backend>() {
+            let build: fn(sqlmq::Client<B>, &ServeConfig) -> Router = router::<B>;
+            std::hint::black_box(build);
+        }
+        instantiate::<MySql>();
+        instantiate::<sqlmq::Sqlite>();
+    }
 }

@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use sqlmq::Backend;
+
 use crate::history::Sample;
 use crate::state::AppState;
 
@@ -43,7 +45,7 @@ pub struct Snapshot {
 }
 
 /// Read everything once.
-pub(crate) async fn collect(client: &sqlmq::Client) -> sqlmq::Result<Snapshot> {
+pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Result<Snapshot> {
     let queues = client.queue_stats().await?;
     let topics = client.topic_stats(RATE_WINDOW).await?;
     let mut groups = Vec::new();
@@ -78,7 +80,7 @@ pub(crate) async fn collect(client: &sqlmq::Client) -> sqlmq::Result<Snapshot> {
 }
 
 /// Refresh once: on failure keep the previous figures but mark the database down.
-pub(crate) async fn refresh(state: &AppState) {
+pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
     let timeout = state.metrics_refresh.max(Duration::from_secs(5));
     let result = tokio::time::timeout(timeout, collect(&state.client)).await;
     let next = match result {
@@ -104,7 +106,7 @@ pub(crate) async fn refresh(state: &AppState) {
 }
 
 /// The refresher: runs until the server shuts down.
-pub(crate) async fn run(state: AppState) {
+pub(crate) async fn run<B: Backend>(state: AppState<B>) {
     loop {
         refresh(&state).await;
         tokio::select! {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use sqlmq::{Backend, MySql};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Tokens;
@@ -16,39 +17,50 @@ use crate::snapshot::Snapshot;
 
 /// A broadcast member's reader, kept between its HTTP polls (its position lives in memory
 /// until it checkpoints).
-pub(crate) type SharedReader = Arc<tokio::sync::Mutex<sqlmq::BroadcastReader>>;
+pub(crate) type SharedReader<B> = Arc<tokio::sync::Mutex<sqlmq::BroadcastReader<B>>>;
 
 /// Broadcast readers by (topic, group, member), with when each was last used.
-pub(crate) type Readers = HashMap<(String, String, String), (Instant, SharedReader)>;
+pub(crate) type Readers<B> = HashMap<(String, String, String), (Instant, SharedReader<B>)>;
 
-/// Shared by every handler. Cheap to clone.
+/// Shared by every handler: the library's `Client<B>` for backend `B` (MySQL by default), its
+/// cached handles, and the server's own state. Cheap to clone.
 ///
 /// ```no_run
-/// # async fn f(server: sqlmq_serve::Server) {
-/// let state = server.state().clone();
-/// state.refresh_gauges().await; // read the database gauges now
-/// # }
+/// async fn refresh<B: sqlmq::Backend>(server: &sqlmq_serve::Server<B>) {
+///     let state: sqlmq_serve::AppState<B> = server.state().clone();
+///     state.refresh_gauges().await; // read the database gauges now
+/// }
 /// ```
-#[derive(Clone)]
-pub struct AppState {
-    pub(crate) inner: Arc<Inner>,
+pub struct AppState<B: Backend = MySql> {
+    pub(crate) inner: Arc<Inner<B>>,
+}
+
+// Not derived: a derive would require `B: Clone`, and a backend is a marker type.
+impl<B: Backend> Clone for AppState<B> {
+    fn clone(&self) -> Self {
+        AppState {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 /// The state behind [`AppState`] (its fields are private to the crate).
 #[doc(hidden)]
-pub struct Inner {
-    pub(crate) client: sqlmq::Client,
+pub struct Inner<B: Backend> {
+    pub(crate) client: sqlmq::Client<B>,
     pub(crate) tokens: Tokens,
     pub(crate) max_wait: Duration,
+    /// Long polls' first and longest pause between polls.
+    pub(crate) poll: (Duration, Duration),
     pub(crate) metrics_refresh: Duration,
     pub(crate) prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
     pub(crate) wakeups: Wakeups,
     /// Queue, topic and group handles, cached briefly.
-    pub(crate) handles: Handles,
+    pub(crate) handles: Handles<B>,
     /// Cancelled when the server shuts down: long polls return at once (empty).
     pub(crate) shutdown: CancellationToken,
     /// Broadcast readers by (topic, group, member), with when each was last used.
-    pub(crate) readers: tokio::sync::Mutex<Readers>,
+    pub(crate) readers: tokio::sync::Mutex<Readers<B>>,
     /// The latest database snapshot (gauges, dashboard), replaced by the refresher.
     pub(crate) snapshot: RwLock<Arc<Snapshot>>,
     /// Rolling samples for the dashboard's charts.
@@ -71,14 +83,14 @@ pub struct Traffic {
     pub acked: u64,
 }
 
-impl std::ops::Deref for AppState {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
+impl<B: Backend> std::ops::Deref for AppState<B> {
+    type Target = Inner<B>;
+    fn deref(&self) -> &Inner<B> {
         &self.inner
     }
 }
 
-impl AppState {
+impl<B: Backend> AppState<B> {
     /// Read the database gauges now instead of waiting for the next background refresh.
     ///
     /// ```no_run
@@ -88,7 +100,7 @@ impl AppState {
         crate::snapshot::refresh(self).await
     }
 
-    pub(crate) fn new(client: sqlmq::Client, config: &ServeConfig) -> AppState {
+    pub(crate) fn new(client: sqlmq::Client<B>, config: &ServeConfig) -> AppState<B> {
         AppState {
             inner: Arc::new(Inner {
                 client,
@@ -97,6 +109,7 @@ impl AppState {
                     read: config.read_token.clone(),
                 },
                 max_wait: config.max_wait,
+                poll: config.poll,
                 metrics_refresh: config.metrics_refresh,
                 prometheus: config.prometheus.clone(),
                 wakeups: Wakeups::default(),

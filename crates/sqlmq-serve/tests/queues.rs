@@ -326,8 +326,11 @@ async fn an_oversized_request_body_is_413() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_poll_wakes_within_50ms_of_a_send_through_the_server() {
-    let s = TestServer::start().await;
+async fn a_long_poll_wakes_at_once_on_a_send_through_the_server() {
+    // Polls 10 s apart: after the first empty poll, only the wakeup can answer within the
+    // bound below, however slow the machine (the bound leaves room for a loaded CI host).
+    let poll = Duration::from_secs(10);
+    let s = TestServer::with(common::test_config().poll_interval(poll, poll)).await;
     s.queue("q").await;
     for round in 0..3 {
         let http = s.http.clone();
@@ -349,14 +352,14 @@ async fn a_long_poll_wakes_within_50ms_of_a_send_through_the_server() {
         assert_eq!(got["messages"][0]["body"], format!("m{round}"));
         let latency = woke_at.saturating_duration_since(sent_at);
         assert!(
-            latency < Duration::from_millis(50),
-            "round {round}: woke {latency:?} after the send"
+            latency < Duration::from_secs(2),
+            "round {round}: woke {latency:?} after the send: not by the wakeup"
         );
         let receipt = got["messages"][0]["receipt"].as_str().unwrap().to_owned();
         s.post("/v1/queues/q/ack", json!({"receipts": [receipt]}))
             .await;
     }
-    // An empty long poll ends at its deadline, empty.
+    // An empty long poll ends at its deadline, empty (not at its next poll).
     let start = Instant::now();
     let (st, got) = s
         .post("/v1/queues/q/receive", json!({"wait_ms": 300}))

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::group_admin::{PositionsResponse, positions};
@@ -51,12 +52,12 @@ type MemberPath = Path<(String, String, String)>;
 /// from its last checkpoint.
 pub const READER_IDLE: Duration = Duration::from_secs(600);
 
-async fn reader(
-    state: &AppState,
+async fn reader<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     group: &str,
     member: &str,
-) -> ApiResult<SharedReader> {
+) -> ApiResult<SharedReader<B>> {
     let key = (topic.to_owned(), group.to_owned(), member.to_owned());
     let now = Instant::now();
     let mut readers = state.readers.lock().await;
@@ -80,8 +81,8 @@ async fn reader(
            ("member" = String, Path, description = "Member name (stable across restarts)")),
     request_body = PollRequest,
     responses((status = 200, description = "Records and new positions", body = PollResponse)))]
-pub async fn poll(
-    State(state): State<AppState>,
+pub async fn poll<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group, member)): MemberPath,
     Json(request): Json<PollRequest>,
 ) -> ApiResult<Json<PollResponse>> {
@@ -104,7 +105,7 @@ pub async fn poll(
     let records = {
         let r = &mut *r;
         let r = std::sync::Arc::new(tokio::sync::Mutex::new(r));
-        wait_for(notify, wait, &state.shutdown, || {
+        wait_for(notify, wait, state.poll, &state.shutdown, || {
             let r = r.clone();
             async move { r.lock().await.poll(max as usize).await }
         })
@@ -125,8 +126,8 @@ pub async fn poll(
            ("group" = String, Path, description = "Broadcast group name"),
            ("member" = String, Path, description = "Member name")),
     responses((status = 200, description = "The saved positions", body = PositionsResponse)))]
-pub async fn checkpoint(
-    State(state): State<AppState>,
+pub async fn checkpoint<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group, member)): MemberPath,
 ) -> ApiResult<Json<PositionsResponse>> {
     let shared = reader(&state, &topic, &group, &member).await?;
@@ -141,8 +142,8 @@ pub async fn checkpoint(
            ("group" = String, Path, description = "Broadcast group name"),
            ("member" = String, Path, description = "Member name")),
     responses((status = 204, description = "Left")))]
-pub async fn leave(
-    State(state): State<AppState>,
+pub async fn leave<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group, member)): MemberPath,
 ) -> ApiResult<StatusCode> {
     let shared = reader(&state, &topic, &group, &member).await?;

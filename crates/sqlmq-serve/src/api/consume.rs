@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use sqlmq::Backend;
+
 use super::model::{
     AckRequest, DeliveryOut, ExtendRequest, NackOutcome, NackRequest, ReceiptResult,
     ReceiveRequest, ReceiveResponse, SettleResponse, SettleStatus, lease, receipts,
@@ -13,12 +15,12 @@ use crate::longpoll::wait_for;
 use crate::state::AppState;
 
 /// A queue or a cluster group: what `receive`, `ack`, `nack` and `extend` act on.
-pub(crate) enum Consumer {
-    Queue(sqlmq::Queue),
-    Group(sqlmq::Group),
+pub(crate) enum Consumer<B: Backend> {
+    Queue(sqlmq::Queue<B>),
+    Group(sqlmq::Group<B>),
 }
 
-impl Consumer {
+impl<B: Backend> Consumer<B> {
     /// The wakeup subject that sends or publishes through this server fire.
     fn subject(&self) -> String {
         match self {
@@ -70,15 +72,15 @@ impl Consumer {
 }
 
 /// Long-poll receive.
-pub(crate) async fn receive(
-    state: &AppState,
-    consumer: Consumer,
+pub(crate) async fn receive<B: Backend>(
+    state: &AppState<B>,
+    consumer: Consumer<B>,
     request: ReceiveRequest,
 ) -> ApiResult<Json<ReceiveResponse>> {
     let (max, lease, wait) = request.checked()?;
     let wait = wait.min(state.max_wait);
     let notify = state.wakeups.get(&consumer.subject());
-    let found = wait_for(notify, wait, &state.shutdown, || {
+    let found = wait_for(notify, wait, state.poll, &state.shutdown, || {
         consumer.receive(max, lease)
     })
     .await?;
@@ -101,9 +103,9 @@ fn result(receipt: &str, lost: bool) -> ReceiptResult {
 }
 
 /// Ack in one transaction; per-receipt results.
-pub(crate) async fn ack(
-    state: &AppState,
-    consumer: Consumer,
+pub(crate) async fn ack<B: Backend>(
+    state: &AppState<B>,
+    consumer: Consumer<B>,
     request: AckRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;
@@ -122,8 +124,8 @@ pub(crate) async fn ack(
 }
 
 /// Nack each receipt.
-pub(crate) async fn nack(
-    consumer: Consumer,
+pub(crate) async fn nack<B: Backend>(
+    consumer: Consumer<B>,
     request: NackRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;
@@ -154,8 +156,8 @@ pub(crate) async fn nack(
 }
 
 /// Extend each receipt's lease.
-pub(crate) async fn extend(
-    consumer: Consumer,
+pub(crate) async fn extend<B: Backend>(
+    consumer: Consumer<B>,
     request: ExtendRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;

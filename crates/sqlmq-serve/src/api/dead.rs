@@ -1,6 +1,7 @@
 //! A queue's dead letters: list with their error history, redrive (some or all), purge.
 
 use axum::extract::{Path, State};
+use sqlmq::Backend;
 
 use super::model::{CountResponse, DeadLettersResponse, IdsRequest, ListQuery, Selection};
 use crate::error::ApiResult;
@@ -8,7 +9,11 @@ use crate::extract::{Json, Query};
 use crate::state::AppState;
 
 /// Redrive `selection` from a queue's dead letters; how many went back.
-pub(crate) async fn redrive(state: &AppState, name: &str, selection: Selection) -> ApiResult<u64> {
+pub(crate) async fn redrive<B: Backend>(
+    state: &AppState<B>,
+    name: &str,
+    selection: Selection,
+) -> ApiResult<u64> {
     let queue = state.queue(name).await?;
     let count = match selection {
         Selection::All => queue.redrive_all().await?,
@@ -22,8 +27,8 @@ pub(crate) async fn redrive(state: &AppState, name: &str, selection: Selection) 
 #[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name"), ListQuery),
     responses((status = 200, description = "Dead letters, oldest first", body = DeadLettersResponse)))]
-pub async fn list(
-    State(state): State<AppState>,
+pub async fn list<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<DeadLettersResponse>> {
@@ -37,8 +42,8 @@ pub async fn list(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = IdsRequest,
     responses((status = 200, description = "How many were redriven", body = CountResponse)))]
-pub async fn redrive_handler(
-    State(state): State<AppState>,
+pub async fn redrive_handler<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<IdsRequest>,
 ) -> ApiResult<Json<CountResponse>> {
@@ -50,8 +55,8 @@ pub async fn redrive_handler(
 #[utoipa::path(delete, path = "/v1/queues/{queue}/dead", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]
-pub async fn purge(
-    State(state): State<AppState>,
+pub async fn purge<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<CountResponse>> {
     let count = state.queue(&name).await?.purge_dead_letters().await?;

@@ -3,6 +3,7 @@
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::model::{CountResponse, DeadLettersResponse, IdsRequest, ListQuery, Selection};
@@ -79,8 +80,8 @@ pub struct RetriesResponse {
 type GroupPath = Path<(String, String)>;
 
 /// Reset: returns the new positions.
-pub(crate) async fn reset_group(
-    state: &AppState,
+pub(crate) async fn reset_group<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     group: &str,
     to: &str,
@@ -92,8 +93,8 @@ pub(crate) async fn reset_group(
 }
 
 /// Replay: returns how many records were queued again.
-pub(crate) async fn replay_group(
-    state: &AppState,
+pub(crate) async fn replay_group<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     group: &str,
     from: &str,
@@ -106,8 +107,8 @@ pub(crate) async fn replay_group(
 }
 
 /// Retry now: returns how many were waiting.
-pub(crate) async fn retry_now(
-    state: &AppState,
+pub(crate) async fn retry_now<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     group: &str,
     selection: Selection,
@@ -127,8 +128,8 @@ pub(crate) async fn retry_now(
 }
 
 /// Redrive dead letters: returns how many.
-pub(crate) async fn redrive(
-    state: &AppState,
+pub(crate) async fn redrive<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     group: &str,
     selection: Selection,
@@ -148,8 +149,8 @@ pub(crate) async fn redrive(
            ("group" = String, Path, description = "Group name")),
     request_body = ResetRequest,
     responses((status = 200, description = "The new positions", body = PositionsResponse)))]
-pub async fn reset(
-    State(state): State<AppState>,
+pub async fn reset<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Json(request): Json<ResetRequest>,
 ) -> ApiResult<Json<PositionsResponse>> {
@@ -164,8 +165,8 @@ pub async fn reset(
            ("group" = String, Path, description = "Group name")),
     request_body = ReplayRequest,
     responses((status = 200, description = "How many records were queued again", body = CountResponse)))]
-pub async fn replay(
-    State(state): State<AppState>,
+pub async fn replay<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Json(request): Json<ReplayRequest>,
 ) -> ApiResult<Json<CountResponse>> {
@@ -178,8 +179,8 @@ pub async fn replay(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name"), ListQuery),
     responses((status = 200, description = "Waiting retries", body = RetriesResponse)))]
-pub async fn retries(
-    State(state): State<AppState>,
+pub async fn retries<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<RetriesResponse>> {
@@ -205,8 +206,8 @@ pub async fn retries(
            ("group" = String, Path, description = "Group name")),
     request_body = IdsRequest,
     responses((status = 200, description = "How many were waiting", body = CountResponse)))]
-pub async fn retry_now_handler(
-    State(state): State<AppState>,
+pub async fn retry_now_handler<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Json(request): Json<IdsRequest>,
 ) -> ApiResult<Json<CountResponse>> {
@@ -219,8 +220,8 @@ pub async fn retry_now_handler(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name"), ListQuery),
     responses((status = 200, description = "Dead letters, oldest first", body = DeadLettersResponse)))]
-pub async fn dead(
-    State(state): State<AppState>,
+pub async fn dead<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<DeadLettersResponse>> {
@@ -239,8 +240,8 @@ pub async fn dead(
            ("group" = String, Path, description = "Group name")),
     request_body = IdsRequest,
     responses((status = 200, description = "How many were redriven", body = CountResponse)))]
-pub async fn redrive_handler(
-    State(state): State<AppState>,
+pub async fn redrive_handler<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
     Json(request): Json<IdsRequest>,
 ) -> ApiResult<Json<CountResponse>> {
@@ -253,8 +254,8 @@ pub async fn redrive_handler(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]
-pub async fn purge_dead(
-    State(state): State<AppState>,
+pub async fn purge_dead<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): GroupPath,
 ) -> ApiResult<Json<CountResponse>> {
     let count = state

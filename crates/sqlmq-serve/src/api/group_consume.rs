@@ -1,6 +1,7 @@
 //! Consuming a cluster-mode group over HTTP: the same shapes as a queue's.
 
 use axum::extract::{Path, State};
+use sqlmq::Backend;
 
 use super::consume::{self, Consumer};
 use super::model::{
@@ -10,7 +11,11 @@ use crate::error::ApiResult;
 use crate::extract::Json;
 use crate::state::AppState;
 
-async fn consumer(state: &AppState, topic: &str, group: &str) -> ApiResult<Consumer> {
+async fn consumer<B: Backend>(
+    state: &AppState<B>,
+    topic: &str,
+    group: &str,
+) -> ApiResult<Consumer<B>> {
     Ok(Consumer::Group(state.group(topic, group).await?))
 }
 
@@ -20,8 +25,8 @@ async fn consumer(state: &AppState, topic: &str, group: &str) -> ApiResult<Consu
            ("group" = String, Path, description = "Cluster group name")),
     request_body = ReceiveRequest,
     responses((status = 200, description = "Claimed records", body = ReceiveResponse)))]
-pub async fn receive(
-    State(state): State<AppState>,
+pub async fn receive<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<Json<ReceiveResponse>> {
@@ -35,8 +40,8 @@ pub async fn receive(
            ("group" = String, Path, description = "Cluster group name")),
     request_body = AckRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn ack(
-    State(state): State<AppState>,
+pub async fn ack<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
     Json(request): Json<AckRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
@@ -50,8 +55,8 @@ pub async fn ack(
            ("group" = String, Path, description = "Cluster group name")),
     request_body = NackRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn nack(
-    State(state): State<AppState>,
+pub async fn nack<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
     Json(request): Json<NackRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
@@ -65,8 +70,8 @@ pub async fn nack(
            ("group" = String, Path, description = "Cluster group name")),
     request_body = ExtendRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn extend(
-    State(state): State<AppState>,
+pub async fn extend<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
     Json(request): Json<ExtendRequest>,
 ) -> ApiResult<Json<SettleResponse>> {

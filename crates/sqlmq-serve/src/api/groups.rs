@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::queues::backoff_text;
@@ -161,7 +162,7 @@ pub(crate) fn group_out(lag: sqlmq::GroupLag, c: &sqlmq::GroupConfig) -> GroupOu
 }
 
 /// Every group of `topic` with its lag.
-pub(crate) async fn all(state: &AppState, topic: &str) -> ApiResult<Vec<GroupOut>> {
+pub(crate) async fn all<B: Backend>(state: &AppState<B>, topic: &str) -> ApiResult<Vec<GroupOut>> {
     let topic = state.topic(topic).await?;
     let mut out = Vec::new();
     for g in topic.groups().await? {
@@ -171,7 +172,11 @@ pub(crate) async fn all(state: &AppState, topic: &str) -> ApiResult<Vec<GroupOut
 }
 
 /// One group with its lag.
-pub(crate) async fn one(state: &AppState, topic: &str, group: &str) -> ApiResult<GroupOut> {
+pub(crate) async fn one<B: Backend>(
+    state: &AppState<B>,
+    topic: &str,
+    group: &str,
+) -> ApiResult<GroupOut> {
     let g = state.client.topic(topic).await?.group(group).await?;
     Ok(group_out(g.lag().await?, g.config()))
 }
@@ -180,8 +185,8 @@ pub(crate) async fn one(state: &AppState, topic: &str, group: &str) -> ApiResult
 #[utoipa::path(get, path = "/v1/topics/{topic}/groups", tag = "groups",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 200, description = "The groups", body = GroupsResponse)))]
-pub async fn list(
-    State(state): State<AppState>,
+pub async fn list<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(topic): Path<String>,
 ) -> ApiResult<Json<GroupsResponse>> {
     Ok(Json(GroupsResponse {
@@ -194,8 +199,8 @@ pub async fn list(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 200, description = "The group", body = GroupOut)))]
-pub async fn get(
-    State(state): State<AppState>,
+pub async fn get<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
 ) -> ApiResult<Json<GroupOut>> {
     Ok(Json(one(&state, &topic, &group).await?))
@@ -207,8 +212,8 @@ pub async fn get(
            ("group" = String, Path, description = "Group name")),
     request_body = GroupConfigRequest,
     responses((status = 200, description = "The group as it is now", body = GroupOut)))]
-pub async fn put(
-    State(state): State<AppState>,
+pub async fn put<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic_name, name)): Path<(String, String)>,
     Json(request): Json<GroupConfigRequest>,
 ) -> ApiResult<Json<GroupOut>> {
@@ -256,8 +261,8 @@ pub async fn put(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 204, description = "Deleted")))]
-pub async fn delete(
-    State(state): State<AppState>,
+pub async fn delete<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, group)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state.handles.forget_group(&topic, &group);

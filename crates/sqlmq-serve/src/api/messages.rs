@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::consume::{self, Consumer};
@@ -108,8 +109,8 @@ pub(crate) fn batch<T, U>(
 }
 
 /// Send messages atomically.
-pub(crate) async fn send_messages(
-    state: &AppState,
+pub(crate) async fn send_messages<B: Backend>(
+    state: &AppState<B>,
     name: &str,
     messages: Vec<sqlmq::Message>,
 ) -> ApiResult<Vec<sqlmq::Sent>> {
@@ -134,8 +135,8 @@ pub(crate) async fn send_messages(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = SendRequest,
     responses((status = 200, description = "The messages' ids", body = SendResponse)))]
-pub async fn send(
-    State(state): State<AppState>,
+pub async fn send<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<SendRequest>,
 ) -> ApiResult<Json<SendResponse>> {
@@ -157,8 +158,8 @@ pub async fn send(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ReceiveRequest,
     responses((status = 200, description = "Claimed messages (empty when none came in time)", body = ReceiveResponse)))]
-pub async fn receive(
-    State(state): State<AppState>,
+pub async fn receive<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<Json<ReceiveResponse>> {
@@ -171,8 +172,8 @@ pub async fn receive(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = AckRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn ack(
-    State(state): State<AppState>,
+pub async fn ack<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<AckRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
@@ -185,8 +186,8 @@ pub async fn ack(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = NackRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn nack(
-    State(state): State<AppState>,
+pub async fn nack<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<NackRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
@@ -199,8 +200,8 @@ pub async fn nack(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ExtendRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
-pub async fn extend(
-    State(state): State<AppState>,
+pub async fn extend<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<ExtendRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
@@ -214,8 +215,8 @@ pub async fn extend(
     params(("queue" = String, Path, description = "Queue name"),
            ("id" = String, Path, description = "Message id")),
     responses((status = 204, description = "Removed")))]
-pub async fn cancel(
-    State(state): State<AppState>,
+pub async fn cancel<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((name, id)): Path<(String, String)>,
 ) -> ApiResult<axum::http::StatusCode> {
     let id: sqlmq::MessageId = id.parse()?;

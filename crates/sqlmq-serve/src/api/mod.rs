@@ -30,11 +30,12 @@ pub mod trace;
 
 use axum::Router;
 use axum::routing::{delete, get, post};
+use sqlmq::Backend;
 
 use crate::state::AppState;
 
 /// Every API route.
-pub(crate) fn routes() -> Router<AppState> {
+pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
     let q = "/v1/queues/{queue}";
     let t = "/v1/topics/{topic}";
     let g = "/v1/topics/{topic}/groups/{group}";

@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::model::CountResponse;
@@ -100,7 +101,7 @@ fn queue_out(s: sqlmq::QueueStats, c: &sqlmq::QueueConfig) -> QueueOut {
 }
 
 /// Every queue with its counts and settings.
-pub(crate) async fn all(state: &AppState) -> ApiResult<Vec<QueueOut>> {
+pub(crate) async fn all<B: Backend>(state: &AppState<B>) -> ApiResult<Vec<QueueOut>> {
     let stats = state.client.queue_stats().await?;
     let configs: std::collections::HashMap<String, sqlmq::QueueConfig> =
         state.client.queue_configs().await?.into_iter().collect();
@@ -114,7 +115,7 @@ pub(crate) async fn all(state: &AppState) -> ApiResult<Vec<QueueOut>> {
 }
 
 /// One queue with its counts and settings.
-pub(crate) async fn one(state: &AppState, name: &str) -> ApiResult<QueueOut> {
+pub(crate) async fn one<B: Backend>(state: &AppState<B>, name: &str) -> ApiResult<QueueOut> {
     let queue = state.queue(name).await?;
     let stats = queue.stats().await?;
     let config = state
@@ -131,7 +132,7 @@ pub(crate) async fn one(state: &AppState, name: &str) -> ApiResult<QueueOut> {
 /// List queues with their counts.
 #[utoipa::path(get, path = "/v1/queues", tag = "queues",
     responses((status = 200, description = "Every queue", body = QueuesResponse)))]
-pub async fn list(State(state): State<AppState>) -> ApiResult<Json<QueuesResponse>> {
+pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<QueuesResponse>> {
     Ok(Json(QueuesResponse {
         queues: all(&state).await?,
     }))
@@ -141,8 +142,8 @@ pub async fn list(State(state): State<AppState>) -> ApiResult<Json<QueuesRespons
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "The queue", body = QueueOut)))]
-pub async fn get(
-    State(state): State<AppState>,
+pub async fn get<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<QueueOut>> {
     Ok(Json(one(&state, &name).await?))
@@ -153,8 +154,8 @@ pub async fn get(
     params(("queue" = String, Path, description = "Queue name")),
     request_body = QueueConfigRequest,
     responses((status = 200, description = "The queue as it is now", body = QueueOut)))]
-pub async fn put(
-    State(state): State<AppState>,
+pub async fn put<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<QueueConfigRequest>,
 ) -> ApiResult<Json<QueueOut>> {
@@ -184,8 +185,8 @@ pub async fn put(
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Deleted")))]
-pub async fn delete(
-    State(state): State<AppState>,
+pub async fn delete<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     state.handles.forget_queue(&name);
@@ -195,7 +196,11 @@ pub async fn delete(
 }
 
 /// Pause or resume.
-pub(crate) async fn set_paused(state: &AppState, name: &str, paused: bool) -> ApiResult<()> {
+pub(crate) async fn set_paused<B: Backend>(
+    state: &AppState<B>,
+    name: &str,
+    paused: bool,
+) -> ApiResult<()> {
     let queue = state.queue(name).await?;
     if paused {
         queue.pause().await?
@@ -209,8 +214,8 @@ pub(crate) async fn set_paused(state: &AppState, name: &str, paused: bool) -> Ap
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Paused")))]
-pub async fn pause(
-    State(state): State<AppState>,
+pub async fn pause<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     set_paused(&state, &name, true).await?;
@@ -221,8 +226,8 @@ pub async fn pause(
 #[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Resumed")))]
-pub async fn resume(
-    State(state): State<AppState>,
+pub async fn resume<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     set_paused(&state, &name, false).await?;
@@ -234,8 +239,8 @@ pub async fn resume(
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]
-pub async fn purge(
-    State(state): State<AppState>,
+pub async fn purge<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<CountResponse>> {
     let count = state.queue(&name).await?.purge().await?;

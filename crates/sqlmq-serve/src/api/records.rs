@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::{IntoParams, ToSchema};
 
 use super::messages::batch;
@@ -163,8 +164,8 @@ pub(crate) fn parse_time(field: &str, text: &str) -> ApiResult<SystemTime> {
 }
 
 /// Query records.
-pub(crate) async fn query(
-    state: &AppState,
+pub(crate) async fn query<B: Backend>(
+    state: &AppState<B>,
     topic: &str,
     q: RecordsQuery,
 ) -> ApiResult<Vec<sqlmq::StreamRecord>> {
@@ -210,8 +211,8 @@ pub(crate) async fn query(
     params(("topic" = String, Path, description = "Topic name")),
     request_body = PublishRequest,
     responses((status = 200, description = "The records' ids and partitions", body = PublishResponse)))]
-pub async fn publish(
-    State(state): State<AppState>,
+pub async fn publish<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<PublishRequest>,
 ) -> ApiResult<Json<PublishResponse>> {
@@ -235,8 +236,8 @@ pub async fn publish(
 #[utoipa::path(get, path = "/v1/topics/{topic}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name"), RecordsQuery),
     responses((status = 200, description = "Records", body = RecordsResponse)))]
-pub async fn list(
-    State(state): State<AppState>,
+pub async fn list<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Query(q): Query<RecordsQuery>,
 ) -> ApiResult<Json<RecordsResponse>> {

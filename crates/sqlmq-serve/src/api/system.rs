@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use crate::body::rfc3339;
@@ -39,7 +40,7 @@ pub async fn healthz() -> Json<HealthOut> {
 /// The database answers and its schema is the one this build needs (503 otherwise).
 #[utoipa::path(get, path = "/readyz", tag = "system",
     responses((status = 200, description = "Ready", body = HealthOut)))]
-pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthOut>> {
+pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<HealthOut>> {
     // One cheap query that also checks the schema version.
     state.client.queue_configs().await?;
     Ok(Json(HealthOut {
@@ -53,7 +54,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthOut>>
 /// of the last background refresh.
 #[utoipa::path(get, path = "/metrics", tag = "system",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics<B: Backend>(State(state): State<AppState<B>>) -> Response {
     let mut text = state
         .prometheus
         .as_ref()
@@ -118,7 +119,9 @@ pub(crate) fn process_out(p: sqlmq::ProcessInfo) -> ProcessOut {
 /// Worker processes: host, pid, queues, heartbeat age.
 #[utoipa::path(get, path = "/v1/processes", tag = "system",
     responses((status = 200, description = "Registered processes", body = ProcessesResponse)))]
-pub async fn processes(State(state): State<AppState>) -> ApiResult<Json<ProcessesResponse>> {
+pub async fn processes<B: Backend>(
+    State(state): State<AppState<B>>,
+) -> ApiResult<Json<ProcessesResponse>> {
     let list = state.client.processes().await?;
     Ok(Json(ProcessesResponse {
         processes: list.into_iter().map(process_out).collect(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use crate::error::ApiResult;
@@ -112,7 +113,7 @@ fn topic_out(s: sqlmq::TopicStats, c: &sqlmq::TopicConfig) -> TopicOut {
 }
 
 /// Every topic, busiest first.
-pub(crate) async fn all(state: &AppState) -> ApiResult<Vec<TopicOut>> {
+pub(crate) async fn all<B: Backend>(state: &AppState<B>) -> ApiResult<Vec<TopicOut>> {
     let configs: std::collections::HashMap<String, sqlmq::TopicConfig> = state
         .client
         .topics()
@@ -133,7 +134,7 @@ pub(crate) async fn all(state: &AppState) -> ApiResult<Vec<TopicOut>> {
 }
 
 /// One topic, with its partitions.
-pub(crate) async fn one(state: &AppState, name: &str) -> ApiResult<TopicOut> {
+pub(crate) async fn one<B: Backend>(state: &AppState<B>, name: &str) -> ApiResult<TopicOut> {
     // Fresh, not cached: the partition count may have grown.
     let topic = state.client.topic(name).await?;
     let stats = topic.stats(RATE_WINDOW).await?;
@@ -157,7 +158,7 @@ pub(crate) async fn one(state: &AppState, name: &str) -> ApiResult<TopicOut> {
 /// List topics, busiest first.
 #[utoipa::path(get, path = "/v1/topics", tag = "topics",
     responses((status = 200, description = "Every topic, busiest first", body = TopicsResponse)))]
-pub async fn list(State(state): State<AppState>) -> ApiResult<Json<TopicsResponse>> {
+pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<TopicsResponse>> {
     Ok(Json(TopicsResponse {
         topics: all(&state).await?,
     }))
@@ -167,8 +168,8 @@ pub async fn list(State(state): State<AppState>) -> ApiResult<Json<TopicsRespons
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 200, description = "The topic", body = TopicOut)))]
-pub async fn get(
-    State(state): State<AppState>,
+pub async fn get<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<TopicOut>> {
     Ok(Json(one(&state, &name).await?))
@@ -179,8 +180,8 @@ pub async fn get(
     params(("topic" = String, Path, description = "Topic name")),
     request_body = TopicConfigRequest,
     responses((status = 200, description = "The topic as it is now", body = TopicOut)))]
-pub async fn put(
-    State(state): State<AppState>,
+pub async fn put<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
     Json(request): Json<TopicConfigRequest>,
 ) -> ApiResult<Json<TopicOut>> {
@@ -214,8 +215,8 @@ pub async fn put(
 #[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 204, description = "Deleted")))]
-pub async fn delete(
-    State(state): State<AppState>,
+pub async fn delete<B: Backend>(
+    State(state): State<AppState<B>>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     state.handles.forget_topic(&name);

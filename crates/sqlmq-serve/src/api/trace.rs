@@ -2,6 +2,7 @@
 
 use axum::extract::{Path, State};
 use serde::Serialize;
+use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::records::RecordOut;
@@ -106,7 +107,11 @@ fn group_out(g: sqlmq::GroupTrace) -> GroupTraceOut {
 }
 
 /// The trace of record `id` in `topic` (404 `message_not_found`).
-pub(crate) async fn trace_record(state: &AppState, topic: &str, id: &str) -> ApiResult<TraceOut> {
+pub(crate) async fn trace_record<B: Backend>(
+    state: &AppState<B>,
+    topic: &str,
+    id: &str,
+) -> ApiResult<TraceOut> {
     let id: sqlmq::MessageId = id.parse()?;
     let topic = state.topic(topic).await?;
     let trace = topic
@@ -127,8 +132,8 @@ pub(crate) async fn trace_record(state: &AppState, topic: &str, id: &str) -> Api
     params(("topic" = String, Path, description = "Topic name"),
            ("id" = String, Path, description = "Record id")),
     responses((status = 200, description = "The record's trace", body = TraceOut)))]
-pub async fn trace(
-    State(state): State<AppState>,
+pub async fn trace<B: Backend>(
+    State(state): State<AppState<B>>,
     Path((topic, id)): Path<(String, String)>,
 ) -> ApiResult<Json<TraceOut>> {
     Ok(Json(trace_record(&state, &topic, &id).await?))

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::post;
 use axum::{Form, Router};
 use serde::Deserialize;
+use sqlmq::Backend;
 
 use super::PageError;
 use super::layout::enc;
@@ -57,7 +58,7 @@ fn group_page(t: &str, g: &str) -> String {
     format!("/topics/{}/groups/{}", enc(t), enc(g))
 }
 
-async fn pause(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+async fn pause<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>) -> Response {
     done(
         async {
             crate::api::queues::set_paused(&s, &q, true).await?;
@@ -67,7 +68,7 @@ async fn pause(State(s): State<AppState>, Path(q): Path<String>) -> Response {
     )
 }
 
-async fn resume(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+async fn resume<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>) -> Response {
     done(
         async {
             crate::api::queues::set_paused(&s, &q, false).await?;
@@ -78,7 +79,7 @@ async fn resume(State(s): State<AppState>, Path(q): Path<String>) -> Response {
     )
 }
 
-async fn purge(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+async fn purge<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>) -> Response {
     done(
         async {
             let n = s.queue(&q).await?.purge().await?;
@@ -88,8 +89,8 @@ async fn purge(State(s): State<AppState>, Path(q): Path<String>) -> Response {
     )
 }
 
-async fn redrive(
-    State(s): State<AppState>,
+async fn redrive<B: Backend>(
+    State(s): State<AppState<B>>,
     Path(q): Path<String>,
     Form(pick): Form<Pick>,
 ) -> Response {
@@ -105,7 +106,7 @@ async fn redrive(
     )
 }
 
-async fn purge_dead(State(s): State<AppState>, Path(q): Path<String>) -> Response {
+async fn purge_dead<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>) -> Response {
     done(
         async {
             let n = s.queue(&q).await?.purge_dead_letters().await?;
@@ -118,8 +119,8 @@ async fn purge_dead(State(s): State<AppState>, Path(q): Path<String>) -> Respons
     )
 }
 
-async fn delete_message(
-    State(s): State<AppState>,
+async fn delete_message<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((q, id)): Path<(String, String)>,
 ) -> Response {
     done(
@@ -131,8 +132,8 @@ async fn delete_message(
     )
 }
 
-async fn retry_now(
-    State(s): State<AppState>,
+async fn retry_now<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((t, g)): Path<(String, String)>,
     Form(pick): Form<Pick>,
 ) -> Response {
@@ -145,8 +146,8 @@ async fn retry_now(
     )
 }
 
-async fn group_redrive(
-    State(s): State<AppState>,
+async fn group_redrive<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((t, g)): Path<(String, String)>,
     Form(pick): Form<Pick>,
 ) -> Response {
@@ -159,8 +160,8 @@ async fn group_redrive(
     )
 }
 
-async fn group_purge_dead(
-    State(s): State<AppState>,
+async fn group_purge_dead<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((t, g)): Path<(String, String)>,
 ) -> Response {
     done(
@@ -172,8 +173,8 @@ async fn group_purge_dead(
     )
 }
 
-async fn reset(
-    State(s): State<AppState>,
+async fn reset<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((t, g)): Path<(String, String)>,
     Form(range): Form<Range>,
 ) -> Response {
@@ -187,8 +188,8 @@ async fn reset(
     )
 }
 
-async fn replay(
-    State(s): State<AppState>,
+async fn replay<B: Backend>(
+    State(s): State<AppState<B>>,
     Path((t, g)): Path<(String, String)>,
     Form(range): Form<Range>,
 ) -> Response {
@@ -212,7 +213,7 @@ async fn replay(
 }
 
 /// Every action route.
-pub(crate) fn routes() -> Router<AppState> {
+pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
     let q = "/ui/queues/{queue}";
     let g = "/ui/topics/{topic}/groups/{group}";
     Router::new()

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use maud::{Markup, html};
+use sqlmq::Backend;
 
 use super::layout::{Nav, age, enc, page};
 use super::{Page, PageContext};
@@ -132,7 +133,7 @@ pub fn list(alerts: &[Alert]) -> Markup {
 }
 
 /// `GET /alerts`.
-pub async fn show(cx: PageContext) -> Page {
+pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
     let snapshot = cx.state.snapshot();
     let alerts = {
         let h = cx.state.history.lock().expect("poisoned");

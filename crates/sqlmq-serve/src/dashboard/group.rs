@@ -4,6 +4,7 @@
 use axum::extract::Path;
 use axum::response::Response;
 use maud::html;
+use sqlmq::Backend;
 
 use super::chart::{Series, line_chart};
 use super::layout::{Nav, action, age, enc, page, preview};
@@ -13,7 +14,7 @@ use crate::api::model::DeadLetterOut;
 /// Rows listed in the retries and dead-letter tables.
 const LIST_LIMIT: usize = 100;
 
-async fn render(cx: PageContext, topic: String, name: String) -> Page {
+async fn render<B: Backend>(cx: PageContext<B>, topic: String, name: String) -> Page {
     let g = crate::api::groups::one(&cx.state, &topic, &name).await?;
     let group = cx.state.group(&topic, &name).await?;
     let cluster = g.config.mode == "cluster";
@@ -135,6 +136,9 @@ async fn render(cx: PageContext, topic: String, name: String) -> Page {
 }
 
 /// `GET /topics/{topic}/groups/{group}`.
-pub async fn show(cx: PageContext, Path((topic, name)): Path<(String, String)>) -> Response {
+pub async fn show<B: Backend>(
+    cx: PageContext<B>,
+    Path((topic, name)): Path<(String, String)>,
+) -> Response {
     respond(render(cx, topic, name).await)
 }

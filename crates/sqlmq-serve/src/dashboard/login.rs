@@ -8,6 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
+use sqlmq::Backend;
 
 use super::layout::{Chrome, Nav, page};
 use crate::auth::COOKIE;
@@ -33,7 +34,7 @@ fn form_page(error: Option<&str>) -> Markup {
 }
 
 /// `GET /login`.
-pub async fn form(State(state): State<AppState>) -> Response {
+pub async fn form<B: Backend>(State(state): State<AppState<B>>) -> Response {
     if !state.tokens.enabled() {
         return Redirect::to("/").into_response();
     }
@@ -41,7 +42,10 @@ pub async fn form(State(state): State<AppState>) -> Response {
 }
 
 /// `POST /login`: check the token, set the cookie.
-pub async fn submit(State(state): State<AppState>, Form(login): Form<Login>) -> Response {
+pub async fn submit<B: Backend>(
+    State(state): State<AppState<B>>,
+    Form(login): Form<Login>,
+) -> Response {
     let token = login.token.trim();
     if state.tokens.grant(token.as_bytes()).is_none() {
         let page = form_page(Some("That token is not valid."));

@@ -36,6 +36,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use maud::{Markup, html};
 use serde::Deserialize;
+use sqlmq::Backend;
 
 use crate::auth::Access;
 use crate::error::ApiError;
@@ -43,14 +44,14 @@ use crate::state::AppState;
 
 /// What every page handler gets: the state, the caller's access, a flash message, and whether
 /// the browser holds a session cookie (then the header offers to sign out).
-pub struct PageContext {
-    pub state: AppState,
+pub struct PageContext<B: Backend> {
+    pub state: AppState<B>,
     pub access: Access,
     pub flash: Option<String>,
     pub signed_in: bool,
 }
 
-impl PageContext {
+impl<B: Backend> PageContext<B> {
     /// What the page shell shows around the page.
     pub fn chrome(&self) -> layout::Chrome<'_> {
         layout::Chrome {
@@ -66,10 +67,10 @@ struct FlashQuery {
     msg: Option<String>,
 }
 
-impl FromRequestParts<AppState> for PageContext {
+impl<B: Backend> FromRequestParts<AppState<B>> for PageContext<B> {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState<B>) -> Result<Self, Response> {
         let Extension(access) = Extension::<Access>::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -83,7 +84,7 @@ impl FromRequestParts<AppState> for PageContext {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.contains(&format!("{}=", crate::auth::COOKIE)));
-        let State(state) = State::<AppState>::from_request_parts(parts, state)
+        let State(state) = State::<AppState<B>>::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
         Ok(PageContext {
@@ -134,7 +135,7 @@ pub(crate) fn respond(page: Page) -> Response {
 }
 
 /// Every dashboard route.
-pub(crate) fn routes() -> Router<AppState> {
+pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
     Router::new()
         .route("/", get(|cx| async { respond(overview::show(cx).await) }))
         .route(

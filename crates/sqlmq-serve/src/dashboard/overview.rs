@@ -1,6 +1,7 @@
 //! `/`: everything at a glance.
 
 use maud::{Markup, html};
+use sqlmq::Backend;
 
 use super::alerts;
 use super::chart::{Series, line_chart};
@@ -94,7 +95,7 @@ fn traffic_chart(h: &History) -> Markup {
 }
 
 /// `GET /`.
-pub async fn show(cx: PageContext) -> Page {
+pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
     let state = &cx.state;
     let queues = crate::api::queues::all(state).await?;
     let topics = crate::api::topics::all(state).await?;

@@ -1,13 +1,14 @@
 //! `/processes`: registered worker processes and their heartbeats.
 
 use maud::html;
+use sqlmq::Backend;
 
 use super::alerts::SILENT_AFTER;
 use super::layout::{Nav, age, page};
 use super::{Page, PageContext};
 
 /// `GET /processes`.
-pub async fn show(cx: PageContext) -> Page {
+pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
     let list = cx.state.client.processes().await?;
     let body = html! {
         h1 { "Processes" }

@@ -5,6 +5,7 @@ use axum::extract::Path;
 use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
+use sqlmq::Backend;
 
 use super::chart::{Series, line_chart};
 use super::layout::{Nav, action, age, enc, page, preview};
@@ -52,7 +53,7 @@ fn dead_table(queue: &str, dead: &[DeadLetterOut], write: bool) -> Markup {
     }
 }
 
-fn charts(cx: &PageContext, name: &str) -> Markup {
+fn charts<B: Backend>(cx: &PageContext<B>, name: &str) -> Markup {
     let h = cx.state.history.lock().expect("poisoned");
     let point = |f: fn(&crate::history::QueuePoint) -> u64| {
         h.series(|s| s.queues.get(name).map(|p| f(p) as f64))
@@ -93,7 +94,7 @@ fn charts(cx: &PageContext, name: &str) -> Markup {
     }
 }
 
-async fn render(cx: PageContext, name: String, find: Find) -> Page {
+async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Page {
     let q = crate::api::queues::one(&cx.state, &name).await?;
     let queue = cx.state.queue(&name).await?;
     let write = cx.access.can_write();
@@ -159,8 +160,8 @@ async fn render(cx: PageContext, name: String, find: Find) -> Page {
 }
 
 /// `GET /queues/{queue}`.
-pub async fn show(
-    cx: PageContext,
+pub async fn show<B: Backend>(
+    cx: PageContext<B>,
     Path(name): Path<String>,
     axum::extract::Query(find): axum::extract::Query<Find>,
 ) -> Response {

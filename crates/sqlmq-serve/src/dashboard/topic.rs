@@ -5,6 +5,7 @@ use axum::extract::Path;
 use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
+use sqlmq::Backend;
 
 use super::chart::{Series, line_chart};
 use super::layout::{Nav, enc, page, preview};
@@ -78,7 +79,7 @@ pub fn records_table(topic: &str, records: &[RecordOut]) -> Markup {
     }
 }
 
-fn charts(cx: &PageContext, name: &str, groups: &[String]) -> Markup {
+fn charts<B: Backend>(cx: &PageContext<B>, name: &str, groups: &[String]) -> Markup {
     let h = cx.state.history.lock().expect("poisoned");
     let rate = [Series {
         name: "records sequenced".into(),
@@ -102,7 +103,7 @@ fn charts(cx: &PageContext, name: &str, groups: &[String]) -> Markup {
     }
 }
 
-async fn render(cx: PageContext, name: String, look: Look) -> Page {
+async fn render<B: Backend>(cx: PageContext<B>, name: String, look: Look) -> Page {
     let t = crate::api::topics::one(&cx.state, &name).await?;
     let groups = crate::api::groups::all(&cx.state, &name).await?;
     let ranking = crate::api::topics::all(&cx.state).await?;
@@ -146,8 +147,8 @@ async fn render(cx: PageContext, name: String, look: Look) -> Page {
 }
 
 /// `GET /topics/{topic}`.
-pub async fn show(
-    cx: PageContext,
+pub async fn show<B: Backend>(
+    cx: PageContext<B>,
     Path(name): Path<String>,
     axum::extract::Query(look): axum::extract::Query<Look>,
 ) -> Response {

@@ -3,11 +3,12 @@
 use axum::extract::Path;
 use axum::response::Response;
 use maud::html;
+use sqlmq::Backend;
 
 use super::layout::{Nav, enc, page, preview};
 use super::{Page, PageContext, respond};
 
-async fn render(cx: PageContext, topic: String, id: String) -> Page {
+async fn render<B: Backend>(cx: PageContext<B>, topic: String, id: String) -> Page {
     let t = crate::api::trace::trace_record(&cx.state, &topic, &id).await?;
     let body = html! {
         h1 { "Record " code { (t.id) } }
@@ -45,6 +46,9 @@ async fn render(cx: PageContext, topic: String, id: String) -> Page {
 }
 
 /// `GET /topics/{topic}/records/{id}`.
-pub async fn show(cx: PageContext, Path((topic, id)): Path<(String, String)>) -> Response {
+pub async fn show<B: Backend>(
+    cx: PageContext<B>,
+    Path((topic, id)): Path<(String, String)>,
+) -> Response {
     respond(render(cx, topic, id).await)
 }
