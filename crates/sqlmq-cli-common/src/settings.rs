@@ -13,13 +13,15 @@ use sqlmq::{Backend, Client};
 use sqlx::mysql::MySqlConnectOptions;
 use tokio::net::TcpStream;
 
-/// Database used when neither a flag, the environment nor the config file names one.
-pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
+/// Database used when neither a flag, the environment nor the config file names one: a SQLite
+/// file in the current directory, so that sqlmq runs with nothing installed.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://sqlmq.db";
 
 /// Options accepted before or after any subcommand.
 #[derive(Args, Debug)]
 pub struct GlobalArgs {
-    /// Database to use [default: mysql://root@127.0.0.1:3306/test]
+    /// Database to use: sqlite://path/file.db (created when missing), sqlite::memory:, or
+    /// mysql://user:password@host:port/database [default: sqlite://sqlmq.db]
     #[arg(
         long,
         env = "SQLMQ_DATABASE_URL",
@@ -62,6 +64,8 @@ struct FileConfig {
 pub enum BackendKind {
     /// `mysql://` or `mariadb://`.
     MySql,
+    /// `sqlite://` (a file) or `sqlite::memory:`.
+    Sqlite,
 }
 
 /// The options in force after merging flags, environment, file and defaults.
@@ -75,6 +79,9 @@ pub struct Settings {
     pub max_payload_bytes: Option<usize>,
     /// `-v` count.
     pub verbose: u8,
+    /// Whether no flag, environment variable or config file named the database, so that
+    /// [`DEFAULT_DATABASE_URL`] is in use.
+    pub defaulted: bool,
 }
 
 impl Settings {
@@ -84,12 +91,10 @@ impl Settings {
             Some(path) => read_config(path)?,
             None => FileConfig::default(),
         };
+        let database_url = args.database_url.clone().or(file.database_url);
         Ok(Settings {
-            database_url: args
-                .database_url
-                .clone()
-                .or(file.database_url)
-                .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            defaulted: database_url.is_none(),
+            database_url: database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
             table_prefix: args
                 .table_prefix
                 .clone()
@@ -111,20 +116,37 @@ impl Settings {
 
     /// The backend the database URL's scheme names.
     pub fn backend(&self) -> Result<BackendKind> {
-        let scheme = self
-            .database_url
-            .split_once("://")
-            .map_or("", |(scheme, _)| scheme);
-        match scheme {
+        let url = &self.database_url;
+        if url.starts_with("sqlite:") {
+            return Ok(BackendKind::Sqlite);
+        }
+        match url.split_once("://").map_or("", |(scheme, _)| scheme) {
             "mysql" | "mariadb" => Ok(BackendKind::MySql),
             _ => bail!(
-                "cannot use {}: the database URL must start with mysql:// or mariadb://",
-                redact(&self.database_url)
+                "cannot use {}: the database URL must start with sqlite:// (a file, created when \
+                 missing), sqlite::memory:, mysql:// or mariadb://",
+                redact(url)
             ),
         }
     }
 
-    /// Connect to backend `B` with these settings.
+    /// Say on stderr, once per process, that the default database is in use (no flag,
+    /// environment variable or config file named one).
+    fn announce_default(&self) {
+        static ANNOUNCED: std::sync::Once = std::sync::Once::new();
+        if self.defaulted {
+            ANNOUNCED.call_once(|| {
+                eprintln!(
+                    "sqlmq: no database configured (--database-url, SQLMQ_DATABASE_URL or \
+                     database_url in --config): using {DEFAULT_DATABASE_URL}, in the current \
+                     directory"
+                )
+            });
+        }
+    }
+
+    /// Connect to backend `B` with these settings (a SQLite database without sqlmq's tables
+    /// gets them).
     pub async fn connect<B: Backend>(&self) -> Result<Client<B>> {
         self.connect_with(self.builder()).await
     }
@@ -135,11 +157,25 @@ impl Settings {
         builder: sqlmq::ClientBuilder,
     ) -> Result<Client<B>> {
         let context = || format!("cannot use {}", redact(&self.database_url));
-        reachable(&self.database_url).await.with_context(context)?;
-        builder
+        self.announce_default();
+        if self.backend()? == BackendKind::MySql {
+            reachable(&self.database_url).await.with_context(context)?;
+        }
+        let client = builder
             .open::<B>(&self.database_url)
             .await
-            .with_context(context)
+            .with_context(context)?;
+        // A SQLite file with no schema is one this tool just created (or an empty one): set
+        // it up, so that sqlmq works on a machine with nothing installed without a `migrate`
+        // first. A server database is migrated explicitly, by whoever owns its schema.
+        if self.backend()? == BackendKind::Sqlite && client.schema_version() == 0 {
+            client.migrate().await.with_context(context)?;
+            eprintln!(
+                "sqlmq: created sqlmq's tables in {}",
+                redact(&self.database_url)
+            );
+        }
+        Ok(client)
     }
 }
 
@@ -204,6 +240,33 @@ mod tests {
     }
 
     #[test]
+    fn the_scheme_picks_the_backend() {
+        let with = |url: &str| Settings {
+            database_url: url.into(),
+            table_prefix: "sqlmq_".into(),
+            max_payload_bytes: None,
+            verbose: 0,
+            defaulted: false,
+        };
+        assert_eq!(
+            with("sqlite://a.db").backend().unwrap(),
+            BackendKind::Sqlite
+        );
+        assert_eq!(
+            with("sqlite::memory:").backend().unwrap(),
+            BackendKind::Sqlite
+        );
+        assert_eq!(with("mysql://h/db").backend().unwrap(), BackendKind::MySql);
+        assert_eq!(
+            with("mariadb://h/db").backend().unwrap(),
+            BackendKind::MySql
+        );
+        let err = with("postgres://u:pw@h/db").backend().unwrap_err();
+        assert!(format!("{err}").contains("sqlite://"), "{err}");
+        assert!(!format!("{err}").contains("pw"), "{err}");
+    }
+
+    #[test]
     fn flags_override_the_file_which_overrides_defaults() {
         let dir = std::env::temp_dir().join(format!("sqlmq-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -227,6 +290,8 @@ mod tests {
         args.config = None;
         let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.database_url, DEFAULT_DATABASE_URL);
+        assert!(s.defaulted);
+        assert_eq!(s.backend().unwrap(), BackendKind::Sqlite);
         std::fs::write(&path, "databse_url = \"typo\"\n").unwrap();
         args.config = Some(path);
         let err = Settings::resolve(&args).unwrap_err();

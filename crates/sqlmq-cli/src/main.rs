@@ -116,6 +116,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::resolve(&cli.global)?;
     match settings.backend()? {
         BackendKind::MySql => dispatch::<sqlmq::MySql>(&settings, cli.command).await,
+        BackendKind::Sqlite => dispatch::<sqlmq::Sqlite>(&settings, cli.command).await,
     }
 }
 
@@ -148,8 +149,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Query(args) => cmd::query::run::<B>(settings, args).await,
         Trace(args) => cmd::trace::run::<B>(settings, args).await,
         Demo(args) => cmd::demo::run::<B>(settings, args).await,
-        // The HTTP server is written for MySQL/MariaDB, today the only backend.
-        Serve(args) => cmd::serve::run(settings, args).await,
+        Serve(args) => cmd::serve::run::<B>(settings, args).await,
         // The benchmark measures MySQL/MariaDB itself (its baselines are server statements).
         Bench(args) => cmd::bench::run(settings, args).await,
     }

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use common::{Stats, TestDb};
 
 /// Guarantee: the demo finishes well under 30 s with exit 0, names the retry and the dead
-/// letter with its error history, leaves only the dead letter behind, and can run again on
-/// the same database (it clears its queue first).
+/// letter with its error history, leaves only the dead letter behind, shows the topic's group
+/// consuming every record (one after a retry) with dense offsets, and can run again on the
+/// same database (it clears its queue and starts its group from the end).
 #[test]
 fn demo_runs_to_completion_and_can_run_again() {
     let db = TestDb::new();
@@ -39,5 +40,16 @@ fn demo_runs_to_completion_and_can_run_again() {
         );
         let dead = db.json(&["dlq", "list", "demo", "--json"]);
         assert_eq!(dead[0]["errors"].as_array().unwrap().len(), 3);
+        let (from, to) = (run * 100, run * 100 + 100);
+        assert!(
+            stdout.contains(&format!(
+                "offsets p0 {from}..{to}, p1 {from}..{to}, p2 {from}..{to}, p3 {from}..{to} \
+                 (400 new, none skipped)"
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("2 members acked 400 records"), "{stdout}");
+        assert!(stdout.contains("acked on attempt 2"), "{stdout}");
+        assert!(stdout.contains("lag now 0 unconsumed, 0 dead"), "{stdout}");
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use sqlmq::Backend;
 
 use crate::cmd::{UsageError, parse_duration};
 use crate::settings::Settings;
@@ -56,7 +57,7 @@ fn read_token(path: &Path) -> Result<String> {
 }
 
 /// Run `sqlmq serve` until SIGTERM or Ctrl-C.
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let token = match (&args.token, &args.token_file) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(path)) => Some(read_token(path)?),
@@ -86,7 +87,7 @@ pub async fn run(settings: &Settings, args: Args) -> Result<()> {
         .into());
     }
     let config = config.prometheus(sqlmq_serve::install_prometheus_recorder());
-    let client = settings.connect::<sqlmq::MySql>().await?;
+    let client = settings.connect::<B>().await?;
     let server = sqlmq_serve::Server::bind(client, config).await?;
     eprintln!(
         "sqlmq serve: listening on http://{} (dashboard at /, API under /v1, /metrics, /openapi.json)",

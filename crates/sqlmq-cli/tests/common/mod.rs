@@ -12,6 +12,25 @@ use serde_json::Value;
 use sqlmq_testkit::TestDatabase;
 pub use sqlmq_testkit::eventually;
 
+/// Run `cmd` to completion with `stdin` as its input (written from a thread of its own, so
+/// that a command that writes much before it reads cannot deadlock the test).
+pub fn run_with_input(mut cmd: Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let input = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
 /// A throwaway database and a scratch directory, with helpers to run the binary against them.
 pub struct TestDb {
     pub name: String,
@@ -46,21 +65,7 @@ impl TestDb {
 
     /// Run to completion with `stdin` as input.
     pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut pipe = child.stdin.take().unwrap();
-        let input = stdin.to_vec();
-        let writer = std::thread::spawn(move || {
-            let _ = pipe.write_all(&input);
-        });
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap();
-        out
+        run_with_input(self.cmd(args), stdin)
     }
 
     /// Run to completion with an empty stdin.

@@ -1,15 +1,19 @@
-//! `sqlmq demo`: the README's first command. On a `demo` queue of the configured database,
-//! two producers send messages in atomic batches while four consumers process them; one
-//! "flaky" message fails once and succeeds on its retry, one "poison" message fails every time
-//! and ends in the dead letters with its error history.
+//! `sqlmq demo`: the README's first command, in two acts on the configured database.
+//!
+//! 1. A `demo` queue: two producers send messages in atomic batches while four consumers
+//!    process them; one "flaky" message fails once and succeeds on its retry, one "poison"
+//!    message fails every time and ends in the dead letters with its error history.
+//! 2. A `demo_events` topic with a consumer group (`stream.rs`).
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | set-up, orchestration, the summary |
-//! | `workers.rs` | producers, consumers, shared counters |
+//! | `mod.rs` | set-up, orchestration, the queue's summary |
+//! | `workers.rs` | the queue's producers, consumers, shared counters |
 //! | `progress.rs` | the live progress line |
+//! | `stream.rs` | the topic and its consumer group |
 
 mod progress;
+mod stream;
 mod workers;
 
 use std::sync::Arc;
@@ -46,6 +50,9 @@ pub struct Args {
     /// Ordinary messages to send (besides the flaky and the poison one)
     #[arg(long, value_name = "N", default_value_t = 2000)]
     messages: usize,
+    /// Records to publish to the demo topic (1 or more)
+    #[arg(long, value_name = "N", default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..))]
+    records: u32,
 }
 
 /// Run `sqlmq demo`.
@@ -92,7 +99,8 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let elapsed = started.elapsed();
     progress.finish(&counters, elapsed);
     finished?;
-    summary(&queue, &counters, specials, elapsed).await
+    summary(&queue, &counters, specials, elapsed).await?;
+    stream::run(&client, args.records as usize).await
 }
 
 /// The producers' messages: ordinary ones split evenly, the special ones first in the first
