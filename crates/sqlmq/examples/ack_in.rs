@@ -48,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
         .receive(1, Duration::from_millis(300))
         .await?
         .remove(0);
-    let mut slow_tx = client.pool().begin().await?;
+    let mut slow_tx = client.begin().await?;
     record(&mut slow_tx, &slow).await?;
     tokio::time::sleep(Duration::from_millis(800)).await;
 
@@ -113,7 +113,7 @@ async fn record(conn: &mut sqlx::MySqlConnection, d: &Delivery) -> anyhow::Resul
 
 /// Handle `d`: its ledger row and its ack in one transaction. Returns what happened.
 async fn apply(client: &Client, queue: &Queue, d: &Delivery) -> anyhow::Result<&'static str> {
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     record(&mut tx, d).await?;
     match queue.ack_in(&mut tx, d.receipt()).await {
         Ok(()) => {

@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
 
     // In the caller's transaction: the order row and its message commit together...
     common::create_orders_table(&client).await?;
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     let order = common::insert_order(&mut tx, "ada").await?;
     let confirmation = serde_json::json!({"order": order, "template": "confirmation"});
     emails
@@ -75,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
     println!("order {order} and its confirmation committed together");
 
     // ...and a rollback leaves neither behind.
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     common::insert_order(&mut tx, "bob").await?;
     emails.send_in(&mut tx, Message::new("never sent")).await?;
     tx.rollback().await?;

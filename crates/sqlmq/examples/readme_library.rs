@@ -24,14 +24,14 @@ async fn readme() -> anyhow::Result<()> {
     let emails = client.create_queue("emails", QueueConfig::default().max_attempts(5)).await?;
 
     // Send inside the transaction that creates the order: both or neither.
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
     emails.send_in(&mut tx, Message::json(&serde_json::json!({"order": 42}))?).await?;
     tx.commit().await?;
 
     // Consume: claim, handle, ack (here in the handler's own transaction).
     for d in emails.receive(10, Duration::from_secs(30)).await? {
-        let mut tx = client.pool().begin().await?;
+        let mut tx = client.begin().await?;
         sqlx::query("UPDATE orders SET mailed = 1 WHERE id = 42").execute(&mut *tx).await?;
         match emails.ack_in(&mut tx, d.receipt()).await {
             Ok(()) => tx.commit().await?,

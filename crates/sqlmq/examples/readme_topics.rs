@@ -24,7 +24,7 @@ async fn readme(client: Client) -> anyhow::Result<()> {
 
     let orders = client.create_topic("orders", TopicConfig::default().partitions(8)).await?;
     // Published in the caller's transaction; the key picks the partition (per-key order).
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     orders.publish_in(&mut tx, Record::json(&serde_json::json!({"order": 42}))?.key("customer-7")).await?;
     tx.commit().await?;
 

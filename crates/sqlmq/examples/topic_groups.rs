@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
 
     // In the caller's transaction: the order row and its record commit together.
     common::create_orders_table(&client).await?;
-    let mut tx = client.pool().begin().await?;
+    let mut tx = client.begin().await?;
     let order = common::insert_order(&mut tx, "ada").await?;
     let record = Record::json(&serde_json::json!({"customer": "ada", "order": order}))?;
     orders.publish_in(&mut tx, record.key("ada")).await?;

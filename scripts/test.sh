@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine that has only Rust: README's second command,
+# and exactly what CI runs (.ci/run).
+#
+# The SQLite tests need nothing. The MySQL/MariaDB tests need a server on which they may
+# create and drop databases: the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
+# 127.0.0.1:3306 as root without a password, which this script installs (Debian's
+# mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
+# server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
+# installed here when missing. When something cannot be installed, the script says what to
+# install or which URL to set, and stops: MySQL tests are never skipped silently.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'scripts/test.sh: %s\n' "$*" >&2; }
+die() {
+    log "$*"
+    exit 1
+}
+
+# Run as root, or through sudo when that works without a password.
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo -n "$@"
+    else
+        return 1
+    fi
+}
+
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || return 1
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -q && as_root apt-get install -y -q "$@"
+}
+
+wait_for() {
+    for _ in $(seq 1 120); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.5
+    done
+    return 1
+}
+
+# 1. A MySQL/MariaDB server for the MySQL half of the suite.
+if [ -n "${SQLMQ_TEST_DATABASE_URL:-}" ]; then
+    log "MySQL tests use SQLMQ_TEST_DATABASE_URL"
+else
+    if [ ! -x /usr/sbin/mariadbd ]; then
+        log "installing mariadb-server (the MySQL half of the suite needs a server)"
+        apt_install mariadb-server || die "cannot install mariadb-server here (no root or no \
+apt-get): install MariaDB 10.6+ or MySQL 8.0+ yourself, or set \
+SQLMQ_TEST_DATABASE_URL=mysql://user:password@host:port/database to a server on which that \
+user may create and drop databases"
+    fi
+    if ! mariadb-admin -uroot -h127.0.0.1 ping >/dev/null 2>&1 &&
+        ! mariadb-admin -uroot ping >/dev/null 2>&1; then
+        log "starting mariadbd"
+        as_root mkdir -p /run/mysqld && as_root chown mysql:mysql /run/mysqld &&
+            as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd \
+                -- --user=mysql ||
+            die "cannot start mariadbd (needs root): start it, or set SQLMQ_TEST_DATABASE_URL"
+    fi
+    wait_for mariadb-admin -uroot ping || wait_for mariadb-admin -uroot -h127.0.0.1 ping ||
+        die "mariadbd does not answer"
+    # A fresh Debian install lets root in only through the Unix socket.
+    if ! mariadb -uroot -h127.0.0.1 -e 'SELECT 1' >/dev/null 2>&1; then
+        log "letting root in over TCP"
+        as_root mariadb -uroot -e \
+            "ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD('')" ||
+            die "root cannot log in over TCP: set SQLMQ_TEST_DATABASE_URL"
+    fi
+    wait_for mariadb -uroot -h127.0.0.1 -e 'SELECT 1' || die "root cannot log in over TCP"
+    mariadb -uroot -h127.0.0.1 -e 'CREATE DATABASE IF NOT EXISTS test'
+    log "$(mariadb -uroot -h127.0.0.1 -N -e 'SELECT VERSION()') is up"
+fi
+
+# 2. What the HTTP server's tests drive.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    log "installing chromium and chromium-driver (the dashboard test)"
+    apt_install chromium chromium-driver ||
+        die "cannot install chromium and chromium-driver here: install them (Debian packages \
+chromium, chromium-driver)"
+fi
+if ! command -v schemathesis >/dev/null 2>&1; then
+    log "installing schemathesis (the OpenAPI conformance test)"
+    python3 -m pip install -q schemathesis || die "cannot install schemathesis: pip install schemathesis"
+    # pyenv puts console scripts behind shims, refreshed by `pyenv rehash`.
+    if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+fi
+command -v schemathesis >/dev/null 2>&1 || die "schemathesis is installed but not on PATH"
+
+# 3. Every test: SQLite and MySQL, library, binaries and HTTP server.
+exec cargo test --workspace --locked "$@"
