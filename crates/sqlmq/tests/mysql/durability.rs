@@ -151,6 +151,9 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
 
     let sent: Arc<Mutex<HashSet<MessageId>>> = Arc::default();
     let acked: Arc<Mutex<HashSet<MessageId>>> = Arc::default();
+    // The batch whose ack failed when the server died: its COMMIT may have been applied with
+    // the reply lost, so those messages may be gone or still stored; either is correct.
+    let in_doubt: Arc<Mutex<HashSet<MessageId>>> = Arc::default();
     let producers: Vec<_> = (0..4)
         .map(|p| {
             let (q, sent) = (q.clone(), sent.clone());
@@ -177,7 +180,7 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
         })
         .collect();
     let consumer = {
-        let (q, acked) = (q.clone(), acked.clone());
+        let (q, acked, in_doubt) = (q.clone(), acked.clone(), in_doubt.clone());
         tokio::spawn(async move {
             loop {
                 let Ok(batch) = q.receive(20, LEASE).await else {
@@ -189,7 +192,10 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
                         assert!(report.lost.is_empty());
                         acked.lock().unwrap().extend(batch.iter().map(|d| d.id));
                     }
-                    Err(_) => return,
+                    Err(_) => {
+                        in_doubt.lock().unwrap().extend(batch.iter().map(|d| d.id));
+                        return;
+                    }
                 }
             }
         })
@@ -210,6 +216,7 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
 
     let sent = std::mem::take(&mut *sent.lock().unwrap());
     let acked = std::mem::take(&mut *acked.lock().unwrap());
+    let in_doubt = std::mem::take(&mut *in_doubt.lock().unwrap());
     assert!(
         sent.len() >= 2000,
         "traffic before the crash: {}",
@@ -234,7 +241,7 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
             .collect();
     let lost: Vec<_> = sent
         .difference(&acked)
-        .filter(|id| !stored.contains(id))
+        .filter(|id| !stored.contains(id) && !in_doubt.contains(id))
         .collect();
     assert!(
         lost.is_empty(),
