@@ -22,8 +22,8 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Run a binary's `main` future: log to stderr at the level `-v` asks for, run `main` on a
-/// multi-threaded runtime, print its error (see [`report`]) and map the outcome to an exit
-/// code.
+/// multi-threaded runtime, print its error (the chain of causes, each once) and map the outcome
+/// to an exit code.
 ///
 /// ```no_run
 /// # async fn run() -> anyhow::Result<()> { Ok(()) }

@@ -52,7 +52,7 @@ pub struct Args {
     /// Shell command run once per record (`sh -c CMD`, cluster groups only), the body on stdin
     /// and SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION, SQLMQ_OFFSET, SQLMQ_MESSAGE_ID,
     /// SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY (the record's key) and
-    /// SQLMQ_HEADER_<KEY> in the environment. Exit 0 acks; anything else nacks with the end of
+    /// `SQLMQ_HEADER_<KEY>` in the environment. Exit 0 acks; anything else nacks with the end of
     /// its stderr. Without --exec, records are printed (and acked once printed)
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,

@@ -46,7 +46,7 @@ pub struct Args {
     queue: String,
     /// Shell command run once per message (`sh -c CMD`): the body on stdin; SQLMQ_QUEUE,
     /// SQLMQ_MESSAGE_ID, SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY and
-    /// SQLMQ_HEADER_<KEY> in the environment. Exit 0 acks; anything else nacks with the end of
+    /// `SQLMQ_HEADER_<KEY>` in the environment. Exit 0 acks; anything else nacks with the end of
     /// its stderr
     #[arg(long, value_name = "CMD")]
     exec: String,
