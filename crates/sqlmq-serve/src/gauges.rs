@@ -51,6 +51,10 @@ fn describe() {
         metrics::Unit::Seconds,
         "Time to answer an HTTP request (long polls included), by route template"
     );
+    metrics::describe_counter!(
+        "sqlmq_http_panics_total",
+        "Request handlers that panicked (answered 500 with code internal; a bug to report)"
+    );
 }
 
 /// A label value with `\`, `"` and newlines escaped.

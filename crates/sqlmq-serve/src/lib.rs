@@ -58,6 +58,7 @@ mod handles;
 mod history;
 mod longpoll;
 mod openapi;
+mod panic;
 mod server;
 mod snapshot;
 mod state;

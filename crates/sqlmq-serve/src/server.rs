@@ -93,6 +93,7 @@ fn build<B: Backend>(state: AppState<B>, config: &ServeConfig) -> Router {
         ))
         .layer(middleware::from_fn(record))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(crate::panic::layer())
         .with_state(state)
 }
 
@@ -252,8 +253,8 @@ mod tests {
 
     /// The server is generic over the library's backend. Handlers are type-checked for every
     /// `B` already; taking `router` for each backend as a function pointer also makes the
-    /// compiler generate every handler for it (SQLite's store is not complete yet, so this
-    /// does not run it).
+    /// compiler generate every handler for it (the HTTP tests run it on MySQL, the CLI's
+    /// `tests/sqlite.rs` serves a SQLite file).
     #[test]
     fn the_router_is_built_for_every_backend() {
         fn instantiate<B: Backend>() {
