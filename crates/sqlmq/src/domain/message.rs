@@ -64,7 +64,10 @@ impl Message {
         Ok(Message::new(serde_json::to_vec(value)?))
     }
 
-    /// Use this id instead of a generated one (it must be unique).
+    /// Use this id instead of a generated one. Sending an id whose message is still stored is a
+    /// no-op that returns the original ([`Sent::duplicate`](crate::Sent) is true), whichever
+    /// queue holds it; once that message is acked the id is free again (an idempotency key
+    /// with the queue's dedup window also covers a resend after consumption).
     ///
     /// ```
     /// let id = sqlmq::MessageId::new();

@@ -30,6 +30,7 @@ mod group;
 pub(crate) mod mysql;
 mod process;
 mod queue;
+mod resend;
 pub(crate) mod rows;
 mod server;
 pub(crate) mod sqlite;

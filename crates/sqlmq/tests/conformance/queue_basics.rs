@@ -347,6 +347,81 @@ pub(crate) async fn idempotent_send_returns_the_original<B: TestBackend>() {
     db.drop().await;
 }
 
+/// Guarantee 8 for message ids: sending an id that is stored already (a retry after an
+/// unknown COMMIT outcome, a resent clone) is a no-op that returns the original, alone, in a
+/// batch, in the caller's transaction, and in a batch split into several statements.
+pub(crate) async fn resending_a_stored_id_returns_the_original<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    let original = Message::new("original");
+    let first = q.send(original.clone()).await.unwrap();
+    assert!(!first.duplicate);
+    let again = q
+        .send(Message::new("changed body").with_id(first.id))
+        .await
+        .unwrap();
+    assert_eq!((again.id, again.duplicate), (first.id, true));
+
+    // A batch: a stored id, a new one, and a repeat within the batch.
+    let fresh = Message::new("fresh");
+    let sent = q
+        .send_batch(vec![original.clone(), fresh.clone(), fresh.clone()])
+        .await
+        .unwrap();
+    let flags: Vec<bool> = sent.iter().map(|s| s.duplicate).collect();
+    assert_eq!(flags, [true, false, true]);
+    assert_eq!(db.count("messages").await, 2);
+
+    // In the caller's transaction, which goes on and commits its other work.
+    let mut tx = client.begin().await.unwrap();
+    assert!(
+        q.send_in(&mut tx, original.clone())
+            .await
+            .unwrap()
+            .duplicate
+    );
+    let other = q.send_in(&mut tx, Message::new("other")).await.unwrap();
+    assert!(!other.duplicate);
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("messages").await, 3);
+
+    // A batch of several INSERT statements (on MySQL: 1 024 rows each), with stored ids in its first and its last statement
+    // and a repeat that spans statements: only those are skipped, the rest is stored.
+    let mut batch: Vec<Message> = (0..1500).map(|i| Message::new(format!("b{i}"))).collect();
+    batch[10] = original.clone();
+    batch[1200] = fresh.clone();
+    batch[1400] = batch[5].clone();
+    let sent = q.send_batch(batch).await.unwrap();
+    let dups: Vec<usize> = (0..sent.len()).filter(|&i| sent[i].duplicate).collect();
+    assert_eq!(dups, [10, 1200, 1400]);
+    assert_eq!(db.count("messages").await, 3 + 1497);
+    assert_eq!(q.stats().await.unwrap().ready, 3 + 1497);
+
+    // The original is what is delivered, once.
+    let got = q.receive(1, LEASE).await.unwrap();
+    assert_eq!(
+        (got[0].id, got[0].body.as_slice()),
+        (first.id, &b"original"[..])
+    );
+
+    // Concurrent senders of one new id: one stores it, the others wait for its commit and see
+    // a duplicate.
+    let racer = Message::new("raced");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (q, m) = (q.clone(), racer.clone());
+            tokio::spawn(async move { q.send(m).await.unwrap().duplicate })
+        })
+        .collect();
+    let mut stored = 0;
+    for t in tasks {
+        stored += usize::from(!t.await.unwrap());
+    }
+    assert_eq!(stored, 1);
+    assert_eq!(db.count("messages").await, 3 + 1497 + 1);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 pub(crate) async fn idempotency_keys_expire_with_their_window<B: TestBackend>() {
     let (db, _client, q) =
         queue::<B>(QueueConfig::default().dedup_window(Duration::from_millis(200))).await;
@@ -387,5 +462,5 @@ pub(crate) async fn concurrent_senders_of_one_key_store_one_message<B: TestBacke
 }
 
 sqlmq_testkit::conformance!(
-    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message]
+    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, resending_a_stored_id_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message]
 );

@@ -12,6 +12,7 @@ use super::{MySqlStore, id_at, insert_values};
 use crate::domain::{Error, Result};
 use crate::domain::{Message, MessageId, Sent};
 use crate::store::Enqueue;
+use crate::store::resend::drop_known;
 use crate::store::rows::Entry;
 use crate::store::rows::SendBatch;
 use crate::store::statements::padded;
@@ -70,18 +71,27 @@ impl Enqueue<MySql> for MySqlStore {
                 duplicate: false,
             })
             .collect();
-        let fresh = self
+        let mut fresh = self
             .check_idempotency(conn, queue_id, dedup_window, msgs, &mut out)
             .await?;
-        let fresh: Vec<&Message> = fresh.into_iter().map(|i| &msgs[i]).collect();
         if fresh.is_empty() {
             return Ok(out);
         }
-        self.insert_messages(conn, queue_id, &fresh, budget).await?;
+        // Ids sent before (or twice in this batch) are no-ops returning the original.
+        let known = self
+            .insert_messages(conn, queue_id, msgs, &fresh, budget)
+            .await?;
+        if !known.is_empty() {
+            for &i in &known {
+                out[i].duplicate = true;
+            }
+            let known: HashSet<usize> = known.into_iter().collect();
+            fresh.retain(|i| !known.contains(i));
+        }
 
         let mut placed = Vec::new();
         let mut keyed = Vec::new();
-        for m in &fresh {
+        for m in fresh.iter().map(|&i| &msgs[i]) {
             let entry = Entry {
                 id: m.id,
                 priority: m.priority,
@@ -116,27 +126,32 @@ impl Enqueue<MySql> for MySqlStore {
 }
 
 impl MySqlStore {
-    /// Insert message rows, in statements bounded by `budget` bytes and the placeholder limit.
+    /// Insert the rows of `msgs[fresh]`, in statements bounded by `budget` bytes and the
+    /// placeholder limit. Returns the indices (into `msgs`) of messages not inserted because
+    /// their id is stored already or repeats an earlier one of the batch (see `store/resend.rs`).
     async fn insert_messages(
         &self,
         conn: &mut MySqlConnection,
         queue_id: i32,
-        msgs: &[&Message],
+        msgs: &[Message],
+        fresh: &[usize],
         budget: usize,
-    ) -> Result<()> {
-        let headers: Vec<Option<String>> = msgs
+    ) -> Result<Vec<usize>> {
+        let headers: Vec<Option<String>> = fresh
             .iter()
+            .map(|&i| &msgs[i])
             .map(|m| {
                 (!m.headers.is_empty())
                     .then(|| serde_json::to_string(&m.headers))
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
-        let rows: Vec<(&Message, Option<&String>)> = msgs
+        let mut rows: Vec<(usize, &Message, Option<&String>)> = fresh
             .iter()
-            .copied()
             .zip(headers.iter().map(Option::as_ref))
+            .map(|(&i, h)| (i, &msgs[i], h))
             .collect();
+        let mut known = Vec::new();
         let max_rows = (u16::MAX as usize / MESSAGE_PARAMS).min(MAX_LIST);
         let mut start = 0;
         while start < rows.len() {
@@ -145,21 +160,21 @@ impl MySqlStore {
             let mut end = start;
             let mut bytes = 0;
             while end < rows.len() && end - start < max_rows {
-                let b = row_bytes(rows[end].0, rows[end].1);
+                let b = row_bytes(rows[end].1, rows[end].2);
                 if end > start && bytes + b > budget {
                     break;
                 }
                 bytes += b;
                 end += 1;
             }
-            insert_values(
+            let inserted = insert_values(
                 &self.st,
                 conn,
                 INSERT_MESSAGES,
                 MESSAGE_ROW,
                 &rows[start..end],
                 max_rows,
-                |q, (m, h)| {
+                |q, (_, m, h)| {
                     q.bind(m.id.bytes())
                         .bind(queue_id)
                         .bind(m.priority)
@@ -169,10 +184,27 @@ impl MySqlStore {
                         .bind(m.body.as_slice())
                 },
             )
-            .await?;
-            start = end;
+            .await;
+            match inserted {
+                Ok(()) => start = end,
+                Err(e) if e.is_duplicate_key() => {
+                    let ids: Vec<MessageId> = rows[start..].iter().map(|r| r.1.id).collect();
+                    let stored: HashSet<MessageId> =
+                        super::fetch_id_list(&self.st, conn, ANY_MESSAGE, &ids)
+                            .await?
+                            .iter()
+                            .map(|r| id_at(r, 0))
+                            .collect::<Result<_>>()?;
+                    let dropped = drop_known(&mut rows, start, &stored, |r| r.1.id);
+                    if dropped.is_empty() {
+                        return Err(e);
+                    }
+                    known.extend(dropped.into_iter().map(|r| r.0));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(())
+        Ok(known)
     }
 
     /// Put entries into `ready` (no delay left) or `scheduled` (delay in microseconds).

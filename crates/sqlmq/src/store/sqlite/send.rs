@@ -8,7 +8,7 @@
 //! too: its first write fails with `SQLITE_BUSY_SNAPSHOT` (retryable) if another connection
 //! wrote since its read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::{Row, Sqlite, SqliteConnection};
@@ -17,6 +17,7 @@ use super::keys::Keyed;
 use super::{SqliteStore, id_at, insert_values, now_us};
 use crate::domain::{Error, Message, MessageId, Result, Sent};
 use crate::store::Enqueue;
+use crate::store::resend::drop_known;
 use crate::store::rows::{Entry, SendBatch};
 use crate::store::statements::{MAX_LIST, bucket, padded};
 
@@ -77,18 +78,27 @@ impl Enqueue<Sqlite> for SqliteStore {
                 duplicate: false,
             })
             .collect();
-        let fresh = self
+        let mut fresh = self
             .check_idempotency(conn, queue_id, dedup_window, msgs, &mut out)
             .await?;
-        let fresh: Vec<&Message> = fresh.into_iter().map(|i| &msgs[i]).collect();
         if fresh.is_empty() {
             return Ok(out);
         }
-        self.insert_messages(conn, queue_id, &fresh, budget).await?;
+        // Ids sent before (or twice in this batch) are no-ops returning the original.
+        let known = self
+            .insert_messages(conn, queue_id, msgs, &fresh, budget)
+            .await?;
+        if !known.is_empty() {
+            for &i in &known {
+                out[i].duplicate = true;
+            }
+            let known: HashSet<usize> = known.into_iter().collect();
+            fresh.retain(|i| !known.contains(i));
+        }
 
         let mut placed = Vec::new();
         let mut keyed = Vec::new();
-        for m in &fresh {
+        for m in fresh.iter().map(|&i| &msgs[i]) {
             let entry = Entry {
                 id: m.id,
                 priority: m.priority,
@@ -123,27 +133,32 @@ impl Enqueue<Sqlite> for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Insert message rows, in statements bounded by `budget` bytes and the parameter limit.
+    /// Insert the rows of `msgs[fresh]`, in statements bounded by `budget` bytes and the
+    /// parameter limit. Returns the indices (into `msgs`) of messages not inserted because
+    /// their id is stored already or repeats an earlier one of the batch (see `store/resend.rs`).
     async fn insert_messages(
         &self,
         conn: &mut SqliteConnection,
         queue_id: i32,
-        msgs: &[&Message],
+        msgs: &[Message],
+        fresh: &[usize],
         budget: usize,
-    ) -> Result<()> {
-        let headers: Vec<Option<String>> = msgs
+    ) -> Result<Vec<usize>> {
+        let headers: Vec<Option<String>> = fresh
             .iter()
+            .map(|&i| &msgs[i])
             .map(|m| {
                 (!m.headers.is_empty())
                     .then(|| serde_json::to_string(&m.headers))
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
-        let rows: Vec<(&Message, Option<&String>)> = msgs
+        let mut rows: Vec<(usize, &Message, Option<&String>)> = fresh
             .iter()
-            .copied()
             .zip(headers.iter().map(Option::as_ref))
+            .map(|(&i, h)| (i, &msgs[i], h))
             .collect();
+        let mut known = Vec::new();
         let mut start = 0;
         while start < rows.len() {
             // Greedy chunk under the byte budget (at least one row: a single message is already
@@ -152,21 +167,21 @@ impl SqliteStore {
             let mut end = start;
             let mut bytes = 0;
             while end < rows.len() {
-                let b = row_bytes(rows[end].0, rows[end].1);
+                let b = row_bytes(rows[end].1, rows[end].2);
                 if end > start && bytes + b > budget {
                     break;
                 }
                 bytes += b;
                 end += 1;
             }
-            insert_values(
+            let inserted = insert_values(
                 &self.st,
                 conn,
                 INSERT_MESSAGES,
                 MESSAGE_ROW,
                 MESSAGE_PARAMS,
                 &rows[start..end],
-                |q, (m, h)| {
+                |q, (_, m, h)| {
                     q.bind(m.id.bytes())
                         .bind(queue_id)
                         .bind(m.priority)
@@ -176,10 +191,27 @@ impl SqliteStore {
                         .bind(m.body.as_slice())
                 },
             )
-            .await?;
-            start = end;
+            .await;
+            match inserted {
+                Ok(()) => start = end,
+                Err(e) if e.is_duplicate_key() => {
+                    let ids: Vec<MessageId> = rows[start..].iter().map(|r| r.1.id).collect();
+                    let stored: HashSet<MessageId> =
+                        super::fetch_id_list(&self.st, conn, ANY_MESSAGE, &ids)
+                            .await?
+                            .iter()
+                            .map(|r| id_at(r, 0))
+                            .collect::<Result<_>>()?;
+                    let dropped = drop_known(&mut rows, start, &stored, |r| r.1.id);
+                    if dropped.is_empty() {
+                        return Err(e);
+                    }
+                    known.extend(dropped.into_iter().map(|r| r.0));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(())
+        Ok(known)
     }
 
     /// Put entries into `ready` (no delay left) or `scheduled` (delay in microseconds).
