@@ -9,7 +9,7 @@
 //! timeout, and the one writer connection); a plain sqlx pool would make the baselines unfairly
 //! slow or fast. Each task holds one connection for its whole loop: nothing but the statements
 //! is measured. On SQLite the pool is the client's one writer, so the tasks of a "16 writers"
-//! baseline take turns on it, as sqlmq's producers do.
+//! baseline take turns on it write by write, as sqlmq's producers do.
 //!
 //! Each write commits as sqlmq's writes commit on the backend: alone (autocommit) on MySQL, in a
 //! `BEGIN IMMEDIATE` … `COMMIT` of its own on SQLite.
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use sqlx::Pool;
+use sqlx::pool::PoolConnection;
 use tokio::task::JoinSet;
 
 use super::args::{MANY, MULTIROW_ROWS};
@@ -172,19 +173,30 @@ async fn parallel<B: Db>(
 ) -> Result<Duration> {
     let insert: Arc<str> = B::RAW.insert.replace("{t}", table).into();
     let remove: Arc<str> = B::RAW.delete.replace("{t}", table).into();
+    // Where the pool has a connection for every task (MySQL), each task keeps one for its whole
+    // loop, so that nothing but the statements is timed. Where the tasks share fewer (SQLite's
+    // one writer), each write takes the connection and gives it back, as sqlmq's producers and
+    // consumers do: a task keeping the writer for its whole loop would leave the others waiting
+    // past the pool's acquire timeout.
+    let shared = (pool.options().get_max_connections() as usize) < tasks;
     let started = Instant::now();
     let mut set = JoinSet::new();
     for count in split(n, tasks) {
         let (pool, bar) = (pool.clone(), bar.clone());
         let (insert, remove) = (insert.clone(), remove.clone());
         set.spawn(async move {
-            let mut conn = pool.acquire().await?;
+            let mut held = if shared {
+                None
+            } else {
+                Some(pool.acquire().await?)
+            };
             let payload = body(0);
             for _ in 0..count {
                 let id = new_id();
-                write::<B>(&mut conn, insert.clone(), &[&id[..], &payload[..]]).await?;
+                let binds = [&id[..], &payload[..]];
+                write_on::<B>(&pool, &mut held, insert.clone(), &binds).await?;
                 if delete {
-                    write::<B>(&mut conn, remove.clone(), &[&id[..]]).await?;
+                    write_on::<B>(&pool, &mut held, remove.clone(), &binds[..1]).await?;
                 }
                 bar.inc(1);
             }
@@ -195,6 +207,20 @@ async fn parallel<B: Db>(
         done??;
     }
     Ok(started.elapsed())
+}
+
+/// [`write`] on the `held` connection, or, when none is held, on one taken from `pool` for this
+/// write only.
+async fn write_on<B: Db>(
+    pool: &Pool<B>,
+    held: &mut Option<PoolConnection<B>>,
+    sql: Arc<str>,
+    binds: &[&[u8]],
+) -> Result<()> {
+    match held {
+        Some(conn) => write::<B>(conn, sql, binds).await,
+        None => write::<B>(&mut *pool.acquire().await?, sql, binds).await,
+    }
 }
 
 /// One statement as one durable write, committed as sqlmq commits its own writes on backend `B`:
