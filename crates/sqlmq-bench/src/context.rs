@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::args::Plan;
+use super::backend::Db;
 use super::progress::Bar;
 use super::scratch::Scratch;
 
@@ -22,12 +23,12 @@ pub struct PeerUrls {
     pub amqp: String,
 }
 
-/// Shared state of one run.
-pub struct Ctx {
+/// Shared state of one run on backend `B`.
+pub struct Ctx<B: Db> {
     /// Message counts and durations.
     pub plan: Plan,
-    /// The scratch database or table prefix.
-    pub scratch: Scratch,
+    /// The scratch database, table prefix or file.
+    pub scratch: Scratch<B>,
     /// Random id of this run: names every table, queue and stream the bench creates.
     pub run_id: String,
     /// Zero of the send timestamps carried in bodies.
@@ -41,15 +42,15 @@ pub struct Ctx {
     next_area: AtomicU32,
 }
 
-impl Ctx {
+impl<B: Db> Ctx<B> {
     /// A context for a run.
     pub fn new(
         plan: Plan,
-        scratch: Scratch,
+        scratch: Scratch<B>,
         run_id: String,
         progress: bool,
         peers: PeerUrls,
-    ) -> Ctx {
+    ) -> Ctx<B> {
         Ctx {
             plan,
             scratch,
@@ -63,15 +64,15 @@ impl Ctx {
     }
 
     /// A migrated sqlmq client on tables of its own (prefix `<base><tag><n>_`), with a pool of
-    /// `max_connections`. Fresh tables keep scenarios independent of each other's leftovers.
-    /// Give it back with [`Ctx::release`].
-    pub async fn client(&self, tag: &str, max_connections: u32) -> Result<sqlmq::Client> {
+    /// `max_connections` (on SQLite: readers, beside the one writer). Fresh tables keep
+    /// scenarios independent of each other's leftovers. Give it back with [`Ctx::release`].
+    pub async fn client(&self, tag: &str, max_connections: u32) -> Result<sqlmq::Client<B>> {
         let n = self.next_area.fetch_add(1, Ordering::Relaxed);
         let prefix = format!("{}{tag}{n}_", self.scratch.base_prefix);
         let client = sqlmq::Client::builder()
             .table_prefix(&prefix)
             .max_connections(max_connections)
-            .connect(&self.scratch.url)
+            .open::<B>(&self.scratch.url)
             .await
             .with_context(|| format!("cannot connect to the {}", self.scratch.describe()))?;
         client.migrate().await?;
@@ -79,9 +80,12 @@ impl Ctx {
     }
 
     /// Close a client from [`Ctx::client`] and drop its tables.
-    pub async fn release(&self, client: sqlmq::Client) -> Result<()> {
+    pub async fn release(&self, client: sqlmq::Client<B>) -> Result<()> {
         client.pool().close().await;
-        self.scratch.drop_tables(client.table_prefix()).await
+        let prefix = client.table_prefix().to_owned();
+        // Its other connections (SQLite's readers) close with its last handle.
+        drop(client);
+        self.scratch.drop_tables(&prefix).await
     }
 
     /// A progress bar for a scenario.

@@ -7,17 +7,26 @@
 //! lives apart from the `sqlmq` binary so that the operator's tool does not link the peers'
 //! clients (AMQP, Redis, PostgreSQL).
 //!
-//! A run creates a scratch database (or, without `CREATE DATABASE`, a scratch table prefix),
-//! runs the selected scenarios one after another in this process, each with its own progress
-//! bar and on tables of its own, and removes the scratch area at the end — also after an error,
-//! Ctrl-C, SIGTERM or SIGHUP. It never touches tables it did not create.
+//! It runs on MySQL/MariaDB and on SQLite, whichever the database URL names: every scenario is
+//! generic over the backend, and what differs (the scratch area, the raw statements, the facts
+//! printed with the figures, the counters some scenarios read) is in `backend/`. On SQLite the
+//! baselines are SQLite's own, measured in the same run; figures that mean nothing there (a
+//! server's statement counters, the topic sequencer) are reported as not available, never as a
+//! number.
+//!
+//! A run creates a scratch area — on MySQL a scratch database (or, without `CREATE DATABASE`, a
+//! scratch table prefix), on SQLite a scratch file beside the configured one — runs the
+//! selected scenarios one after another in this process, each with its own progress bar and on
+//! tables of its own, and removes the scratch area at the end — also after an error, Ctrl-C,
+//! SIGTERM or SIGHUP. It never touches tables it did not create.
 //!
 //! | file | what |
 //! |---|---|
 //! | `main.rs` | the `sqlmq-bench` binary: the global options of `sqlmq` and [`BenchArgs`] |
 //! | `args.rs` | arguments, message counts (`--quick`, hidden `--scale`), shared constants |
 //! | `registry.rs` | the scenario list, run order, selection by name, planned scenarios |
-//! | `scratch.rs` | the scratch database or table prefix |
+//! | `backend/` | what each database needs beyond sqlmq: scratch area, raw statements, facts, counters |
+//! | `scratch.rs` | the scratch database, table prefix or file |
 //! | `context.rs` | what scenarios share: plan, fresh clients, progress bars, peer URLs |
 //! | `raw.rs` | raw SQL baselines on sqlmq-shaped tables |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
@@ -27,12 +36,13 @@
 //! | `track.rs` | duplicate and loss bookkeeping |
 //! | `measure.rs` | bodies with sequence numbers or timestamps, histograms, peak memory |
 //! | `report.rs` | figures, ratios, the table and the JSON document |
-//! | `machine.rs` | machine and server facts |
+//! | `machine.rs` | machine and database facts |
 //! | `progress.rs` | progress bars |
 
 #![warn(missing_docs)]
 
 mod args;
+mod backend;
 mod context;
 mod machine;
 mod measure;
@@ -55,19 +65,43 @@ use anyhow::{Context, Result, bail};
 
 pub use self::args::BenchArgs;
 use self::args::{BODY_BYTES, Plan};
+use self::backend::Db;
 use self::context::{Ctx, PeerUrls};
-use self::machine::{Machine, ServerFacts};
+use self::machine::Machine;
 use self::registry::{Outcome, PLANNED, Scenario};
 use self::report::{Report, ScenarioReport, Status};
-use self::scratch::Scratch;
 use sqlmq_cli_common::output::print_json;
 use sqlmq_cli_common::settings::{Settings, redact};
 
-/// Run the benchmark: connect with `settings` (the global options: database URL, config file),
-/// run the scenarios `args` select, print the report and remove the scratch area. Fails when an
-/// sqlmq or baseline scenario failed or sqlmq broke a delivery guarantee; an unknown scenario is
-/// a [`UsageError`](sqlmq_cli_common::UsageError).
-pub async fn run(settings: &Settings, args: BenchArgs) -> Result<()> {
+/// Run the benchmark on backend `B`: connect with `settings` (the global options: database URL,
+/// config file), run the scenarios `args` select, print the report and remove the scratch area.
+/// Fails when an sqlmq or baseline scenario failed or sqlmq broke a delivery guarantee; an
+/// unknown scenario is a [`UsageError`](sqlmq_cli_common::UsageError).
+///
+/// `B` is the backend the database URL names (`sqlmq` picks it from the URL's scheme for every
+/// command, this one included):
+///
+/// ```no_run
+/// # async fn f(settings: &sqlmq_cli_common::settings::Settings, args: sqlmq_bench::BenchArgs)
+/// # -> anyhow::Result<()> {
+/// sqlmq_bench::run::<sqlmq::Sqlite>(settings, args).await
+/// # }
+/// ```
+pub async fn run<B: sqlmq::Backend>(settings: &Settings, args: BenchArgs) -> Result<()> {
+    // The bench's own per-backend parts (`backend/`) exist for each of sqlmq's backends, as
+    // implementations of the bench's `Db` on the same types; the URL scheme, by which the
+    // library tells its backends apart, says which one `B` is.
+    if B::SCHEME == <sqlmq::MySql as sqlmq::Backend>::SCHEME {
+        run_on::<sqlmq::MySql>(settings, args).await
+    } else if B::SCHEME == <sqlmq::Sqlite as sqlmq::Backend>::SCHEME {
+        run_on::<sqlmq::Sqlite>(settings, args).await
+    } else {
+        bail!("the bench does not know sqlmq's {} backend yet", B::SCHEME)
+    }
+}
+
+/// [`run`] on a backend the bench knows.
+async fn run_on<B: Db>(settings: &Settings, args: BenchArgs) -> Result<()> {
     if args.list {
         list();
         return Ok(());
@@ -77,17 +111,16 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> Result<()> {
     let run_id = format!("{:08x}", rand::random::<u32>());
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
 
-    // A client on the configured database: its pool administers the scratch area, and it
-    // reads the server's facts. Its table prefix is the run's, so it reads no user table.
-    let admin = settings
-        .connect_with(
-            sqlmq::Client::builder()
-                .table_prefix(format!("sqlmq_bench_{run_id}_"))
-                .max_connections(2),
-        )
-        .await?;
-    let server = ServerFacts::read(&admin, admin.pool()).await?;
-    let scratch = Scratch::create(admin.pool().clone(), &settings.database_url, &run_id).await?;
+    let scratch = B::create_scratch(settings, &run_id).await?;
+    let server = match B::facts(&scratch).await {
+        Ok(server) => server,
+        Err(e) => {
+            if let Err(removed) = scratch.remove().await {
+                eprintln!("bench: {removed:#}");
+            }
+            return Err(e);
+        }
+    };
     eprintln!(
         "bench: {} run of {} scenario(s) on {} in {}",
         if args.quick { "quick" } else { "full" },
@@ -159,7 +192,7 @@ pub async fn run(settings: &Settings, args: BenchArgs) -> Result<()> {
 }
 
 /// Run the scenarios one after another; a failing scenario is reported and the run goes on.
-async fn run_all(ctx: &Ctx, selected: &[&'static Scenario]) -> Vec<ScenarioReport> {
+async fn run_all<B: Db>(ctx: &Ctx<B>, selected: &[&'static Scenario]) -> Vec<ScenarioReport> {
     let mut reports = Vec::with_capacity(selected.len());
     for scenario in selected {
         let started = Instant::now();
@@ -172,9 +205,14 @@ async fn run_all(ctx: &Ctx, selected: &[&'static Scenario]) -> Vec<ScenarioRepor
             seconds: started.elapsed().as_secs_f64(),
             peer: None,
             figures: Vec::new(),
+            not_available: Vec::new(),
         };
         match outcome {
             Ok(Outcome::Ran(figures)) => report.figures = figures,
+            Ok(Outcome::Partly(figures, unavailable)) => {
+                report.figures = figures;
+                report.not_available = unavailable;
+            }
             Ok(Outcome::Peer(info, figures)) => {
                 report.peer = Some(info);
                 report.figures = figures;
@@ -182,6 +220,10 @@ async fn run_all(ctx: &Ctx, selected: &[&'static Scenario]) -> Vec<ScenarioRepor
             Ok(Outcome::Skipped(why)) => {
                 eprintln!("bench: skipped {}: {why}", scenario.id);
                 report.status = Status::Skipped;
+                report.reason = Some(why);
+            }
+            Ok(Outcome::NotAvailable(why)) => {
+                report.status = Status::NotAvailable;
                 report.reason = Some(why);
             }
             Err(e) => {

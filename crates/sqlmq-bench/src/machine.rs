@@ -1,11 +1,10 @@
-//! The machine and the MySQL/MariaDB server a run measured, so that every figure travels with
-//! the conditions it was measured under.
+//! The machine and the database a run measured (a MySQL/MariaDB server, or SQLite and the
+//! settings of sqlmq's connections to it), so that every figure travels with the conditions it
+//! was measured under. Each backend reads its own facts (`backend/`).
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
 use serde::Serialize;
-use sqlx::{MySqlPool, Row};
 
 /// The machine the bench ran on (read from `/proc` and `/etc/os-release` on Linux).
 #[derive(Clone, Debug, Serialize)]
@@ -49,9 +48,20 @@ fn field<'t>(text: &'t str, key: &str, sep: char) -> Option<&'t str> {
     })
 }
 
+/// The database a run measured, as its backend reports it. Serialized without a tag: the
+/// fields say which it is (`flavor`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum ServerFacts {
+    /// A MySQL/MariaDB server.
+    MySql(MySqlFacts),
+    /// The SQLite library linked into the bench.
+    Sqlite(SqliteFacts),
+}
+
 /// The MySQL/MariaDB server: identity and the settings that decide durability and speed.
 #[derive(Clone, Debug, Serialize)]
-pub struct ServerFacts {
+pub struct MySqlFacts {
     /// `MySql` or `MariaDb`.
     pub flavor: String,
     /// `VERSION()`.
@@ -70,43 +80,26 @@ pub struct ServerFacts {
     pub variables: BTreeMap<String, String>,
 }
 
-/// Settings reported beside the durability ones (missing ones are left out: they differ
-/// between MySQL and MariaDB).
-const REPORTED_VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
-    ('innodb_buffer_pool_size', 'innodb_flush_method', 'innodb_log_file_size', \
-    'innodb_doublewrite', 'innodb_flush_neighbors', 'max_connections', 'max_prepared_stmt_count', \
-    'performance_schema', 'transaction_isolation', 'tx_isolation', 'version_comment')";
-
-impl ServerFacts {
-    /// The facts the sqlmq client read at connect time, plus a few settings read from `pool`.
-    pub async fn read(client: &sqlmq::Client, pool: &MySqlPool) -> Result<ServerFacts> {
-        let s = client.server();
-        let variables = sqlx::query(REPORTED_VARIABLES)
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .filter_map(|r| Some((text(r, 0)?, text(r, 1)?)))
-            .collect();
-        Ok(ServerFacts {
-            flavor: format!("{:?}", s.flavor)
-                .replace("MariaDb", "MariaDB")
-                .replace("MySql", "MySQL"),
-            version: s.version.clone(),
-            innodb_flush_log_at_trx_commit: s.innodb_flush_log_at_trx_commit,
-            sync_binlog: s.sync_binlog,
-            log_bin: s.log_bin,
-            binlog_format: s.binlog_format.clone(),
-            durable: s.durable(),
-            variables,
-        })
-    }
-}
-
-/// A text column that may come back as bytes (SHOW results are binary on some servers).
-pub fn text(row: &sqlx::mysql::MySqlRow, idx: usize) -> Option<String> {
-    row.try_get::<String, _>(idx).ok().or_else(|| {
-        Some(String::from_utf8_lossy(&row.try_get::<Vec<u8>, _>(idx).ok()?).into_owned())
-    })
+/// SQLite: the library's version and the settings of the connections sqlmq opens, which
+/// decide durability and speed there. It has no server, hence no server variables.
+#[derive(Clone, Debug, Serialize)]
+pub struct SqliteFacts {
+    /// `SQLite`.
+    pub flavor: &'static str,
+    /// `sqlite_version()`.
+    pub version: String,
+    /// `PRAGMA journal_mode` (`wal`: readers never block the writer).
+    pub journal_mode: String,
+    /// `PRAGMA synchronous` by name (`FULL`: a commit is on disk when it returns).
+    pub synchronous: String,
+    /// `PRAGMA busy_timeout`: how long a writer waits for the file's write lock.
+    pub busy_timeout_ms: i64,
+    /// How sqlmq writes: one writer connection per client, so writes of one process take turns.
+    pub writers: &'static str,
+    /// Whether commits survive an OS crash with these settings.
+    pub durable: bool,
+    /// Why there are no server variables to report.
+    pub variables: String,
 }
 
 #[cfg(test)]

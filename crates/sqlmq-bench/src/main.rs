@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sqlmq_bench::BenchArgs;
-use sqlmq_cli_common::settings::{GlobalArgs, Settings};
+use sqlmq_cli_common::settings::{BackendKind, GlobalArgs, Settings};
 
 /// Measure sqlmq against the raw capacity of the same server, and against peers.
 #[derive(Parser, Debug)]
@@ -24,10 +24,14 @@ fn main() -> ExitCode {
     sqlmq_cli_common::run_main(cli.global.verbose, run(cli))
 }
 
-/// Resolve the global options (flags, environment, config file) and run the benchmark.
+/// Resolve the global options (flags, environment, config file) and run the benchmark on the
+/// backend the database URL names.
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::resolve(&cli.global)?;
-    sqlmq_bench::run(&settings, cli.bench).await
+    match settings.backend()? {
+        BackendKind::MySql => sqlmq_bench::run::<sqlmq::MySql>(&settings, cli.bench).await,
+        BackendKind::Sqlite => sqlmq_bench::run::<sqlmq::Sqlite>(&settings, cli.bench).await,
+    }
 }
 
 #[cfg(test)]

@@ -1,21 +1,29 @@
-//! Raw baselines: what the same server does with plain SQL on a table shaped like sqlmq's
-//! message table (`BINARY(16)` id primary key, `INT` queue id, `SMALLINT` priority,
-//! `MEDIUMBLOB` body, `DATETIME(6)` creation time), in the same run, with the same body size.
+//! Raw baselines: what the same database does with plain SQL on a table shaped like sqlmq's
+//! message table (on MySQL `BINARY(16)` id primary key, `INT` queue id, `SMALLINT` priority,
+//! `MEDIUMBLOB` body, `DATETIME(6)` creation time; on SQLite the same in its types, see
+//! `backend/`), in the same run, with the same body size.
 //!
 //! They run on the pool of a `sqlmq::Client`, so that they get the very connection settings
-//! sqlmq's own statements get (notably `TCP_NODELAY`, which sqlx 0.9.0 does not set and the
-//! library sets on the pools it builds); a plain sqlx pool would make the baselines unfairly
-//! slow. Each task holds one connection for its whole loop: nothing but the statements is
-//! measured.
+//! sqlmq's own statements get (on MySQL notably `TCP_NODELAY`, which sqlx 0.9.0 does not set and
+//! the library sets on the pools it builds; on SQLite WAL, `synchronous = FULL`, the busy
+//! timeout, and the one writer connection); a plain sqlx pool would make the baselines unfairly
+//! slow or fast. Each task holds one connection for its whole loop: nothing but the statements
+//! is measured. On SQLite the pool is the client's one writer, so the tasks of a "16 writers"
+//! baseline take turns on it write by write, as sqlmq's producers do.
+//!
+//! Each write commits as sqlmq's writes commit on the backend: alone (autocommit) on MySQL, in a
+//! `BEGIN IMMEDIATE` … `COMMIT` of its own on SQLite.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use sqlx::{AssertSqlSafe, MySqlPool};
+use sqlx::Pool;
+use sqlx::pool::PoolConnection;
 use tokio::task::JoinSet;
 
 use super::args::{MANY, MULTIROW_ROWS};
+use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
 use super::progress::Bar;
@@ -31,27 +39,24 @@ pub const MULTIROW: &str = "raw.multirow";
 /// See [`INSERT_ONE`].
 pub const LIFECYCLE: &str = "raw.lifecycle.16";
 
-const CREATE_TABLE: &str = "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
-    priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, created_at DATETIME(6) NOT NULL, \
-    PRIMARY KEY (id)) ENGINE=InnoDB";
-const INSERT: &str = "INSERT INTO {t} (id, queue_id, priority, body, created_at) VALUES (?, 1, 0, ?, UTC_TIMESTAMP(6))";
-const DELETE: &str = "DELETE FROM {t} WHERE id = ?";
-const ROW: &str = "(?, 1, 0, ?, UTC_TIMESTAMP(6))";
-
-/// `raw.insert`: single-row autocommit INSERTs on 1 and on [`MANY`] connections.
-pub async fn insert(ctx: &Ctx) -> Result<Outcome> {
+/// `raw.insert`: single-row INSERTs, each its own write, on 1 and on [`MANY`] connections (on
+/// SQLite: tasks sharing the writer).
+pub async fn insert<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.insert", |pool, table, bar| async move {
         let plan = &ctx.plan;
         bar.phase("INSERT, 1 connection", plan.raw_insert_one);
-        let one = parallel(&pool, &table, 1, plan.raw_insert_one, &bar, false).await?;
-        recreate(&pool, &table).await?;
-        bar.phase(&format!("INSERT, {MANY} connections"), plan.raw_insert_many);
-        let many = parallel(&pool, &table, MANY, plan.raw_insert_many, &bar, false).await?;
+        let one = parallel::<B>(&pool, &table, 1, plan.raw_insert_one, &bar, false).await?;
+        recreate::<B>(&pool, &table).await?;
+        bar.phase(
+            &format!("INSERT, {MANY} {}", B::WRITERS),
+            plan.raw_insert_many,
+        );
+        let many = parallel::<B>(&pool, &table, MANY, plan.raw_insert_many, &bar, false).await?;
         Ok(vec![
             Figure::rows(INSERT_ONE, "raw INSERT, 1 conn", plan.raw_insert_one, one),
             Figure::rows(
                 INSERT_MANY,
-                format!("raw INSERT, {MANY} conns"),
+                format!("raw INSERT, {MANY} {}", B::WRITERS),
                 plan.raw_insert_many,
                 many,
             ),
@@ -60,16 +65,16 @@ pub async fn insert(ctx: &Ctx) -> Result<Outcome> {
     .await
 }
 
-/// `raw.lifecycle`: a message's minimal durable life, autocommit INSERT then autocommit DELETE
-/// by primary key, on [`MANY`] connections.
-pub async fn lifecycle(ctx: &Ctx) -> Result<Outcome> {
+/// `raw.lifecycle`: a message's minimal durable life, an INSERT then a DELETE by primary key,
+/// each its own write, on [`MANY`] connections (on SQLite: tasks sharing the writer).
+pub async fn lifecycle<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.lifecycle", |pool, table, bar| async move {
         let n = ctx.plan.raw_lifecycle;
-        bar.phase(&format!("INSERT+DELETE, {MANY} connections"), n);
-        let elapsed = parallel(&pool, &table, MANY, n, &bar, true).await?;
+        bar.phase(&format!("INSERT+DELETE, {MANY} {}", B::WRITERS), n);
+        let elapsed = parallel::<B>(&pool, &table, MANY, n, &bar, true).await?;
         Ok(vec![Figure::rate(
             LIFECYCLE,
-            format!("raw INSERT+DELETE, {MANY} conns"),
+            format!("raw INSERT+DELETE, {MANY} {}", B::WRITERS),
             n,
             elapsed,
         )])
@@ -79,27 +84,25 @@ pub async fn lifecycle(ctx: &Ctx) -> Result<Outcome> {
 
 /// `raw.multirow`: multi-row INSERTs of [`MULTIROW_ROWS`] rows, one transaction each, on one
 /// connection (as one `send_batch` uses one connection).
-pub async fn multirow(ctx: &Ctx) -> Result<Outcome> {
+pub async fn multirow<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.multirow", |pool, table, bar| async move {
         let rows = ctx.plan.raw_multirow_rows;
         let statements = rows.div_ceil(MULTIROW_ROWS as u64);
         bar.phase(&format!("{MULTIROW_ROWS}-row INSERT per tx"), rows);
-        let values = vec![ROW; MULTIROW_ROWS].join(",");
-        let sql: Arc<str> = INSERT
+        let raw = B::RAW;
+        let values = vec![raw.row; MULTIROW_ROWS].join(",");
+        let sql: Arc<str> = raw
+            .insert
             .replace("{t}", &table)
-            .replace(&format!("VALUES {ROW}"), &format!("VALUES {values}"))
+            .replace(&format!("VALUES {}", raw.row), &format!("VALUES {values}"))
             .into();
         let payload = body(0);
         let mut conn = pool.acquire().await?;
         let started = Instant::now();
         for _ in 0..statements {
-            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-            let mut q = sqlx::query(AssertSqlSafe(sql.clone()));
-            for _ in 0..MULTIROW_ROWS {
-                q = q.bind(new_id().to_vec()).bind(&payload[..]);
-            }
-            q.execute(&mut *tx).await?;
-            tx.commit().await?;
+            let ids: Vec<[u8; 16]> = (0..MULTIROW_ROWS).map(|_| new_id()).collect();
+            let binds: Vec<&[u8]> = ids.iter().flat_map(|id| [&id[..], &payload[..]]).collect();
+            transaction::<B>(&mut conn, sql.clone(), &binds).await?;
             bar.inc(MULTIROW_ROWS as u64);
         }
         let elapsed = started.elapsed();
@@ -114,17 +117,18 @@ pub async fn multirow(ctx: &Ctx) -> Result<Outcome> {
 }
 
 /// Run `work` with a pool and a fresh table of the raw shape, then drop both.
-async fn with_table<F, Fut>(ctx: &Ctx, title: &str, work: F) -> Result<Outcome>
+async fn with_table<B, F, Fut>(ctx: &Ctx<B>, title: &str, work: F) -> Result<Outcome>
 where
-    F: FnOnce(MySqlPool, String, Bar) -> Fut,
+    B: Db,
+    F: FnOnce(Pool<B>, String, Bar) -> Fut,
     Fut: Future<Output = Result<Vec<Figure>>>,
 {
     let client = ctx.client("raw", MANY as u32 + 1).await?;
     let pool = client.pool().clone();
-    let table = format!("`{}messages`", client.table_prefix());
+    let table = B::quote(&format!("{}messages", client.table_prefix()));
     let bar = ctx.bar(title);
     let result = async {
-        recreate(&pool, &table).await?;
+        recreate::<B>(&pool, &table).await?;
         warm_up(&pool, MANY).await?;
         work(pool.clone(), table, bar.clone()).await
     }
@@ -135,18 +139,17 @@ where
 }
 
 /// Drop and create the raw table, so that each phase starts empty.
-async fn recreate(pool: &MySqlPool, table: &str) -> Result<()> {
-    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-        .execute(pool)
-        .await?;
-    sqlx::query(AssertSqlSafe(CREATE_TABLE.replace("{t}", table)))
-        .execute(pool)
-        .await?;
-    Ok(())
+async fn recreate<B: Db>(pool: &Pool<B>, table: &str) -> Result<()> {
+    let mut conn = pool.acquire().await?;
+    let drop = format!("DROP TABLE IF EXISTS {table}");
+    B::execute(&mut conn, drop.into(), &[]).await?;
+    B::execute(&mut conn, B::RAW.create.replace("{t}", table).into(), &[]).await
 }
 
-/// Open `n` connections of `pool` before timing anything (pools open connections lazily).
-pub async fn warm_up(pool: &MySqlPool, n: usize) -> Result<()> {
+/// Open `n` connections of `pool` (as many as it may hold: SQLite's writer pool holds one)
+/// before timing anything (pools open connections lazily).
+pub async fn warm_up<B: Db>(pool: &Pool<B>, n: usize) -> Result<()> {
+    let n = n.min(pool.options().get_max_connections() as usize);
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
         held.push(
@@ -159,37 +162,41 @@ pub async fn warm_up(pool: &MySqlPool, n: usize) -> Result<()> {
 }
 
 /// `n` messages split over `tasks` connections: INSERT each (and DELETE it again when
-/// `delete`), autocommit. Returns the wall time.
-async fn parallel(
-    pool: &MySqlPool,
+/// `delete`), each statement its own write. Returns the wall time.
+async fn parallel<B: Db>(
+    pool: &Pool<B>,
     table: &str,
     tasks: usize,
     n: u64,
     bar: &Bar,
     delete: bool,
 ) -> Result<Duration> {
-    let insert: Arc<str> = INSERT.replace("{t}", table).into();
-    let remove: Arc<str> = DELETE.replace("{t}", table).into();
+    let insert: Arc<str> = B::RAW.insert.replace("{t}", table).into();
+    let remove: Arc<str> = B::RAW.delete.replace("{t}", table).into();
+    // Where the pool has a connection for every task (MySQL), each task keeps one for its whole
+    // loop, so that nothing but the statements is timed. Where the tasks share fewer (SQLite's
+    // one writer), each write takes the connection and gives it back, as sqlmq's producers and
+    // consumers do: a task keeping the writer for its whole loop would leave the others waiting
+    // past the pool's acquire timeout.
+    let shared = (pool.options().get_max_connections() as usize) < tasks;
     let started = Instant::now();
     let mut set = JoinSet::new();
     for count in split(n, tasks) {
         let (pool, bar) = (pool.clone(), bar.clone());
         let (insert, remove) = (insert.clone(), remove.clone());
         set.spawn(async move {
-            let mut conn = pool.acquire().await?;
+            let mut held = if shared {
+                None
+            } else {
+                Some(pool.acquire().await?)
+            };
             let payload = body(0);
             for _ in 0..count {
                 let id = new_id();
-                sqlx::query(AssertSqlSafe(insert.clone()))
-                    .bind(&id[..])
-                    .bind(&payload[..])
-                    .execute(&mut *conn)
-                    .await?;
+                let binds = [&id[..], &payload[..]];
+                write_on::<B>(&pool, &mut held, insert.clone(), &binds).await?;
                 if delete {
-                    sqlx::query(AssertSqlSafe(remove.clone()))
-                        .bind(&id[..])
-                        .execute(&mut *conn)
-                        .await?;
+                    write_on::<B>(&pool, &mut held, remove.clone(), &binds[..1]).await?;
                 }
                 bar.inc(1);
             }
@@ -200,6 +207,43 @@ async fn parallel(
         done??;
     }
     Ok(started.elapsed())
+}
+
+/// [`write`] on the `held` connection, or, when none is held, on one taken from `pool` for this
+/// write only.
+async fn write_on<B: Db>(
+    pool: &Pool<B>,
+    held: &mut Option<PoolConnection<B>>,
+    sql: Arc<str>,
+    binds: &[&[u8]],
+) -> Result<()> {
+    match held {
+        Some(conn) => write::<B>(conn, sql, binds).await,
+        None => write::<B>(&mut *pool.acquire().await?, sql, binds).await,
+    }
+}
+
+/// One statement as one durable write, committed as sqlmq commits its own writes on backend `B`:
+/// alone (autocommit), or in a transaction of its own (on SQLite `BEGIN IMMEDIATE`, which takes
+/// the write lock at once, as sqlmq's transactions do there).
+async fn write<B: Db>(conn: &mut B::Connection, sql: Arc<str>, binds: &[&[u8]]) -> Result<()> {
+    if B::AUTOCOMMIT {
+        B::execute(conn, sql, binds).await
+    } else {
+        transaction::<B>(conn, sql, binds).await
+    }
+}
+
+/// `sql` in a transaction of its own, started with the backend's [`Db::BEGIN`].
+async fn transaction<B: Db>(
+    conn: &mut B::Connection,
+    sql: Arc<str>,
+    binds: &[&[u8]],
+) -> Result<()> {
+    let mut tx = sqlx::Connection::begin_with(conn, B::BEGIN).await?;
+    B::execute(&mut tx, sql, binds).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// `n` split into `parts` nearly equal counts.

@@ -5,8 +5,9 @@
 
 use anyhow::Result;
 
+use super::backend::Db;
 use super::context::Ctx;
-use super::report::{Figure, PeerInfo, Planned};
+use super::report::{Figure, PeerInfo, Planned, Unavailable};
 use super::{peers, queue, raw, serve, topic, worker};
 use sqlmq_cli_common::UsageError;
 
@@ -14,10 +15,15 @@ use sqlmq_cli_common::UsageError;
 pub enum Outcome {
     /// Figures of sqlmq or of a raw baseline.
     Ran(Vec<Figure>),
+    /// Figures, and figures of the same scenario that mean nothing on this backend.
+    Partly(Vec<Figure>, Vec<Unavailable>),
     /// Figures of a peer, with its server's facts.
     Peer(PeerInfo, Vec<Figure>),
     /// Not run, with the reason (a peer's server did not answer).
     Skipped(String),
+    /// Not run because it means nothing on this backend, with the reason ("not available on
+    /// SQLite: …").
+    NotAvailable(String),
 }
 
 /// A scenario.
@@ -140,7 +146,7 @@ pub const SCENARIOS: &[Scenario] = &[
 pub const PLANNED: &[Planned] = &[];
 
 /// Run scenario `id`.
-pub async fn run(ctx: &Ctx, id: &str) -> Result<Outcome> {
+pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
     match id {
         "raw.insert" => raw::insert(ctx).await,
         "raw.multirow" => raw::multirow(ctx).await,

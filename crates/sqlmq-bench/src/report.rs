@@ -153,6 +153,20 @@ pub enum Status {
     Skipped,
     /// It failed with an error.
     Failed,
+    /// Not run: it means nothing on this backend (the reason says why). Not a failure.
+    NotAvailable,
+}
+
+/// A figure a scenario cannot measure on this backend: listed with the reason, never with a
+/// number.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unavailable {
+    /// The figure's key where it is measured, e.g. `worker.idle.queries`.
+    pub key: String,
+    /// What it would measure, for people.
+    pub label: String,
+    /// Why it is not available ("not available on SQLite: …").
+    pub reason: String,
 }
 
 /// Facts about a peer's server.
@@ -187,6 +201,9 @@ pub struct ScenarioReport {
     pub peer: Option<PeerInfo>,
     /// The figures.
     pub figures: Vec<Figure>,
+    /// Figures of this scenario that mean nothing on this backend.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_available: Vec<Unavailable>,
 }
 
 /// A scenario of a later issue, listed so that readers see what is not measured yet.
@@ -213,7 +230,8 @@ pub struct Report {
     pub body_bytes: usize,
     /// The machine the bench ran on.
     pub machine: Machine,
-    /// The MySQL/MariaDB server and its durability settings.
+    /// The MySQL/MariaDB server and its durability settings, or SQLite and the settings of
+    /// sqlmq's connections.
     pub server: ServerFacts,
     /// Where the bench's tables lived.
     pub scratch: Area,
@@ -259,18 +277,12 @@ impl Report {
 
     /// Print the report for people.
     pub fn print_table(&self) {
-        let s = &self.server;
         println!(
-            "sqlmq {} bench ({}), {}: {} {} (innodb_flush_log_at_trx_commit={}, binlog {}, \
-             sync_binlog={}); {} cores, {:.1} GiB, Linux {}",
+            "sqlmq {} bench ({}), {}: {}; {} cores, {:.1} GiB, Linux {}",
             self.sqlmq_version,
             self.mode,
             self.date,
-            s.flavor,
-            s.version,
-            s.innodb_flush_log_at_trx_commit,
-            if s.log_bin { "on" } else { "off" },
-            s.sync_binlog,
+            server_text(&self.server),
             self.machine.cores,
             self.machine.memory_bytes as f64 / f64::from(1u32 << 30),
             self.machine.kernel,
@@ -288,18 +300,27 @@ impl Report {
                 rows.push(Vec::new());
             }
             group = this;
-            if sc.status != Status::Ok {
-                let why = sc.reason.as_deref().unwrap_or("");
-                let status = if sc.status == Status::Skipped {
-                    "skipped"
-                } else {
-                    "FAILED"
-                };
-                rows.push(vec![sc.id.to_owned(), format!("{status}: {why}")]);
-                continue;
+            let why = sc.reason.as_deref().unwrap_or("");
+            match sc.status {
+                Status::Ok => {}
+                Status::Skipped => {
+                    rows.push(vec![sc.id.to_owned(), format!("skipped: {why}")]);
+                    continue;
+                }
+                Status::Failed => {
+                    rows.push(vec![sc.id.to_owned(), format!("FAILED: {why}")]);
+                    continue;
+                }
+                Status::NotAvailable => {
+                    rows.push(vec![sc.id.to_owned(), why.to_owned()]);
+                    continue;
+                }
             }
             for f in &sc.figures {
                 rows.push(table_row(f));
+            }
+            for u in &sc.not_available {
+                rows.push(vec![u.label.clone(), u.reason.clone()]);
             }
         }
         print_table(
@@ -339,6 +360,30 @@ impl Report {
             let ids: Vec<&str> = self.planned.iter().map(|p| p.id).collect();
             println!("\nnot built yet (later issues): {}", ids.join(", "));
         }
+    }
+}
+
+/// The database and the settings behind every figure, for the table's first line.
+fn server_text(server: &ServerFacts) -> String {
+    match server {
+        ServerFacts::MySql(s) => format!(
+            "{} {} (innodb_flush_log_at_trx_commit={}, binlog {}, sync_binlog={})",
+            s.flavor,
+            s.version,
+            s.innodb_flush_log_at_trx_commit,
+            if s.log_bin { "on" } else { "off" },
+            s.sync_binlog,
+        ),
+        ServerFacts::Sqlite(s) => format!(
+            "{} {} (journal_mode={}, synchronous={}, busy_timeout={} ms, {}; server variables {})",
+            s.flavor,
+            s.version,
+            s.journal_mode,
+            s.synchronous,
+            s.busy_timeout_ms,
+            s.writers,
+            s.variables,
+        ),
     }
 }
 

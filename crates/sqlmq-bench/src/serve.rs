@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use super::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use super::backend::Db;
 use super::context::Ctx;
 use super::queue::{POOL, fill, with_queue};
 use super::raw::split;
@@ -81,8 +82,9 @@ impl Conn {
 }
 
 /// Run `work` against a server started in-process on `client` (its pool is the server's).
-async fn with_server<F, Fut, T>(client: sqlmq::Client, work: F) -> Result<T>
+async fn with_server<B, F, Fut, T>(client: sqlmq::Client<B>, work: F) -> Result<T>
 where
+    B: Db,
     F: FnOnce(std::net::SocketAddr) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
@@ -98,7 +100,7 @@ where
 }
 
 /// `serve.send`: single-message sends by 16 keep-alive clients.
-pub async fn send(ctx: &Ctx) -> Result<Outcome> {
+pub async fn send<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.send_many;
     let bar = ctx.bar("serve.send");
     let b = bar.clone();
@@ -140,7 +142,7 @@ pub async fn send(ctx: &Ctx) -> Result<Outcome> {
 
 /// `serve.drain`: a pre-filled queue drained by 8 keep-alive clients (receive up to 100, then
 /// one ack request for them).
-pub async fn drain(ctx: &Ctx) -> Result<Outcome> {
+pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.drain;
     let bar = ctx.bar("serve.drain");
     let b = bar.clone();

@@ -8,7 +8,8 @@
 //!   only polling can wake the worker, as for a message sent by another process.
 //! - `worker.idle`: statements per second an idle worker process costs the server, and the
 //!   trade-off table: for each poll ceiling, the idle statements/s and the latency of a message
-//!   sent to the idle worker.
+//!   sent to the idle worker. Where statements cannot be counted (SQLite: no server), the
+//!   latencies are measured and the statement figures reported as not available.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -23,12 +24,12 @@ use sqlmq::{
 use tokio::time::MissedTickBehavior;
 
 use super::args::BUSY_RATE_PER_S;
+use super::backend::{Db, delta, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
-use super::queue::idle::{delta, questions};
 use super::queue::{AbortOnDrop, POOL, with_client};
 use super::registry::Outcome as Ran;
-use super::report::{Figure, Unit};
+use super::report::{Figure, Unavailable, Unit};
 use super::track::Tracker;
 
 /// Handlers running at once in the throughput scenario: two full batches per claim loop, so
@@ -50,7 +51,7 @@ impl Job for Noop {
 }
 
 /// `worker.e2e`.
-pub async fn e2e(ctx: &Ctx) -> Result<Ran> {
+pub async fn e2e<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     let n = ctx.plan.worker_messages;
     let bar = ctx.bar("worker.e2e");
     let b = bar.clone();
@@ -69,7 +70,7 @@ pub async fn e2e(ctx: &Ctx) -> Result<Ran> {
         b.phase("worker, no-op typed handler", n);
         let tracker = Arc::new(Tracker::new(n));
         let (t, bb) = (Arc::clone(&tracker), b.clone());
-        let handler = move |_job: Noop, ctx: JobContext| {
+        let handler = move |_job: Noop, ctx: JobContext<B>| {
             t.record([ctx.id()]);
             bb.set(t.delivered());
             async { Ok::<_, Infallible>(Outcome::Done) }
@@ -129,10 +130,10 @@ struct Timed {
 }
 
 impl Timed {
-    fn start(client: &Client, queue: &str, ceiling: Duration) -> Timed {
+    fn start<B: Db>(client: &Client<B>, queue: &str, ceiling: Duration) -> Timed {
         let started: Started = Arc::default();
         let s = Arc::clone(&started);
-        let handler = move |d: Delivery, _ctx: JobContext| {
+        let handler = move |d: Delivery, _ctx: JobContext<B>| {
             s.lock()
                 .expect("poisoned")
                 .entry(d.id)
@@ -170,18 +171,22 @@ impl Timed {
 }
 
 /// A second client on `client`'s tables: its sends wake the worker only through polling.
-async fn producer(ctx: &Ctx, client: &Client, queue: &str) -> Result<(Client, Queue)> {
+async fn producer<B: Db>(
+    ctx: &Ctx<B>,
+    client: &Client<B>,
+    queue: &str,
+) -> Result<(Client<B>, Queue<B>)> {
     let other = Client::builder()
         .table_prefix(client.table_prefix())
         .max_connections(2)
-        .connect(&ctx.scratch.url)
+        .open::<B>(&ctx.scratch.url)
         .await?;
     let q = other.queue(queue).await?;
     Ok((other, q))
 }
 
 /// Send one message and return the time from the call to its handler's start.
-async fn one_sample(q: &Queue, worker: &Timed) -> Result<Duration> {
+async fn one_sample<B: Db>(q: &Queue<B>, worker: &Timed) -> Result<Duration> {
     let m = Message::new("x");
     let id = m.id();
     let sent = Instant::now();
@@ -196,7 +201,7 @@ fn settle(ceiling: Duration) -> Duration {
 }
 
 /// `worker.latency`.
-pub async fn latency(ctx: &Ctx) -> Result<Ran> {
+pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     let plan = &ctx.plan;
     let bar = ctx.bar("worker.latency");
     let b = bar.clone();
@@ -267,14 +272,14 @@ pub async fn latency(ctx: &Ctx) -> Result<Ran> {
 /// One row of the trade-off table.
 struct Tradeoff {
     ceiling: Duration,
-    queries_per_s: f64,
-    statements: u64,
-    window: Duration,
+    /// Statements counted over the window, and the window; `None` where statements cannot be
+    /// counted.
+    statements: Option<(u64, Duration)>,
     latency: Summary,
 }
 
 /// `worker.idle`.
-pub async fn idle(ctx: &Ctx) -> Result<Ran> {
+pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     let plan = &ctx.plan;
     let bar = ctx.bar("worker.idle");
     let mut rows = Vec::new();
@@ -286,18 +291,15 @@ pub async fn idle(ctx: &Ctx) -> Result<Ran> {
             let (other, q) = producer(ctx, &client, "widl").await?;
             // Let the poll delay reach the ceiling.
             tokio::time::sleep(settle(ceiling) + Duration::from_millis(500)).await;
-            b.phase(
-                &format!("ceiling {} ms: counting statements", ceiling.as_millis()),
-                1,
-            );
-            let pool = client.pool();
-            let overhead = delta(&questions(pool).await?, &questions(pool).await?);
-            let before = questions(pool).await?;
-            let t0 = Instant::now();
-            tokio::time::sleep(plan.tradeoff_window).await;
-            let after = questions(pool).await?;
-            let window = t0.elapsed();
-            let statements = delta(&before, &after).saturating_sub(overhead);
+            let statements = if B::NO_STATEMENT_COUNTER.is_none() {
+                b.phase(
+                    &format!("ceiling {} ms: counting statements", ceiling.as_millis()),
+                    1,
+                );
+                Some(count_statements(client.pool(), plan.tradeoff_window).await?)
+            } else {
+                None
+            };
             b.phase(
                 &format!("ceiling {} ms: idle wakeups", ceiling.as_millis()),
                 plan.tradeoff_samples,
@@ -312,9 +314,7 @@ pub async fn idle(ctx: &Ctx) -> Result<Ran> {
             other.pool().close().await;
             Ok(Tradeoff {
                 ceiling,
-                queries_per_s: statements as f64 / window.as_secs_f64(),
                 statements,
-                window,
                 latency: latencies.summary(),
             })
         })
@@ -323,6 +323,7 @@ pub async fn idle(ctx: &Ctx) -> Result<Ran> {
     }
     bar.finish();
     let mut figures = Vec::new();
+    let mut unavailable = Vec::new();
     for row in &rows {
         let ms = row.ceiling.as_millis();
         let default = row.ceiling == DEFAULT_CEILING;
@@ -333,20 +334,27 @@ pub async fn idle(ctx: &Ctx) -> Result<Ran> {
                 format!("worker.idle.{ms}ms.{what}")
             }
         };
-        figures.push(
-            Figure::new(
-                key("queries"),
-                format!("sqlmq idle worker, poll ceiling {ms} ms"),
-                row.queries_per_s,
-                Unit::QueriesPerS,
-            )
-            .note(format!(
-                "{} statements in {:.1} s from one idle worker process (probe, heartbeat, \
-                 maintenance), per-session Questions counters",
-                row.statements,
-                row.window.as_secs_f64()
-            )),
-        );
+        let label = format!("sqlmq idle worker, poll ceiling {ms} ms");
+        match row.statements {
+            Some((statements, window)) => figures.push(
+                Figure::new(
+                    key("queries"),
+                    label,
+                    statements as f64 / window.as_secs_f64(),
+                    Unit::QueriesPerS,
+                )
+                .note(format!(
+                    "{statements} statements in {:.1} s from one idle worker process (probe, \
+                     heartbeat, maintenance), per-session Questions counters",
+                    window.as_secs_f64()
+                )),
+            ),
+            None => unavailable.push(Unavailable {
+                key: key("queries"),
+                label,
+                reason: not_available::<B>(B::NO_STATEMENT_COUNTER.unwrap_or_default()),
+            }),
+        }
         figures.push(
             Figure::latency(
                 &key("latency"),
@@ -356,5 +364,25 @@ pub async fn idle(ctx: &Ctx) -> Result<Ran> {
             .note("send from another client to an idle worker → handler start"),
         );
     }
-    Ok(Ran::Ran(figures))
+    if unavailable.is_empty() {
+        Ok(Ran::Ran(figures))
+    } else {
+        Ok(Ran::Partly(figures, unavailable))
+    }
+}
+
+/// Statements the connections of `pool` execute over `window` (minus those of the counting
+/// itself, measured by two back-to-back readings), and the window as measured. Call it while
+/// nothing else uses the pool's connections but between their uses.
+async fn count_statements<B: Db>(
+    pool: &sqlx::Pool<B>,
+    window: Duration,
+) -> Result<(u64, Duration)> {
+    let overhead = delta(&B::statements(pool).await?, &B::statements(pool).await?);
+    let before = B::statements(pool).await?;
+    let t0 = Instant::now();
+    tokio::time::sleep(window).await;
+    let after = B::statements(pool).await?;
+    let window = t0.elapsed();
+    Ok((delta(&before, &after).saturating_sub(overhead), window))
 }

@@ -150,8 +150,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Trace(args) => cmd::trace::run::<B>(settings, args).await,
         Demo(args) => cmd::demo::run::<B>(settings, args).await,
         Serve(args) => cmd::serve::run::<B>(settings, args).await,
-        // The benchmark measures MySQL/MariaDB itself (its baselines are server statements).
-        Bench(args) => cmd::bench::run(settings, args).await,
+        Bench(args) => cmd::bench::run::<B>(settings, args).await,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod redis;
 use std::ops::Range;
 use std::time::Duration;
 
+use super::backend::Db;
 use super::context::Ctx;
 
 /// Time a peer has to accept a connection before it is skipped.
@@ -71,7 +72,7 @@ pub fn ranges(n: u64, parts: usize) -> Vec<Range<u64>> {
 
 /// Remove what this run left on the peers it touched (tables, queues, streams). Best effort:
 /// failures are reported on stderr.
-pub async fn cleanup(ctx: &Ctx) {
+pub async fn cleanup<B: Db>(ctx: &Ctx<B>) {
     let touched = ctx.peers_touched.lock().expect("poisoned").clone();
     for peer in touched {
         let done = match peer {

@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
 use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, body_value};
 use crate::progress::Bar;
@@ -43,7 +44,7 @@ const CLAIM: &str = "SELECT id, body FROM {t} WHERE queue_id = 1 ORDER BY priori
 const DELETE_CLAIMED: &str = "DELETE FROM {t} WHERE id = ANY($1)";
 
 /// `peer.postgres`.
-pub async fn run(ctx: &Ctx) -> Result<Outcome> {
+pub async fn run<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let url = &ctx.peers.postgres;
     if let Err(why) = reach("PostgreSQL", url, 5432).await {
         return Ok(Outcome::Skipped(why));
@@ -62,7 +63,7 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
     result
 }
 
-async fn measure(ctx: &Ctx, pool: &PgPool) -> Result<Outcome> {
+async fn measure<B: Db>(ctx: &Ctx<B>, pool: &PgPool) -> Result<Outcome> {
     let info = info(pool).await?;
     let (raw, jobs) = (ctx.peer_name("raw"), ctx.peer_name("jobs"));
     for (t, index) in [(&raw, false), (&jobs, true)] {
@@ -274,7 +275,7 @@ async fn consume(pool: &PgPool, table: &str, tracker: &Tracker<u64>, bar: &Bar) 
 }
 
 /// Drop this run's tables.
-pub async fn cleanup(ctx: &Ctx) -> Result<()> {
+pub async fn cleanup<B: Db>(ctx: &Ctx<B>) -> Result<()> {
     let pool = connect(&ctx.peers.postgres).await?;
     let sql = format!(
         "DROP TABLE IF EXISTS {}, {}",

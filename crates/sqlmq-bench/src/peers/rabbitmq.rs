@@ -27,6 +27,7 @@ use tokio::task::JoinSet;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
 use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, body_value};
 use crate::raw;
@@ -40,7 +41,7 @@ const PERSISTENT: u8 = 2;
 const WAIT: Duration = Duration::from_millis(100);
 
 /// `peer.rabbitmq`.
-pub async fn run(ctx: &Ctx) -> Result<Outcome> {
+pub async fn run<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let url = &ctx.peers.amqp;
     if let Err(why) = reach("RabbitMQ", url, 5672).await {
         return Ok(Outcome::Skipped(why));
@@ -193,7 +194,7 @@ async fn connect(url: &str) -> Result<Connection> {
 }
 
 /// Delete this run's queue.
-pub async fn cleanup(ctx: &Ctx) -> Result<()> {
+pub async fn cleanup<B: Db>(ctx: &Ctx<B>) -> Result<()> {
     let conn = connect(&ctx.peers.amqp).await?;
     let channel = conn.create_channel().await?;
     channel

@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
 use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, body_value};
 use crate::raw;
@@ -37,7 +38,7 @@ const BLOCK_MS: u64 = 100;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `peer.redis`.
-pub async fn run(ctx: &Ctx) -> Result<Outcome> {
+pub async fn run<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let url = &ctx.peers.redis;
     if let Err(why) = reach("Redis", url, 6379).await {
         return Ok(Outcome::Skipped(why));
@@ -224,7 +225,7 @@ async fn info(conn: &mut MultiplexedConnection) -> Result<PeerInfo> {
 }
 
 /// Delete this run's stream.
-pub async fn cleanup(ctx: &Ctx) -> Result<()> {
+pub async fn cleanup<B: Db>(ctx: &Ctx<B>) -> Result<()> {
     let mut conn = connect(&ctx.peers.redis).await?;
     redis::cmd("DEL")
         .arg(ctx.peer_name("stream"))

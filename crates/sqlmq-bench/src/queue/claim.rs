@@ -14,6 +14,7 @@ use sqlmq::{Delivery, Queue, Receipt};
 
 use super::{fill, with_queue};
 use crate::args::{CLAIM_N, LEASE};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{Latencies, Summary};
 use crate::progress::Bar;
@@ -24,7 +25,7 @@ use crate::report::{Figure, Unit, value_text};
 const WARM_UP: u64 = 20;
 
 /// `queue.claim`.
-pub async fn claim(ctx: &Ctx) -> Result<Outcome> {
+pub async fn claim<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let plan = &ctx.plan;
     let bar = ctx.bar("queue.claim");
     let b = bar.clone();
@@ -52,7 +53,7 @@ pub async fn claim(ctx: &Ctx) -> Result<Outcome> {
 }
 
 /// Time `samples` claims (after [`WARM_UP`] untimed ones), acking each claim untimed.
-async fn timed_claims(queue: &Queue, samples: u64, bar: &Bar) -> Result<Summary> {
+async fn timed_claims<B: Db>(queue: &Queue<B>, samples: u64, bar: &Bar) -> Result<Summary> {
     bar.phase(&format!("timed receive({CLAIM_N})"), WARM_UP + samples);
     let latencies = Latencies::default();
     for i in 0..WARM_UP + samples {

@@ -10,16 +10,16 @@ use sqlmq::{Delivery, MessageId, Queue, Receipt};
 use tokio::task::JoinSet;
 
 use crate::args::LEASE;
+use crate::backend::Db;
 use crate::measure::{Latencies, age};
 use crate::progress::Bar;
 use crate::track::Tracker;
 use sqlmq_cli_common::poll::PollDelay;
 
 /// One consumer's settings; clone it once per consumer task.
-#[derive(Clone)]
-pub struct Consumer {
+pub struct Consumer<B: Db> {
     /// The queue to drain.
-    pub queue: Queue,
+    pub queue: Queue<B>,
     /// Messages per `receive`.
     pub batch: usize,
     /// Shared bookkeeping; consumers stop when it says so.
@@ -30,7 +30,20 @@ pub struct Consumer {
     pub latency: Option<(Arc<Latencies>, Instant)>,
 }
 
-impl Consumer {
+// By hand: a derive would require `B: Clone`.
+impl<B: Db> Clone for Consumer<B> {
+    fn clone(&self) -> Self {
+        Consumer {
+            queue: self.queue.clone(),
+            batch: self.batch,
+            tracker: Arc::clone(&self.tracker),
+            bar: self.bar.clone(),
+            latency: self.latency.clone(),
+        }
+    }
+}
+
+impl<B: Db> Consumer<B> {
     /// Consume until the tracker says stop. Returns the number of acks that found their lease
     /// lost (always 0 unless something is broken: leases outlive the run).
     pub async fn run(self) -> Result<u64> {

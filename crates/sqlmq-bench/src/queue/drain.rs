@@ -16,6 +16,7 @@ use super::consumer::Consumer;
 use super::produce::sends;
 use super::{AbortOnDrop, POOL, fill, with_queue};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, peak_rss_bytes};
 use crate::raw::{self, split};
@@ -27,7 +28,7 @@ use crate::track::Tracker;
 const BACKLOG_SAMPLE: Duration = Duration::from_millis(20);
 
 /// `queue.drain`.
-pub async fn drain(ctx: &Ctx) -> Result<Outcome> {
+pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.drain;
     let bar = ctx.bar("queue.drain");
     let b = bar.clone();
@@ -74,7 +75,7 @@ pub async fn drain(ctx: &Ctx) -> Result<Outcome> {
 
 /// `queue.mixed`: first the 4 producers alone (the rate they reach without consumers), then
 /// the same producers with 8 consumers draining at the same time.
-pub async fn mixed(ctx: &Ctx) -> Result<Outcome> {
+pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.mixed;
     let bar = ctx.bar("queue.mixed");
     let b = bar.clone();

@@ -11,17 +11,18 @@
 //! counts statements sent by clients, prepared-statement executions included; it does not count
 //! pings (sqlx pings a connection before reusing it) or prepares. Session counters are exact
 //! even when other clients use the server, unlike the global ones.
+//!
+//! SQLite has no server and no such counter: there the scenario reports itself not available
+//! ([`Db::NO_STATEMENT_COUNTER`]) rather than a number.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Result, bail};
 use sqlmq::{Queue, QueueConfig};
-use sqlx::MySqlPool;
 
 use crate::args::LEASE;
+use crate::backend::{Db, delta, not_available};
 use crate::context::Ctx;
-use crate::machine::text;
 use crate::registry::Outcome;
 use crate::report::{Figure, Unit};
 use sqlmq_cli_common::poll::PollDelay;
@@ -30,7 +31,10 @@ use sqlmq_cli_common::poll::PollDelay;
 const BATCH: usize = 10;
 
 /// `queue.idle`.
-pub async fn idle(ctx: &Ctx) -> Result<Outcome> {
+pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
+    if let Some(why) = B::NO_STATEMENT_COUNTER {
+        return Ok(Outcome::NotAvailable(not_available::<B>(why)));
+    }
     let plan = &ctx.plan;
     let bar = ctx.bar("queue.idle");
     // Its own client: the pool then holds only this consumer's connections.
@@ -47,11 +51,11 @@ pub async fn idle(ctx: &Ctx) -> Result<Outcome> {
             poll_once(&queue, &mut poll).await?;
             bar.set(started.elapsed().as_millis() as u64);
         }
-        let a = questions(pool).await?;
-        let b = questions(pool).await?;
+        let a = B::statements(pool).await?;
+        let b = B::statements(pool).await?;
         let overhead = delta(&a, &b);
         bar.phase("counting statements (ms)", window);
-        let before = questions(pool).await?;
+        let before = B::statements(pool).await?;
         let t0 = Instant::now();
         let mut polls = 0u64;
         while t0.elapsed() < plan.idle_window {
@@ -59,7 +63,7 @@ pub async fn idle(ctx: &Ctx) -> Result<Outcome> {
             polls += 1;
             bar.set(t0.elapsed().as_millis() as u64);
         }
-        let after = questions(pool).await?;
+        let after = B::statements(pool).await?;
         let elapsed = t0.elapsed();
         let executed = delta(&before, &after).saturating_sub(overhead);
         anyhow::Ok((executed, polls, elapsed))
@@ -85,53 +89,10 @@ pub async fn idle(ctx: &Ctx) -> Result<Outcome> {
 }
 
 /// One poll of an empty queue, then the adaptive wait.
-async fn poll_once(queue: &Queue, poll: &mut PollDelay) -> Result<()> {
+async fn poll_once<B: Db>(queue: &Queue<B>, poll: &mut PollDelay) -> Result<()> {
     if !queue.receive(BATCH, LEASE).await?.is_empty() {
         bail!("the idle queue received a message");
     }
     tokio::time::sleep(poll.next_delay()).await;
     Ok(())
-}
-
-/// `Questions` of every open connection of `pool`, by connection id. Only call it while no
-/// connection of the pool is in use: it takes each one once.
-pub async fn questions(pool: &MySqlPool) -> Result<HashMap<u64, u64>> {
-    let mut held = Vec::new();
-    for _ in 0..pool.size() {
-        held.push(tokio::time::timeout(Duration::from_secs(10), pool.acquire()).await??);
-    }
-    let mut out = HashMap::new();
-    for conn in &mut held {
-        let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut **conn)
-            .await?;
-        let row = sqlx::query("SHOW SESSION STATUS LIKE 'Questions'")
-            .fetch_one(&mut **conn)
-            .await?;
-        let value = text(&row, 1)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        out.insert(id, value);
-    }
-    Ok(out)
-}
-
-/// Statements executed between two readings (connections opened meanwhile count from zero).
-pub fn delta(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
-    after
-        .iter()
-        .map(|(id, v)| v.saturating_sub(before.get(id).copied().unwrap_or(0)))
-        .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn delta_counts_new_connections_from_zero() {
-        let before = HashMap::from([(1, 10), (2, 5)]);
-        let after = HashMap::from([(1, 14), (2, 5), (3, 2)]);
-        assert_eq!(delta(&before, &after), 6);
-    }
 }

@@ -21,6 +21,7 @@ use tokio::time::MissedTickBehavior;
 use super::consumer::Consumer;
 use super::{AbortOnDrop, POOL, with_client, with_queue};
 use crate::args::{BUSY_RATE_PER_S, IDLE_PAIRS};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{Latencies, stamped};
 use crate::registry::Outcome;
@@ -31,7 +32,7 @@ use crate::track::Tracker;
 const BATCH: usize = 10;
 
 /// `queue.latency`.
-pub async fn latency(ctx: &Ctx) -> Result<Outcome> {
+pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("queue.latency");
     let (origin, plan) = (ctx.origin, &ctx.plan);
     let b = bar.clone();

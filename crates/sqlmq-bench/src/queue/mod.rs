@@ -22,6 +22,7 @@ use anyhow::Result;
 use sqlmq::{Client, Message, MessageId, Queue, QueueConfig};
 
 use super::args::{CONSUMERS, MANY};
+use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
 use super::progress::Bar;
@@ -35,9 +36,15 @@ const FILL_BATCH: u64 = 10_000;
 
 /// Run `work` with a fresh client (tables of its own) with `connections` pooled connections,
 /// opened before `work` starts; then drop the client's tables.
-pub async fn with_client<F, Fut, T>(ctx: &Ctx, tag: &str, connections: u32, work: F) -> Result<T>
+pub async fn with_client<B, F, Fut, T>(
+    ctx: &Ctx<B>,
+    tag: &str,
+    connections: u32,
+    work: F,
+) -> Result<T>
 where
-    F: FnOnce(Client) -> Fut,
+    B: Db,
+    F: FnOnce(Client<B>) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     let client = ctx.client(tag, connections).await?;
@@ -51,9 +58,15 @@ where
 }
 
 /// Like [`with_client`], with a queue named `tag` in it.
-pub async fn with_queue<F, Fut, T>(ctx: &Ctx, tag: &str, connections: u32, work: F) -> Result<T>
+pub async fn with_queue<B, F, Fut, T>(
+    ctx: &Ctx<B>,
+    tag: &str,
+    connections: u32,
+    work: F,
+) -> Result<T>
 where
-    F: FnOnce(Queue) -> Fut,
+    B: Db,
+    F: FnOnce(Queue<B>) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     with_client(ctx, tag, connections, |client| async move {
@@ -73,7 +86,7 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// Send `n` messages in atomic batches (unmeasured set-up); returns their ids.
-pub async fn fill(queue: &Queue, n: u64, bar: &Bar) -> Result<Vec<MessageId>> {
+pub async fn fill<B: Db>(queue: &Queue<B>, n: u64, bar: &Bar) -> Result<Vec<MessageId>> {
     bar.phase("pre-fill (send_batch)", n);
     let mut ids = Vec::with_capacity(n as usize);
     let mut left = n;

@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 
 use super::{POOL, with_queue};
 use crate::args::{BATCH_SIZES, MANY};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::body;
 use crate::progress::Bar;
@@ -18,7 +19,7 @@ use crate::registry::Outcome;
 use crate::report::Figure;
 
 /// `queue.produce`.
-pub async fn produce(ctx: &Ctx) -> Result<Outcome> {
+pub async fn produce<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("queue.produce");
     let mut figures = Vec::new();
     for (producers, n, baseline) in [
@@ -44,7 +45,12 @@ pub async fn produce(ctx: &Ctx) -> Result<Outcome> {
 }
 
 /// `n` single sends split over `producers` tasks; returns the wall time.
-pub(super) async fn sends(queue: &Queue, producers: usize, n: u64, bar: &Bar) -> Result<Duration> {
+pub(super) async fn sends<B: Db>(
+    queue: &Queue<B>,
+    producers: usize,
+    n: u64,
+    bar: &Bar,
+) -> Result<Duration> {
     let started = Instant::now();
     let mut set = JoinSet::new();
     for count in split(n, producers) {
@@ -64,7 +70,7 @@ pub(super) async fn sends(queue: &Queue, producers: usize, n: u64, bar: &Bar) ->
 }
 
 /// `queue.batch`.
-pub async fn batch(ctx: &Ctx) -> Result<Outcome> {
+pub async fn batch<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("queue.batch");
     let mut figures = Vec::new();
     for (size, n) in [

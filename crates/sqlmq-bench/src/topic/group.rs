@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 
 use super::{fill, with_topic};
 use crate::args::{CONSUMERS, LEASE, RECEIVE_BATCH, TOPIC_PARTITIONS};
+use crate::backend::Db;
 use crate::context::Ctx;
 use crate::progress::Bar;
 use crate::raw;
@@ -26,7 +27,7 @@ use crate::track::Tracker;
 use sqlmq_cli_common::poll::PollDelay;
 
 /// `topic.group`.
-pub async fn group(ctx: &Ctx) -> Result<Outcome> {
+pub async fn group<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.topic_group;
     let bar = ctx.bar("topic.group");
     let b = bar.clone();
@@ -67,7 +68,7 @@ pub async fn group(ctx: &Ctx) -> Result<Outcome> {
 
 /// One member: claim, ack, record, until the tracker says stop. Returns the acks that found
 /// their lease lost (always 0 unless something is broken).
-async fn member(group: Group, tracker: Arc<Tracker<MessageId>>, bar: Bar) -> Result<u64> {
+async fn member<B: Db>(group: Group<B>, tracker: Arc<Tracker<MessageId>>, bar: Bar) -> Result<u64> {
     let mut poll = PollDelay::default();
     let mut lost = 0;
     while !tracker.should_stop() {

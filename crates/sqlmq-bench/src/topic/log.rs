@@ -25,6 +25,7 @@ use anyhow::Result;
 use sqlmq::{MAX_QUERY, MessageId, Published, Topic};
 
 use crate::args::STALL;
+use crate::backend::Db;
 use crate::track::Check;
 
 /// Time between two probes of the incomplete partitions.
@@ -41,8 +42,8 @@ fn ends(published: &[Published]) -> HashMap<u32, i64> {
 
 /// Wait until every record of `published` has its offset. Gives up once no partition has
 /// completed for [`STALL`] or for `patience`, whichever is longer; returns whether all did.
-pub async fn wait_sequenced(
-    topic: &Topic,
+pub async fn wait_sequenced<B: Db>(
+    topic: &Topic<B>,
     published: &[Published],
     patience: Duration,
 ) -> Result<bool> {
@@ -100,7 +101,7 @@ impl Logged {
 }
 
 /// Read the whole log of `topic` and compare it with what was `published`.
-pub async fn check(topic: &Topic, published: &[Published]) -> Result<Logged> {
+pub async fn check<B: Db>(topic: &Topic<B>, published: &[Published]) -> Result<Logged> {
     let placed: HashMap<MessageId, u32> = published.iter().map(|p| (p.id, p.partition)).collect();
     let mut seen = HashSet::with_capacity(published.len());
     let mut check = Check::default();

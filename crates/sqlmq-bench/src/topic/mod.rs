@@ -16,6 +16,7 @@ use anyhow::Result;
 use sqlmq::{Published, Record, Topic, TopicConfig};
 
 use super::args::{MANY, TOPIC_PARTITIONS};
+use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
 use super::progress::Bar;
@@ -29,9 +30,15 @@ const FILL_BATCH: u64 = 10_000;
 
 /// Run `work` with a fresh client (tables of its own, [`POOL`] connections opened first) and a
 /// topic named `tag` with `partitions` partitions in it; then drop the client's tables.
-pub async fn with_topic<F, Fut, T>(ctx: &Ctx, tag: &str, partitions: u32, work: F) -> Result<T>
+pub async fn with_topic<B, F, Fut, T>(
+    ctx: &Ctx<B>,
+    tag: &str,
+    partitions: u32,
+    work: F,
+) -> Result<T>
 where
-    F: FnOnce(Topic) -> Fut,
+    B: Db,
+    F: FnOnce(Topic<B>) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     with_client(ctx, tag, POOL, |client| async move {
@@ -50,7 +57,7 @@ pub fn record(n: u64) -> Record {
 
 /// Publish `n` records in atomic batches (unmeasured set-up), then wait until every one has
 /// its offset; returns what was published.
-pub async fn fill(topic: &Topic, n: u64, bar: &Bar) -> Result<Vec<Published>> {
+pub async fn fill<B: Db>(topic: &Topic<B>, n: u64, bar: &Bar) -> Result<Vec<Published>> {
     bar.phase("pre-publish (publish_batch)", n);
     let mut published = Vec::with_capacity(n as usize);
     let mut next = 0;

@@ -13,6 +13,9 @@
 //! Last, the ceiling of one partition's sequencer: records committed inside the bench's own
 //! transactions (`publish_batch_in`, which wakes no sequencer) wait for their offsets; one
 //! `Topic::sequence` call is then timed while it gives them offsets in steps of up to 1 000.
+//! SQLite has no sequencer (a record gets its offset in its publishing transaction): there this
+//! figure is reported as not available, and the "sequencing steps" of the other figures are the
+//! publishing transactions' stamps.
 
 use std::time::{Duration, Instant};
 
@@ -23,11 +26,12 @@ use tokio::task::JoinSet;
 use super::log::{self, Logged};
 use super::{FILL_BATCH, record, with_topic};
 use crate::args::{MANY, PUBLISH_BATCH, TOPIC_PARTITIONS};
+use crate::backend::{Db, not_available};
 use crate::context::Ctx;
 use crate::progress::Bar;
 use crate::raw::{self, split};
 use crate::registry::Outcome;
-use crate::report::Figure;
+use crate::report::{Figure, Unavailable};
 
 /// Rows one sequencing step moves at most (the library's `SEQUENCE_BATCH`).
 const SEQUENCE_STEP: usize = 1000;
@@ -44,8 +48,11 @@ struct Run {
     complete: bool,
 }
 
+/// Key of the sequencer's figure.
+const SEQUENCER: &str = "topic.publish.1p.sequencer";
+
 /// `topic.publish`.
-pub async fn publish(ctx: &Ctx) -> Result<Outcome> {
+pub async fn publish<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("topic.publish");
     let plan = &ctx.plan;
     let mut figures = Vec::new();
@@ -65,17 +72,32 @@ pub async fn publish(ctx: &Ctx) -> Result<Outcome> {
                 Ok((run, logged))
             })
             .await?;
-            figures.push(figure(batch, partitions, producers, &run, logged).against(baseline));
+            let figure = figure::<B>(batch, partitions, producers, &run, logged);
+            figures.push(figure.against(baseline));
         }
     }
-    figures.push(sequencer(ctx, &bar).await?);
+    let label = format!("sqlmq sequencer alone, 1 partition, steps of {SEQUENCE_STEP}");
+    let outcome = match B::NO_SEQUENCER {
+        None => {
+            figures.push(sequencer(ctx, &bar, label).await?);
+            Outcome::Ran(figures)
+        }
+        Some(why) => Outcome::Partly(
+            figures,
+            vec![Unavailable {
+                key: SEQUENCER.to_owned(),
+                label,
+                reason: not_available::<B>(why),
+            }],
+        ),
+    };
     bar.finish();
-    Ok(Outcome::Ran(figures))
+    Ok(outcome)
 }
 
 /// The sequencer alone: records committed to one partition with no sequencer woken, then one
 /// timed `Topic::sequence` pass.
-async fn sequencer(ctx: &Ctx, bar: &Bar) -> Result<Figure> {
+async fn sequencer<B: Db>(ctx: &Ctx<B>, bar: &Bar, label: String) -> Result<Figure> {
     let n = ctx.plan.topic_batch_one;
     let b = bar.clone();
     let (published, moved, elapsed, logged) = with_topic(ctx, "seq", 1, |topic| async move {
@@ -89,34 +111,28 @@ async fn sequencer(ctx: &Ctx, bar: &Bar) -> Result<Figure> {
         Ok((published.len(), moved, elapsed, logged))
     })
     .await?;
-    Ok(Figure::rate(
-        "topic.publish.1p.sequencer",
-        format!("sqlmq sequencer alone, 1 partition, steps of {SEQUENCE_STEP}"),
-        moved as u64,
-        elapsed,
-    )
-    .against(raw::INSERT_MANY)
-    .checked(logged.check)
-    .note(
-        format!(
-            "offsets given by one sequencing pass over {published} committed records waiting \
-         in 1 partition ({moved} of them sequenced by this pass, in {} steps): the ceiling \
-         of one partition's sequencer",
-            logged.steps
-        ) + &logged.problems(),
-    ))
+    Ok(Figure::rate(SEQUENCER, label, moved as u64, elapsed)
+        .against(raw::INSERT_MANY)
+        .checked(logged.check)
+        .note(
+            format!(
+                "offsets given by one sequencing pass over {published} committed records \
+                 waiting in 1 partition ({moved} of them sequenced by this pass, in {} steps): \
+                 the ceiling of one partition's sequencer",
+                logged.steps
+            ) + &logged.problems(),
+        ))
 }
 
 /// Commit `n` records to the topic in batches inside the bench's own transactions: they wait
 /// for their offsets, as no sequencer is woken for them (unmeasured set-up).
-async fn pending(topic: &Topic, n: u64, bar: &Bar) -> Result<Vec<Published>> {
+async fn pending<B: Db>(topic: &Topic<B>, n: u64, bar: &Bar) -> Result<Vec<Published>> {
     bar.phase("sequencer alone: publish_batch_in", n);
-    let pool = topic.client().pool();
     let mut published = Vec::with_capacity(n as usize);
     let mut next = 0;
     while next < n {
         let k = (n - next).min(FILL_BATCH);
-        let mut tx = pool.begin().await?;
+        let mut tx = topic.client().begin().await?;
         let records = (next..next + k).map(record).collect();
         published.extend(topic.publish_batch_in(&mut tx, records).await?);
         tx.commit().await?;
@@ -128,7 +144,13 @@ async fn pending(topic: &Topic, n: u64, bar: &Bar) -> Result<Vec<Published>> {
 
 /// About `n` records (whole batches of `batch`) published by `producers` tasks, then the wait
 /// for their offsets.
-async fn timed(topic: &Topic, producers: usize, batch: usize, n: u64, bar: &Bar) -> Result<Run> {
+async fn timed<B: Db>(
+    topic: &Topic<B>,
+    producers: usize,
+    batch: usize,
+    n: u64,
+    bar: &Bar,
+) -> Result<Run> {
     let size = batch as u64;
     let started = Instant::now();
     let mut set = JoinSet::new();
@@ -188,7 +210,13 @@ fn describe(batch: usize, partitions: u32, producers: usize) -> String {
 
 /// The figure of one run: `topic.publish.<partitions>p.single.<producers>` or
 /// `topic.publish.<partitions>p.batch100.<producers>`.
-fn figure(batch: usize, partitions: u32, producers: usize, run: &Run, logged: Logged) -> Figure {
+fn figure<B: Db>(
+    batch: usize,
+    partitions: u32,
+    producers: usize,
+    run: &Run,
+    logged: Logged,
+) -> Figure {
     let kind = if batch == 1 {
         "single".to_owned()
     } else {
@@ -208,11 +236,18 @@ fn figure(batch: usize, partitions: u32, producers: usize, run: &Run, logged: Lo
             run.tail.as_secs_f64()
         )
     };
-    note.push_str(&format!(
-        "; {} sequencing steps, {:.1} records per step",
-        logged.steps,
-        records as f64 / logged.steps.max(1) as f64
-    ));
+    let per_step = records as f64 / logged.steps.max(1) as f64;
+    note.push_str(&match B::NO_SEQUENCER {
+        None => format!(
+            "; {} sequencing steps, {per_step:.1} records per step",
+            logged.steps
+        ),
+        Some(_) => format!(
+            "; offsets given in the publishing transactions: {} stamps, {per_step:.1} records \
+             per stamp",
+            logged.steps
+        ),
+    });
     note.push_str(&logged.problems());
     if batch > 1 {
         note.push_str("; compared with the raw single-row INSERT rate");

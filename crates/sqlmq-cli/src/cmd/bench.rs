@@ -6,6 +6,7 @@
 //! so that a script or a habit that types `sqlmq bench …` learns where it went.
 
 use anyhow::Result;
+use sqlmq::Backend;
 
 use crate::settings::Settings;
 
@@ -19,10 +20,10 @@ pub const NOT_BUILT_IN: &str = "this sqlmq was built without the benchmark: run 
 #[cfg(feature = "bench")]
 pub use sqlmq_bench::BenchArgs as Args;
 
-/// Run the benchmark.
+/// Run the benchmark on backend `B` (the database URL's).
 #[cfg(feature = "bench")]
-pub async fn run(settings: &Settings, args: Args) -> Result<()> {
-    sqlmq_bench::run(settings, args).await
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    sqlmq_bench::run::<B>(settings, args).await
 }
 
 /// What `sqlmq bench` accepts in a build without the benchmark: anything, ignored.
@@ -40,6 +41,8 @@ pub struct Args {
 
 /// Refuse with [`NOT_BUILT_IN`].
 #[cfg(not(feature = "bench"))]
-pub async fn run(_settings: &Settings, _args: Args) -> Result<()> {
+// `B` keeps the call in `dispatch` the same with and without the feature.
+#[allow(clippy::extra_unused_type_parameters)]
+pub async fn run<B: Backend>(_settings: &Settings, _args: Args) -> Result<()> {
     Err(super::UsageError(NOT_BUILT_IN.to_owned()).into())
 }

@@ -1,0 +1,136 @@
+//! What the bench needs from each database beyond sqlmq itself: its scratch area, the raw
+//! statements of the baselines and how a raw write commits, the facts printed with the
+//! figures, and the counters some scenarios read. Scenarios are generic over [`Db`]; one file
+//! per backend implements it.
+//!
+//! | file | backend | scratch area | raw writes | statement counters |
+//! |---|---|---|---|---|
+//! | `mysql.rs` | MySQL/MariaDB | a database of its own, or a table prefix | autocommit | per-session `Questions` |
+//! | `sqlite.rs` | SQLite | a fresh file beside the configured one | `BEGIN IMMEDIATE` … `COMMIT` | not available |
+
+mod mysql;
+mod sqlite;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+use sqlx::{AssertSqlSafe, Database, Encode, Executor, IntoArguments, Pool, Type};
+
+use crate::machine::ServerFacts;
+use crate::scratch::Scratch;
+use sqlmq_cli_common::settings::Settings;
+
+/// The raw baselines' statements in a backend's dialect; `{t}` stands for the quoted table.
+pub struct RawSql {
+    /// A table shaped like sqlmq's message table.
+    pub create: &'static str,
+    /// One row: `?` id, `?` body.
+    pub insert: &'static str,
+    /// The `VALUES` tuple of [`RawSql::insert`], repeated for multi-row INSERTs.
+    pub row: &'static str,
+    /// Delete one row by id (`?`).
+    pub delete: &'static str,
+}
+
+/// A database the bench runs on: a sqlmq backend plus what the bench measures it with.
+pub trait Db: sqlmq::Backend {
+    /// Statements of the raw baselines.
+    const RAW: RawSql;
+    /// How a raw write transaction starts: the statement sqlmq's own transactions start with
+    /// on this backend, so that the baselines take the same locks.
+    const BEGIN: &'static str;
+    /// Whether a single raw statement commits on its own (autocommit). Where it does not, each
+    /// raw write runs in its own [`Db::BEGIN`] … `COMMIT`, as sqlmq's writes do there.
+    const AUTOCOMMIT: bool;
+    /// What "16 writers" are on this backend, for labels: connections of their own, or tasks
+    /// taking turns on one writer connection.
+    const WRITERS: &'static str;
+    /// Why statements executed per connection cannot be counted here (`None`: they can, with
+    /// [`Db::statements`]).
+    const NO_STATEMENT_COUNTER: Option<&'static str>;
+    /// Why there is no topic sequencer to time alone here (`None`: there is one).
+    const NO_SEQUENCER: Option<&'static str>;
+
+    /// `name` quoted as an identifier.
+    fn quote(name: &str) -> String;
+
+    /// Create the scratch area of run `run_id` for the database `settings` name.
+    fn create_scratch(
+        settings: &Settings,
+        run_id: &str,
+    ) -> impl Future<Output = Result<Scratch<Self>>> + Send;
+
+    /// The facts of the database and of the connections sqlmq opens to it.
+    fn facts(scratch: &Scratch<Self>) -> impl Future<Output = Result<ServerFacts>> + Send;
+
+    /// Names of every table in the scratch area.
+    fn tables(scratch: &Scratch<Self>) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Drop the tables `names` of the scratch area.
+    fn drop_tables(
+        scratch: &Scratch<Self>,
+        names: &[String],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Remove the whole scratch area (its database or its file; a table prefix is dropped by
+    /// the caller with [`Db::drop_tables`]).
+    fn remove(scratch: &Scratch<Self>) -> impl Future<Output = Result<()>> + Send;
+
+    /// Run `sql` with `binds` bound in order, as it is (no transaction of its own).
+    fn execute<'a>(
+        conn: &'a mut Self::Connection,
+        sql: Arc<str>,
+        binds: &'a [&'a [u8]],
+    ) -> impl Future<Output = Result<()>> + Send + 'a;
+
+    /// Statements executed so far by each open connection of `pool`, by connection id. Only
+    /// call it while no connection of the pool is in use: it takes each one once.
+    fn statements(pool: &Pool<Self>) -> impl Future<Output = Result<HashMap<u64, u64>>> + Send;
+}
+
+/// [`Db::execute`] for any sqlx database that binds byte slices.
+async fn execute_on<'a, DB>(
+    conn: &'a mut DB::Connection,
+    sql: Arc<str>,
+    binds: &'a [&'a [u8]],
+) -> Result<()>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    &'a mut DB::Connection: Executor<'a, Database = DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
+{
+    let mut q = sqlx::query(AssertSqlSafe(sql));
+    for b in binds {
+        q = q.bind(*b);
+    }
+    q.execute(conn).await?;
+    Ok(())
+}
+
+/// Statements executed between two readings of [`Db::statements`] (connections opened
+/// meanwhile count from zero).
+pub fn delta(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(id, v)| v.saturating_sub(before.get(id).copied().unwrap_or(0)))
+        .sum()
+}
+
+/// `reason` as a report states it: "not available on SQLite: …" (sqlx's name of the database).
+pub fn not_available<B: Db>(reason: &str) -> String {
+    format!("not available on {}: {reason}", <B as sqlx::Database>::NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_counts_new_connections_from_zero() {
+        let before = HashMap::from([(1, 10), (2, 5)]);
+        let after = HashMap::from([(1, 14), (2, 5), (3, 2)]);
+        assert_eq!(delta(&before, &after), 6);
+    }
+}

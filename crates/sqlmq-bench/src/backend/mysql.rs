@@ -1,0 +1,245 @@
+//! The bench on MySQL/MariaDB: a scratch database (`sqlmq_bench_<run>`) created for the run
+//! and dropped at the end, or, where `CREATE DATABASE` is not permitted, a scratch table prefix
+//! (`sqlmq_bench_<run>_`) in the configured database; raw baselines as autocommit statements
+//! on InnoDB; the server's durability settings; per-session `Questions` counters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use sqlx::mysql::MySqlRow;
+use sqlx::{AssertSqlSafe, MySql, MySqlConnection, MySqlPool, Row};
+
+use super::{Db, RawSql};
+use crate::machine::{MySqlFacts, ServerFacts};
+use crate::scratch::{Area, Scratch};
+use sqlmq_cli_common::settings::Settings;
+
+/// Settings reported beside the durability ones (missing ones are left out: they differ
+/// between MySQL and MariaDB).
+const REPORTED_VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+    ('innodb_buffer_pool_size', 'innodb_flush_method', 'innodb_log_file_size', \
+    'innodb_doublewrite', 'innodb_flush_neighbors', 'max_connections', 'max_prepared_stmt_count', \
+    'performance_schema', 'transaction_isolation', 'tx_isolation', 'version_comment')";
+
+impl Db for MySql {
+    /// A table shaped like sqlmq's message table: `BINARY(16)` id primary key, `INT` queue id,
+    /// `SMALLINT` priority, `MEDIUMBLOB` body, `DATETIME(6)` creation time.
+    const RAW: RawSql = RawSql {
+        create: "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+            priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, created_at DATETIME(6) NOT NULL, \
+            PRIMARY KEY (id)) ENGINE=InnoDB",
+        insert: "INSERT INTO {t} (id, queue_id, priority, body, created_at) VALUES (?, 1, 0, ?, UTC_TIMESTAMP(6))",
+        row: "(?, 1, 0, ?, UTC_TIMESTAMP(6))",
+        delete: "DELETE FROM {t} WHERE id = ?",
+    };
+
+    const BEGIN: &'static str = "BEGIN";
+
+    /// InnoDB commits (and flushes) each autocommit statement: the cheapest durable write.
+    const AUTOCOMMIT: bool = true;
+
+    const WRITERS: &'static str = "conns";
+
+    const NO_STATEMENT_COUNTER: Option<&'static str> = None;
+
+    const NO_SEQUENCER: Option<&'static str> = None;
+
+    fn quote(name: &str) -> String {
+        format!("`{name}`")
+    }
+
+    async fn create_scratch(settings: &Settings, run_id: &str) -> Result<Scratch<MySql>> {
+        let name = format!("sqlmq_bench_{run_id}");
+        // A client on the configured database: its pool administers the scratch area, and it
+        // reads the server's facts. Its table prefix is the run's, so it reads no user table.
+        let admin = settings
+            .connect_with::<MySql>(
+                sqlmq::Client::builder()
+                    .table_prefix(format!("{name}_"))
+                    .max_connections(2),
+            )
+            .await?;
+        let create = sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .execute(admin.pool())
+            .await;
+        match create {
+            Ok(_) => Ok(Scratch {
+                url: with_database(&settings.database_url, &name)?,
+                area: Area::Database { name },
+                base_prefix: String::new(),
+                admin,
+            }),
+            Err(e) => {
+                let database: Option<String> =
+                    sqlx::query_scalar("SELECT CAST(DATABASE() AS CHAR)")
+                        .fetch_one(admin.pool())
+                        .await?;
+                let Some(database) = database else {
+                    bail!("cannot create a scratch database ({e}) and the URL names no database");
+                };
+                let prefix = format!("{name}_");
+                eprintln!(
+                    "bench: cannot create a scratch database ({e}); using tables prefixed \
+                     {prefix} in database {database} instead"
+                );
+                Ok(Scratch {
+                    url: settings.database_url.clone(),
+                    area: Area::TablePrefix {
+                        prefix: prefix.clone(),
+                        database,
+                    },
+                    base_prefix: prefix,
+                    admin,
+                })
+            }
+        }
+    }
+
+    /// The facts the sqlmq client read at connect time, plus a few settings.
+    async fn facts(scratch: &Scratch<MySql>) -> Result<ServerFacts> {
+        let s = scratch.admin.server();
+        let variables = sqlx::query(REPORTED_VARIABLES)
+            .fetch_all(scratch.admin.pool())
+            .await?
+            .iter()
+            .filter_map(|r| Some((text(r, 0)?, text(r, 1)?)))
+            .collect();
+        Ok(ServerFacts::MySql(MySqlFacts {
+            flavor: format!("{:?}", s.flavor)
+                .replace("MariaDb", "MariaDB")
+                .replace("MySql", "MySQL"),
+            version: s.version.clone(),
+            innodb_flush_log_at_trx_commit: s.innodb_flush_log_at_trx_commit,
+            sync_binlog: s.sync_binlog,
+            log_bin: s.log_bin,
+            binlog_format: s.binlog_format.clone(),
+            durable: s.durable(),
+            variables,
+        }))
+    }
+
+    async fn tables(scratch: &Scratch<MySql>) -> Result<Vec<String>> {
+        Ok(sqlx::query(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = ?",
+        )
+        .bind(schema(&scratch.area))
+        .fetch_all(scratch.admin.pool())
+        .await?
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect())
+    }
+
+    async fn drop_tables(scratch: &Scratch<MySql>, names: &[String]) -> Result<()> {
+        let schema = schema(&scratch.area);
+        let list: Vec<String> = names.iter().map(|t| format!("`{schema}`.`{t}`")).collect();
+        let sql = format!("DROP TABLE IF EXISTS {}", list.join(", "));
+        sqlx::query(AssertSqlSafe(sql))
+            .execute(scratch.admin.pool())
+            .await?;
+        Ok(())
+    }
+
+    async fn remove(scratch: &Scratch<MySql>) -> Result<()> {
+        if let Area::Database { name } = &scratch.area {
+            sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+                .execute(scratch.admin.pool())
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn execute<'a>(
+        conn: &'a mut MySqlConnection,
+        sql: Arc<str>,
+        binds: &'a [&'a [u8]],
+    ) -> Result<()> {
+        super::execute_on::<MySql>(conn, sql, binds).await
+    }
+
+    /// `Questions` of every open connection, read with `SHOW SESSION STATUS` (exact even when
+    /// other clients use the server, unlike the global counter), keyed by `CONNECTION_ID()`.
+    /// `Questions` counts statements sent by clients, prepared-statement executions included;
+    /// not pings (sqlx pings a connection before reusing it) nor prepares.
+    async fn statements(pool: &MySqlPool) -> Result<HashMap<u64, u64>> {
+        let mut held = Vec::new();
+        for _ in 0..pool.size() {
+            held.push(tokio::time::timeout(Duration::from_secs(10), pool.acquire()).await??);
+        }
+        let mut out = HashMap::new();
+        for conn in &mut held {
+            let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+                .fetch_one(&mut **conn)
+                .await?;
+            let row = sqlx::query("SHOW SESSION STATUS LIKE 'Questions'")
+                .fetch_one(&mut **conn)
+                .await?;
+            let value = text(&row, 1)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            out.insert(id, value);
+        }
+        Ok(out)
+    }
+}
+
+/// The schema holding the bench's tables.
+fn schema(area: &Area) -> &str {
+    match area {
+        Area::Database { name } => name,
+        Area::TablePrefix { database, .. } => database,
+        Area::File { .. } => unreachable!("a MySQL scratch area is a database or a table prefix"),
+    }
+}
+
+/// A text column that may come back as bytes (SHOW results are binary on some servers).
+fn text(row: &MySqlRow, idx: usize) -> Option<String> {
+    row.try_get::<String, _>(idx).ok().or_else(|| {
+        Some(String::from_utf8_lossy(&row.try_get::<Vec<u8>, _>(idx).ok()?).into_owned())
+    })
+}
+
+/// `url` with its database replaced by `database`
+/// (`mysql://u:p@h:3306/app?ssl-mode=disabled` → `mysql://u:p@h:3306/DATABASE?ssl-mode=disabled`).
+fn with_database(url: &str, database: &str) -> Result<String> {
+    let Some(scheme_end) = url.find("://") else {
+        bail!("the database URL has no scheme");
+    };
+    let rest_start = scheme_end + 3;
+    let rest = &url[rest_start..];
+    let query_at = rest.find('?').unwrap_or(rest.len());
+    let path_at = rest[..query_at].find('/').unwrap_or(query_at);
+    Ok(format!(
+        "{}{}/{database}{}",
+        &url[..rest_start],
+        &rest[..path_at],
+        &rest[query_at..]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_only_the_database() {
+        let cases = [
+            (
+                "mysql://root@127.0.0.1:3306/test",
+                "mysql://root@127.0.0.1:3306/x",
+            ),
+            (
+                "mysql://u:p@h/app?ssl-mode=disabled",
+                "mysql://u:p@h/x?ssl-mode=disabled",
+            ),
+            ("mysql://h:3306", "mysql://h:3306/x"),
+            ("mysql://h?a=b", "mysql://h/x?a=b"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(with_database(url, "x").unwrap(), want, "{url}");
+        }
+        assert!(with_database("nonsense", "x").is_err());
+    }
+}
