@@ -15,7 +15,35 @@
 
 use std::collections::HashSet;
 
-use crate::domain::MessageId;
+use crate::domain::{Error, Message, MessageId, Result};
+
+/// A message row waiting for its INSERT: its index in the batch, the message, and its headers
+/// as JSON.
+pub(crate) type PendingRow<'m> = (usize, &'m Message, Option<&'m String>);
+
+/// The ids of `rows[start..]`: what to look up after a primary-key conflict.
+pub(crate) fn pending_ids(rows: &[PendingRow<'_>], start: usize) -> Vec<MessageId> {
+    rows[start..].iter().map(|r| r.1.id).collect()
+}
+
+/// After `conflict` (a primary-key violation of the INSERT of `rows[start..]`'s first
+/// statement): drop the rows whose id is `stored` or repeated, adding their batch indices to
+/// `known`, so that the caller inserts the rest. `Err(conflict)` when no row was dropped: the
+/// violation was not about ids.
+pub(crate) fn skip_known(
+    conflict: Error,
+    rows: &mut Vec<PendingRow<'_>>,
+    start: usize,
+    stored: &HashSet<MessageId>,
+    known: &mut Vec<usize>,
+) -> Result<()> {
+    let dropped = drop_known(rows, start, stored, |r| r.1.id);
+    if dropped.is_empty() {
+        return Err(conflict);
+    }
+    known.extend(dropped.into_iter().map(|r| r.0));
+    Ok(())
+}
 
 /// Remove from `rows[start..]` every row whose id is in `stored` or repeats the id of an
 /// earlier row of that range, keeping the order of the rest; return the removed rows. Rows

@@ -17,7 +17,7 @@ use super::keys::Keyed;
 use super::{SqliteStore, id_at, insert_values, now_us};
 use crate::domain::{Error, Message, MessageId, Result, Sent};
 use crate::store::Enqueue;
-use crate::store::resend::drop_known;
+use crate::store::resend::{PendingRow, pending_ids, skip_known};
 use crate::store::rows::{Entry, SendBatch};
 use crate::store::statements::{MAX_LIST, bucket, padded};
 
@@ -153,7 +153,7 @@ impl SqliteStore {
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
-        let mut rows: Vec<(usize, &Message, Option<&String>)> = fresh
+        let mut rows: Vec<PendingRow<'_>> = fresh
             .iter()
             .zip(headers.iter().map(Option::as_ref))
             .map(|(&i, h)| (i, &msgs[i], h))
@@ -195,18 +195,10 @@ impl SqliteStore {
             match inserted {
                 Ok(()) => start = end,
                 Err(e) if e.is_duplicate_key() => {
-                    let ids: Vec<MessageId> = rows[start..].iter().map(|r| r.1.id).collect();
-                    let stored: HashSet<MessageId> =
-                        super::fetch_id_list(&self.st, conn, ANY_MESSAGE, &ids)
-                            .await?
-                            .iter()
-                            .map(|r| id_at(r, 0))
-                            .collect::<Result<_>>()?;
-                    let dropped = drop_known(&mut rows, start, &stored, |r| r.1.id);
-                    if dropped.is_empty() {
-                        return Err(e);
-                    }
-                    known.extend(dropped.into_iter().map(|r| r.0));
+                    let ids = pending_ids(&rows, start);
+                    let found = super::fetch_id_list(&self.st, conn, ANY_MESSAGE, &ids).await?;
+                    let stored = found.iter().map(|r| id_at(r, 0)).collect::<Result<_>>()?;
+                    skip_known(e, &mut rows, start, &stored, &mut known)?;
                 }
                 Err(e) => return Err(e),
             }
