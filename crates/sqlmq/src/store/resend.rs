@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 
-use crate::domain::{Error, Message, MessageId, Result};
+use crate::domain::{Error, Message, MessageId, Result, Sent};
 
 /// A message row waiting for its INSERT: its index in the batch, the message, and its headers
 /// as JSON.
@@ -45,17 +45,25 @@ pub(crate) fn skip_known(
     Ok(())
 }
 
+/// Mark the batch's messages at `known` (indices into it) as duplicates in `out`, and take them
+/// out of `fresh` (the indices still to be routed into `ready`, `scheduled` or a key's queue).
+pub(crate) fn mark_known(known: Vec<usize>, out: &mut [Sent], fresh: &mut Vec<usize>) {
+    if known.is_empty() {
+        return;
+    }
+    for &i in &known {
+        out[i].duplicate = true;
+    }
+    let known: HashSet<usize> = known.into_iter().collect();
+    fresh.retain(|i| !known.contains(i));
+}
+
 /// Remove from `rows[start..]` every row whose id is in `stored` or repeats the id of an
 /// earlier row of that range, keeping the order of the rest; return the removed rows. Rows
-/// before `start` (already inserted) are kept as they are. An empty answer means the
-/// violation was not about ids: the caller returns its error.
-///
-/// ```ignore
-/// let mut rows = vec![a, b, a_again, c];
-/// let gone = drop_known(&mut rows, 1, &stored_ids /* {c} */, |r| r.id);
-/// // rows == [a, b, a_again], gone == [c]: a_again repeats `a`, which is before `start`.
-/// ```
-pub(crate) fn drop_known<R>(
+/// before `start` (already inserted) are kept as they are; a later row repeating one of them is
+/// dropped because the lookup that filled `stored` sees the transaction's own inserts. An empty
+/// answer means the violation was not about ids: the caller returns its error.
+fn drop_known<R>(
     rows: &mut Vec<R>,
     start: usize,
     stored: &HashSet<MessageId>,

@@ -12,7 +12,7 @@ use super::{MySqlStore, id_at, insert_values};
 use crate::domain::{Error, Result};
 use crate::domain::{Message, MessageId, Sent};
 use crate::store::Enqueue;
-use crate::store::resend::{PendingRow, pending_ids, skip_known};
+use crate::store::resend::{PendingRow, mark_known, pending_ids, skip_known};
 use crate::store::rows::Entry;
 use crate::store::rows::SendBatch;
 use crate::store::statements::padded;
@@ -81,13 +81,7 @@ impl Enqueue<MySql> for MySqlStore {
         let known = self
             .insert_messages(conn, queue_id, msgs, &fresh, budget)
             .await?;
-        if !known.is_empty() {
-            for &i in &known {
-                out[i].duplicate = true;
-            }
-            let known: HashSet<usize> = known.into_iter().collect();
-            fresh.retain(|i| !known.contains(i));
-        }
+        mark_known(known, &mut out, &mut fresh);
 
         let mut placed = Vec::new();
         let mut keyed = Vec::new();

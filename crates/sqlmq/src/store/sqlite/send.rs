@@ -8,7 +8,7 @@
 //! too: its first write fails with `SQLITE_BUSY_SNAPSHOT` (retryable) if another connection
 //! wrote since its read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::{Row, Sqlite, SqliteConnection};
@@ -17,7 +17,7 @@ use super::keys::Keyed;
 use super::{SqliteStore, id_at, insert_values, now_us};
 use crate::domain::{Error, Message, MessageId, Result, Sent};
 use crate::store::Enqueue;
-use crate::store::resend::{PendingRow, pending_ids, skip_known};
+use crate::store::resend::{PendingRow, mark_known, pending_ids, skip_known};
 use crate::store::rows::{Entry, SendBatch};
 use crate::store::statements::{MAX_LIST, bucket, padded};
 
@@ -88,13 +88,7 @@ impl Enqueue<Sqlite> for SqliteStore {
         let known = self
             .insert_messages(conn, queue_id, msgs, &fresh, budget)
             .await?;
-        if !known.is_empty() {
-            for &i in &known {
-                out[i].duplicate = true;
-            }
-            let known: HashSet<usize> = known.into_iter().collect();
-            fresh.retain(|i| !known.contains(i));
-        }
+        mark_known(known, &mut out, &mut fresh);
 
         let mut placed = Vec::new();
         let mut keyed = Vec::new();
