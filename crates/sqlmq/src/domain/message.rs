@@ -294,6 +294,8 @@ pub struct DeadLetter {
     pub headers: BTreeMap<String, String>,
     /// The body.
     pub body: Vec<u8>,
+    /// Broadcast groups: the member whose dead letter it is (each member keeps its own).
+    pub member: Option<String>,
 }
 
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.
@@ -303,6 +305,18 @@ pub(crate) fn time_from_micros(us: i64) -> SystemTime {
     } else {
         SystemTime::UNIX_EPOCH - Duration::from_micros(us.unsigned_abs())
     }
+}
+
+/// The error history column's text for `errors`: one JSON object per line (what
+/// [`parse_errors`] reads).
+pub(crate) fn encode_errors(errors: &[AttemptError]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in errors {
+        // Serializing a struct of strings and an integer cannot fail.
+        serde_json::to_writer(&mut out, e).expect("an AttemptError serializes");
+        out.push(b'\n');
+    }
+    out
 }
 
 /// Parse the error history column: one JSON object per line.
@@ -326,6 +340,8 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].error, "boom\nline");
         assert!(parse_errors(None).is_empty());
+        let again = encode_errors(&errs);
+        assert_eq!(parse_errors(Some(&String::from_utf8(again).unwrap())), errs);
     }
 
     #[test]

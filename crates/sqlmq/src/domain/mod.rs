@@ -45,7 +45,7 @@ pub use group_config::{
 pub use id::{MessageId, Receipt};
 pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
-pub(crate) use message::{parse_errors, time_from_micros};
+pub(crate) use message::{encode_errors, parse_errors, time_from_micros};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub(crate) use name::{validate_key, validate_table_prefix};
 pub use process::ProcessInfo;

@@ -14,6 +14,7 @@
 //! | `consume.rs` | [`Settle`] (ack, fail, extend, release: queues and groups alike), [`Probe`] |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
 //! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupDead`], [`GroupState`] |
+//! | `member.rs` | [`MemberDead`] (broadcast members' dead letters) |
 //! | `process.rs` | [`Processes`] |
 //! | `rows.rs` | rows and parameters that cross the seam |
 //! | `statements.rs` | statement texts: table-prefix expansion, bucketed list sizes |
@@ -27,6 +28,7 @@
 
 mod consume;
 mod group;
+mod member;
 pub(crate) mod mysql;
 mod process;
 mod queue;
@@ -40,6 +42,7 @@ mod topic;
 
 pub use consume::{Probe, Settle};
 pub use group::{GroupClaim, GroupDead, GroupState, Groups};
+pub use member::MemberDead;
 pub use process::Processes;
 pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues};
 pub use server::{Schema, Server};
@@ -107,6 +110,7 @@ store_traits!(
     GroupClaim,
     GroupDead,
     GroupState,
+    MemberDead,
     Processes,
 );
 

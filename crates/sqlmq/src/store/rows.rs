@@ -288,6 +288,26 @@ pub struct PositionRow {
     pub updated_us: i64,
 }
 
+/// A broadcast member's dead letter being recorded.
+pub struct MemberDeadRow<'a> {
+    pub group_id: i32,
+    pub member: &'a str,
+    pub id: MessageId,
+    pub partition: i32,
+    pub offset: i64,
+    pub attempts: i32,
+    /// The error history (`encode_errors`).
+    pub errors: &'a [u8],
+}
+
+/// A record dead for one broadcast member (what a trace shows).
+#[derive(Clone, Debug)]
+pub struct MemberDeath {
+    pub member: String,
+    pub attempts: i32,
+    pub died_us: i64,
+}
+
 /// A worker process registering.
 pub struct ProcessRegistration<'a> {
     /// Owner id: `host:pid:random`.

@@ -71,6 +71,59 @@ impl<B: Backend> Group<B> {
     }
 }
 
+impl<B: Backend> Group<B> {
+    /// Up to `n` records of partition `p` from member `member`'s position `at`, in offset
+    /// order and without holes, and the position after them. Records removed by retention
+    /// before the member read them are skipped (with a warning): the position moves to the
+    /// partition's first retained offset.
+    pub(crate) async fn read_partition(
+        &self,
+        conn: &mut B::Connection,
+        member: &str,
+        p: i32,
+        at: i64,
+        n: usize,
+    ) -> Result<(Vec<StreamRecord>, i64)> {
+        let store = self.topic.client.store();
+        let topic_id = self.topic.id();
+        let rows = store.read_from(conn, topic_id, p, at, n).await?;
+        let Some(first) = rows.first() else {
+            return Ok((rows, at));
+        };
+        let mut expect = at;
+        if first.offset != at {
+            // Only retention moves a partition's start: then the records are gone.
+            let low = store
+                .partitions(conn, topic_id)
+                .await?
+                .into_iter()
+                .find(|r| r.partition == p)
+                .map_or(0, |r| r.low_offset);
+            if low <= at || first.offset > low {
+                tracing::error!(partition = p, at, first = first.offset, "gap in the log");
+                return Ok((Vec::new(), at));
+            }
+            tracing::warn!(
+                group = self.label(),
+                member,
+                partition = p,
+                skipped = low - at,
+                "records removed by retention before this member read them"
+            );
+            expect = low;
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            if r.offset != expect {
+                break; // never deliver past a hole
+            }
+            expect += 1;
+            out.push(r);
+        }
+        Ok((out, expect))
+    }
+}
+
 impl<B: Backend> BroadcastReader<B> {
     /// The member's name.
     ///
@@ -151,8 +204,6 @@ impl<B: Backend> BroadcastReader<B> {
 
     async fn read(&mut self, n: usize) -> Result<Vec<StreamRecord>> {
         let client = &self.group.topic.client;
-        let store = &client.inner.store;
-        let topic_id = self.group.topic.id();
         let mut conn = client.reader().acquire().await?;
         let partitions: Vec<i32> = self.positions.keys().copied().collect();
         let mut out = Vec::new();
@@ -162,40 +213,12 @@ impl<B: Backend> BroadcastReader<B> {
             }
             let p = partitions[(self.turn + i) % partitions.len()];
             let at = self.positions[&p];
-            let rows = store
-                .read_from(&mut conn, topic_id, p, at, n - out.len())
+            let (rows, next) = self
+                .group
+                .read_partition(&mut conn, &self.member, p, at, n - out.len())
                 .await?;
-            let Some(first) = rows.first() else { continue };
-            let mut expect = at;
-            if first.offset != at {
-                // Only retention moves a partition's start: then the records are gone.
-                let low = store
-                    .partitions(&mut conn, topic_id)
-                    .await?
-                    .into_iter()
-                    .find(|r| r.partition == p)
-                    .map_or(0, |r| r.low_offset);
-                if low <= at || first.offset > low {
-                    tracing::error!(partition = p, at, first = first.offset, "gap in the log");
-                    continue;
-                }
-                tracing::warn!(
-                    group = self.group.label(),
-                    member = self.member,
-                    partition = p,
-                    skipped = low - at,
-                    "records removed by retention before this member read them"
-                );
-                expect = low;
-            }
-            for r in rows {
-                if r.offset != expect {
-                    break; // never deliver past a hole
-                }
-                expect += 1;
-                out.push(r);
-            }
-            self.positions.insert(p, expect);
+            out.extend(rows);
+            self.positions.insert(p, next);
         }
         self.turn = self.turn.wrapping_add(1);
         Ok(out)

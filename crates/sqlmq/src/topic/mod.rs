@@ -8,6 +8,7 @@
 //! | `claim.rs` | the cluster-group claim: retries, cursors, strict order, retention floors |
 //! | `group_admin.rs` | dead letters, retries, reset, replay, maintenance, consume timeouts |
 //! | `broadcast.rs` | [`BroadcastReader`]: broadcast members and their checkpoints |
+//! | `members.rs` | broadcast members' dead letters |
 //! | `inspect.rs` | queries by offset, key and time, and [`Trace`](crate::Trace) |
 //! | `lag.rs` | a group's lag and the topics' volume ranking |
 //! | `manage.rs` | deleting topics and groups; partitions |
@@ -20,6 +21,7 @@ mod group_admin;
 mod inspect;
 mod lag;
 mod manage;
+mod members;
 mod position;
 mod retention;
 mod sequencer;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::MySql;
 use tokio_util::sync::CancellationToken;
 
+use super::broadcast::{Checkpointing, MemberSpec};
 use super::handler::{DynHandler, Handler, Raw, Typed};
 use super::tally::WorkerReport;
 use crate::client::Client;
@@ -33,6 +34,8 @@ use crate::store::Backend;
 pub struct WorkerBuilder<B: Backend = MySql> {
     pub(super) client: Client<B>,
     pub(super) sources: Vec<(SourceName, Box<dyn DynHandler<B>>)>,
+    pub(super) members: Vec<(MemberSpec, Box<dyn DynHandler<B>>)>,
+    pub(super) checkpointing: Checkpointing,
     pub(super) concurrency: usize,
     pub(super) per_queue_concurrency: HashMap<String, usize>,
     pub(super) lease: Duration,
@@ -151,6 +154,90 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ```
     pub fn source_raw<H: Handler<Delivery, B>>(mut self, name: SourceName, handler: H) -> Self {
         self.sources.push((name, Box::new(Raw::new(handler))));
+        self
+    }
+
+    /// Run every record of broadcast group `group` of topic `topic` through `handler` as
+    /// member `member`, as typed jobs `J`: each partition in offset order, one record at a
+    /// time per partition (partitions in parallel up to the concurrency). A record passes
+    /// when the handler returns [`Outcome::Done`](super::Outcome::Done); a failure is
+    /// retried in place on the group's backoff and holds back only its partition; after the
+    /// group's max attempts the record becomes this member's dead letter
+    /// ([`Group::member_dead_letters`](crate::Group::member_dead_letters)) and the member
+    /// moves on. The member's position is checkpointed after successes (see
+    /// [`WorkerBuilder::checkpoint_every`]); restarted under the same name, it resumes there
+    /// (at-least-once: a crash repeats what followed the last checkpoint, never skips). A
+    /// [`JobTransaction`](crate::JobTransaction) commits the position with the handler's
+    /// writes (exactly-once effects). The group must exist in broadcast mode.
+    ///
+    /// ```no_run
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct PriceChanged { sku: String }
+    /// # impl sqlmq::Job for PriceChanged { const NAME: &'static str = "price_changed"; }
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_broadcast("prices", "caches", "web-1", |p: PriceChanged, _ctx| async move {
+    ///     println!("evict {}", p.sku);
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_broadcast<J: Job, H: Handler<J, B>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        handler: H,
+    ) -> Self {
+        let spec = MemberSpec {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            member: member.to_owned(),
+        };
+        self.members.push((spec, Box::new(Typed::<J, H>::new(handler))));
+        self
+    }
+
+    /// [`WorkerBuilder::topic_broadcast`] with raw [`Delivery`]s (partition, offset, key,
+    /// headers, body).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).topic_broadcast_raw("config", "nodes", "node-a", |d: sqlmq::Delivery, _ctx| async move {
+    ///     println!("{:?}:{:?} {} bytes", d.partition, d.offset, d.body.len());
+    ///     Ok::<_, String>(sqlmq::Outcome::Done)
+    /// });
+    /// # }
+    /// ```
+    pub fn topic_broadcast_raw<H: Handler<Delivery, B>>(
+        mut self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        handler: H,
+    ) -> Self {
+        let spec = MemberSpec {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            member: member.to_owned(),
+        };
+        self.members.push((spec, Box::new(Raw::new(handler))));
+        self
+    }
+
+    /// How often broadcast members checkpoint: after every `records` handled records (1, the
+    /// default: after each), or once `interval` has passed since the last checkpoint,
+    /// whichever comes first. Larger values save round trips; a crash repeats up to that many
+    /// records per partition.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// sqlmq::Worker::builder(&client).checkpoint_every(100, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn checkpoint_every(mut self, records: u64, interval: Duration) -> Self {
+        self.checkpointing = Checkpointing {
+            every: records,
+            interval,
+        };
         self
     }
 
@@ -295,8 +382,21 @@ impl<B: Backend> WorkerBuilder<B> {
 
     pub(super) fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidArgument(what));
-        if self.sources.is_empty() {
+        if self.sources.is_empty() && self.members.is_empty() {
             return bad("a worker needs at least one queue or consumer group".into());
+        }
+        for (i, (spec, _)) in self.members.iter().enumerate() {
+            spec.validate()?;
+            if self.members[..i].iter().any(|(s, _)| s == spec) {
+                return bad(format!(
+                    "member {} of {} is listed twice",
+                    spec.member,
+                    spec.label()
+                ));
+            }
+        }
+        if self.checkpointing.every == 0 || self.checkpointing.interval.is_zero() {
+            return bad("checkpoints need a positive record count and interval".into());
         }
         for (i, (spec, _)) in self.sources.iter().enumerate() {
             spec.validate()?;
@@ -307,7 +407,10 @@ impl<B: Backend> WorkerBuilder<B> {
         if let Some(name) = self
             .per_queue_concurrency
             .keys()
-            .find(|n| !self.sources.iter().any(|(s, _)| s.to_string() == **n))
+            .find(|n| {
+                !self.sources.iter().any(|(s, _)| s.to_string() == **n)
+                    && !self.members.iter().any(|(m, _)| m.label() == **n)
+            })
         {
             return bad(format!(
                 "concurrency set for {name:?}, which the worker does not consume"

@@ -50,6 +50,11 @@ impl Slots {
         self.concurrency - self.free.available_permits()
     }
 
+    /// Take one slot for as long as the permit lives; `None` when all are taken.
+    pub(crate) fn hold(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.free).try_acquire_owned().ok()
+    }
+
     /// Wait until no message runs (every permit is back).
     pub(crate) async fn all_done(&self) {
         // Never closed, so this only fails if the semaphore were closed.
@@ -58,7 +63,7 @@ impl Slots {
 }
 
 /// Take up to `want` from the shared budget; returns how many were granted.
-fn take_budget(budget: &AtomicU64, want: usize) -> usize {
+pub(super) fn take_budget(budget: &AtomicU64, want: usize) -> usize {
     let mut granted = 0;
     let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
         granted = left.min(want as u64);

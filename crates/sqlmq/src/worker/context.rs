@@ -13,6 +13,7 @@ use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
 use crate::queue::Queue;
 use crate::store::Backend;
+use crate::store::prelude::*;
 use crate::topic::Group;
 
 /// The handler's view of its message: id, attempt, headers, lease, and a transaction whose
@@ -39,8 +40,32 @@ impl<B: Backend> Clone for JobContext<B> {
     }
 }
 
+/// Where a handled message came from.
+enum Origin<B: Backend> {
+    /// A queue or a cluster group: settled by receipt.
+    Source(Source<B>),
+    /// A broadcast group's member: "settled" by moving the member's position past it.
+    Member { group: Group<B>, member: String },
+}
+
+impl<B: Backend> Origin<B> {
+    fn client(&self) -> &crate::Client<B> {
+        match self {
+            Origin::Source(s) => s.client(),
+            Origin::Member { group, .. } => group.topic().client(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Origin::Source(s) => s.name(),
+            Origin::Member { group, .. } => group.label(),
+        }
+    }
+}
+
 struct Inner<B: Backend> {
-    source: Source<B>,
+    origin: Origin<B>,
     receipt: Receipt,
     attempt: u32,
     headers: BTreeMap<String, String>,
@@ -56,7 +81,7 @@ struct Inner<B: Backend> {
 impl<B: Backend> std::fmt::Debug for JobContext<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobContext")
-            .field("source", &self.inner.source.name())
+            .field("source", &self.inner.origin.name())
             .field("receipt", &self.inner.receipt)
             .field("attempt", &self.inner.attempt)
             .finish_non_exhaustive()
@@ -66,9 +91,18 @@ impl<B: Backend> std::fmt::Debug for JobContext<B> {
 impl<B: Backend> JobContext<B> {
     /// The context of `delivery`, which keeps its headers (raw handlers get them back).
     pub(crate) fn new(source: Source<B>, delivery: &mut Delivery) -> JobContext<B> {
+        Self::with_origin(Origin::Source(source), delivery)
+    }
+
+    /// The context of a broadcast record handled by `member` of `group`.
+    pub(crate) fn for_member(group: Group<B>, member: String, delivery: &mut Delivery) -> Self {
+        Self::with_origin(Origin::Member { group, member }, delivery)
+    }
+
+    fn with_origin(origin: Origin<B>, delivery: &mut Delivery) -> JobContext<B> {
         JobContext {
             inner: Arc::new(Inner {
-                source,
+                origin,
                 receipt: delivery.receipt(),
                 attempt: delivery.attempt,
                 headers: std::mem::take(&mut delivery.headers),
@@ -150,9 +184,9 @@ impl<B: Backend> JobContext<B> {
     /// # fn f(ctx: sqlmq::JobContext) { if let Some(q) = ctx.queue() { println!("{}", q.name()) } }
     /// ```
     pub fn queue(&self) -> Option<&Queue<B>> {
-        match &self.inner.source {
-            Source::Queue(q) => Some(q),
-            Source::Group(_) => None,
+        match &self.inner.origin {
+            Origin::Source(Source::Queue(q)) => Some(q),
+            _ => None,
         }
     }
 
@@ -162,9 +196,22 @@ impl<B: Backend> JobContext<B> {
     /// # fn f(ctx: sqlmq::JobContext) { if let Some(g) = ctx.group() { println!("{}", g.name()) } }
     /// ```
     pub fn group(&self) -> Option<&Group<B>> {
-        match &self.inner.source {
-            Source::Queue(_) => None,
-            Source::Group(g) => Some(g),
+        match &self.inner.origin {
+            Origin::Source(Source::Queue(_)) => None,
+            Origin::Source(Source::Group(g)) | Origin::Member { group: g, .. } => Some(g),
+        }
+    }
+
+    /// The member handling it, when it came from a broadcast group
+    /// ([`WorkerBuilder::topic_broadcast`](crate::WorkerBuilder::topic_broadcast)).
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) { if let Some(m) = ctx.member() { println!("member {m}") } }
+    /// ```
+    pub fn member(&self) -> Option<&str> {
+        match &self.inner.origin {
+            Origin::Member { member, .. } => Some(member),
+            Origin::Source(_) => None,
         }
     }
 
@@ -174,7 +221,7 @@ impl<B: Backend> JobContext<B> {
     /// # fn f(ctx: sqlmq::JobContext) { println!("handling a message of {}", ctx.source_name()); }
     /// ```
     pub fn source_name(&self) -> String {
-        self.inner.source.name()
+        self.inner.origin.name()
     }
 
     /// Extend the lease now to `lease` from now. The worker already extends leases on its own
@@ -186,7 +233,10 @@ impl<B: Backend> JobContext<B> {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let result = self.inner.source.extend(self.inner.receipt, lease).await;
+        let Origin::Source(source) = &self.inner.origin else {
+            return Ok(()); // a broadcast member holds no lease: nobody else takes its records
+        };
+        let result = source.extend(self.inner.receipt, lease).await;
         if let Err(Error::LeaseLost { .. }) = result {
             self.inner.lost.store(true, Ordering::Relaxed);
         }
@@ -219,7 +269,7 @@ impl<B: Backend> JobContext<B> {
     pub async fn begin(&self) -> Result<JobTransaction<B>> {
         let tx = self
             .inner
-            .source
+            .origin
             .client()
             .pool()
             .begin_with(crate::tx::begin::<B>())
@@ -228,6 +278,25 @@ impl<B: Backend> JobContext<B> {
             tx,
             ctx: self.clone(),
         })
+    }
+
+    /// Settle the message in the caller's transaction: ack it, or for a broadcast member move
+    /// its position past the record.
+    async fn settle_in(&self, conn: &mut B::Connection) -> Result<()> {
+        match &self.inner.origin {
+            Origin::Source(source) => source.ack_in(conn, self.inner.receipt).await,
+            Origin::Member { group, member } => {
+                let (Some(p), Some(offset)) = (self.inner.partition, self.inner.offset) else {
+                    return Err(Error::Corrupt("a broadcast record without its offset".into()));
+                };
+                group
+                    .topic()
+                    .client()
+                    .store()
+                    .save_positions(conn, group.id(), member, &[(p as i32, offset + 1)])
+                    .await
+            }
+        }
     }
 
     pub(crate) fn mark_lost(&self) {
@@ -264,12 +333,7 @@ impl<B: Backend> JobTransaction<B> {
     /// ```
     pub async fn commit(mut self) -> Result<()> {
         let ctx = self.ctx.clone();
-        if let Err(e) = ctx
-            .inner
-            .source
-            .ack_in(&mut self.tx, ctx.inner.receipt)
-            .await
-        {
+        if let Err(e) = ctx.settle_in(&mut self.tx).await {
             if matches!(e, Error::LeaseLost { .. }) {
                 ctx.mark_lost();
             }

@@ -53,7 +53,7 @@ pub(crate) enum Settled {
 }
 
 /// How the handler ended.
-enum Finished {
+pub(super) enum Finished {
     Answer(Answer),
     Panicked(String),
     TimedOut,
@@ -221,7 +221,7 @@ async fn nack<B: Backend>(
 }
 
 /// The message of a panic payload (`panic!` gives a `&str` or a `String`).
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     match payload.downcast::<String>() {
         Ok(s) => *s,
         Err(payload) => match payload.downcast::<&'static str>() {

@@ -29,6 +29,7 @@
 //! | `handler.rs` | [`Handler`], [`Outcome`], type erasure of typed and raw handlers |
 //! | `context.rs` | [`JobContext`], [`JobTransaction`] (commit includes the ack) |
 //! | `consumer.rs` | one source's claim loop (batch claims sized to free slots) |
+//! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
 //! | `acker.rs` | the batch acker |
 //! | `poll.rs` | adaptive polling, the one-query prober, maintenance triggers |
@@ -36,6 +37,7 @@
 //! | `tally.rs` | [`WorkerReport`] |
 
 mod acker;
+mod broadcast;
 mod builder;
 mod consumer;
 mod context;
@@ -103,6 +105,11 @@ impl Worker {
         WorkerBuilder {
             client: client.clone(),
             sources: Vec::new(),
+            members: Vec::new(),
+            checkpointing: broadcast::Checkpointing {
+                every: 1,
+                interval: Duration::from_secs(1),
+            },
             concurrency: DEFAULT_CONCURRENCY,
             per_queue_concurrency: Default::default(),
             lease: DEFAULT_LEASE,

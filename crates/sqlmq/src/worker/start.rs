@@ -3,20 +3,22 @@
 //! protocol needs to stop them is returned as [`Running`].
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::acker::Acker;
+use super::broadcast::{self, MemberRuntime};
 use super::builder::WorkerBuilder;
 use super::consumer::{self, ConsumerConfig, Slots};
 use super::execute::SourceRuntime;
 use super::liveness::Registration;
 use super::poll::{self, PollState, ProberConfig};
 use super::tally::Tally;
-use crate::domain::Result;
+use crate::domain::{Error, GroupMode, MAX_PARTITIONS, Result};
 use crate::store::Backend;
 
 /// A started worker: its tasks, and the signals that stop them (see `shutdown.rs`).
@@ -114,6 +116,49 @@ impl<B: Backend> WorkerBuilder<B> {
                     result
                 });
             }
+        }
+        for (spec, handler) in self.members {
+            let group = self
+                .client
+                .topic(&spec.topic)
+                .await?
+                .group(&spec.group)
+                .await?;
+            if group.config().mode != GroupMode::Broadcast {
+                return Err(Error::InvalidArgument(format!(
+                    "group {} is a cluster group: run it with topic_group",
+                    spec.label()
+                )));
+            }
+            let concurrency = self
+                .per_queue_concurrency
+                .get(&spec.label())
+                .copied()
+                .unwrap_or(self.concurrency);
+            // One task per partition, each holding a slot while it lives (the drain waits
+            // for their last checkpoints).
+            let alive = Arc::new(Slots::new(MAX_PARTITIONS as usize));
+            all_slots.push(Arc::clone(&alive));
+            let rt = Arc::new(MemberRuntime {
+                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", "group" => spec.label()),
+                group,
+                member: spec.member,
+                handler,
+                timeout: self.timeout,
+                checkpointing: self.checkpointing,
+                poll: (self.poll_floor, self.poll_ceiling),
+                stop_when_drained: self.stop_when_drained,
+                running: Arc::new(Semaphore::new(concurrency)),
+                alive,
+                budget: budget.clone(),
+                tally: tally.clone(),
+                kill: kill_rx.clone(),
+                fatal: Mutex::new(None),
+                live: AtomicUsize::new(0),
+                exited: Notify::new(),
+            });
+            let stop = stop.clone();
+            consumers.spawn(broadcast::run_member(rt, stop));
         }
         let prober = tokio::spawn(poll::run_prober(
             sources.clone(),

@@ -40,6 +40,7 @@ fn decode_dead_letter(row: &MySqlRow) -> Result<DeadLetter> {
         body: row.try_get(7)?,
         partition: None,
         offset: None,
+        member: None,
     })
 }
 

@@ -107,6 +107,7 @@ impl GroupDead<MySql> for MySqlStore {
                     body: r.try_get::<Option<Vec<u8>>, _>(7)?.unwrap_or_default(),
                     partition: Some(r.try_get::<i32, _>(1)? as u32),
                     offset: Some(r.try_get(2)?),
+                    member: None,
                 })
             })
             .collect()

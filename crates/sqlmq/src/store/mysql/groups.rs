@@ -41,7 +41,8 @@ pub(crate) const ADD_CURSORS: &str = "INSERT IGNORE INTO {p}group_cursors \
     SELECT g.id, tp.partition_no, 0, 0 FROM {p}consumer_groups g \
     JOIN {p}topic_partitions tp ON tp.topic_id = g.topic_id WHERE g.topic_id = ?";
 /// Deleting a group: its rows, table by table in chunks of at most 1000, then the group row.
-pub(crate) const DELETE_GROUP: [&str; 7] = [
+pub(crate) const DELETE_GROUP: [&str; 8] = [
+    "DELETE FROM {p}member_dead WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_leases WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_retries WHERE group_id = ? LIMIT 1000",
     "DELETE FROM {p}group_dead WHERE group_id = ? LIMIT 1000",

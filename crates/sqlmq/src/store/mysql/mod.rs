@@ -20,6 +20,7 @@
 //! | `claim.rs` | `Claim` | the `SKIP LOCKED` claim |
 //! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
 //! | `maintain.rs` | `Maintain` | promote due messages, prune idempotency keys; queue releases |
+//! | `member_dead.rs` | `MemberDead` | broadcast members' dead letters |
 //! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
@@ -47,6 +48,7 @@ pub(crate) mod group_state;
 pub(crate) mod groups;
 pub(crate) mod keys;
 pub(crate) mod maintain;
+mod member_dead;
 pub(crate) mod migrate;
 #[cfg(test)]
 mod plans;

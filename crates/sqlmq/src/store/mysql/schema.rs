@@ -24,6 +24,7 @@
 //! | `group_leases`, `group_retries`, `group_dead` | cluster groups: in flight, waiting to retry, dead | PK `(group_id, id)` |
 //! | `group_history` | per group and message: deliveries, state, errors (trace) | PK `(group_id, partition_no, msg_offset)` |
 //! | `group_positions` | broadcast members' checkpointed positions | PK `(group_id, member, partition_no)` |
+//! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
 //! Keys are `VARBINARY`: `utf8mb4_bin` is a PAD SPACE collation on MySQL, under which `"a"` and
@@ -300,6 +301,23 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (group_id, member, partition_no)
         ) ENGINE=InnoDB",
         ],
+    },
+    Migration {
+        version: 4,
+        description: "broadcast members' dead letters",
+        statements: &["CREATE TABLE IF NOT EXISTS {p}member_dead (
+            group_id INT NOT NULL,
+            member VARBINARY(255) NOT NULL,
+            id BINARY(16) NOT NULL,
+            partition_no INT NOT NULL,
+            msg_offset BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            died_at DATETIME(6) NOT NULL,
+            errors MEDIUMBLOB NOT NULL,
+            PRIMARY KEY (group_id, member, id),
+            KEY died (group_id, died_at),
+            KEY record (group_id, id)
+        ) ENGINE=InnoDB"],
     },
 ];
 

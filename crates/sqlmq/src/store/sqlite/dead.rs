@@ -35,6 +35,7 @@ fn decode_dead_letter(row: &SqliteRow) -> Result<DeadLetter> {
         body: row.try_get(7)?,
         partition: None,
         offset: None,
+        member: None,
     })
 }
 

@@ -41,7 +41,9 @@ const ADD_CURSORS: &str = "INSERT OR IGNORE INTO {p}group_cursors \
     JOIN {p}topic_partitions tp ON tp.topic_id = g.topic_id WHERE g.topic_id = ?";
 /// Deleting a group: its rows, table by table in chunks of at most 1000 (keys from a limited
 /// subquery: SQLite has no `DELETE … LIMIT`), then the group row.
-const DELETE_GROUP: [&str; 7] = [
+const DELETE_GROUP: [&str; 8] = [
+    "DELETE FROM {p}member_dead WHERE group_id = ?1 AND (member, id) IN \
+     (SELECT member, id FROM {p}member_dead WHERE group_id = ?1 LIMIT 1000)",
     "DELETE FROM {p}group_leases WHERE group_id = ?1 AND id IN \
      (SELECT id FROM {p}group_leases WHERE group_id = ?1 LIMIT 1000)",
     "DELETE FROM {p}group_retries WHERE group_id = ?1 AND id IN \

@@ -266,6 +266,25 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) WITHOUT ROWID",
         ],
     },
+    Migration {
+        version: 4,
+        description: "broadcast members' dead letters",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}member_dead (
+            group_id INTEGER NOT NULL,
+            member BLOB NOT NULL,
+            id BLOB NOT NULL,
+            partition_no INTEGER NOT NULL,
+            msg_offset INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            died_at INTEGER NOT NULL,
+            errors BLOB NOT NULL,
+            PRIMARY KEY (group_id, member, id)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}member_dead_died ON {p}member_dead (group_id, died_at)",
+            "CREATE INDEX IF NOT EXISTS {p}member_dead_record ON {p}member_dead (group_id, id)",
+        ],
+    },
 ];
 
 /// The schema version this build writes and reads.
