@@ -118,6 +118,9 @@ pub struct GroupTrace {
     pub events: Vec<DeliveryEvent>,
     /// Broadcast mode: members whose checkpoint is past the record.
     pub read_by: Vec<String>,
+    /// Broadcast mode: members for which it became a dead letter (their handler kept
+    /// failing on it; they moved on).
+    pub dead_for: Vec<String>,
 }
 
 /// One record's trace: the record, and its state in every group of its topic.

@@ -132,6 +132,7 @@ impl<B: Backend> Topic<B> {
                 attempts: 0,
                 events: Vec::new(),
                 read_by: Vec::new(),
+                dead_for: Vec::new(),
             };
             let Some(offset) = offset else {
                 out.push(trace);
@@ -145,6 +146,12 @@ impl<B: Backend> Topic<B> {
                     .into_iter()
                     .filter(|p| p.partition == partition as i32 && p.next_offset > offset)
                     .map(|p| p.member)
+                    .collect();
+                trace.dead_for = store
+                    .member_deaths(&mut conn, g.id, id)
+                    .await?
+                    .into_iter()
+                    .map(|d| d.member)
                     .collect();
                 out.push(trace);
                 continue;

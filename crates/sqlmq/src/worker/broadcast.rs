@@ -242,6 +242,10 @@ async fn run_partition<B: Backend>(
                     break 'reading;
                 }
             }
+            if rt.budget.load(Ordering::Relaxed) == 0 {
+                // That was the last record of the worker's budget: do not wait for another.
+                stop.cancel();
+            }
             let due = unsaved >= rt.checkpointing.every
                 || last_save.elapsed() >= rt.checkpointing.interval;
             if saved != Some(next) && due {

@@ -15,9 +15,11 @@
 //! | `schema` | migrations, version checks, table prefixes |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
+//! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
 mod atomic_batch;
+mod broadcast_worker;
 mod bad_input;
 mod competing_consumers;
 mod exactly_once;
