@@ -1,14 +1,14 @@
 //! `sqlmq dlq list|redrive|purge`: a queue's dead letters, or with `--group G` those of a
-//! topic's consumer group.
+//! topic's consumer group (of a broadcast group: its members', `--member` for one).
 
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use clap::{ArgGroup, Subcommand};
 use serde::Serialize;
-use sqlmq::{AttemptError, Backend, DeadLetter, MessageId, Source};
+use sqlmq::{AttemptError, Backend, DeadLetter, Group, GroupMode, MessageId, Source};
 
-use super::{confirm, open_group, open_queue, parse_message_id};
+use super::{UsageError, confirm, open_group, open_queue, parse_message_id};
 use crate::output::{JsonBody, preview, print_json, print_table, timestamp};
 use crate::settings::Settings;
 
@@ -28,6 +28,9 @@ pub enum DlqCommand {
         /// The dead letters of this consumer group of topic QUEUE|TOPIC
         #[arg(long, value_name = "G")]
         group: Option<String>,
+        /// A broadcast group's: only this member's [default: every member's]
+        #[arg(long, value_name = "NAME", requires = "group")]
+        member: Option<String>,
         /// Most dead letters to show
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -63,6 +66,9 @@ pub enum DlqCommand {
         /// Delete the dead letters of this consumer group of topic QUEUE|TOPIC
         #[arg(long, value_name = "G")]
         group: Option<String>,
+        /// A broadcast group's: only this member's [default: every member's]
+        #[arg(long, value_name = "NAME", requires = "group")]
+        member: Option<String>,
         /// Confirm the deletion
         #[arg(long)]
         yes: bool,
@@ -85,6 +91,9 @@ struct JsonDeadLetter<'a> {
     offset: Option<i64>,
     ordering_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
+    /// Broadcast groups only: whose dead letter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member: Option<&'a str>,
     #[serde(flatten)]
     body: JsonBody,
 }
@@ -101,7 +110,33 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
             offset: d.offset,
             ordering_key: d.ordering_key.as_deref(),
             headers: &d.headers,
+            member: d.member.as_deref(),
             body: JsonBody::new(&d.body),
+        }
+    }
+}
+
+/// Whose dead letters: a queue's, a cluster group's, or a broadcast group's members'.
+enum Target<B: Backend> {
+    Source(Source<B>),
+    Members(Group<B>, Option<String>),
+}
+
+impl<B: Backend> Target<B> {
+    fn name(&self) -> String {
+        match self {
+            Target::Source(s) => s.name(),
+            Target::Members(g, None) => format!("{}/{}", g.topic().name(), g.name()),
+            Target::Members(g, Some(m)) => {
+                format!("{}/{} (member {m})", g.topic().name(), g.name())
+            }
+        }
+    }
+
+    async fn dead_letters(&self, limit: usize) -> sqlmq::Result<Vec<DeadLetter>> {
+        match self {
+            Target::Source(s) => s.dead_letters(limit).await,
+            Target::Members(g, m) => g.member_dead_letters(m.as_deref(), limit).await,
         }
     }
 }
@@ -111,10 +146,24 @@ async fn open<B: Backend>(
     settings: &Settings,
     name: &str,
     group: Option<&str>,
-) -> Result<Source<B>> {
-    Ok(match group {
-        Some(group) => Source::Group(open_group::<B>(settings, name, group).await?),
-        None => Source::Queue(open_queue::<B>(settings, name).await?),
+    member: Option<String>,
+) -> Result<Target<B>> {
+    let Some(group) = group else {
+        return Ok(Target::Source(Source::Queue(
+            open_queue::<B>(settings, name).await?,
+        )));
+    };
+    let group = open_group::<B>(settings, name, group).await?;
+    Ok(match group.config().mode {
+        GroupMode::Broadcast => Target::Members(group, member),
+        GroupMode::Cluster if member.is_some() => {
+            return Err(UsageError(format!(
+                "--member names a broadcast member, and {name}/{} is a cluster group",
+                group.name()
+            ))
+            .into());
+        }
+        GroupMode::Cluster => Target::Source(Source::Group(group)),
     })
 }
 
@@ -124,10 +173,11 @@ pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result
         DlqCommand::List {
             queue,
             group,
+            member,
             limit,
             json,
         } => {
-            let target = open::<B>(settings, &queue, group.as_deref()).await?;
+            let target = open::<B>(settings, &queue, group.as_deref(), member).await?;
             let letters = target.dead_letters(limit).await?;
             if json {
                 let rows: Vec<JsonDeadLetter> = letters.iter().map(JsonDeadLetter::from).collect();
@@ -138,28 +188,36 @@ pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result
                 return Ok(());
             }
             let rows: Vec<Vec<String>> = letters.iter().map(row).collect();
-            match target {
-                Source::Queue(_) => {
-                    print_table(&["ID", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"], &rows)
-                }
-                Source::Group(_) => {
-                    let rows: Vec<Vec<String>> = letters
-                        .iter()
-                        .zip(rows)
-                        .map(|(d, mut r)| {
-                            let at = match (d.partition, d.offset) {
-                                (Some(p), Some(o)) => format!("{p}:{o}"),
-                                _ => "-".to_owned(),
-                            };
-                            r.insert(1, at);
-                            r
-                        })
-                        .collect();
-                    print_table(
-                        &["ID", "AT", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
-                        &rows,
-                    );
-                }
+            if let Target::Source(Source::Queue(_)) = target {
+                print_table(&["ID", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"], &rows);
+                return Ok(());
+            }
+            let members = matches!(target, Target::Members(..));
+            let rows: Vec<Vec<String>> = letters
+                .iter()
+                .zip(rows)
+                .map(|(d, mut r)| {
+                    let at = match (d.partition, d.offset) {
+                        (Some(p), Some(o)) => format!("{p}:{o}"),
+                        _ => "-".to_owned(),
+                    };
+                    r.insert(1, at);
+                    if members {
+                        r.insert(1, d.member.clone().unwrap_or_default());
+                    }
+                    r
+                })
+                .collect();
+            if members {
+                print_table(
+                    &["ID", "MEMBER", "AT", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
+                    &rows,
+                );
+            } else {
+                print_table(
+                    &["ID", "AT", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
+                    &rows,
+                );
             }
         }
         DlqCommand::Redrive {
@@ -168,7 +226,15 @@ pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result
             ids,
             all,
         } => {
-            let target = open::<B>(settings, &queue, group.as_deref()).await?;
+            let target = match open::<B>(settings, &queue, group.as_deref(), None).await? {
+                Target::Source(source) => source,
+                Target::Members(g, _) => bail!(
+                    "{queue}/{} is a broadcast group: its members passed their dead letters and \
+                     keep no retries to redrive them into (list them with `sqlmq dlq list`, \
+                     delete them with `sqlmq dlq purge`)",
+                    g.name()
+                ),
+            };
             let into = target.name();
             if all {
                 let n = target.redrive_all().await?;
@@ -189,14 +255,22 @@ pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result
                 }
             }
         }
-        DlqCommand::Purge { queue, group, yes } => {
-            let what = match &group {
-                Some(g) => format!("{queue}/{g}"),
-                None => queue.clone(),
+        DlqCommand::Purge {
+            queue,
+            group,
+            member,
+            yes,
+        } => {
+            let what = match (&group, &member) {
+                (Some(g), Some(m)) => format!("{queue}/{g} (member {m})"),
+                (Some(g), None) => format!("{queue}/{g}"),
+                (None, _) => queue.clone(),
             };
             confirm(yes, &format!("purging deletes every dead letter of {what}"))?;
-            let target = open::<B>(settings, &queue, group.as_deref()).await?;
-            let n = target.purge_dead_letters().await?;
+            let n = match open::<B>(settings, &queue, group.as_deref(), member).await? {
+                Target::Source(source) => source.purge_dead_letters().await?,
+                Target::Members(g, m) => g.purge_member_dead_letters(m.as_deref(), None).await?,
+            };
             println!("deleted {n} dead letter(s) of {what}");
         }
     }

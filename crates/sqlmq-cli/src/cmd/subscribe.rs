@@ -1,6 +1,8 @@
 //! `sqlmq subscribe`: join a topic's consumer group (creating it if missing) and print its
 //! records as they arrive, or with `--exec` run a command per record on the worker runtime of
-//! `consume`.
+//! `consume`: for a cluster group, per record claimed by this process; for a broadcast group,
+//! per record of every partition as member `--member`. With `--exec`, several `--group`s are
+//! served by one process.
 
 use std::io::Write;
 
@@ -10,9 +12,9 @@ use sqlmq::{
     Topic,
 };
 
-use super::consume::{self, ExecOptions, StopWhen};
+use super::consume::{self, Checkpoints, ExecOptions, ExecSource, StopWhen};
 use super::topic::view::{JsonRecord, record_line};
-use super::{UsageError, parse_backoff, parse_start_at};
+use super::{UsageError, parse_backoff, parse_duration, parse_start_at};
 use crate::poll::PollDelay;
 use crate::settings::Settings;
 
@@ -24,9 +26,10 @@ const PRINT_BATCH: u64 = 100;
 pub struct Args {
     /// Topic name
     topic: String,
-    /// Consumer group; created if missing (see --mode, --from)
-    #[arg(long, value_name = "G")]
-    group: String,
+    /// Consumer group; created if missing (see --mode, --from). With --exec, repeat it to
+    /// serve several groups of the topic from one process
+    #[arg(long = "group", value_name = "G", required = true)]
+    groups: Vec<String>,
     /// Mode of a group created now: `cluster` (each record to one member, acked, retried,
     /// dead-lettered) or `broadcast` (every member reads every record) [default: cluster]. An
     /// existing group keeps its mode; naming another one is an error
@@ -49,13 +52,22 @@ pub struct Args {
     /// host name]
     #[arg(long, value_name = "NAME")]
     member: Option<String>,
-    /// Shell command run once per record (`sh -c CMD`, cluster groups only), the body on stdin
-    /// and SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION, SQLMQ_OFFSET, SQLMQ_MESSAGE_ID,
-    /// SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY (the record's key) and
-    /// `SQLMQ_HEADER_<KEY>` in the environment. Exit 0 acks; anything else nacks with the end of
-    /// its stderr. Without --exec, records are printed (and acked once printed)
+    /// Shell command run once per record (`sh -c CMD`), the body on stdin and SQLMQ_TOPIC,
+    /// SQLMQ_GROUP, SQLMQ_PARTITION, SQLMQ_OFFSET, SQLMQ_MESSAGE_ID, SQLMQ_RECEIPT (cluster
+    /// groups), SQLMQ_MEMBER (broadcast groups), SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY (the
+    /// record's key) and `SQLMQ_HEADER_<KEY>` in the environment. Exit 0 acks (broadcast: the
+    /// member passes the record); anything else fails the attempt with the end of its stderr,
+    /// retried on the group's backoff (broadcast: in place, holding back only its partition)
+    /// until the group's max attempts make it a dead letter (broadcast: this member's). Without
+    /// --exec, records are printed (and acked once printed)
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
+    /// Broadcast members with --exec: checkpoint the position after every N records
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "exec")]
+    checkpoint_every: u64,
+    /// Broadcast members with --exec: checkpoint at least this often while records pass
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration, requires = "exec")]
+    checkpoint_interval: std::time::Duration,
     /// Exit after N records (printed, or claimed and settled with --exec) [default: run until
     /// Ctrl-C]
     #[arg(short = 'n', long = "count", value_name = "N")]
@@ -80,47 +92,80 @@ fn parse_mode(text: &str) -> Result<GroupMode, String> {
 
 /// Run `sqlmq subscribe`.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
-    if args.exec.is_some() && args.mode == Some(GroupMode::Broadcast) {
-        return Err(broadcast_exec(&args.group).into());
-    }
     if args.count == Some(0) {
         return Err(UsageError("-n must be at least 1".into()).into());
+    }
+    if args.exec.is_none() && args.groups.len() > 1 {
+        return Err(UsageError(
+            "printing reads one group; with --exec one process serves several".into(),
+        )
+        .into());
+    }
+    if args.checkpoint_every == 0 || args.checkpoint_interval.is_zero() {
+        return Err(UsageError(
+            "--checkpoint-every and --checkpoint-interval must be positive".into(),
+        )
+        .into());
+    }
+    for (i, g) in args.groups.iter().enumerate() {
+        if args.groups[..i].contains(g) {
+            return Err(UsageError(format!("group {g} is named twice")).into());
+        }
     }
     if args.exec.is_some() {
         args.options.validate()?;
     }
     let client = settings.connect::<B>().await?;
     let topic = client.topic(&args.topic).await?;
-    let group = join(&topic, &args).await?;
-    match (&args.exec, group.config().mode) {
-        (Some(_), GroupMode::Broadcast) => Err(broadcast_exec(group.name()).into()),
-        (Some(exec), GroupMode::Cluster) => {
-            drop(client);
-            let source = SourceName::group(topic.name(), group.name());
-            let stop = StopWhen {
-                max_messages: args.count,
-                drained: false,
-            };
-            consume::run_exec::<B>(settings, "subscribe", source, exec, &args.options, stop).await
-        }
-        (None, GroupMode::Cluster) => print_cluster(&group, &args).await,
-        (None, GroupMode::Broadcast) => print_broadcast(&group, &args).await,
+    let mut groups = Vec::new();
+    for name in &args.groups {
+        groups.push(join(&topic, name, &args).await?);
     }
+    let Some(exec) = &args.exec else {
+        let group = &groups[0];
+        return match group.config().mode {
+            GroupMode::Cluster => print_cluster(group, &args).await,
+            GroupMode::Broadcast => print_broadcast(group, &args).await,
+        };
+    };
+    let member = args.member.clone().unwrap_or_else(host_name);
+    let sources: Vec<ExecSource> = groups
+        .iter()
+        .map(|g| match g.config().mode {
+            GroupMode::Cluster => ExecSource::Source(SourceName::group(topic.name(), g.name())),
+            GroupMode::Broadcast => ExecSource::Member {
+                topic: topic.name().to_owned(),
+                group: g.name().to_owned(),
+                member: member.clone(),
+            },
+        })
+        .collect();
+    drop(client);
+    let stop = StopWhen {
+        max_messages: args.count,
+        drained: false,
+    };
+    let checkpoints = Checkpoints {
+        every: args.checkpoint_every,
+        interval: args.checkpoint_interval,
+    };
+    consume::run_exec::<B>(
+        settings,
+        "subscribe",
+        &sources,
+        exec,
+        &args.options,
+        Some(checkpoints),
+        stop,
+    )
+    .await
 }
 
-/// The usage error of `--exec` on a broadcast group.
-fn broadcast_exec(group: &str) -> UsageError {
-    UsageError(format!(
-        "--exec needs a cluster group, and {group} is a broadcast group: its members read \
-         every record without acks (subscribe without --exec to print them)"
-    ))
-}
-
-/// The group, created if missing (at `--from`, default latest), its retry settings updated
-/// if given.
-async fn join<B: Backend>(topic: &Topic<B>, args: &Args) -> Result<Group<B>> {
-    let label = format!("{}/{}", topic.name(), args.group);
-    match topic.group(&args.group).await {
+/// The group `name`, created if missing (at `--from`, default latest), its retry settings
+/// updated if given.
+async fn join<B: Backend>(topic: &Topic<B>, name: &str, args: &Args) -> Result<Group<B>> {
+    let label = format!("{}/{}", topic.name(), name);
+    match topic.group(name).await {
         Ok(group) => {
             let mode = group.config().mode;
             if let Some(wanted) = args.mode
@@ -130,9 +175,6 @@ async fn join<B: Backend>(topic: &Topic<B>, args: &Args) -> Result<Group<B>> {
                     "group {label} exists as a {mode} group, not {wanted}"
                 ))
                 .into());
-            }
-            if args.exec.is_some() && mode == GroupMode::Broadcast {
-                return Err(broadcast_exec(&label).into());
             }
             if args.from.is_some() {
                 eprintln!(
@@ -144,15 +186,13 @@ async fn join<B: Backend>(topic: &Topic<B>, args: &Args) -> Result<Group<B>> {
                 return Ok(group);
             }
             let config = retry_settings(group.config().clone(), args);
-            Ok(topic
-                .create_group(&args.group, config, StartAt::Latest)
-                .await?)
+            Ok(topic.create_group(name, config, StartAt::Latest).await?)
         }
         Err(Error::UnknownGroup { .. }) => {
             let mode = args.mode.unwrap_or_default();
             let config = retry_settings(GroupConfig::default().mode(mode), args);
             let start = args.from.unwrap_or_default();
-            let group = topic.create_group(&args.group, config, start).await?;
+            let group = topic.create_group(name, config, start).await?;
             let from = match start {
                 StartAt::Latest => "latest (records published from now on)".to_owned(),
                 StartAt::Earliest => "earliest (every retained record)".to_owned(),

@@ -34,6 +34,7 @@ struct JsonGroupTrace<'a> {
     attempts: u32,
     events: &'a [DeliveryEvent],
     read_by: &'a [String],
+    dead_for: &'a [String],
 }
 
 impl<'a> From<&'a GroupTrace> for JsonGroupTrace<'a> {
@@ -45,6 +46,7 @@ impl<'a> From<&'a GroupTrace> for JsonGroupTrace<'a> {
             attempts: g.attempts,
             events: &g.events,
             read_by: &g.read_by,
+            dead_for: &g.dead_for,
         }
     }
 }
@@ -106,7 +108,10 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
             .groups
             .iter()
             .map(|g| {
-                let (state, detail) = describe(&g.state, &g.read_by);
+                let (state, mut detail) = describe(&g.state, &g.read_by);
+                if !g.dead_for.is_empty() {
+                    detail.push_str(&format!("; dead letter of {}", g.dead_for.join(", ")));
+                }
                 vec![
                     g.group.clone(),
                     g.mode.to_string(),

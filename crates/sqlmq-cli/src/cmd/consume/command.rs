@@ -20,6 +20,7 @@ pub const STDERR_TAIL_BYTES: usize = 4096;
 const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The handler `consume` registers: `sh -c EXEC` per message.
+#[derive(Clone)]
 pub struct CommandHandler {
     /// The shell command.
     pub exec: Arc<str>,
@@ -88,7 +89,7 @@ impl Drop for GroupGuard {
 
 /// `sh -c CMD` with the message on stdin and its facts in the environment. A topic record's
 /// SQLMQ_QUEUE is `topic/group`; it also gets SQLMQ_TOPIC, SQLMQ_GROUP, SQLMQ_PARTITION and
-/// SQLMQ_OFFSET.
+/// SQLMQ_OFFSET, and a broadcast member's SQLMQ_MEMBER (and no SQLMQ_RECEIPT: no lease).
 fn command<B: Backend>(exec: &str, ctx: &JobContext<B>, d: &Delivery) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -116,6 +117,11 @@ fn command<B: Backend>(exec: &str, ctx: &JobContext<B>, d: &Delivery) -> Command
             .env("SQLMQ_TOPIC", group.topic().name())
             .env("SQLMQ_GROUP", group.name()),
         None => cmd.env_remove("SQLMQ_TOPIC").env_remove("SQLMQ_GROUP"),
+    };
+    match ctx.member() {
+        // A broadcast record has no lease, so no receipt to ack or extend with.
+        Some(member) => cmd.env("SQLMQ_MEMBER", member).env_remove("SQLMQ_RECEIPT"),
+        None => cmd.env_remove("SQLMQ_MEMBER"),
     };
     match (d.partition, d.offset) {
         (Some(partition), Some(offset)) => cmd

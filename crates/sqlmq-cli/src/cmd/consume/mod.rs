@@ -24,6 +24,7 @@
 mod command;
 mod shutdown;
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,8 +43,9 @@ const MIN_LEASE: Duration = Duration::from_millis(300);
 /// Arguments of `sqlmq consume`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Queue name
-    queue: String,
+    /// Queue names: one process serves them all (SQLMQ_QUEUE tells the command which)
+    #[arg(value_name = "QUEUE", required = true, num_args = 1..)]
+    queues: Vec<String>,
     /// Shell command run once per message (`sh -c CMD`): the body on stdin; SQLMQ_QUEUE,
     /// SQLMQ_MESSAGE_ID, SQLMQ_RECEIPT, SQLMQ_ATTEMPT, SQLMQ_ORDERING_KEY and
     /// `SQLMQ_HEADER_<KEY>` in the environment. Exit 0 acks; anything else nacks with the end of
@@ -112,32 +114,68 @@ pub struct StopWhen {
     pub drained: bool,
 }
 
+/// Something a `--exec` worker consumes: a queue or a cluster group, or a broadcast group
+/// as one of its members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecSource {
+    /// A queue or a cluster group.
+    Source(SourceName),
+    /// A broadcast group, read as `member`.
+    Member {
+        topic: String,
+        group: String,
+        member: String,
+    },
+}
+
+impl fmt::Display for ExecSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecSource::Source(name) => write!(f, "{name}"),
+            ExecSource::Member {
+                topic,
+                group,
+                member,
+            } => write!(f, "{topic}/{group} (member {member})"),
+        }
+    }
+}
+
+/// How broadcast members of a `--exec` worker checkpoint (see
+/// `WorkerBuilder::checkpoint_every`).
+#[derive(Clone, Copy, Debug)]
+pub struct Checkpoints {
+    pub every: u64,
+    pub interval: Duration,
+}
+
 /// Run `sqlmq consume`.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let stop = StopWhen {
         max_messages: args.max_messages,
         drained: args.exit_when_empty,
     };
-    run_exec::<B>(
-        settings,
-        "consume",
-        SourceName::queue(&args.queue),
-        &args.exec,
-        &args.options,
-        stop,
-    )
-    .await
+    let mut sources: Vec<ExecSource> = Vec::new();
+    for queue in &args.queues {
+        let source = ExecSource::Source(SourceName::queue(queue));
+        if sources.contains(&source) {
+            return Err(UsageError(format!("queue {queue} is named twice")).into());
+        }
+        sources.push(source);
+    }
+    run_exec::<B>(settings, "consume", &sources, &args.exec, &args.options, None, stop).await
 }
 
-/// Run `sh -c EXEC` for every message of `source` (a queue, or a cluster group that must
-/// exist) on the worker runtime until a signal or `stop`, then print a summary line
-/// (`sqlmq <command> <source>: ...`) to stderr.
+/// Run `sh -c EXEC` for every message of `sources` (queues, cluster groups and broadcast
+/// members; the groups must exist) on one worker runtime until a signal or `stop`, then print
+/// a summary line (`sqlmq <command> <sources>: ...`) to stderr.
 pub async fn run_exec<B: Backend>(
     settings: &Settings,
     command: &str,
-    source: SourceName,
+    sources: &[ExecSource],
     exec: &str,
     options: &ExecOptions,
+    checkpoints: Option<Checkpoints>,
     stop: StopWhen,
 ) -> Result<()> {
     options.validate()?;
@@ -153,8 +191,21 @@ pub async fn run_exec<B: Backend>(
         exec: Arc::from(exec),
         verbose: settings.verbose > 0,
     };
-    let mut worker = Worker::builder(&client)
-        .source_raw(source.clone(), handler)
+    let mut worker = Worker::builder(&client);
+    for source in sources {
+        worker = match source {
+            ExecSource::Source(name) => worker.source_raw(name.clone(), handler.clone()),
+            ExecSource::Member {
+                topic,
+                group,
+                member,
+            } => worker.topic_broadcast_raw(topic, group, member, handler.clone()),
+        };
+    }
+    if let Some(c) = checkpoints {
+        worker = worker.checkpoint_every(c.every, c.interval);
+    }
+    let mut worker = worker
         .concurrency(options.concurrency)
         .max_batch(batch)
         .lease(options.lease)
@@ -168,14 +219,19 @@ pub async fn run_exec<B: Backend>(
         worker = worker.stop_when_drained();
     }
     let started = Instant::now();
+    let names = sources
+        .iter()
+        .map(ExecSource::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let report = worker
         .run(signals.stop.clone())
         .await
-        .with_context(|| format!("cannot consume {source}"))?;
+        .with_context(|| format!("cannot consume {names}"))?;
     eprintln!(
         "{}",
         summary(
-            &format!("sqlmq {command} {source}"),
+            &format!("sqlmq {command} {names}"),
             &report,
             started.elapsed()
         )
