@@ -520,18 +520,23 @@ fn bad_input_is_rejected_and_writes_nothing() {
         "--mode",
     );
     db.fails(
+        &["subscribe", "t", "--group", "g", "--group", "h"],
+        2,
+        "printing reads one group",
+    );
+    db.fails(
         &[
             "subscribe",
             "t",
             "--group",
             "g",
-            "--mode",
-            "broadcast",
             "--exec",
             "true",
+            "--checkpoint-every",
+            "0",
         ],
         2,
-        "--exec needs a cluster group",
+        "--checkpoint-every",
     );
     db.fails(&["subscribe", "t", "--group", "g", "-n", "0"], 2, "-n");
     db.fails(&["subscribe", "t"], 2, "--group");
@@ -598,7 +603,7 @@ fn bad_input_is_rejected_and_writes_nothing() {
         "line 2 of stdin is too large",
     );
 
-    // An existing broadcast group refuses --exec without --mode too, and a mode change.
+    // An existing broadcast group refuses a mode change.
     db.ok(&["publish", "t", "one"]);
     subscribe(
         &db,
@@ -613,11 +618,6 @@ fn bad_input_is_rejected_and_writes_nothing() {
             "-n",
             "1",
         ],
-    );
-    db.fails(
-        &["subscribe", "t", "--group", "b", "--exec", "true"],
-        2,
-        "--exec needs a cluster group",
     );
     db.fails(
         &["subscribe", "t", "--group", "b", "--mode", "cluster"],

@@ -80,12 +80,13 @@ pub use client::{
 pub use consume::{MAX_LEASE, MAX_RECEIVE, Source, SourceName};
 pub use domain::{
     AckReport, AttemptError, Backoff, DEFAULT_DEDUP_WINDOW, DEFAULT_GROUP_MAX_ATTEMPTS,
-    DEFAULT_MAX_ATTEMPTS, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass, Flavor,
-    GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace, MAX_KEY_LEN, MAX_NAME_LEN,
-    MAX_PARTITIONS, MaintenanceReport, MemberLag, Message, MessageId, MigrationReport, NackOutcome,
-    PartitionInfo, PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats,
-    Receipt, Record, Result, RetentionReport, Sent, ServerInfo, StartAt, StreamRecord, TopicConfig,
-    TopicStats, Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MEMBER_SILENCE, DeadLetter, Delivery, DeliveryEvent, Error,
+    ErrorClass, Flavor, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
+    MAX_KEY_LEN, MAX_NAME_LEN, MAX_PARTITIONS, MaintenanceReport, MemberLag, Message, MessageId,
+    MigrationReport, NackOutcome, PartitionInfo, PartitionLag, PendingRetry, ProcessInfo,
+    Published, QueueConfig, QueueStats, Receipt, Record, Result, RetentionReport, Sent, ServerInfo,
+    StartAt, StreamRecord, TopicConfig, TopicStats, Trace, TraceState, default_group_ladder,
+    partition_for_key, validate_name,
 };
 pub use job::{JOB_HEADER, Job};
 pub use queue::Queue;

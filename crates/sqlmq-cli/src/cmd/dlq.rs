@@ -210,7 +210,15 @@ pub async fn run<B: Backend>(settings: &Settings, command: DlqCommand) -> Result
                 .collect();
             if members {
                 print_table(
-                    &["ID", "MEMBER", "AT", "ATTEMPTS", "DIED-AT", "LAST-ERROR", "BODY"],
+                    &[
+                        "ID",
+                        "MEMBER",
+                        "AT",
+                        "ATTEMPTS",
+                        "DIED-AT",
+                        "LAST-ERROR",
+                        "BODY",
+                    ],
                     &rows,
                 );
             } else {

@@ -20,7 +20,13 @@ pub struct Args {
 /// Run `sqlmq groups`.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let client = settings.connect::<B>().await?;
-    let lags = group_lags(&client, args.topic.as_deref(), None).await?;
+    let lags = group_lags(
+        &client,
+        args.topic.as_deref(),
+        None,
+        sqlmq::DEFAULT_MEMBER_SILENCE,
+    )
+    .await?;
     if args.json {
         return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());
     }

@@ -1,7 +1,9 @@
-//! `sqlmq lag`: consumer groups' lag per partition (and per broadcast member).
+//! `sqlmq lag`: consumer groups' lag per partition (and per broadcast member and partition,
+//! with each member's last-seen time).
 
 use anyhow::Result;
 
+use super::parse_duration;
 use super::topic::view::{JsonLag, age, group_lags};
 use crate::output::{print_json, print_table, timestamp};
 use crate::settings::Settings;
@@ -18,12 +20,22 @@ pub struct Args {
     /// Print the lags as JSON (as `groups --json`)
     #[arg(long)]
     json: bool,
+    /// Broadcast members without a checkpoint for this long are listed as silent and left
+    /// out of their group's backlog (their checkpoints are kept for their return)
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = parse_duration)]
+    member_silence: std::time::Duration,
 }
 
 /// Run `sqlmq lag`.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let client = settings.connect::<B>().await?;
-    let lags = group_lags(&client, args.topic.as_deref(), args.group.as_deref()).await?;
+    let lags = group_lags(
+        &client,
+        args.topic.as_deref(),
+        args.group.as_deref(),
+        args.member_silence,
+    )
+    .await?;
     if args.json {
         return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());
     }
@@ -66,21 +78,33 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let members: Vec<Vec<String>> = lags
         .iter()
         .flat_map(|l| {
-            l.members.iter().map(|m| {
-                vec![
-                    l.topic.clone(),
-                    l.group.clone(),
-                    m.member.clone(),
-                    m.behind.to_string(),
-                    timestamp(m.checkpointed_at),
-                ]
+            l.members.iter().flat_map(|m| {
+                m.behind_by_partition.iter().map(|(p, behind)| {
+                    vec![
+                        l.topic.clone(),
+                        l.group.clone(),
+                        m.member.clone(),
+                        p.to_string(),
+                        behind.to_string(),
+                        timestamp(m.checkpointed_at),
+                        if m.silent { "silent" } else { "active" }.to_owned(),
+                    ]
+                })
             })
         })
         .collect();
     if !members.is_empty() {
         println!();
         print_table(
-            &["TOPIC", "GROUP", "MEMBER", "BEHIND", "CHECKPOINTED-AT"],
+            &[
+                "TOPIC",
+                "GROUP",
+                "MEMBER",
+                "PARTITION",
+                "BEHIND",
+                "LAST-SEEN",
+                "STATE",
+            ],
             &members,
         );
     }

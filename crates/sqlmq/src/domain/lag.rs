@@ -1,6 +1,7 @@
 //! How far behind consumers are, and how busy topics are: [`GroupLag`], [`TopicStats`],
 //! [`PartitionInfo`].
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -68,9 +69,24 @@ pub struct MemberLag {
     pub member: String,
     /// Records after its checkpoint, over all partitions.
     pub behind: u64,
-    /// Its last checkpoint (database clock).
+    /// Its last checkpoint (database clock): when it was last seen. Worker members refresh
+    /// it at least every 30 s while idle.
     pub checkpointed_at: SystemTime,
+    /// Records after its checkpoint, per partition (partitions it has no checkpoint for are
+    /// counted from the group's start).
+    pub behind_by_partition: BTreeMap<u32, u64>,
+    /// Silent for longer than the report's member silence: left out of the group's backlog
+    /// and age (its checkpoint is kept for its return).
+    pub silent: bool,
 }
+
+/// How long a broadcast member may go without a checkpoint before lag reports leave it out
+/// ([`Group::lag`](crate::Group::lag); see [`Group::lag_with`](crate::Group::lag_with)).
+///
+/// ```
+/// assert_eq!(sqlmq::DEFAULT_MEMBER_SILENCE, std::time::Duration::from_secs(3600));
+/// ```
+pub const DEFAULT_MEMBER_SILENCE: Duration = Duration::from_secs(3600);
 
 /// A group's lag: what it has not consumed yet, and how old the oldest of that is.
 ///

@@ -43,7 +43,9 @@ pub use group_config::{
     DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
 };
 pub use id::{MessageId, Receipt};
-pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
+pub use lag::{
+    DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats,
+};
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{encode_errors, parse_errors, time_from_micros};
 pub use name::{MAX_NAME_LEN, validate_name};

@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::time_from_micros;
-use crate::domain::{GroupLag, MemberLag, PartitionLag, TopicStats};
+use crate::domain::{DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionLag, TopicStats};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::GroupTable;
@@ -22,6 +22,21 @@ impl<B: Backend> Group<B> {
     /// # Ok(()) }
     /// ```
     pub async fn lag(&self) -> Result<GroupLag> {
+        self.lag_with(DEFAULT_MEMBER_SILENCE).await
+    }
+
+    /// The group's lag, leaving out broadcast members silent (no checkpoint) for longer than
+    /// `member_silence`: a member that left without [`leave`](crate::BroadcastReader::leave)
+    /// must not hold the group's backlog up forever. Such members are still listed, marked
+    /// [`silent`](crate::MemberLag::silent), and their checkpoints kept for their return.
+    ///
+    /// ```no_run
+    /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+    /// let lag = g.lag_with(std::time::Duration::from_secs(600)).await?;
+    /// for m in lag.members.iter().filter(|m| !m.silent) { println!("{}: {}", m.member, m.behind) }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lag_with(&self, member_silence: Duration) -> Result<GroupLag> {
         self.topic.client.require_schema()?;
         let store = self.topic.client.store();
         let topic_id = self.topic.id();
@@ -54,6 +69,19 @@ impl<B: Backend> Group<B> {
         } else {
             Vec::new()
         };
+        let silent_before = if positions.is_empty() {
+            i64::MIN
+        } else {
+            let silence = i64::try_from(member_silence.as_micros()).unwrap_or(i64::MAX);
+            store.now_us(&mut conn).await?.saturating_sub(silence)
+        };
+        // Members seen within the silence window; the others do not hold the group back.
+        let is_silent = |member: &str| {
+            positions
+                .iter()
+                .filter(|x| x.member == member)
+                .all(|x| x.updated_us < silent_before)
+        };
         let mut lag = GroupLag {
             topic: self.topic.name().to_owned(),
             group: self.name().to_owned(),
@@ -74,7 +102,7 @@ impl<B: Backend> Group<B> {
             let position = if broadcast {
                 positions
                     .iter()
-                    .filter(|x| x.partition == p)
+                    .filter(|x| x.partition == p && !is_silent(&x.member))
                     .map(|x| x.next_offset)
                     .min()
                     .unwrap_or(cursor)
@@ -117,24 +145,40 @@ impl<B: Backend> Group<B> {
         }
         lag.unconsumed += lag.backlog + lag.in_flight + lag.retrying;
         let mut members: Vec<MemberLag> = Vec::new();
-        for pos in positions {
-            let end = parts
-                .iter()
-                .find(|x| x.partition == pos.partition)
-                .map_or(0, |x| x.next_offset);
-            let behind = (end - pos.next_offset).max(0) as u64;
-            let at = time_from_micros(pos.updated_us);
-            match members.iter_mut().find(|m| m.member == pos.member) {
-                Some(m) => {
-                    m.behind += behind;
-                    m.checkpointed_at = m.checkpointed_at.max(at);
-                }
-                None => members.push(MemberLag {
-                    member: pos.member,
-                    behind,
-                    checkpointed_at: at,
-                }),
+        for pos in &positions {
+            if members.iter().any(|m| m.member == pos.member) {
+                continue;
             }
+            let mine: Vec<_> = positions
+                .iter()
+                .filter(|x| x.member == pos.member)
+                .collect();
+            let mut behind_by_partition = std::collections::BTreeMap::new();
+            for part in &parts {
+                let at = mine
+                    .iter()
+                    .find(|x| x.partition == part.partition)
+                    .map_or_else(
+                        || {
+                            cursors
+                                .iter()
+                                .find(|c| c.0 == part.partition)
+                                .map_or(0, |c| c.1)
+                        },
+                        |x| x.next_offset,
+                    )
+                    .max(part.low_offset);
+                behind_by_partition
+                    .insert(part.partition as u32, (part.next_offset - at).max(0) as u64);
+            }
+            let seen_us = mine.iter().map(|x| x.updated_us).max().unwrap_or(i64::MIN);
+            members.push(MemberLag {
+                member: pos.member.clone(),
+                behind: behind_by_partition.values().sum(),
+                checkpointed_at: time_from_micros(seen_us),
+                behind_by_partition,
+                silent: is_silent(&pos.member),
+            });
         }
         lag.members = members;
         metrics::gauge!("sqlmq_group_lag", "group" => self.label()).set(lag.unconsumed as f64);

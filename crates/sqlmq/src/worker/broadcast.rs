@@ -203,7 +203,15 @@ async fn run_partition<B: Backend>(
                 Err(e) => tracing::warn!(group = rt.group.label(), "sequencing failed: {e}"),
             }
             if saved != Some(next) || last_save.elapsed() >= MEMBER_SEEN_INTERVAL {
-                save(rt, partition, next, &mut saved, &mut unsaved, &mut last_save).await;
+                save(
+                    rt,
+                    partition,
+                    next,
+                    &mut saved,
+                    &mut unsaved,
+                    &mut last_save,
+                )
+                .await;
             }
             if rt.stop_when_drained {
                 break;
@@ -249,12 +257,28 @@ async fn run_partition<B: Backend>(
             let due = unsaved >= rt.checkpointing.every
                 || last_save.elapsed() >= rt.checkpointing.interval;
             if saved != Some(next) && due {
-                save(rt, partition, next, &mut saved, &mut unsaved, &mut last_save).await;
+                save(
+                    rt,
+                    partition,
+                    next,
+                    &mut saved,
+                    &mut unsaved,
+                    &mut last_save,
+                )
+                .await;
             }
         }
     }
     if saved != Some(next) {
-        save(rt, partition, next, &mut saved, &mut unsaved, &mut last_save).await;
+        save(
+            rt,
+            partition,
+            next,
+            &mut saved,
+            &mut unsaved,
+            &mut last_save,
+        )
+        .await;
     }
 }
 
@@ -267,7 +291,11 @@ async fn pause_after<B: Backend>(
     stop: &CancellationToken,
 ) -> bool {
     if !e.is_retryable() {
-        tracing::error!(group = rt.group.label(), member = rt.member, "member stopped: {e}");
+        tracing::error!(
+            group = rt.group.label(),
+            member = rt.member,
+            "member stopped: {e}"
+        );
         rt.fatal.lock().expect("poisoned").get_or_insert(e);
         stop.cancel();
         return false;
@@ -297,7 +325,11 @@ async fn save<B: Backend>(
             *unsaved = 0;
             *last_save = Instant::now();
         }
-        Err(e) => tracing::warn!(group = rt.group.label(), member = rt.member, "checkpoint failed: {e}"),
+        Err(e) => tracing::warn!(
+            group = rt.group.label(),
+            member = rt.member,
+            "checkpoint failed: {e}"
+        ),
     }
 }
 
@@ -436,9 +468,14 @@ async fn give_up<B: Backend>(
             .await
         {
             Ok(()) => {
-                tracing::warn!(group = rt.group.label(), member = rt.member,
-                    partition = record.partition, offset = record.offset, attempts,
-                    "record dead-lettered for this member");
+                tracing::warn!(
+                    group = rt.group.label(),
+                    member = rt.member,
+                    partition = record.partition,
+                    offset = record.offset,
+                    attempts,
+                    "record dead-lettered for this member"
+                );
                 rt.tally.add(Settled::DeadLettered, 1);
                 return Handled::Passed { saved: true };
             }

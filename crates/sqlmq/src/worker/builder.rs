@@ -192,7 +192,8 @@ impl<B: Backend> WorkerBuilder<B> {
             group: group.to_owned(),
             member: member.to_owned(),
         };
-        self.members.push((spec, Box::new(Typed::<J, H>::new(handler))));
+        self.members
+            .push((spec, Box::new(Typed::<J, H>::new(handler))));
         self
     }
 
@@ -404,14 +405,10 @@ impl<B: Backend> WorkerBuilder<B> {
                 return bad(format!("{:?} is listed twice", spec.to_string()));
             }
         }
-        if let Some(name) = self
-            .per_queue_concurrency
-            .keys()
-            .find(|n| {
-                !self.sources.iter().any(|(s, _)| s.to_string() == **n)
-                    && !self.members.iter().any(|(m, _)| m.label() == **n)
-            })
-        {
+        if let Some(name) = self.per_queue_concurrency.keys().find(|n| {
+            !self.sources.iter().any(|(s, _)| s.to_string() == **n)
+                && !self.members.iter().any(|(m, _)| m.label() == **n)
+        }) {
             return bad(format!(
                 "concurrency set for {name:?}, which the worker does not consume"
             ));

@@ -287,7 +287,9 @@ impl<B: Backend> JobContext<B> {
             Origin::Source(source) => source.ack_in(conn, self.inner.receipt).await,
             Origin::Member { group, member } => {
                 let (Some(p), Some(offset)) = (self.inner.partition, self.inner.offset) else {
-                    return Err(Error::Corrupt("a broadcast record without its offset".into()));
+                    return Err(Error::Corrupt(
+                        "a broadcast record without its offset".into(),
+                    ));
                 };
                 group
                     .topic()

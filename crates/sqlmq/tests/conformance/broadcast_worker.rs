@@ -32,8 +32,7 @@ async fn topic<B: TestBackend>(client: &Client<B>, partitions: u32) -> Topic<B> 
 /// A raw handler that records what it handled and succeeds.
 fn recorder<B: TestBackend>(
     seen: Handled,
-) -> impl Fn(Delivery, JobContext<B>) -> std::future::Ready<Result<Outcome, String>> + Send + Sync
-{
+) -> impl Fn(Delivery, JobContext<B>) -> std::future::Ready<Result<Outcome, String>> + Send + Sync {
     move |d: Delivery, ctx: JobContext<B>| {
         assert!(ctx.member().is_some());
         seen.lock().unwrap().push((
@@ -202,15 +201,32 @@ pub(crate) async fn a_failing_record_holds_back_only_its_partition_then_becomes_
         "partition 0 is held back by its failing head: {:?}",
         seen_a.lock().unwrap()
     );
-    until_handled(&seen_a, 7, "member a passes flaky, dead-letters poison, handles after").await;
+    until_handled(
+        &seen_a,
+        7,
+        "member a passes flaky, dead-letters poison, handles after",
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     token.cancel();
     let report = worker.await.unwrap().unwrap();
     let a = seen_a.lock().unwrap().clone();
-    let bodies: Vec<&str> = a.iter().filter(|x| x.0 == 0).map(|x| x.2.as_str()).collect();
-    assert_eq!(bodies, ["flaky", "after"], "poison skipped after its attempts");
+    let bodies: Vec<&str> = a
+        .iter()
+        .filter(|x| x.0 == 0)
+        .map(|x| x.2.as_str())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["flaky", "after"],
+        "poison skipped after its attempts"
+    );
     assert_eq!(report.dead_lettered, 1);
-    assert_eq!(report.retried, 2 + 2, "flaky's two failures, poison's first two");
+    assert_eq!(
+        report.retried,
+        2 + 2,
+        "flaky's two failures, poison's first two"
+    );
 
     let g = t.group("nodes").await.unwrap();
     let dead = g.member_dead_letters(None, 10).await.unwrap();
@@ -223,9 +239,18 @@ pub(crate) async fn a_failing_record_holds_back_only_its_partition_then_becomes_
     let errors: Vec<&str> = d.errors.iter().map(|e| e.error.as_str()).collect();
     assert_eq!(
         errors,
-        ["poison, attempt 1", "poison, attempt 2", "poison, attempt 3"]
+        [
+            "poison, attempt 1",
+            "poison, attempt 2",
+            "poison, attempt 3"
+        ]
     );
-    assert!(g.member_dead_letters(Some("b"), 10).await.unwrap().is_empty());
+    assert!(
+        g.member_dead_letters(Some("b"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // The trace names the member for which the record died.
     let trace = t.trace(d.id).await.unwrap().unwrap();
     let group = trace.groups.iter().find(|x| x.group == "nodes").unwrap();
@@ -258,7 +283,10 @@ pub(crate) async fn a_restarted_member_resumes_from_its_checkpoint_and_a_job_tra
             B::execute(
                 &mut *tx,
                 "INSERT INTO effects (part, off) VALUES (?, ?)",
-                &[Value::from(d.partition.unwrap() as i64), Value::from(d.offset.unwrap())],
+                &[
+                    Value::from(d.partition.unwrap() as i64),
+                    Value::from(d.offset.unwrap()),
+                ],
             )
             .await;
             tx.commit().await.map_err(|e| e.to_string())?;
@@ -305,7 +333,12 @@ pub(crate) async fn a_restarted_member_resumes_from_its_checkpoint_and_a_job_tra
         "{refused:?}"
     );
     let refused = Worker::builder(&client)
-        .topic_broadcast_raw("events", "views", "no spaces", recorder::<B>(Handled::default()))
+        .topic_broadcast_raw(
+            "events",
+            "views",
+            "no spaces",
+            recorder::<B>(Handled::default()),
+        )
         .run(CancellationToken::new())
         .await;
     assert!(

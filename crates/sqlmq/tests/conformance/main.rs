@@ -19,8 +19,8 @@
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
 mod atomic_batch;
-mod broadcast_worker;
 mod bad_input;
+mod broadcast_worker;
 mod competing_consumers;
 mod exactly_once;
 mod late_committer;

@@ -163,7 +163,16 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         }
         sources.push(source);
     }
-    run_exec::<B>(settings, "consume", &sources, &args.exec, &args.options, None, stop).await
+    run_exec::<B>(
+        settings,
+        "consume",
+        &sources,
+        &args.exec,
+        &args.options,
+        None,
+        stop,
+    )
+    .await
 }
 
 /// Run `sh -c EXEC` for every message of `sources` (queues, cluster groups and broadcast

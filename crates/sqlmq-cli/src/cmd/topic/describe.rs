@@ -63,7 +63,13 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let client = settings.connect::<B>().await?;
     let topic = client.topic(&args.name).await?;
     let stats = topic.stats(RATE_WINDOW).await?;
-    let lags = group_lags(&client, Some(topic.name()), None).await?;
+    let lags = group_lags(
+        &client,
+        Some(topic.name()),
+        None,
+        sqlmq::DEFAULT_MEMBER_SILENCE,
+    )
+    .await?;
     let config = topic.config();
     let partitions = topic.partitions().await?;
     if args.json {

@@ -123,7 +123,10 @@ struct JsonPartitionLag {
 struct JsonMember<'a> {
     member: &'a str,
     behind: u64,
+    /// Per partition (keys are partition numbers).
+    behind_by_partition: &'a std::collections::BTreeMap<u32, u64>,
     checkpointed_at: String,
+    silent: bool,
 }
 
 impl<'a> From<&'a GroupLag> for JsonLag<'a> {
@@ -159,7 +162,9 @@ impl<'a> From<&'a GroupLag> for JsonLag<'a> {
                 .map(|m| JsonMember {
                     member: &m.member,
                     behind: m.behind,
+                    behind_by_partition: &m.behind_by_partition,
                     checkpointed_at: timestamp(m.checkpointed_at),
+                    silent: m.silent,
                 })
                 .collect(),
         }
@@ -172,6 +177,7 @@ pub async fn group_lags<B: Backend>(
     client: &Client<B>,
     topic: Option<&str>,
     group: Option<&str>,
+    member_silence: std::time::Duration,
 ) -> Result<Vec<GroupLag>> {
     let topics = match topic {
         Some(name) => vec![client.topic(name).await?],
@@ -189,7 +195,7 @@ pub async fn group_lags<B: Backend>(
             None => t.groups().await?,
         };
         for g in groups {
-            out.push(g.lag().await?);
+            out.push(g.lag_with(member_silence).await?);
         }
     }
     if let (None, Some(name)) = (topic, group)
