@@ -1,6 +1,7 @@
 //! Topics and consumer groups: a topic with partitions, `publish` and `publish_in` (inside a
 //! business transaction), a cluster group whose records a worker handles (`topic_group_raw`),
-//! and a broadcast group read by a member (`BroadcastReader`) that checkpoints its position.
+//! a broadcast group read by a member (`BroadcastReader`) that checkpoints its position, and a
+//! broadcast member run by the worker (`topic_broadcast_raw`).
 //!
 //! Run: `cargo run -p sqlmq --example topic_groups`, against the server at
 //! `SQLMQ_DATABASE_URL` (default `mysql://root@127.0.0.1:3306/test`). It deletes and recreates
@@ -98,5 +99,31 @@ async fn main() -> anyhow::Result<()> {
         restarted.positions(),
         restarted.poll(100).await?.len()
     );
+
+    // A broadcast member on the worker: every record, in offset order per partition, as
+    // member `node-a` (a failing record would be retried in place, holding back only its
+    // partition, and end as node-a's dead letter). It checkpoints after each record.
+    orders
+        .create_group("caches", GroupConfig::broadcast(), StartAt::Earliest)
+        .await?;
+    let report = Worker::builder(&client)
+        .topic_broadcast_raw(
+            TOPIC,
+            "caches",
+            "node-a",
+            |d: Delivery, ctx: JobContext| async move {
+                println!(
+                    "{}: refresh the cache after {}:{}",
+                    ctx.member().unwrap_or("-"),
+                    d.partition.unwrap_or_default(),
+                    d.offset.unwrap_or_default()
+                );
+                Ok::<_, Infallible>(Outcome::Done)
+            },
+        )
+        .stop_when_drained()
+        .run(sqlmq::shutdown_on_signals())
+        .await?;
+    println!("node-a handled {} records", report.acked);
     Ok(())
 }
