@@ -275,13 +275,19 @@ impl<B: Backend> Topic<B> {
     /// Count, and wake the local sequencers of the partitions written to (or, where the
     /// publish gave the offsets, the local members waiting for records).
     fn after_publish(&self, published: &[Published]) {
-        let mut partitions: Vec<u32> = published
+        let partitions: Vec<u32> = published
             .iter()
             .filter(|p| !p.duplicate)
             .map(|p| p.partition)
             .collect();
         metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
             .increment(partitions.len() as u64);
+        self.wake_after_commit(partitions);
+    }
+
+    /// After a commit that published into `partitions`: give the records their offsets soon
+    /// (where they wait for them), and wake local consumers.
+    pub(crate) fn wake_after_commit(&self, mut partitions: Vec<u32>) {
         if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
             if !partitions.is_empty() {
                 self.client.notify_local(Subject::Topic(self.id()));

@@ -277,6 +277,7 @@ impl<B: Backend> JobContext<B> {
         Ok(JobTransaction {
             tx,
             ctx: self.clone(),
+            after_commit: Vec::new(),
         })
     }
 
@@ -322,8 +323,11 @@ impl<B: Backend> JobContext<B> {
 /// # Ok(()) }
 /// ```
 pub struct JobTransaction<B: Backend = MySql> {
-    tx: Transaction<'static, B>,
+    pub(super) tx: Transaction<'static, B>,
     ctx: JobContext<B>,
+    /// Wakeups of local consumers of what this transaction sent or published, run after
+    /// its commit (see `pipeline.rs`).
+    pub(super) after_commit: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl<B: Backend> JobTransaction<B> {
@@ -344,6 +348,9 @@ impl<B: Backend> JobTransaction<B> {
         }
         self.tx.commit().await?;
         ctx.inner.acked.store(true, Ordering::Relaxed);
+        for wake in self.after_commit {
+            wake();
+        }
         Ok(())
     }
 

@@ -32,6 +32,7 @@
 //! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
 //! | `acker.rs` | the batch acker |
+//! | `pipeline.rs` | `JobTransaction::send`/`publish`: exactly-once pipelines |
 //! | `poll.rs` | adaptive polling, the one-query prober, maintenance triggers |
 //! | `liveness.rs` | process registry, heartbeats, release of dead processes' claims |
 //! | `tally.rs` | [`WorkerReport`] |
@@ -44,6 +45,7 @@ mod context;
 mod execute;
 mod handler;
 mod liveness;
+mod pipeline;
 mod poll;
 mod shutdown;
 mod start;

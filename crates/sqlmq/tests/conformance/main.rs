@@ -11,6 +11,7 @@
 //! | `bad_input` | typed errors, nothing written |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
+//! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
 //! | `schema` | migrations, version checks, table prefixes |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
@@ -25,6 +26,7 @@ mod competing_consumers;
 mod exactly_once;
 mod late_committer;
 mod ordering;
+mod pipeline;
 mod queue_basics;
 mod schema;
 mod topic_groups;

@@ -1,0 +1,159 @@
+//! Exactly-once pipelines: a worker consumes topic `in` through a cluster group and, in the
+//! job transaction that acks each input, publishes its result to topic `out`. The pipeline
+//! process (this test binary run again as a child) is killed with `kill -9` at random moments
+//! and restarted; at the end `out` holds each input's result exactly once.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand::RngExt;
+use sqlmq::{
+    Client, Delivery, GroupConfig, JobContext, Outcome, Record, StartAt, TopicConfig, Worker,
+};
+use sqlmq_testkit::{TestBackend, TestDb, child_test, eventually_async};
+use tokio_util::sync::CancellationToken;
+
+/// Inputs published.
+const INPUTS: usize = 1500;
+/// Times the pipeline is killed mid-run.
+const KILLS: usize = 5;
+
+/// The child's side: `SQLMQ_CHILD_PIPELINE=<database>`: run the pipeline until killed.
+pub(crate) fn child_pipeline<B: TestBackend>() {
+    let Ok(database) = std::env::var("SQLMQ_CHILD_PIPELINE") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
+        let out = client.topic("out").await.unwrap();
+        Worker::builder(&client)
+            .concurrency(4)
+            .heartbeat_interval(Duration::from_millis(200))
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+            .topic_group_raw("in", "enrich", move |d: Delivery, ctx: JobContext<B>| {
+                let out = out.clone();
+                async move {
+                    let body = String::from_utf8(d.body).unwrap();
+                    let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
+                    tx.publish(&out, Record::new(format!("{body}!")).key(body))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    // Widen the window between the output's write and the commit, where a
+                    // kill must leave neither the output nor the ack.
+                    let pause = rand::rng().random_range(1..8);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                    tx.commit().await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+            .run(CancellationToken::new())
+            .await
+            .unwrap();
+    });
+}
+
+fn spawn_pipeline<B: TestBackend>(db: &TestDb<B>) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &child_test::<B>("pipeline", "child_pipeline")])
+        .args(["--nocapture", "--test-threads=1"])
+        .env("SQLMQ_CHILD_PIPELINE", &db.name)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+pub(crate) async fn a_pipeline_killed_at_random_moments_leaves_one_result_per_input<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
+    let client = db.client().await;
+    let input = client
+        .create_topic("in", TopicConfig::default().partitions(2))
+        .await
+        .unwrap();
+    let out = client
+        .create_topic("out", TopicConfig::default().partitions(2))
+        .await
+        .unwrap();
+    let group = input
+        .create_group("enrich", GroupConfig::default(), StartAt::Earliest)
+        .await
+        .unwrap();
+    let check = out
+        .create_group("check", GroupConfig::broadcast(), StartAt::Earliest)
+        .await
+        .unwrap();
+    let records = (0..INPUTS).map(|i| Record::new(format!("{i}"))).collect();
+    input.publish_batch(records).await.unwrap();
+
+    // Each run is killed at a random moment once it has made some progress, while inputs
+    // remain (else the kill would prove nothing).
+    let mut left = INPUTS as u64;
+    for kill in 0..KILLS {
+        let mut child = spawn_pipeline(&db);
+        let before = left;
+        eventually_async(
+            Duration::from_secs(60),
+            "the pipeline makes progress",
+            || async {
+                let now = group.lag().await.unwrap().unconsumed;
+                (now + 30 <= before).then_some(())
+            },
+        )
+        .await;
+        let after = rand::rng().random_range(0..100);
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        left = group.lag().await.unwrap().unconsumed;
+        assert!(
+            left > 0,
+            "kill {kill} came after the last input: make the run longer"
+        );
+    }
+    // The last run finishes the inputs.
+    let mut child = spawn_pipeline(&db);
+    eventually_async(
+        Duration::from_secs(60),
+        "the pipeline consumes every input",
+        || async { (group.lag().await.unwrap().unconsumed == 0).then_some(()) },
+    )
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    out.sequence().await.unwrap();
+    let mut reader = check.reader("checker").await.unwrap();
+    let mut results: BTreeMap<String, usize> = BTreeMap::new();
+    loop {
+        let batch = reader.poll(1000).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for r in batch {
+            *results
+                .entry(String::from_utf8(r.body).unwrap())
+                .or_default() += 1;
+        }
+    }
+    let repeated: Vec<_> = results.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "results published twice: {repeated:?}");
+    let expect: Vec<String> = {
+        let mut e: Vec<String> = (0..INPUTS).map(|i| format!("{i}!")).collect();
+        e.sort();
+        e
+    };
+    assert_eq!(
+        results.keys().cloned().collect::<Vec<_>>(),
+        expect,
+        "one result per input"
+    );
+    db.drop().await;
+}
+
+sqlmq_testkit::conformance!(
+    async: [a_pipeline_killed_at_random_moments_leaves_one_result_per_input],
+    sync: [child_pipeline]
+);
