@@ -115,6 +115,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["raw.lifecycle"],
     },
     Scenario {
+        id: "topic.pipeline",
+        title: "exactly-once pipeline: worker consuming a group, then publishing each result and acking in one transaction",
+        needs: &["raw.lifecycle"],
+    },
+    Scenario {
         id: "serve.send",
         title: "HTTP send (sqlmq serve), 16 keep-alive clients, one message per request",
         needs: &["queue.produce"],
@@ -163,6 +168,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "worker.idle" => worker::idle(ctx).await,
         "topic.publish" => topic::publish::publish(ctx).await,
         "topic.group" => topic::group::group(ctx).await,
+        "topic.pipeline" => topic::pipeline::pipeline(ctx).await,
         "serve.send" => serve::send(ctx).await,
         "serve.drain" => serve::drain(ctx).await,
         "peer.postgres" => peers::postgres::run(ctx).await,

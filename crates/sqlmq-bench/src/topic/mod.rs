@@ -6,10 +6,12 @@
 //! |---|---|
 //! | `publish.rs` | `topic.publish`: single records and batches of 100, by 1 and 16 producers, on 1 and 8 partitions, until every record has its offset |
 //! | `group.rs` | `topic.group`: a pre-published topic of 8 partitions drained by one cluster group of 8 members |
+//! | `pipeline.rs` | `topic.pipeline`: a worker consuming a cluster group, then the same publishing each result to another topic and acking in one job transaction |
 //! | `log.rs` | waiting until every published record has its offset, and reading the log back to check it |
 
 pub mod group;
 mod log;
+pub mod pipeline;
 pub mod publish;
 
 use anyhow::Result;
