@@ -161,18 +161,75 @@ enum Handled {
     Stopped,
 }
 
+/// One partition's position: the next offset to handle, and what is checkpointed of it.
+struct Position {
+    partition: u32,
+    next: i64,
+    /// The stored checkpoint (`None`: not stored by this task yet).
+    saved: Option<i64>,
+    /// Records passed since the last checkpoint.
+    unsaved: u64,
+    last_save: Instant,
+}
+
+impl Position {
+    /// The record at `offset` passed; `stored`: its position is checkpointed already.
+    fn passed(&mut self, offset: i64, stored: bool) {
+        self.next = offset + 1;
+        if stored {
+            self.saved = Some(self.next);
+            self.unsaved = 0;
+            self.last_save = Instant::now();
+        } else {
+            self.unsaved += 1;
+        }
+    }
+
+    fn dirty(&self) -> bool {
+        self.saved != Some(self.next)
+    }
+
+    /// Checkpoint now if `due`. A failure is logged and leaves it to the next save (a crash before then repeats the records since the last
+    /// one: at-least-once).
+    async fn save_if<B: Backend>(&mut self, rt: &MemberRuntime<B>, due: bool) {
+        if !due {
+            return;
+        }
+        let saved = rt
+            .group
+            .save_member_position(&rt.member, self.partition, self.next)
+            .await;
+        match saved {
+            Ok(()) => {
+                self.saved = Some(self.next);
+                self.unsaved = 0;
+                self.last_save = Instant::now();
+            }
+            Err(e) => tracing::warn!(
+                group = rt.group.label(),
+                member = rt.member,
+                "checkpoint failed: {e}"
+            ),
+        }
+    }
+}
+
 /// One partition of one member: read, handle in order, checkpoint; until `stop`.
 async fn run_partition<B: Backend>(
     rt: &MemberRuntime<B>,
     partition: u32,
-    mut next: i64,
+    next: i64,
     stop: &CancellationToken,
 ) {
     let client = rt.group.topic().client();
     let wakeup = client.wakeup(Subject::Topic(rt.group.topic().id()));
-    let mut saved: Option<i64> = None;
-    let mut unsaved = 0u64;
-    let mut last_save = Instant::now();
+    let mut at = Position {
+        partition,
+        next,
+        saved: None,
+        unsaved: 0,
+        last_save: Instant::now(),
+    };
     let mut delay = PollDelay::new(rt.poll.0, rt.poll.1);
     let mut failures = 0u32;
     'reading: while !stop.is_cancelled() {
@@ -182,7 +239,7 @@ async fn run_partition<B: Backend>(
         let read = async {
             let mut conn = client.reader().acquire().await?;
             rt.group
-                .read_partition(&mut conn, &rt.member, partition as i32, next, READ_BATCH)
+                .read_partition(&mut conn, &rt.member, partition as i32, at.next, READ_BATCH)
                 .await
         };
         let (batch, after) = match read.await {
@@ -196,23 +253,15 @@ async fn run_partition<B: Backend>(
         };
         failures = 0;
         if batch.is_empty() {
-            next = after; // (past records retention removed, if any)
+            at.next = after; // (past records retention removed, if any)
             match rt.group.topic().sequence_pending().await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(group = rt.group.label(), "sequencing failed: {e}"),
             }
-            if saved != Some(next) || last_save.elapsed() >= MEMBER_SEEN_INTERVAL {
-                save(
-                    rt,
-                    partition,
-                    next,
-                    &mut saved,
-                    &mut unsaved,
-                    &mut last_save,
-                )
-                .await;
-            }
+            // Idle: save what passed, and show the member alive now and then.
+            let due = at.dirty() || at.last_save.elapsed() >= MEMBER_SEEN_INTERVAL;
+            at.save_if(rt, due).await;
             if rt.stop_when_drained {
                 break;
             }
@@ -235,16 +284,7 @@ async fn run_partition<B: Backend>(
             }
             let offset = record.offset;
             match handle(rt, record, stop).await {
-                Handled::Passed { saved: true } => {
-                    next = offset + 1;
-                    saved = Some(next);
-                    unsaved = 0;
-                    last_save = Instant::now();
-                }
-                Handled::Passed { saved: false } => {
-                    next = offset + 1;
-                    unsaved += 1;
-                }
+                Handled::Passed { saved } => at.passed(offset, saved),
                 Handled::Stopped => {
                     rt.budget.fetch_add(1, Ordering::Relaxed);
                     break 'reading;
@@ -254,32 +294,12 @@ async fn run_partition<B: Backend>(
                 // That was the last record of the worker's budget: do not wait for another.
                 stop.cancel();
             }
-            let due = unsaved >= rt.checkpointing.every
-                || last_save.elapsed() >= rt.checkpointing.interval;
-            if saved != Some(next) && due {
-                save(
-                    rt,
-                    partition,
-                    next,
-                    &mut saved,
-                    &mut unsaved,
-                    &mut last_save,
-                )
-                .await;
-            }
+            let due = at.unsaved >= rt.checkpointing.every
+                || at.last_save.elapsed() >= rt.checkpointing.interval;
+            at.save_if(rt, at.dirty() && due).await;
         }
     }
-    if saved != Some(next) {
-        save(
-            rt,
-            partition,
-            next,
-            &mut saved,
-            &mut unsaved,
-            &mut last_save,
-        )
-        .await;
-    }
+    at.save_if(rt, at.dirty()).await;
 }
 
 /// Wait after a failed read; false when the error cannot be fixed by retrying (the worker is
@@ -303,34 +323,6 @@ async fn pause_after<B: Backend>(
     *failures += 1;
     tracing::warn!(group = rt.group.label(), "read failed, retrying: {e}");
     sleep_unless_stopped(Duration::from_millis(50 << (*failures).min(5)), stop).await
-}
-
-/// Checkpoint one partition's position; a failure is logged and leaves it to the next save
-/// (a crash before then repeats the records since the last one: at-least-once).
-async fn save<B: Backend>(
-    rt: &MemberRuntime<B>,
-    partition: u32,
-    next: i64,
-    saved: &mut Option<i64>,
-    unsaved: &mut u64,
-    last_save: &mut Instant,
-) {
-    match rt
-        .group
-        .save_member_position(&rt.member, partition, next)
-        .await
-    {
-        Ok(()) => {
-            *saved = Some(next);
-            *unsaved = 0;
-            *last_save = Instant::now();
-        }
-        Err(e) => tracing::warn!(
-            group = rt.group.label(),
-            member = rt.member,
-            "checkpoint failed: {e}"
-        ),
-    }
 }
 
 /// Sleep `wait`; false when `stop` came first.

@@ -181,20 +181,13 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # }
     /// ```
     pub fn topic_broadcast<J: Job, H: Handler<J, B>>(
-        mut self,
+        self,
         topic: &str,
         group: &str,
         member: &str,
         handler: H,
     ) -> Self {
-        let spec = MemberSpec {
-            topic: topic.to_owned(),
-            group: group.to_owned(),
-            member: member.to_owned(),
-        };
-        self.members
-            .push((spec, Box::new(Typed::<J, H>::new(handler))));
-        self
+        self.member(topic, group, member, Box::new(Typed::<J, H>::new(handler)))
     }
 
     /// [`WorkerBuilder::topic_broadcast`] with raw [`Delivery`]s (partition, offset, key,
@@ -209,18 +202,29 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # }
     /// ```
     pub fn topic_broadcast_raw<H: Handler<Delivery, B>>(
-        mut self,
+        self,
         topic: &str,
         group: &str,
         member: &str,
         handler: H,
+    ) -> Self {
+        self.member(topic, group, member, Box::new(Raw::new(handler)))
+    }
+
+    /// Add broadcast member `member` of `topic/group` with its (type-erased) handler.
+    fn member(
+        mut self,
+        topic: &str,
+        group: &str,
+        member: &str,
+        handler: Box<dyn DynHandler<B>>,
     ) -> Self {
         let spec = MemberSpec {
             topic: topic.to_owned(),
             group: group.to_owned(),
             member: member.to_owned(),
         };
-        self.members.push((spec, Box::new(Raw::new(handler))));
+        self.members.push((spec, handler));
         self
     }
 
