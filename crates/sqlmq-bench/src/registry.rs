@@ -279,7 +279,8 @@ mod tests {
                 "raw.insert",
                 "raw.lifecycle",
                 "topic.publish",
-                "topic.group"
+                "topic.group",
+                "topic.pipeline"
             ]
         );
         assert!(!matches("queue.drain", "queue.d"));
