@@ -267,6 +267,22 @@ impl<B: Backend> Source<B> {
         }
     }
 
+    /// Whether a non-locking look finds something to claim now. An empty claim alone does not
+    /// prove a source drained: `SKIP LOCKED` also skips rows another transaction (a
+    /// maintenance pass, a claim that is about to give up) holds for a moment.
+    pub(crate) async fn looks_claimable(&self) -> Result<bool> {
+        match self {
+            Source::Queue(q) => Ok(q.client().probe(&[q.id()]).await?.iter().any(|s| s.ready)),
+            Source::Group(g) => Ok(g
+                .topic()
+                .client()
+                .probe_groups(&[g.id()])
+                .await?
+                .iter()
+                .any(|s| s.ready || s.pending)),
+        }
+    }
+
     /// The label a metric carries: `queue` or `group`, with [`Source::name`] as the value.
     pub(crate) fn metric_label(&self) -> (&'static str, String) {
         match self {

@@ -133,7 +133,16 @@ pub(crate) async fn run_consumer<B: Backend>(
                     });
                 }
             }
-            Ok(_) if config.stop_when_drained && slots.running() == 0 => return Ok(()),
+            Ok(_) if config.stop_when_drained && slots.running() == 0 => {
+                if !rt.source.looks_claimable().await.unwrap_or(true) {
+                    return Ok(());
+                }
+                // Rows were there but held by another transaction for a moment: look again.
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+                    _ = stop.cancelled() => {}
+                }
+            }
             Ok(_) => {
                 failures = 0;
                 poll.enter_idle();
