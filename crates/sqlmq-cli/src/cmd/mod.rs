@@ -150,4 +150,30 @@ mod tests {
         assert!(parse_time("2026-11-22T10:00:00Z").is_ok());
         assert!(parse_time("yesterday").is_err());
     }
+
+    proptest::proptest! {
+        /// Hostile command-line values: every value parser gives a value or a message, never
+        /// a panic; an accepted header is exactly its KEY=VALUE text split at the first `=`.
+        #[test]
+        fn value_parsers_never_panic(
+            text in proptest::prop_oneof![
+                ".{0,60}",
+                "[0-9]{1,25}(ns|ms|s|m|h|d|y|years)( [0-9]{1,25}(s|m))?",
+                "(exp:)?[0-9]{1,20}(s|h|years)[:,][0-9]{1,20}(s|h|years)",
+                "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z",
+                "-?[0-9]{1,25}",
+            ]
+        ) {
+            let _ = parse_duration(&text);
+            let _ = parse_backoff(&text);
+            let _ = parse_start_at(&text);
+            let _ = parse_time(&text);
+            let _ = parse_receipt(&text);
+            let _ = parse_message_id(&text);
+            if let Ok((k, v)) = parse_header(&text) {
+                proptest::prop_assert!(!k.is_empty() && !k.contains('='));
+                proptest::prop_assert_eq!(format!("{k}={v}"), text);
+            }
+        }
+    }
 }

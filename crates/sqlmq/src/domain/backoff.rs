@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
 
+/// Longest wait a backoff may ask for (as a message's longest delay): ten years.
+const MAX_BACKOFF_STEP: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
 /// Default number of attempts before a queue's message is dead-lettered (River's and
 /// delayed_job's default).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
@@ -71,7 +74,10 @@ impl Backoff {
                 let exp = attempt.saturating_sub(1).min(40);
                 let raw = base.saturating_mul(1u32 << exp.min(31)).min(*max);
                 let factor = 1.0 + jitter * (2.0 * unit - 1.0);
-                raw.mul_f64(factor.max(0.0)).min(*max)
+                // (checked: a jittered step past `Duration::MAX` is the max, never a panic)
+                Duration::try_from_secs_f64(raw.as_secs_f64() * factor.max(0.0))
+                    .unwrap_or(*max)
+                    .min(*max)
             }
             Backoff::Ladder(steps) => {
                 let i = (attempt.max(1) as usize - 1).min(steps.len().saturating_sub(1));
@@ -81,6 +87,16 @@ impl Backoff {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
+        let longest = match self {
+            Backoff::Exponential { max, .. } => *max,
+            Backoff::Ladder(steps) => steps.iter().copied().max().unwrap_or_default(),
+        };
+        if longest > MAX_BACKOFF_STEP {
+            return Err(Error::InvalidArgument(format!(
+                "a backoff step of {} is over the limit of 10 years",
+                humantime::format_duration(longest)
+            )));
+        }
         match self {
             Backoff::Exponential { jitter, base, max } => {
                 if !(0.0..=1.0).contains(jitter) {

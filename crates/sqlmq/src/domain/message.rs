@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::Result;
+use super::error::{Error, Result};
 use super::id::{MessageId, Receipt};
 
 /// A message to send.
@@ -304,6 +304,42 @@ pub(crate) fn time_from_micros(us: i64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_micros(us as u64)
     } else {
         SystemTime::UNIX_EPOCH - Duration::from_micros(us.unsigned_abs())
+    }
+}
+
+/// Most bytes a message's or record's headers may take once stored (their JSON text; the
+/// column holds 64 KiB).
+pub(crate) const MAX_HEADERS_BYTES: usize = 60 * 1024;
+
+/// Refuse headers whose stored form would not fit their column. Measured on the JSON text
+/// itself: a control character or a quote is escaped there (`\u0000` is six bytes for one),
+/// so counting the raw bytes would let hostile headers through to a database error.
+pub(crate) fn check_headers(headers: &BTreeMap<String, String>) -> Result<()> {
+    if headers.is_empty() {
+        return Ok(());
+    }
+    let mut counter = ByteCount(0);
+    serde_json::to_writer(&mut counter, headers).expect("a map of strings serializes");
+    if counter.0 > MAX_HEADERS_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "headers take {} bytes once stored, over the limit of {MAX_HEADERS_BYTES}",
+            counter.0
+        )));
+    }
+    Ok(())
+}
+
+/// A writer that only counts (sizing headers without building their text).
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

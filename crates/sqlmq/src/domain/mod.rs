@@ -22,6 +22,8 @@
 mod backoff;
 mod error;
 mod group_config;
+#[cfg(test)]
+mod hostile;
 mod id;
 mod lag;
 mod message;
@@ -47,7 +49,7 @@ pub use lag::{
     DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats,
 };
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
-pub(crate) use message::{encode_errors, parse_errors, time_from_micros};
+pub(crate) use message::{check_headers, encode_errors, parse_errors, time_from_micros};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub(crate) use name::{validate_key, validate_table_prefix};
 pub use process::ProcessInfo;

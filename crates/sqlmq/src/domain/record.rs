@@ -132,17 +132,7 @@ impl Record {
                 "partition {p} does not exist (the topic has {partitions})"
             )));
         }
-        let header_bytes: usize = self
-            .headers
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 6)
-            .sum();
-        if header_bytes > 60 * 1024 {
-            return Err(Error::InvalidArgument(format!(
-                "headers of {header_bytes} bytes exceed 60 KiB"
-            )));
-        }
-        Ok(())
+        super::message::check_headers(&self.headers)
     }
 
     /// The partition this record goes to.

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::Queue;
 use crate::client::Subject;
-use crate::domain::{Error, Message, MessageId, Result, Sent, validate_key};
+use crate::domain::{Error, Message, MessageId, Result, Sent, check_headers, validate_key};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
@@ -13,7 +13,6 @@ use crate::tx;
 /// Longest accepted delay.
 const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 /// Largest headers object (JSON), bounded by the `BLOB` column.
-const MAX_HEADERS_BYTES: usize = 60 * 1024;
 
 impl<B: Backend> Queue<B> {
     /// Send one message. Durable when this returns Ok (with `innodb_flush_log_at_trx_commit=1`).
@@ -159,12 +158,7 @@ impl<B: Backend> Queue<B> {
             if let Some(k) = &m.idempotency_key {
                 validate_key("idempotency key", k)?;
             }
-            let header_bytes: usize = m.headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-            if header_bytes > MAX_HEADERS_BYTES {
-                return Err(Error::InvalidArgument(format!(
-                    "headers of {header_bytes} bytes exceed {MAX_HEADERS_BYTES}"
-                )));
-            }
+            check_headers(&m.headers)?;
         }
         Ok(())
     }

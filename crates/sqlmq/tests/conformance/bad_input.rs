@@ -228,6 +228,78 @@ pub(crate) async fn bad_client_options_are_rejected<B: TestBackend>() {
     db.drop().await;
 }
 
+/// Quotes, NUL, unicode and values exactly at their limits are stored and read back byte for
+/// byte; headers that only escaping makes too large are a typed error, not a database error.
+pub(crate) async fn hostile_values_are_stored_and_read_back_unchanged<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
+    let client = db.client().await;
+    let name = "q".repeat(128);
+    let q = client
+        .create_queue(&name, QueueConfig::default())
+        .await
+        .unwrap();
+    // 128 bytes of quotes, backslashes, SQL and unicode (é and 😀 take 2 and 4 bytes).
+    let key = format!("'\"\\;--é😀{}", "k".repeat(128 - 12));
+    assert_eq!(key.len(), 128);
+    let mut headers = std::collections::BTreeMap::new();
+    headers.insert("nul\u{0}key".to_owned(), "a\u{0}b\"'\\\n😀".to_owned());
+    headers.insert("é".to_owned(), String::new());
+    let body: Vec<u8> = (0..=255u8).chain([0, 0, 0xff]).collect();
+    let mut message = Message::new(body.clone())
+        .ordering_key(key.clone())
+        .idempotency_key(key.clone());
+    for (k, v) in &headers {
+        message = message.header(k.clone(), v.clone());
+    }
+    q.send(message).await.unwrap();
+    let got = q.receive(1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].body, body);
+    assert_eq!(got[0].ordering_key.as_deref(), Some(key.as_str()));
+    assert_eq!(got[0].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(got[0].headers, headers);
+    q.ack(got[0].receipt()).await.unwrap();
+
+    // Headers under the limit as raw bytes, far over it once their NULs are escaped.
+    let escaped = Message::new("x").header("h", "\u{0}".repeat(20_000));
+    match q.send(escaped).await {
+        Err(Error::InvalidArgument(text)) => assert!(text.contains("headers"), "{text}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    // Far above the body limit: refused before anything is sent to the database.
+    let limit = client.max_payload_bytes();
+    assert!(matches!(
+        q.send(Message::new(vec![0u8; 10 * limit])).await,
+        Err(Error::PayloadTooLarge { .. })
+    ));
+    assert_eq!(db.count("messages").await, 0);
+
+    // Topics: a 255-byte record key of the same kind, and the same headers and body.
+    let t = client
+        .create_topic(&name, sqlmq::TopicConfig::default())
+        .await
+        .unwrap();
+    let record_key = format!("{key}{}", "r".repeat(255 - 128));
+    let mut record = sqlmq::Record::new(body.clone()).key(record_key.clone());
+    for (k, v) in &headers {
+        record = record.header(k.clone(), v.clone());
+    }
+    let id = t.publish(record).await.unwrap().id;
+    t.sequence().await.unwrap();
+    let back = t.query_key(&record_key, 10).await.unwrap();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].id, id);
+    assert_eq!(back[0].body, body);
+    assert_eq!(back[0].key.as_deref(), Some(record_key.as_str()));
+    assert_eq!(back[0].headers, headers);
+    let escaped = sqlmq::Record::new("x").header("h", "\u{1}".repeat(20_000));
+    assert!(matches!(
+        t.publish(escaped).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
-    async: [invalid_names_are_rejected_before_anything_is_written, unknown_queues_are_a_typed_error, bad_messages_are_rejected_and_nothing_is_written, out_of_range_arguments_are_rejected, bad_client_options_are_rejected]
+    async: [invalid_names_are_rejected_before_anything_is_written, unknown_queues_are_a_typed_error, bad_messages_are_rejected_and_nothing_is_written, out_of_range_arguments_are_rejected, bad_client_options_are_rejected, hostile_values_are_stored_and_read_back_unchanged]
 );
