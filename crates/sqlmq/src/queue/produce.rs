@@ -12,7 +12,6 @@ use crate::tx;
 
 /// Longest accepted delay.
 const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
-/// Largest headers object (JSON), bounded by the `BLOB` column.
 
 impl<B: Backend> Queue<B> {
     /// Send one message. Durable when this returns Ok (with `innodb_flush_log_at_trx_commit=1`).
