@@ -7,8 +7,9 @@
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
 # server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
-# installed here when missing. When something cannot be installed, the script says what to
-# install or which URL to set, and stops: MySQL tests are never skipped silently.
+# installed here when missing; so is faketime (the client-clock test). When something cannot
+# be installed, the script says what to install or which URL to set, and stops: MySQL tests
+# are never skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +78,10 @@ user may create and drop databases"
 fi
 
 # 2. What the HTTP server's tests drive.
+if ! command -v faketime >/dev/null 2>&1; then
+    log "installing faketime (the client-clock test runs sqlmq with its clock hours off)"
+    apt_install faketime || die "cannot install faketime here: install it (Debian package faketime)"
+fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     log "installing chromium and chromium-driver (the dashboard test)"
     apt_install chromium chromium-driver ||
