@@ -7,9 +7,9 @@
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
 # server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
-# installed here when missing; so is faketime (the client-clock test). When something cannot
-# be installed, the script says what to install or which URL to set, and stops: MySQL tests
-# are never skipped silently.
+# installed here when missing; so are faketime (the client-clock test) and openssl (the TLS
+# test's certificates). When something cannot be installed, the script says what to install
+# or which URL to set, and stops: MySQL tests are never skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,6 +81,10 @@ fi
 if ! command -v faketime >/dev/null 2>&1; then
     log "installing faketime (the client-clock test runs sqlmq with its clock hours off)"
     apt_install faketime || die "cannot install faketime here: install it (Debian package faketime)"
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+    log "installing openssl (the TLS test makes its certificates with it)"
+    apt_install openssl || die "cannot install openssl here: install it (Debian package openssl)"
 fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     log "installing chromium and chromium-driver (the dashboard test)"

@@ -6,8 +6,6 @@
 //! restarts it on the same data directory and checks every acknowledged write.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,118 +13,10 @@ use sqlmq::{Client, Message, MessageId, QueueConfig};
 use sqlmq_testkit::check_invariants_at;
 use sqlx::Connection;
 
-const MARIADBD: &str = "/usr/sbin/mariadbd";
+use crate::private_server::PrivateServer;
+
 /// Short, so that messages in flight at the crash come back soon after the restart.
 const LEASE: Duration = Duration::from_secs(3);
-
-/// A private MariaDB server: its own data directory and port.
-struct PrivateServer {
-    dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl PrivateServer {
-    fn install() -> PrivateServer {
-        let dir = std::env::temp_dir().join(format!(
-            "sqlmq-durability-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut install = Command::new("mariadb-install-db");
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.join("data").display()))
-            .arg("--auth-root-authentication-method=normal")
-            .arg("--skip-test-db")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if is_root() {
-            install.arg("--user=root");
-        }
-        assert!(
-            install.status().expect("mariadb-install-db runs").success(),
-            "mariadb-install-db failed"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        PrivateServer {
-            dir,
-            port,
-            child: None,
-        }
-    }
-
-    fn start(&mut self) {
-        let mut cmd = Command::new(MARIADBD);
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", self.dir.join("data").display()))
-            .arg(format!("--port={}", self.port))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", self.dir.join("sock").display()))
-            .arg(format!("--pid-file={}", self.dir.join("pid").display()))
-            .arg(format!(
-                "--log-error={}",
-                self.dir.join("error.log").display()
-            ))
-            .arg("--skip-grant-tables")
-            .arg("--innodb-buffer-pool-size=64M")
-            .arg("--innodb-flush-log-at-trx-commit=1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if is_root() {
-            cmd.arg("--user=root");
-        }
-        self.child = Some(cmd.spawn().expect("mariadbd starts"));
-    }
-
-    fn url(&self, database: &str) -> String {
-        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
-    }
-
-    async fn wait_ready(&self) {
-        let started = Instant::now();
-        loop {
-            if let Ok(conn) = sqlx::MySqlConnection::connect(&self.url("mysql")).await {
-                let _ = conn.close().await;
-                return;
-            }
-            let log = std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default();
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "private mariadbd did not start:\n{log}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGKILL: no shutdown, no flush beyond what commits already made durable.
-    fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        self.kill9();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// mariadbd refuses to run as root unless told `--user=root`.
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
