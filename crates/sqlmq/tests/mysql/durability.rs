@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use sqlmq::{Client, Message, MessageId, QueueConfig};
 use sqlmq_testkit::check_invariants_at;
-use sqlx::Connection;
 
 use crate::private_server::PrivateServer;
 
@@ -23,14 +22,7 @@ async fn acknowledged_sends_and_acks_survive_kill_9_of_the_server() {
     let mut server = PrivateServer::install();
     server.start();
     server.wait_ready().await;
-    let mut admin = sqlx::MySqlConnection::connect(&server.url("mysql"))
-        .await
-        .unwrap();
-    sqlx::query("CREATE DATABASE app")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
+    PrivateServer::create_database(&server.url("mysql"), "app").await;
 
     let client = Client::connect(&server.url("app")).await.unwrap();
     client.migrate().await.unwrap();

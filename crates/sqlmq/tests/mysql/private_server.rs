@@ -108,6 +108,16 @@ impl PrivateServer {
         }
     }
 
+    /// Create database `name` through the connection `admin_url` opens.
+    pub(crate) async fn create_database(admin_url: &str, name: &str) {
+        let mut admin = sqlx::MySqlConnection::connect(admin_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        admin.close().await.unwrap();
+    }
+
     /// The server's own directory (for certificates and the like).
     pub(crate) fn dir(&self) -> &std::path::Path {
         &self.dir

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use sqlmq::{Client, GroupConfig, Message, QueueConfig, Record, StartAt, TopicConfig};
-use sqlx::{Connection, Row};
+use sqlx::Row;
 
 use crate::private_server::PrivateServer;
 
@@ -125,14 +125,7 @@ async fn queues_and_topics_run_over_tls_and_the_server_identity_is_checked() {
         format!("{}?ssl-mode={mode}{ca}", server.url(database))
     };
     server.wait_ready_at(&url("mysql", "REQUIRED", None)).await;
-    let mut admin = sqlx::MySqlConnection::connect(&url("mysql", "REQUIRED", None))
-        .await
-        .unwrap();
-    sqlx::query("CREATE DATABASE app")
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
+    PrivateServer::create_database(&url("mysql", "REQUIRED", None), "app").await;
 
     // The server refuses the same user without TLS (MariaDB answers "access denied", MySQL
     // "insecure transport").
