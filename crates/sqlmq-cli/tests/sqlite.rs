@@ -218,21 +218,25 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::V
 #[test]
 fn serve_runs_on_the_default_sqlite_file() {
     let dir = Dir::new("serve");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    // Port 0: the server picks a free port and says which (a port picked here and bound later
+    // could be taken in between by another process's connection).
     let mut server = dir
-        .cmd(&["serve", "--listen", &addr])
+        .cmd(&["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    eventually(Duration::from_secs(30), "the server answers", || {
-        std::net::TcpStream::connect(&addr).ok().map(|_| ())
-    });
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "sqlmq serve exited before listening");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    // Keep reading its stderr, so that the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let (status, _) = http(&addr, "PUT", "/v1/queues/q", "{}");
     assert!(status == 200 || status == 201, "{status}");
     let (status, sent) = http(
