@@ -64,7 +64,8 @@ const BASELINES: &[&str] = &[
 /// `sqlmq-bench ARGS` on `db`.
 fn bench(db: &TestDatabase, args: &[&str]) -> Command {
     let mut cmd = db.command(env!("CARGO_BIN_EXE_sqlmq-bench"));
-    cmd.args(args);
+    // The bench makes scratch databases and raw tables: an admin's tool, not the application's.
+    cmd.env("SQLMQ_DATABASE_URL", &db.admin_url).args(args);
     cmd
 }
 
@@ -83,7 +84,7 @@ fn migrate(db: &TestDatabase) {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let client = sqlmq::Client::connect(&db.url).await.unwrap();
+        let client = sqlmq::Client::connect(&db.admin_url).await.unwrap();
         client.migrate().await.unwrap();
         client.pool().close().await;
     });

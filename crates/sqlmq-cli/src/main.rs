@@ -47,6 +47,8 @@ struct Cli {
 enum Command {
     /// Create or upgrade the database schema.
     Migrate(cmd::migrate::Args),
+    /// Print the GRANT statements of the runtime user (no DDL) or the migration user.
+    Grants(cmd::grants::Args),
     /// Create or delete a queue.
     #[command(subcommand)]
     Queue(cmd::queue::QueueCommand),
@@ -125,6 +127,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
     use Command::*;
     match command {
         Migrate(args) => cmd::migrate::run::<B>(settings, args).await,
+        Grants(args) => cmd::grants::run::<B>(settings, args).await,
         Queue(command) => cmd::queue::run::<B>(settings, command).await,
         Queues(args) => cmd::queues::run::<B>(settings, args).await,
         Send(args) => cmd::send::run::<B>(settings, args).await,

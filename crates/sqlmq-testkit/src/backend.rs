@@ -91,8 +91,12 @@ pub trait TestBackend: sqlmq::Backend {
     /// Drop a database made by [`TestBackend::create_database`].
     fn drop_database(name: &str) -> impl Future<Output = ()> + Send;
 
-    /// The URL of a test database, by name (child processes get the name).
+    /// The URL of a test database, by name (child processes get the name), as the user the
+    /// code under test connects as: on MySQL one with data statements only (no DDL).
     fn url_of(name: &str) -> String;
+
+    /// The URL of a test database as its admin: migrations and the test's own DDL.
+    fn admin_url_of(name: &str) -> String;
 
     /// Run `sql` (placeholders `?`) with `args`; returns the rows affected.
     fn execute(

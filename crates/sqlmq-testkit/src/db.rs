@@ -10,11 +10,17 @@ use crate::backend::{TestBackend, Value};
 
 /// A database of its own for one test: a migrated [`Client`] on it, plain SQL, and its
 /// removal ([`TestDb::drop`]; databases of failed tests are swept after two hours).
+///
+/// Clients and pools connect as the database's runtime user (no DDL, see
+/// [`TestBackend::url_of`]); the schema is migrated and the test's own SQL ([`TestDb::exec`],
+/// [`TestDb::query`]) runs as the admin.
 pub struct TestDb<B: TestBackend> {
     /// Its name.
     pub name: String,
-    /// Its URL.
+    /// Its URL, as the runtime user.
     pub url: String,
+    /// Its URL as the admin.
+    pub admin_url: String,
     _backend: std::marker::PhantomData<B>,
 }
 
@@ -24,6 +30,7 @@ impl<B: TestBackend> TestDb<B> {
         let name = B::create_database().await;
         TestDb {
             url: B::url_of(&name),
+            admin_url: B::admin_url_of(&name),
             name,
             _backend: std::marker::PhantomData,
         }
@@ -34,20 +41,32 @@ impl<B: TestBackend> TestDb<B> {
         TestDb {
             name: url.rsplit('/').next().unwrap_or_default().to_owned(),
             url: url.to_owned(),
+            admin_url: url.to_owned(),
             _backend: std::marker::PhantomData,
         }
     }
 
-    /// A migrated client on this database (housekeeping every 20 ms, so that delays and
-    /// expiries are noticed quickly).
+    /// A client on this database as the runtime user, after migrating it as the admin
+    /// (housekeeping every 20 ms, so that delays and expiries are noticed quickly).
     pub async fn client(&self) -> Client<B> {
+        self.migrate().await;
         let client = Client::builder()
             .housekeeping_interval(Duration::from_millis(20))
             .open::<B>(&self.url)
             .await
             .expect("connect");
-        client.migrate().await.expect("migrate");
         client
+            .migrate()
+            .await
+            .expect("migrate (up to date: no DDL)");
+        client
+    }
+
+    /// Create or upgrade the schema as the admin.
+    pub async fn migrate(&self) {
+        let admin = Client::<B>::open(&self.admin_url).await.expect("connect");
+        admin.migrate().await.expect("migrate");
+        admin.pool().close().await;
     }
 
     /// A pool on this database for the test's own SQL.
@@ -61,13 +80,13 @@ impl<B: TestBackend> TestDb<B> {
 
     /// Run `sql` (placeholders `?`) with `args` on a connection of its own; rows affected.
     pub async fn exec(&self, sql: &str, args: &[Value]) -> u64 {
-        let mut conn = B::Connection::connect(&self.url).await.unwrap();
+        let mut conn = B::Connection::connect(&self.admin_url).await.unwrap();
         B::execute(&mut conn, sql, args).await
     }
 
     /// Run a query on a connection of its own.
     pub async fn query(&self, sql: &str, args: &[Value]) -> Vec<Vec<Value>> {
-        let mut conn = B::Connection::connect(&self.url).await.unwrap();
+        let mut conn = B::Connection::connect(&self.admin_url).await.unwrap();
         B::query(&mut conn, sql, args).await
     }
 

@@ -22,5 +22,7 @@ pub use backend::{TestBackend, Value};
 pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
-pub use server::{TestDatabase, admin, create_database, drop_database, server_url, url_for};
+pub use server::{
+    TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,
+};
 pub use wait::{eventually, eventually_async};

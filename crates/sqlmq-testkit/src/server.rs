@@ -1,5 +1,11 @@
 //! The test server: its URL, throwaway databases on it (swept after two hours when a killed run
 //! left them behind), and admin statements.
+//!
+//! Least privilege is part of what the suite proves: each throwaway database comes with a user
+//! of its own that may only run data statements on it (`SELECT, INSERT, UPDATE, DELETE`, no
+//! DDL), and the library, the CLI and the HTTP server under test connect as that user
+//! ([`url_for`]). Only creating the schema ([`admin_url_for`], the configured user) and the
+//! tests' own DDL run as the server's admin.
 
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,8 +25,20 @@ pub fn server_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
-/// The URL of `database` on the test server.
+/// Password of the per-database runtime users (test servers only).
+const RUNTIME_PASSWORD: &str = "sqlmq-runtime";
+
+/// The URL of `database` on the test server as its runtime user (data statements only).
 pub fn url_for(database: &str) -> String {
+    let admin = admin_url_for(database);
+    let (scheme, rest) = admin.split_once("://").expect("database URL has a scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{database}:{RUNTIME_PASSWORD}@{host}")
+}
+
+/// The URL of `database` on the test server as the configured (admin) user: for migrations and
+/// the tests' own DDL.
+pub fn admin_url_for(database: &str) -> String {
     let base = server_url();
     let (head, _) = base.rsplit_once('/').expect("database URL has a path");
     format!("{head}/{database}")
@@ -62,8 +80,10 @@ pub fn admin(sql: &str) -> Vec<String> {
 pub struct TestDatabase {
     /// Its name (`sqlmq_t_<unix time>_<random>`).
     pub name: String,
-    /// Its URL.
+    /// Its URL, as its runtime user (no DDL).
     pub url: String,
+    /// Its URL as the admin (migrations, the test's own DDL).
+    pub admin_url: String,
 }
 
 impl TestDatabase {
@@ -72,6 +92,7 @@ impl TestDatabase {
         let name = with_admin(async |pool| create_on(pool).await);
         TestDatabase {
             url: url_for(&name),
+            admin_url: admin_url_for(&name),
             name,
         }
     }
@@ -125,22 +146,37 @@ async fn create_on(pool: &MySqlPool) -> String {
         .as_secs();
     sweep(pool, now).await;
     let name = format!("{PREFIX}{now}_{:08x}", rand::random::<u32>());
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
-        .execute(pool)
-        .await
-        .unwrap();
+    for sql in [
+        format!("CREATE DATABASE `{name}`"),
+        format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{RUNTIME_PASSWORD}'"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{name}'@'%'"),
+    ] {
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .execute(pool)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{sql}: {e} (the test server's user must be able to create databases and \
+                     users: see SQLMQ_TEST_DATABASE_URL)"
+                )
+            });
+    }
     name
 }
 
 async fn drop_on(pool: &MySqlPool, name: &str) {
-    let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-        .execute(pool)
-        .await;
+    for sql in [
+        format!("DROP DATABASE IF EXISTS `{name}`"),
+        format!("DROP USER IF EXISTS '{name}'@'%'"),
+    ] {
+        let _ = sqlx::query(AssertSqlSafe(sql)).execute(pool).await;
+    }
 }
 
 /// Drop test databases older than [`LEFT_BEHIND_AFTER`] (left by killed runs).
 async fn sweep(admin: &MySqlPool, now: u64) {
-    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%'")
+    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%' \
+        UNION SELECT CAST(user AS CHAR) FROM mysql.user WHERE user LIKE 'sqlmq\\_t\\_%'")
         .fetch_all(admin)
         .await
         .unwrap_or_default();
@@ -152,9 +188,7 @@ async fn sweep(admin: &MySqlPool, now: u64) {
             .and_then(|t| t.parse::<u64>().ok())
             .unwrap_or(now);
         if now.saturating_sub(created) > LEFT_BEHIND_AFTER.as_secs() {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(admin)
-                .await;
+            drop_on(admin, &name).await;
         }
     }
 }

@@ -81,7 +81,7 @@ pub use consume::{MAX_LEASE, MAX_RECEIVE, Source, SourceName};
 pub use domain::{
     AckReport, AttemptError, Backoff, DEFAULT_DEDUP_WINDOW, DEFAULT_GROUP_MAX_ATTEMPTS,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MEMBER_SILENCE, DeadLetter, Delivery, DeliveryEvent, Error,
-    ErrorClass, Flavor, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
+    ErrorClass, Flavor, GrantRole, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
     MAX_KEY_LEN, MAX_NAME_LEN, MAX_PARTITIONS, MaintenanceReport, MemberLag, Message, MessageId,
     MigrationReport, NackOutcome, PartitionInfo, PartitionLag, PendingRetry, ProcessInfo,
     Published, QueueConfig, QueueStats, Receipt, Record, Result, RetentionReport, Sent, ServerInfo,

@@ -7,6 +7,7 @@ pub mod consume;
 pub mod demo;
 pub mod dlq;
 pub mod extend;
+pub mod grants;
 pub mod groups;
 pub mod lag;
 pub mod migrate;

@@ -42,17 +42,37 @@ pub struct TestDb {
 impl TestDb {
     /// A fresh database, migrated with `sqlmq migrate`.
     pub fn new() -> TestDb {
+        let db = TestDb::unmigrated();
+        db.migrate();
+        db
+    }
+
+    /// A fresh, empty database.
+    pub fn unmigrated() -> TestDb {
         let database = TestDatabase::create();
         let dir = std::env::temp_dir().join(&database.name);
         std::fs::create_dir_all(&dir).unwrap();
-        let db = TestDb {
+        TestDb {
             name: database.name.clone(),
             url: database.url.clone(),
             dir,
             database,
-        };
-        db.ok(&["migrate"]);
-        db
+        }
+    }
+
+    /// `sqlmq migrate` as the database's admin (the binary otherwise runs as the runtime user,
+    /// which has no DDL rights).
+    pub fn migrate(&self) {
+        let out = self
+            .cmd(&["migrate"])
+            .env("SQLMQ_DATABASE_URL", &self.database.admin_url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "migrate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The binary with this database in its environment and nothing else inherited that could

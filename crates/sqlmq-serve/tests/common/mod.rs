@@ -1,6 +1,6 @@
 //! Shared test harness: every test gets its own database on the server at
 //! `SQLMQ_TEST_DATABASE_URL` (default: `SQLMQ_DATABASE_URL`, else
-//! `mysql://root@127.0.0.1:3306/test`), created here and dropped by `TestDb::drop`
+//! `mysql://root@127.0.0.1:3306/test`), made by `sqlmq-testkit` and dropped by `TestDb::drop`
 //! (databases left behind by failed tests are swept after two hours), and a real
 //! `sqlmq serve` started in-process on `127.0.0.1:0`.
 #![allow(dead_code)]
@@ -9,100 +9,16 @@ pub mod webdriver;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlmq::Client;
 use sqlmq_serve::{ServeConfig, Server};
-use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{AssertSqlSafe, MySqlPool, Row};
 use tokio_util::sync::CancellationToken;
 
-pub fn server_url() -> String {
-    std::env::var("SQLMQ_TEST_DATABASE_URL")
-        .or_else(|_| std::env::var("SQLMQ_DATABASE_URL"))
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
-}
-
-/// The URL of `database` on the test server.
-pub fn url_for(database: &str) -> String {
-    let base = server_url();
-    let (head, _) = base.rsplit_once('/').expect("database URL has a path");
-    format!("{head}/{database}")
-}
-
-pub struct TestDb {
-    pub name: String,
-    pub url: String,
-    admin: MySqlPool,
-}
-
-impl TestDb {
-    pub async fn new() -> TestDb {
-        let admin = MySqlPoolOptions::new()
-            .max_connections(2)
-            .connect(&server_url())
-            .await
-            .expect("test database server reachable (see SQLMQ_TEST_DATABASE_URL)");
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        sweep(&admin, now).await;
-        let name = format!("sqlmq_t_{now}_{:08x}", rand::random::<u32>());
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        TestDb {
-            url: url_for(&name),
-            name,
-            admin,
-        }
-    }
-
-    /// A migrated client on this database.
-    pub async fn client(&self) -> Client {
-        let client = Client::builder()
-            .housekeeping_interval(Duration::from_millis(20))
-            .connect(&self.url)
-            .await
-            .expect("connect");
-        client.migrate().await.expect("migrate");
-        client
-    }
-
-    pub async fn drop(self) {
-        sqlx::query(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS `{}`",
-            self.name
-        )))
-        .execute(&self.admin)
-        .await
-        .unwrap();
-    }
-}
-
-/// Drop test databases older than two hours (left by failed or killed runs).
-async fn sweep(admin: &MySqlPool, now: u64) {
-    let rows = sqlx::query("SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata WHERE schema_name LIKE 'sqlmq\\_t\\_%'")
-        .fetch_all(admin)
-        .await
-        .unwrap_or_default();
-    for row in rows {
-        let name: String = row.get(0);
-        let created = name
-            .split('_')
-            .nth(2)
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(now);
-        if now.saturating_sub(created) > 7200 {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-                .execute(admin)
-                .await;
-        }
-    }
-}
+/// A database of its own (from `sqlmq-testkit`): the server under test connects as its runtime
+/// user, which may run data statements only.
+pub type TestDb = sqlmq_testkit::TestDb<sqlmq::MySql>;
 
 /// A running server on its own database, and an HTTP client for it.
 pub struct TestServer {

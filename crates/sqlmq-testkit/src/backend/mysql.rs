@@ -20,6 +20,10 @@ impl TestBackend for MySql {
         crate::server::url_for(name)
     }
 
+    fn admin_url_of(name: &str) -> String {
+        crate::server::admin_url_for(name)
+    }
+
     async fn execute(conn: &mut MySqlConnection, sql: &str, args: &[Value]) -> u64 {
         super::execute_on::<Self>(conn, sql, args)
             .await

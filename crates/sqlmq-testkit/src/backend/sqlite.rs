@@ -86,6 +86,11 @@ impl TestBackend for Sqlite {
         format!("sqlite://{}", path_of(name).display())
     }
 
+    /// The same file: SQLite has no users.
+    fn admin_url_of(name: &str) -> String {
+        Self::url_of(name)
+    }
+
     async fn execute(conn: &mut SqliteConnection, sql: &str, args: &[Value]) -> u64 {
         super::execute_on::<Self>(conn, sql, args)
             .await

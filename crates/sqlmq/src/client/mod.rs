@@ -25,7 +25,7 @@ pub use builder::{
 };
 pub(crate) use wakeups::Subject;
 
-use crate::domain::{Error, MigrationReport, Result, ServerInfo};
+use crate::domain::{Error, GrantRole, MigrationReport, Result, ServerInfo};
 use crate::store::Backend;
 use crate::store::prelude::*;
 
@@ -161,6 +161,21 @@ impl<B: Backend> Client<B> {
             .schema
             .store(report.to_version, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// The GRANT statements that give `user`@`host` what `role` needs on this client's database
+    /// and table prefix (README, "Least privilege"); empty on SQLite, which has no users.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for grant in client.grants(sqlmq::GrantRole::Runtime, "app", "%").await? {
+    ///     println!("{grant}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn grants(&self, role: GrantRole, user: &str, host: &str) -> Result<Vec<String>> {
+        let mut conn = self.inner.pool.acquire().await?;
+        self.inner.store.grants(&mut conn, role, user, host).await
     }
 
     /// The schema version found at connect time (or set by `migrate`).

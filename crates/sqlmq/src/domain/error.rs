@@ -111,6 +111,19 @@ pub enum Error {
         required: i64,
     },
 
+    /// The database user lacks a privilege the call needs (MySQL/MariaDB errors 1044, 1142,
+    /// 1143, 1227). The server's message names the privilege and the table; `needs` says which
+    /// grants sqlmq needs for this kind of call (README, "Least privilege";
+    /// [`Client::grants`](crate::Client::grants) prints them).
+    #[error("permission denied: {source}; {needs}")]
+    PermissionDenied {
+        /// The grants the call needs.
+        needs: &'static str,
+        /// The server's refusal.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// The server cannot run sqlmq safely (too old, no working `SKIP LOCKED`, ...).
     #[error("unsupported database server: {0}")]
     UnsupportedServer(String),

@@ -21,6 +21,7 @@
 
 mod backoff;
 mod error;
+mod grants;
 mod group_config;
 #[cfg(test)]
 mod hostile;
@@ -41,6 +42,8 @@ mod trace;
 pub use backoff::{Backoff, DEFAULT_MAX_ATTEMPTS};
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
+pub use grants::GrantRole;
+pub(crate) use grants::{MIGRATION_GRANTS_NEEDED, RUNTIME_GRANTS_NEEDED};
 pub use group_config::{
     DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
 };

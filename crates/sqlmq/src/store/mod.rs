@@ -134,6 +134,14 @@ fn classify(err: &sqlx::Error) -> ErrorClass {
 
 impl From<sqlx::Error> for Error {
     fn from(source: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &source
+            && mysql::errors::is_permission_denied(db.as_ref())
+        {
+            return Error::PermissionDenied {
+                needs: crate::domain::RUNTIME_GRANTS_NEEDED,
+                source,
+            };
+        }
         Error::Database {
             class: classify(&source),
             source,

@@ -6,7 +6,7 @@ use sqlx::Pool;
 
 use super::Backend;
 use super::rows::{ConnectOptions, Pools};
-use crate::domain::{MigrationReport, Result, ServerInfo};
+use crate::domain::{GrantRole, MigrationReport, Result, ServerInfo};
 
 /// Connections and the server behind them.
 pub trait Server<B: Backend>: Sized {
@@ -62,4 +62,14 @@ pub trait Schema<B: Backend> {
         &self,
         conn: &mut B::Connection,
     ) -> impl Future<Output = Result<MigrationReport>> + Send;
+
+    /// The GRANT statements giving `role` to `user`@`host` on the connection's database (none
+    /// where the backend has no users, as SQLite).
+    fn grants(
+        &self,
+        conn: &mut B::Connection,
+        role: GrantRole,
+        user: &str,
+        host: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
 }

@@ -10,7 +10,7 @@ pub(crate) async fn an_older_build_refuses_a_newer_schema<B: TestBackend>() {
     let client = db.client().await;
     let current = client.schema_version();
     db.exec("INSERT INTO sqlmq_schema_migrations (version, description, applied_at) VALUES (?, 'from the future', '2026-01-01 00:00:00')", &[Value::from(current + 1)]).await;
-    match Client::<B>::open(&db.url).await {
+    match Client::<B>::open(&db.admin_url).await {
         Err(Error::SchemaTooNew { found, supported }) => {
             assert_eq!((found, supported), (current + 1, current))
         }
@@ -26,7 +26,7 @@ pub(crate) async fn an_older_build_refuses_a_newer_schema<B: TestBackend>() {
 
 pub(crate) async fn an_unmigrated_database_is_reported_until_migrate<B: TestBackend>() {
     let db = TestDb::<B>::new().await;
-    let client = Client::<B>::open(&db.url).await.unwrap();
+    let client = Client::<B>::open(&db.admin_url).await.unwrap();
     assert_eq!(client.schema_version(), 0);
     match client.create_queue("q", QueueConfig::default()).await {
         Err(Error::SchemaOutdated { found: 0, required }) => assert!(required >= 1),
@@ -48,7 +48,7 @@ pub(crate) async fn concurrent_migrations_are_harmless<B: TestBackend>() {
     let db = TestDb::<B>::new().await;
     let tasks: Vec<_> = (0..4)
         .map(|_| {
-            let url = db.url.clone();
+            let url = db.admin_url.clone();
             tokio::spawn(async move {
                 Client::<B>::open(&url)
                     .await
@@ -73,7 +73,7 @@ pub(crate) async fn concurrent_migrations_are_harmless<B: TestBackend>() {
         .collect();
     let expected: Vec<i64> = (1..=versions.len() as i64).collect();
     assert_eq!(versions, expected, "each version recorded once");
-    let client = Client::<B>::open(&db.url).await.unwrap();
+    let client = Client::<B>::open(&db.admin_url).await.unwrap();
     client
         .create_queue("q", QueueConfig::default())
         .await
@@ -88,12 +88,12 @@ pub(crate) async fn table_prefixes_keep_installations_apart<B: TestBackend>() {
     let db = TestDb::<B>::new().await;
     let a = Client::builder()
         .table_prefix("app_a_")
-        .open::<B>(&db.url)
+        .open::<B>(&db.admin_url)
         .await
         .unwrap();
     let b = Client::builder()
         .table_prefix("app_b_")
-        .open::<B>(&db.url)
+        .open::<B>(&db.admin_url)
         .await
         .unwrap();
     a.migrate().await.unwrap();
@@ -136,7 +136,7 @@ pub(crate) async fn an_empty_table_prefix_works_for_queues_and_topics<B: TestBac
     let db = TestDb::<B>::new().await;
     let client = Client::builder()
         .table_prefix("")
-        .open::<B>(&db.url)
+        .open::<B>(&db.admin_url)
         .await
         .unwrap();
     client.migrate().await.unwrap();

@@ -4,4 +4,5 @@
 
 mod durability;
 mod private_server;
+mod privileges;
 mod tls;

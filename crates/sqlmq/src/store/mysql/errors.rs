@@ -45,12 +45,24 @@ impl Error {
             Error::Database {
                 source: sqlx::Error::Database(db),
                 ..
+            }
+            | Error::PermissionDenied {
+                source: sqlx::Error::Database(db),
+                ..
             } => db
                 .try_downcast_ref::<MySqlDatabaseError>()
                 .map(|e| e.number()),
             _ => None,
         }
     }
+}
+
+/// Whether a server error is a refusal for want of a privilege: ER_DBACCESS_DENIED_ERROR (1044),
+/// ER_TABLEACCESS_DENIED_ERROR (1142), ER_COLUMNACCESS_DENIED_ERROR (1143),
+/// ER_SPECIFIC_ACCESS_DENIED_ERROR (1227), ER_PROCACCESS_DENIED_ERROR (1370).
+pub(crate) fn is_permission_denied(db: &dyn DatabaseError) -> bool {
+    db.try_downcast_ref::<MySqlDatabaseError>()
+        .is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1143 | 1227 | 1370))
 }
 
 /// The class of a server error, if it is a MySQL/MariaDB one.

@@ -6,7 +6,9 @@ use super::MySqlStore;
 use super::schema::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, RECORD_VERSION, SELECT_VERSION, latest_version,
 };
-use crate::domain::{Error, MigrationReport, Result, check_not_newer};
+use crate::domain::{
+    Error, GrantRole, MIGRATION_GRANTS_NEEDED, MigrationReport, Result, check_not_newer,
+};
 use crate::store::Schema;
 
 /// ER_NO_SUCH_TABLE
@@ -39,6 +41,48 @@ impl Schema<MySql> for MySqlStore {
     /// idempotent (`IF NOT EXISTS`) and versions are recorded with `INSERT IGNORE`; a named lock,
     /// where the server supports it, merely keeps concurrent migrators from doing the work twice.
     async fn migrate(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
+        // Up to date: nothing to do, and no DDL either, so that the runtime user (which has
+        // no CREATE right) may run `migrate` at start-up as many deployments do.
+        let found = self.schema_version(conn).await?;
+        check_not_newer(found, latest_version())?;
+        if found == latest_version() {
+            return Ok(MigrationReport {
+                from_version: found,
+                to_version: found,
+                applied: Vec::new(),
+            });
+        }
+        self.migrate_now(conn).await.map_err(|e| match e {
+            Error::PermissionDenied { source, .. } => Error::PermissionDenied {
+                needs: MIGRATION_GRANTS_NEEDED,
+                source,
+            },
+            e => e,
+        })
+    }
+
+    async fn grants(
+        &self,
+        conn: &mut MySqlConnection,
+        role: GrantRole,
+        user: &str,
+        host: &str,
+    ) -> Result<Vec<String>> {
+        let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+            .fetch_one(&mut *conn)
+            .await?;
+        let database = database.ok_or_else(|| {
+            Error::InvalidArgument("the database URL names no database".to_owned())
+        })?;
+        Ok(super::grants::statements(
+            &self.st, &database, role, user, host,
+        ))
+    }
+}
+
+impl MySqlStore {
+    /// Create the version table and apply what is missing, under the migration lock.
+    async fn migrate_now(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
         conn.execute(self.st.get(CREATE_MIGRATIONS_TABLE)).await?;
         let lock_name = format!("sqlmq.migrate.{}", self.st.prefix());
         // GET_LOCK is a hint only (Galera rejects it); a failure just means no mutual exclusion.
@@ -58,9 +102,7 @@ impl Schema<MySql> for MySqlStore {
         }
         result
     }
-}
 
-impl MySqlStore {
     async fn apply_pending(&self, conn: &mut MySqlConnection) -> Result<MigrationReport> {
         let from_version = self.schema_version(conn).await?;
         check_not_newer(from_version, latest_version())?;

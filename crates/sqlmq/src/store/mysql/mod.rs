@@ -41,6 +41,7 @@ pub(crate) mod claim;
 mod connect;
 pub(crate) mod dead;
 pub(crate) mod errors;
+pub(crate) mod grants;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
 pub(crate) mod group_settle;

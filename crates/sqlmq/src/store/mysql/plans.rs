@@ -373,8 +373,12 @@ async fn populate(client: &Client) {
 /// (database name, client). Drop it with [`sqlmq_testkit::drop_database`].
 pub(super) async fn scratch() -> (String, Client) {
     let db = sqlmq_testkit::create_database().await;
+    let admin = Client::connect(&sqlmq_testkit::admin_url_for(&db))
+        .await
+        .unwrap();
+    admin.migrate().await.unwrap();
+    admin.pool().close().await;
     let client = Client::connect(&sqlmq_testkit::url_for(&db)).await.unwrap();
-    client.migrate().await.unwrap();
     (db, client)
 }
 

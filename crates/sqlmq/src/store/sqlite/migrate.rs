@@ -6,7 +6,7 @@ use super::schema::{
     CREATE_MIGRATIONS_TABLE, MIGRATIONS, RECORD_VERSION, SELECT_VERSION, latest_version,
 };
 use super::{BEGIN_IMMEDIATE, SqliteStore};
-use crate::domain::{MigrationReport, Result, check_not_newer};
+use crate::domain::{GrantRole, MigrationReport, Result, check_not_newer};
 use crate::store::Schema;
 
 /// Whether the migrations table exists.
@@ -63,5 +63,16 @@ impl Schema<Sqlite> for SqliteStore {
             to_version: latest_version(),
             applied,
         })
+    }
+
+    /// None: SQLite has no users; access is the file's permissions.
+    async fn grants(
+        &self,
+        _: &mut SqliteConnection,
+        _: GrantRole,
+        _: &str,
+        _: &str,
+    ) -> Result<Vec<String>> {
+        Ok(Vec::new())
     }
 }

@@ -1,0 +1,56 @@
+//! Least privilege through the CLI: the binary runs as a user without DDL rights (every CLI
+//! test does, see `sqlmq-testkit`); `sqlmq migrate` as that user says which privilege is
+//! missing and who should migrate; `sqlmq grants` prints statements the server accepts.
+
+mod common;
+
+use common::TestDb;
+
+#[test]
+fn migrate_as_the_runtime_user_names_the_missing_privilege_and_the_way_out() {
+    let db = TestDb::unmigrated();
+    let err = db.fails(&["migrate"], 1, "permission denied");
+    assert!(err.contains("CREATE command denied"), "{err}");
+    assert!(err.contains("sqlmq grants --migration"), "{err}");
+    // Other commands on the unmigrated database still say to migrate first.
+    db.fails(&["queues"], 1, "sqlmq migrate");
+    // Migrated by the admin, the runtime user's migrate is a no-op and everything works.
+    db.migrate();
+    assert!(db.ok(&["migrate"]).contains("already up to date"));
+    db.ok(&["queue", "create", "q"]);
+    db.ok(&["send", "q", "hello"]);
+    assert!(db.ok(&["recv", "q", "--ack"]).contains("hello"));
+}
+
+#[test]
+fn grants_prints_one_statement_per_table_for_the_runtime_user() {
+    let db = TestDb::new();
+    let out = db.ok(&["grants", "--user", "app"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() > 20, "{out}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("GRANT ") && l.ends_with("TO 'app'@'%';"))
+    );
+    assert!(
+        out.contains(&format!("ON `{}`.`sqlmq_messages`", db.name)),
+        "{out}"
+    );
+    assert!(!out.contains("CREATE"), "{out}");
+    let migration = db.ok(&[
+        "grants",
+        "--migration",
+        "--user",
+        "deploy",
+        "--host",
+        "10.0.%",
+    ]);
+    assert_eq!(
+        migration.trim(),
+        format!(
+            "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON `{}`.* TO 'deploy'@'10.0.%';",
+            db.name
+        )
+    );
+}

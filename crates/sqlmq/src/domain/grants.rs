@@ -1,0 +1,32 @@
+//! Least privilege: the two kinds of database users sqlmq expects, and what each may do.
+//!
+//! Everyday use (sending, claiming, acknowledging, publishing, consuming, housekeeping) runs
+//! data statements only, so the application's user needs no DDL right. Creating and upgrading
+//! the schema is the migration user's job. [`Client::grants`](crate::Client::grants) prints the
+//! GRANT statements of each for the database and table prefix of a client.
+
+/// Which user a list of grants is for.
+///
+/// ```
+/// use sqlmq::GrantRole;
+/// assert_ne!(GrantRole::Runtime, GrantRole::Migration);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantRole {
+    /// The application's user: `SELECT, INSERT, UPDATE, DELETE` on sqlmq's tables (only
+    /// `SELECT` on the schema-version table), no DDL.
+    Runtime,
+    /// The user that runs `sqlmq migrate`: the runtime grants plus `CREATE, ALTER, INDEX` on the
+    /// database (migrations create tables; later versions may alter them or add indexes).
+    Migration,
+}
+
+/// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).
+pub(crate) const RUNTIME_GRANTS_NEEDED: &str = "everyday use needs SELECT, INSERT, UPDATE and \
+    DELETE on sqlmq's tables (`sqlmq grants --user NAME` prints the GRANT statements; README: \
+    Least privilege)";
+
+/// What a refused `migrate` needs.
+pub(crate) const MIGRATION_GRANTS_NEEDED: &str = "`migrate` creates and upgrades tables: run it \
+    as a user with CREATE, ALTER and INDEX on the database besides the runtime grants \
+    (`sqlmq grants --migration --user NAME` prints them; README: Least privilege)";
