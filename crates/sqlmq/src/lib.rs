@@ -61,6 +61,7 @@
 mod client;
 mod consume;
 mod domain;
+pub mod failpoints;
 mod job;
 /// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its
 /// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.

@@ -124,7 +124,11 @@ enum Attempt<T> {
     CommitFailed(T, Error),
 }
 
-async fn attempt<'a, B: Backend, T, F>(conn: &mut B::Connection, work: &mut F) -> Attempt<T>
+async fn attempt<'a, B: Backend, T, F>(
+    conn: &mut B::Connection,
+    op: &'static str,
+    work: &mut F,
+) -> Attempt<T>
 where
     F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
@@ -138,10 +142,13 @@ where
         }
     };
     match work(&mut tx, PhantomData).await {
-        Ok(value) => match tx.commit().await {
-            Ok(()) => Attempt::Committed(value),
-            Err(e) => Attempt::CommitFailed(value, e.into()),
-        },
+        Ok(value) => {
+            crate::failpoints::before_commit(op).await;
+            match tx.commit().await {
+                Ok(()) => Attempt::Committed(value),
+                Err(e) => Attempt::CommitFailed(value, e.into()),
+            }
+        }
         Err(err) => {
             // Explicit rollback: after 1205 the transaction is still open on the server.
             let rolled_back = tx.rollback().await.is_ok();
@@ -167,7 +174,7 @@ where
         attempts += 1;
         let err = match pool.acquire().await {
             Err(e) => Error::from(e),
-            Ok(mut conn) => match attempt::<B, T, F>(&mut conn, &mut work).await {
+            Ok(mut conn) => match attempt::<B, T, F>(&mut conn, op, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
                 Attempt::Failed { err, healthy } => {
                     if !healthy {

@@ -10,7 +10,13 @@
 //! 2. read pending rows of the partition with `FOR UPDATE SKIP LOCKED`: rows whose producer has
 //!    not committed are still locked by their inserts, so they are skipped, not waited for;
 //! 3. copy them into `topic_log` with the next offsets, server-side (bodies never travel), delete
-//!    them from `topic_pending`, advance the counter; commit.
+//!    them from `topic_pending`, advance the counter; commit. The copy's `SELECT` is a locking
+//!    read (`FOR UPDATE`): at READ COMMITTED a plain `INSERT … SELECT` reads through a fresh
+//!    read view, and a row whose producer's commit the server has not yet made visible to new
+//!    views would be silently left out (then deleted by the next statement: a lost record and an
+//!    empty offset). A locking read reads the newest committed version of the rows this step
+//!    already holds, whatever the views, and would wait rather than skip. The step still checks
+//!    that the copy logged as many rows as it took offsets, and starts again otherwise.
 //!
 //! Offsets become visible only through these serialized commits, each covering a dense range
 //! after the previous one: a reader that sees offset N also sees every offset below N, and a
@@ -27,6 +33,7 @@ use super::stream::PENDING_PARTITIONS;
 use super::{MySqlStore, exec_id_list, id_at, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
+use crate::failpoints::hit;
 use crate::store::Publish;
 use crate::store::rows::PendingBatch;
 use crate::store::statements::padded;
@@ -56,7 +63,7 @@ pub(crate) const LOG_PENDING: &str = "INSERT INTO {p}topic_log (topic_id, partit
     SELECT p.topic_id, p.partition_no, v.o, p.id, p.msg_key, p.headers, p.body, p.published_at, \
     DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
     FROM ({rows}) v STRAIGHT_JOIN {p}topic_pending p FORCE INDEX (PRIMARY) \
-    ON p.topic_id = ? AND p.partition_no = ? AND p.id = v.id";
+    ON p.topic_id = ? AND p.partition_no = ? AND p.id = v.id FOR UPDATE";
 const OFFSET_ROW: &str = "SELECT CAST(? AS BINARY) AS id, CAST(? AS SIGNED) AS o";
 pub(crate) const DELETE_PENDING: &str =
     "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}topic_pending t FORCE INDEX (id) ON t.id = v.id";
@@ -154,6 +161,7 @@ impl Publish<MySql> for MySqlStore {
         else {
             return Ok(0); // the partition does not exist (yet): nothing to sequence
         };
+        hit("sequence.locked").await;
         let next_offset: i64 = counter.try_get(0)?;
         let now_us: i64 = counter.try_get(1)?;
         let rows = sqlx::query(self.st.get(CLAIM_PENDING))
@@ -165,6 +173,7 @@ impl Publish<MySql> for MySqlStore {
         if rows.is_empty() {
             return Ok(0);
         }
+        hit("sequence.claimed").await;
         let mut fresh = Vec::with_capacity(rows.len());
         let mut all = Vec::with_capacity(rows.len());
         let mut bytes = 0i64;
@@ -187,13 +196,10 @@ impl Publish<MySql> for MySqlStore {
             }
             let logged = q.bind(topic_id).bind(partition).execute(&mut *conn).await?;
             if logged.rows_affected() != size as u64 {
-                // The rows were locked above, so their producers' commits have released their
-                // locks; but at READ COMMITTED the SELECT of an INSERT … SELECT is a consistent
-                // read, and a commit still completing can be invisible to the read view that
-                // statement opens (the likely cause of one hole plus one lost record that
-                // `sqlmq bench` saw once, 16 producers on 8 partitions). Logging fewer rows than
+                // Cannot happen while the copy is a locking read of rows this step holds (see
+                // the module docs); kept as a last guard because logging fewer rows than
                 // offsets taken would leave a hole, and the DELETE below would then lose the
-                // record: start the step again instead (the commit is visible by then).
+                // record: start the step again instead.
                 metrics::counter!("sqlmq_sequence_retries_total").increment(1);
                 return Err(Error::retry_transaction(
                     "a pending record locked by the sequencer was not yet visible to its copy",
@@ -202,7 +208,9 @@ impl Publish<MySql> for MySqlStore {
             offset += size as i64;
             rest = tail;
         }
+        hit("sequence.logged").await;
         exec_id_list(&self.st, conn, DELETE_PENDING, &all).await?;
+        hit("sequence.deleted").await;
         sqlx::query(self.st.get(ADVANCE))
             .bind(fresh.len() as i64)
             .bind(bytes)
