@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use common::{TestDb, TestServer, eventually, test_config};
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
 
 fn gauge(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -134,43 +132,12 @@ async fn gauges_equal_the_real_counts_after_a_refresh() {
     s.finish().await;
 }
 
-/// A TCP proxy to the database that can be cut: the database "goes away" for the server.
-async fn proxy(target: (String, u16)) -> (u16, tokio_util::sync::CancellationToken) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let cut = tokio_util::sync::CancellationToken::new();
-    let stop = cut.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                accepted = listener.accept() => {
-                    let Ok((mut inbound, _)) = accepted else { return };
-                    let stop = stop.clone();
-                    let target = target.clone();
-                    tokio::spawn(async move {
-                        let Ok(mut outbound) = TcpStream::connect(target).await else { return };
-                        tokio::select! {
-                            _ = stop.cancelled() => {
-                                let _ = inbound.shutdown().await;
-                            }
-                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        }
-                    });
-                }
-            }
-        }
-    });
-    (port, cut)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_database_is_503_with_retry_after() {
     let db = TestDb::new().await;
     db.client().await; // migrated
-    let url: url_parts::Parts = url_parts::parse(&db.url);
-    let (port, cut) = proxy((url.host.clone(), url.port)).await;
-    let through = format!("mysql://{}@127.0.0.1:{port}/{}", url.user, db.name);
+    let proxy = sqlmq_testkit::Proxy::start(sqlmq_testkit::address_of(&db.url)).await;
+    let through = proxy.url(&db.url);
     let client = sqlmq::Client::builder()
         .connect_timeout(Duration::from_secs(1))
         .connect(&through)
@@ -178,7 +145,9 @@ async fn an_unreachable_database_is_503_with_retry_after() {
         .unwrap();
     let s = TestServer::on(db, client, test_config()).await;
     assert_eq!(s.get("/readyz").await.0, 200);
-    cut.cancel();
+    // The database "goes away" for the server: connections closed, new ones refused.
+    proxy.refuse(true);
+    proxy.drop_all();
     let (status, body) = eventually(Duration::from_secs(30), "a 503", || async {
         let r = s.http.get(s.url("/v1/queues")).send().await.unwrap();
         if r.status() == 503 {
@@ -198,25 +167,4 @@ async fn an_unreachable_database_is_503_with_retry_after() {
     let text = metrics(&s).await;
     assert_eq!(gauge(&text, "sqlmq_up"), Some(0.0), "{text}");
     s.finish().await;
-}
-
-/// Enough URL parsing for `mysql://user@host:port/db` test URLs.
-mod url_parts {
-    pub struct Parts {
-        pub user: String,
-        pub host: String,
-        pub port: u16,
-    }
-
-    pub fn parse(url: &str) -> Parts {
-        let rest = url.split_once("://").unwrap().1;
-        let authority = rest.split('/').next().unwrap();
-        let (user, hostport) = authority.rsplit_once('@').unwrap_or(("root", authority));
-        let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
-        Parts {
-            user: user.to_owned(),
-            host: host.to_owned(),
-            port: port.parse().unwrap(),
-        }
-    }
 }

@@ -15,6 +15,7 @@ mod backend;
 mod checks;
 mod conformance;
 mod db;
+mod proxy;
 mod server;
 mod wait;
 
@@ -22,6 +23,7 @@ pub use backend::{TestBackend, Value};
 pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
+pub use proxy::{Proxy, address_of};
 pub use server::{
     TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,
 };

@@ -4,6 +4,7 @@
 //!
 //! Fail points are global to the process, so the tests of this binary take turns ([`serial`]).
 
+mod connections;
 mod sequencer;
 mod sequencer_stress;
 

@@ -5,4 +5,5 @@
 mod durability;
 mod private_server;
 mod privileges;
+mod restart;
 mod tls;

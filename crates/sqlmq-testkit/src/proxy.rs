@@ -1,0 +1,269 @@
+//! A TCP proxy between the code under test and the database server that drops, resets and
+//! stalls connections on command — and can let a COMMIT through while swallowing its reply, the
+//! one moment whose outcome a client cannot know.
+//!
+//! The proxy forwards bytes as they come. To find a COMMIT it looks at the start of each chunk
+//! the client writes for a MySQL `COM_QUERY` packet (4-byte header, command byte `0x03`) whose
+//! text begins with `COMMIT`: sqlx sends COMMIT as a plain query on its own, after the reply to
+//! the previous statement, so it always starts a chunk. Plain connections only (not TLS).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// What to do to a connection now.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fate {
+    Carry,
+    /// Close both sides (FIN): the client reads end of file.
+    Drop,
+    /// Close the client's side with a reset (RST).
+    Reset,
+}
+
+#[derive(Default)]
+struct State {
+    /// One sender per open connection.
+    conns: Mutex<Vec<watch::Sender<Fate>>>,
+    /// Forward nothing (either way) while set.
+    stalled: watch::Sender<bool>,
+    /// Let the next COMMIT through and cut its connection before the reply.
+    cut_after_commit: AtomicBool,
+    /// COMMITs cut so far.
+    cut: AtomicUsize,
+    /// Close new connections at once (the server "is down").
+    refuse: AtomicBool,
+}
+
+/// A proxy on a loopback port of its own, forwarding to `target`; stops when dropped.
+///
+/// ```no_run
+/// # async fn f() {
+/// let proxy = sqlmq_testkit::Proxy::start("127.0.0.1:3306".parse().unwrap()).await;
+/// let url = proxy.url("mysql://app:pw@127.0.0.1:3306/db"); // …@127.0.0.1:<proxy port>/db
+/// proxy.drop_all(); // every open connection is closed
+/// # let _ = url; }
+/// ```
+pub struct Proxy {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listen on a free loopback port.
+    pub async fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(State::default());
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if shared.refuse.load(Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let (fate, watch) = watch::channel(Fate::Carry);
+                shared.conns.lock().unwrap().push(fate);
+                tokio::spawn(carry(client, target, watch, shared.clone()));
+            }
+        });
+        Proxy { addr, state, task }
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `url` with its host and port replaced by the proxy's.
+    pub fn url(&self, url: &str) -> String {
+        let (scheme, rest) = url.split_once("://").expect("URL with a scheme");
+        let (user, host_and_path) = match rest.rsplit_once('@') {
+            Some((user, rest)) => (format!("{user}@"), rest),
+            None => (String::new(), rest),
+        };
+        let path = host_and_path.find('/').map_or("", |i| &host_and_path[i..]);
+        format!("{scheme}://{user}{}{path}", self.addr)
+    }
+
+    fn fate(&self, fate: Fate) {
+        let mut conns = self.state.conns.lock().unwrap();
+        for conn in conns.iter() {
+            let _ = conn.send(fate);
+        }
+        conns.clear();
+    }
+
+    /// Close every open connection (both sides see end of file).
+    pub fn drop_all(&self) {
+        self.fate(Fate::Drop);
+    }
+
+    /// Reset every open connection (the client sees a connection reset).
+    pub fn reset_all(&self) {
+        self.fate(Fate::Reset);
+    }
+
+    /// Stop forwarding bytes (both ways, every connection) until [`Proxy::resume`].
+    pub fn stall(&self) {
+        self.state.stalled.send_replace(true);
+    }
+
+    /// Forward again after [`Proxy::stall`].
+    pub fn resume(&self) {
+        self.state.stalled.send_replace(false);
+    }
+
+    /// Let the next COMMIT reach the server, then close its connection before the reply.
+    pub fn cut_after_next_commit(&self) {
+        self.state.cut_after_commit.store(true, Ordering::SeqCst);
+    }
+
+    /// How many COMMITs were cut so far.
+    pub fn commits_cut(&self) -> usize {
+        self.state.cut.load(Ordering::SeqCst)
+    }
+
+    /// Close new connections at once while `on` (as if the server were down).
+    pub fn refuse(&self, on: bool) {
+        self.state.refuse.store(on, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.drop_all();
+    }
+}
+
+/// The server address a database URL names (`localhost` as `127.0.0.1`, port 3306 when none).
+///
+/// ```
+/// let addr = sqlmq_testkit::address_of("mysql://u:p@localhost/db");
+/// assert_eq!(addr.to_string(), "127.0.0.1:3306");
+/// ```
+pub fn address_of(url: &str) -> SocketAddr {
+    let rest = url.split_once("://").expect("URL with a scheme").1;
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let host = host.split(['/', '?']).next().unwrap_or(host);
+    let host = host.replace("localhost", "127.0.0.1");
+    let host = if host.contains(':') {
+        host
+    } else {
+        format!("{host}:3306")
+    };
+    host.parse().expect("the URL's host is an IP address")
+}
+
+/// Whether a chunk written by the client starts with a `COM_QUERY` packet for COMMIT.
+fn is_commit(chunk: &[u8]) -> bool {
+    chunk.len() >= 11 && chunk[4] == 0x03 && chunk[5..11].eq_ignore_ascii_case(b"COMMIT")
+}
+
+/// Wait while the proxy is stalled.
+async fn unstalled(state: &State) {
+    let mut stalled = state.stalled.subscribe();
+    let _ = stalled.wait_for(|s| !*s).await;
+}
+
+/// Forward one connection until either side closes or its fate changes.
+async fn carry(
+    client: TcpStream,
+    target: SocketAddr,
+    mut fate: watch::Receiver<Fate>,
+    state: Arc<State>,
+) {
+    let Ok(server) = TcpStream::connect(target).await else {
+        return;
+    };
+    // A second handle on the client's socket, to set a zero linger on it for a reset after
+    // the halves are gone into the forwarding futures.
+    let Ok((client, spare)) = client
+        .into_std()
+        .and_then(|c| Ok((c.try_clone()?, c)))
+        .and_then(|(c, spare)| Ok((TcpStream::from_std(c)?, spare)))
+    else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let cut = Arc::new(tokio::sync::Notify::new());
+    let swallow = Arc::new(AtomicBool::new(false));
+    let upstream = {
+        let (state, cut, swallow) = (state.clone(), cut.clone(), swallow.clone());
+        async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match client_read.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                unstalled(&state).await;
+                let cut_here =
+                    is_commit(&buf[..n]) && state.cut_after_commit.swap(false, Ordering::SeqCst);
+                if cut_here {
+                    // No byte of the reply may reach the client from now on.
+                    swallow.store(true, Ordering::SeqCst);
+                }
+                if server_write.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+                if cut_here {
+                    // The server reads the COMMIT before the end of file that follows, so it
+                    // commits; the client never hears of it.
+                    state.cut.fetch_add(1, Ordering::SeqCst);
+                    cut.notify_one();
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    };
+    let downstream = {
+        let (state, swallow) = (state.clone(), swallow.clone());
+        async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match server_read.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                unstalled(&state).await;
+                if swallow.load(Ordering::SeqCst)
+                    || client_write.write_all(&buf[..n]).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::pin!(upstream, downstream);
+    let mut downstream_done = false;
+    loop {
+        tokio::select! {
+            _ = &mut upstream => return,
+            _ = &mut downstream, if !downstream_done => downstream_done = true,
+            _ = cut.notified() => return, // the reply is never forwarded
+            changed = fate.changed() => {
+                let now = *fate.borrow();
+                match (changed, now) {
+                    (Err(_), _) | (_, Fate::Drop) => return,
+                    (_, Fate::Reset) => {
+                        // Closing a socket with a zero linger sends RST instead of FIN.
+                        if let Ok(spare) = TcpStream::from_std(spare) {
+                            let _ = spare.set_zero_linger();
+                        }
+                        return;
+                    }
+                    (_, Fate::Carry) => {}
+                }
+            }
+        }
+    }
+}

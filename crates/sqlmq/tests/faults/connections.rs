@@ -1,0 +1,191 @@
+//! Dropped connections: a proxy between the client and the server drops, resets and stalls
+//! connections in the middle of a claim, of an ack and of a send, and swallows the reply to a
+//! COMMIT that the server applied. Whatever the moment: no message is lost, an id-bearing send
+//! is never applied twice, no call reports Ok for what did not commit, and the same client goes
+//! on working without being rebuilt.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use sqlmq::failpoints::pause;
+use sqlmq::{Client, Message, MessageId, MySql, Queue, QueueConfig};
+use sqlmq_testkit::{Proxy, TestDb, Value, address_of};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A database with queue `q`, a proxy to its server, and a client whose connections all go
+/// through the proxy (housekeeping rare, so that the only COMMITs are the test's own).
+async fn through_proxy() -> (TestDb<MySql>, Proxy, Client<MySql>, Queue<MySql>) {
+    let db = TestDb::<MySql>::new().await;
+    db.client()
+        .await
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    let proxy = Proxy::start(address_of(&db.url)).await;
+    let client = Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .housekeeping_interval(Duration::from_secs(3600))
+        .open::<MySql>(&proxy.url(&db.url))
+        .await
+        .unwrap();
+    let q = client.queue("q").await.unwrap();
+    (db, proxy, client, q)
+}
+
+/// How many copies of message `id` the database holds.
+async fn copies(db: &TestDb<MySql>, id: MessageId) -> i64 {
+    db.query(
+        "SELECT COUNT(*) FROM sqlmq_messages WHERE id = ?",
+        &[Value::from(&id.as_uuid().as_bytes()[..])],
+    )
+    .await[0][0]
+        .int()
+}
+
+/// Receive and ack everything until `n` distinct messages were acked in all; their ids.
+async fn drain(q: &Queue<MySql>, n: usize, mut acked: HashSet<MessageId>) -> HashSet<MessageId> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acked.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} came back",
+            acked.len()
+        );
+        for d in q.receive(10, LEASE).await.unwrap() {
+            q.ack(d.receipt()).await.unwrap();
+            assert!(acked.insert(d.id), "{} delivered again after its ack", d.id);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports_no_false_ok() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    let sent: HashSet<MessageId> = q
+        .send_batch((0..20).map(|i| Message::new(format!("m{i}"))).collect())
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+
+    // During a claim: leases written, the connection dropped before COMMIT.
+    let held = pause("claim.before_commit");
+    let claim = {
+        let q = q.clone();
+        tokio::spawn(async move { q.receive(5, LEASE).await })
+    };
+    held.reached().await;
+    proxy.drop_all();
+    held.release();
+    let err = claim
+        .await
+        .unwrap()
+        .expect_err("a claim that did not commit is not Ok");
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(
+        db.count("leases").await,
+        0,
+        "the server rolled the claim back"
+    );
+    assert_eq!(db.count("ready").await, 20);
+
+    // During an ack: the ack written, the connection reset before COMMIT.
+    let got = q
+        .receive(1, LEASE)
+        .await
+        .expect("the same client reconnects by itself");
+    let receipt = got[0].receipt();
+    let held = pause("ack.before_commit");
+    let ack = {
+        let q = q.clone();
+        tokio::spawn(async move { q.ack(receipt).await })
+    };
+    held.reached().await;
+    proxy.reset_all();
+    held.release();
+    // The COMMIT never left the client: its outcome is unknown, so the client asks on a new
+    // connection, learns the ack did not happen, and runs it again — Ok now means committed.
+    ack.await.unwrap().expect("retried on a new connection");
+    assert_eq!(db.count("leases").await, 0, "Ok, so committed");
+    assert_eq!(db.count("messages").await, 19);
+    let acked = drain(&q, 20, HashSet::from([got[0].id])).await;
+    assert_eq!(acked, sent, "every message acked once, none lost");
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_whose_reply_is_lost_is_resolved_and_never_applied_twice() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+
+    // A send: the server commits, the client never hears; the send is resolved by its id.
+    let id = MessageId::new();
+    proxy.cut_after_next_commit();
+    q.send(Message::new("once").with_id(id))
+        .await
+        .expect("resolved as committed");
+    assert_eq!(proxy.commits_cut(), 1);
+    assert_eq!(copies(&db, id).await, 1);
+    // The caller retrying the same send (as after an error) does not add a second copy.
+    q.send(Message::new("once").with_id(id)).await.unwrap();
+    assert_eq!(copies(&db, id).await, 1);
+
+    // An ack: applied by the server, reply lost; Ok only because it did commit.
+    let got = q.receive(1, LEASE).await.unwrap();
+    proxy.cut_after_next_commit();
+    q.ack(got[0].receipt())
+        .await
+        .expect("resolved as committed");
+    assert_eq!(proxy.commits_cut(), 2);
+    assert_eq!(copies(&db, id).await, 0, "the ack did commit");
+
+    // A claim: the leases are committed but their receipts never reach the client; the
+    // messages come back when the leases end instead of being lost.
+    let sent: HashSet<MessageId> = q
+        .send_batch((0..3).map(|i| Message::new(format!("c{i}"))).collect())
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    proxy.cut_after_next_commit();
+    let claimed = q.receive(3, Duration::from_secs(2)).await;
+    assert_eq!(proxy.commits_cut(), 3);
+    if let Ok(got) = &claimed {
+        assert!(got.is_empty(), "receipts the client cannot have: {got:?}");
+    }
+    let direct = db.client().await.queue("q").await.unwrap();
+    assert_eq!(drain(&direct, 3, HashSet::new()).await, sent);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    let id = MessageId::new();
+    let held = pause("send.before_commit");
+    let send = {
+        let q = q.clone();
+        tokio::spawn(async move { q.send(Message::new("x").with_id(id)).await })
+    };
+    held.reached().await;
+    // The COMMIT is written into a stalled network and never arrives; then the connection is
+    // reset. The outcome is unknown to the client: it asks, learns "not committed", retries.
+    proxy.stall();
+    held.release();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.reset_all();
+    proxy.resume();
+    send.await.unwrap().expect("retried on a new connection");
+    assert_eq!(copies(&db, id).await, 1);
+    // And the client carries on.
+    q.send(Message::new("after")).await.unwrap();
+    assert_eq!(db.count("ready").await, 2);
+    db.drop().await;
+}
