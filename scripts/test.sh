@@ -3,7 +3,8 @@
 # and exactly what CI runs (.ci/run).
 #
 # The SQLite tests need nothing. The MySQL/MariaDB tests need a server on which they may
-# create and drop databases: the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
+# create and drop databases and users (each test database gets a user without DDL rights, as
+# which the code under test runs): the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
 # server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
@@ -53,7 +54,7 @@ else
         apt_install mariadb-server || die "cannot install mariadb-server here (no root or no \
 apt-get): install MariaDB 10.6+ or MySQL 8.0+ yourself, or set \
 SQLMQ_TEST_DATABASE_URL=mysql://user:password@host:port/database to a server on which that \
-user may create and drop databases"
+user may create and drop databases and users"
     fi
     if ! mariadb-admin -uroot -h127.0.0.1 ping >/dev/null 2>&1 &&
         ! mariadb-admin -uroot ping >/dev/null 2>&1; then
