@@ -90,9 +90,27 @@ pub struct BenchArgs {
     )]
     pub amqp_url: String,
 
+    /// `soak` only: how long to run, in minutes (fractions allowed)
+    #[arg(long, value_name = "N", default_value_t = 30.0, value_parser = parse_minutes)]
+    pub minutes: f64,
+
+    /// `soak` only: messages per second the producers offer
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub rate: u32,
+
     /// Multiply message counts and idle durations by F (tests run the bench tiny with 0.01)
     #[arg(long, hide = true, value_name = "F", default_value_t = 1.0, value_parser = parse_scale)]
     pub scale: f64,
+}
+
+/// clap value parser for `--minutes`.
+fn parse_minutes(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(m) if (0.1..=7.0 * 24.0 * 60.0).contains(&m) => Ok(m),
+        _ => Err(format!(
+            "expected minutes between 0.1 and a week, got {text:?}"
+        )),
+    }
 }
 
 /// clap value parser for `--scale`.

@@ -54,6 +54,7 @@ mod registry;
 mod report;
 mod scratch;
 mod serve;
+mod soak;
 mod topic;
 mod track;
 mod worker;
@@ -105,6 +106,9 @@ async fn run_on<B: Db>(settings: &Settings, args: BenchArgs) -> Result<()> {
     if args.list {
         list();
         return Ok(());
+    }
+    if args.scenarios.iter().any(|s| s == "soak") {
+        return run_soak::<B>(settings, args).await;
     }
     let selected = registry::select(&args.scenarios)?;
     let plan = Plan::new(args.quick, args.scale);
@@ -189,6 +193,51 @@ async fn run_on<B: Db>(settings: &Settings, args: BenchArgs) -> Result<()> {
         report.print_table();
     }
     verdict(&report)
+}
+
+/// `soak`: the long mixed run (see `soak.rs`), alone, in a scratch area of its own.
+async fn run_soak<B: Db>(settings: &Settings, args: BenchArgs) -> Result<()> {
+    if args.scenarios.len() > 1 {
+        return Err(sqlmq_cli_common::UsageError(
+            "soak runs alone: `sqlmq bench soak --minutes N`".to_owned(),
+        )
+        .into());
+    }
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let scratch = B::create_scratch(settings, &run_id).await?;
+    eprintln!(
+        "bench: soak of {} min at {} msg/s on {} in {}",
+        args.minutes,
+        args.rate,
+        redact(&settings.database_url),
+        scratch.describe()
+    );
+    let plan = Plan::new(args.quick, args.scale);
+    let peers = PeerUrls {
+        postgres: args.postgres_url.clone(),
+        redis: args.redis_url.clone(),
+        amqp: args.amqp_url.clone(),
+    };
+    let ctx = Ctx::new(plan, scratch, run_id, false, peers);
+    let outcome = tokio::select! {
+        report = soak::soak(&ctx, args.minutes, args.rate) => Ok(report),
+        signal = interrupted() => Err(signal),
+    };
+    let removed = ctx.scratch.remove().await;
+    let report = match outcome {
+        Ok(report) => report?,
+        Err(signal) => bail!("interrupted by {signal}"),
+    };
+    removed?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        report.print();
+    }
+    if report.lost > 0 {
+        bail!("{} messages lost", report.lost);
+    }
+    Ok(())
 }
 
 /// Run the scenarios one after another; a failing scenario is reported and the run goes on.

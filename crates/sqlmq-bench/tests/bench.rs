@@ -441,3 +441,37 @@ fn ctrl_c_drops_the_scratch_database() {
     );
     assert!(!schema_exists(&scratch), "{scratch} dropped");
 }
+
+/// A one-minute soak: mixed traffic with retries and dead letters, every figure measured in a
+/// start and an end window with a verdict, and every message accounted for (handled or
+/// dead-lettered, none lost, none handled twice).
+#[test]
+fn a_short_soak_compares_start_with_end_and_accounts_for_every_message() {
+    let db = TestDatabase::create();
+    let report = bench_json(&db, &["soak", "--minutes", "1", "--rate", "50", "--json"]);
+    let figures = report["figures"].as_array().unwrap();
+    let named = |what: &str| {
+        figures
+            .iter()
+            .find(|f| f["what"].as_str().unwrap().starts_with(what))
+            .unwrap_or_else(|| panic!("{what} missing: {report}"))
+    };
+    for what in ["process memory", "pickup latency p50", "handled"] {
+        let f = named(what);
+        assert!(f["start"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(f["end"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(["FLAT", "GREW", "FELL"].contains(&f["verdict"].as_str().unwrap()));
+    }
+    // The root user of the test server may read InnoDB's metrics.
+    assert!(named("InnoDB history").get("end").is_some());
+    let sent = report["sent"].as_u64().unwrap();
+    assert!(sent > 2000, "{report}");
+    assert_eq!(report["lost"], 0, "{report}");
+    assert_eq!(report["duplicates"], 0, "{report}");
+    let dead = report["dead"].as_u64().unwrap();
+    assert!(
+        dead > 0 && report["retried"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    assert_eq!(report["handled"].as_u64().unwrap() + dead, sent);
+}

@@ -84,6 +84,11 @@ pub trait Db: sqlmq::Backend {
         binds: &'a [&'a [u8]],
     ) -> impl Future<Output = Result<()>> + Send + 'a;
 
+    /// The server's undo history not yet purged (InnoDB's history list length): what long
+    /// transactions or a lagging purge leave behind. `None` where there is none (SQLite) or the
+    /// bench's user may not read it (MySQL's PROCESS privilege).
+    fn history_length(scratch: &Scratch<Self>) -> impl Future<Output = Option<u64>> + Send;
+
     /// Statements executed so far by each open connection of `pool`, by connection id. Only
     /// call it while no connection of the pool is in use: it takes each one once.
     fn statements(pool: &Pool<Self>) -> impl Future<Output = Result<HashMap<u64, u64>>> + Send;

@@ -98,6 +98,17 @@ impl Db for MySql {
     }
 
     /// The facts the sqlmq client read at connect time, plus a few settings.
+    async fn history_length(scratch: &Scratch<MySql>) -> Option<u64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT count FROM information_schema.innodb_metrics \
+             WHERE name = 'trx_rseg_history_len'",
+        )
+        .fetch_optional(scratch.admin.pool())
+        .await
+        .ok()??;
+        u64::try_from(count).ok()
+    }
+
     async fn facts(scratch: &Scratch<MySql>) -> Result<ServerFacts> {
         let s = scratch.admin.server();
         let variables = sqlx::query(REPORTED_VARIABLES)

@@ -153,6 +153,11 @@ impl Db for Sqlite {
     /// Close the admin's writer, then remove the file and its companions. Connections still
     /// open elsewhere (reader pools being dropped) hold the unlinked files, not the names:
     /// closing them later recreates nothing.
+    /// None: SQLite keeps no undo history beside the WAL.
+    async fn history_length(_: &Scratch<Sqlite>) -> Option<u64> {
+        None
+    }
+
     async fn remove(scratch: &Scratch<Sqlite>) -> Result<()> {
         scratch.admin.pool().close().await;
         let Area::File { path } = &scratch.area else {
