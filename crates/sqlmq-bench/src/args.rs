@@ -40,7 +40,8 @@ pub const STALL: Duration = Duration::from_secs(10);
 pub struct BenchArgs {
     /// Scenarios to run: ids (queue.drain), groups (raw, queue, topic, peers) or peer names
     /// (postgres, rabbitmq, redis); default all. `--list` shows them. Baselines a scenario is
-    /// compared with always run too.
+    /// compared with always run too. `soak` (never part of "all") runs alone: mixed traffic for
+    /// `--minutes`, start compared with end.
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
 
