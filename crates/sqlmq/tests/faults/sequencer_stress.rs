@@ -3,7 +3,7 @@
 //! at once, every statement of a step waits a random while (fail-point jitter), and a broadcast
 //! reader follows the log meanwhile. It would catch a recurrence of the loss `sqlmq bench` once
 //! saw: a record committed and never logged, logged twice, an offset left empty, or a reader
-//! shown an offset before one below it. `SQLMQ_STRESS_SECONDS` lengthens it (default 40 s).
+//! shown an offset before one below it. Two minutes by default; `SQLMQ_STRESS_SECONDS` changes it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,7 @@ async fn random_commit_orders_and_timings_never_lose_skip_or_repeat_an_offset() 
     let seconds = std::env::var("SQLMQ_STRESS_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(120);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let db = TestDb::<MySql>::new().await;
     let client = db.client().await;
