@@ -8,9 +8,10 @@
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
 # server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
-# installed here when missing; so are faketime (the client-clock test) and openssl (the TLS
-# test's certificates). When something cannot be installed, the script says what to install
-# or which URL to set, and stops: MySQL tests are never skipped silently.
+# installed here when missing; so are faketime (the client-clock test), openssl (the TLS
+# test's certificates), and galera-4 with rsync (the 3-node cluster tests). When something
+# cannot be installed, the script says what to install or which URL to set, and stops: MySQL
+# tests are never skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,6 +87,11 @@ fi
 if ! command -v openssl >/dev/null 2>&1; then
     log "installing openssl (the TLS test makes its certificates with it)"
     apt_install openssl || die "cannot install openssl here: install it (Debian package openssl)"
+fi
+if [ ! -e /usr/lib/galera/libgalera_smm.so ] || ! command -v rsync >/dev/null 2>&1; then
+    log "installing galera-4 and rsync (the cluster tests start a 3-node Galera cluster)"
+    apt_install galera-4 rsync ||
+        die "cannot install galera-4 and rsync here: install them (Debian packages galera-4, rsync)"
 fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     log "installing chromium and chromium-driver (the dashboard test)"

@@ -57,6 +57,21 @@ pub struct Proxy {
 impl Proxy {
     /// Listen on a free loopback port.
     pub async fn start(target: SocketAddr) -> Proxy {
+        Proxy::start_any(vec![target]).await
+    }
+
+    /// Listen on a free loopback port and send each new connection to the first of `targets`
+    /// that accepts it: what a load balancer in front of a cluster does when a node dies
+    /// (HAProxy's `first` balancing, for one).
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let nodes = vec!["127.0.0.1:3307".parse().unwrap(), "127.0.0.1:3308".parse().unwrap()];
+    /// let proxy = sqlmq_testkit::Proxy::start_any(nodes).await;
+    /// # let _ = proxy; }
+    /// ```
+    pub async fn start_any(targets: Vec<SocketAddr>) -> Proxy {
+        let targets = Arc::new(targets);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State::default());
@@ -68,7 +83,7 @@ impl Proxy {
                 }
                 let (fate, watch) = watch::channel(Fate::Carry);
                 shared.conns.lock().unwrap().push(fate);
-                tokio::spawn(carry(client, target, watch, shared.clone()));
+                tokio::spawn(carry(client, targets.clone(), watch, shared.clone()));
             }
         });
         Proxy { addr, state, task }
@@ -174,11 +189,18 @@ async fn unstalled(state: &State) {
 /// Forward one connection until either side closes or its fate changes.
 async fn carry(
     client: TcpStream,
-    target: SocketAddr,
+    targets: Arc<Vec<SocketAddr>>,
     mut fate: watch::Receiver<Fate>,
     state: Arc<State>,
 ) {
-    let Ok(server) = TcpStream::connect(target).await else {
+    let mut server = None;
+    for target in targets.iter() {
+        if let Ok(s) = TcpStream::connect(target).await {
+            server = Some(s);
+            break;
+        }
+    }
+    let Some(server) = server else {
         return;
     };
     // A second handle on the client's socket, to set a zero linger on it for a reset after
