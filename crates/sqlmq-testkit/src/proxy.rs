@@ -37,6 +37,10 @@ struct State {
     cut: AtomicUsize,
     /// Close new connections at once (the server "is down").
     refuse: AtomicBool,
+    /// Spread new connections over the targets in turn instead of preferring the first.
+    round_robin: bool,
+    /// Connections accepted so far (where the next round-robin turn starts).
+    accepted: AtomicUsize,
 }
 
 /// A proxy on a loopback port of its own, forwarding to `target`; stops when dropped.
@@ -71,10 +75,31 @@ impl Proxy {
     /// # let _ = proxy; }
     /// ```
     pub async fn start_any(targets: Vec<SocketAddr>) -> Proxy {
+        Proxy::listen(targets, false).await
+    }
+
+    /// Listen on a free loopback port and send new connections to `targets` in turn (skipping
+    /// those that refuse): a load balancer spreading a client's connections over a cluster's
+    /// nodes (HAProxy's `roundrobin`).
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let nodes = vec!["127.0.0.1:3307".parse().unwrap(), "127.0.0.1:3308".parse().unwrap()];
+    /// let proxy = sqlmq_testkit::Proxy::start_round_robin(nodes).await;
+    /// # let _ = proxy; }
+    /// ```
+    pub async fn start_round_robin(targets: Vec<SocketAddr>) -> Proxy {
+        Proxy::listen(targets, true).await
+    }
+
+    async fn listen(targets: Vec<SocketAddr>, round_robin: bool) -> Proxy {
         let targets = Arc::new(targets);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let state = Arc::new(State::default());
+        let state = Arc::new(State {
+            round_robin,
+            ..State::default()
+        });
         let shared = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -193,8 +218,13 @@ async fn carry(
     mut fate: watch::Receiver<Fate>,
     state: Arc<State>,
 ) {
+    let first = if state.round_robin {
+        state.accepted.fetch_add(1, Ordering::SeqCst) % targets.len()
+    } else {
+        0
+    };
     let mut server = None;
-    for target in targets.iter() {
+    for target in targets.iter().cycle().skip(first).take(targets.len()) {
         if let Ok(s) = TcpStream::connect(target).await {
             server = Some(s);
             break;

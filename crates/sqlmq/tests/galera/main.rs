@@ -3,6 +3,7 @@
 //! different nodes, and a node killed with SIGKILL mid-run while clients go on through the
 //! others. See README, "Running on a cluster".
 
+mod balancer;
 mod cluster;
 mod failover;
 mod traffic;
