@@ -4,9 +4,9 @@
 //! middle of a claim, happen in windows of microseconds; a test that waits for them by luck
 //! proves little. The engine marks such statements with `failpoints::hit("name")`; a test armed
 //! with the cargo feature `failpoints` (enabled for sqlmq's own tests only) can pause the next
-//! task that reaches a point ([`pause`]), do its own work meanwhile — commit a producer, drop
+//! task that reaches a point (`pause`), do its own work meanwhile — commit a producer, drop
 //! a connection — and let the task go, or make every task wait a random while at a point
-//! ([`jitter`]) to shake out orderings. Without the feature `hit` is an empty function and the
+//! (`jitter`) to shake out orderings. Without the feature `hit` is an empty function and the
 //! rest of this module does not exist.
 //!
 //! Points (name: where the task is held):
