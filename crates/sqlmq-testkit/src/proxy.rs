@@ -4,8 +4,9 @@
 //!
 //! The proxy forwards bytes as they come. To find a COMMIT it looks at the start of each chunk
 //! the client writes for a MySQL `COM_QUERY` packet (4-byte header, command byte `0x03`) whose
-//! text begins with `COMMIT`: sqlx sends COMMIT as a plain query on its own, after the reply to
-//! the previous statement, so it always starts a chunk. Plain connections only (not TLS).
+//! text begins with `COMMIT`, or ends with `;COMMIT`: sqlx sends COMMIT as a plain query on its
+//! own, after the reply to the previous statement, so it always starts a chunk, and sqlmq's
+//! one-round-trip send is one text query that ends with its COMMIT. Plain connections only (not TLS).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -200,9 +201,17 @@ pub fn address_of(url: &str) -> SocketAddr {
     host.parse().expect("the URL's host is an IP address")
 }
 
-/// Whether a chunk written by the client starts with a `COM_QUERY` packet for COMMIT.
+/// Whether a chunk written by the client starts with a `COM_QUERY` packet that commits: a
+/// COMMIT on its own, or a multi-statement query that ends with one (sqlmq's one-round-trip
+/// send), whole in the chunk.
 fn is_commit(chunk: &[u8]) -> bool {
-    chunk.len() >= 11 && chunk[4] == 0x03 && chunk[5..11].eq_ignore_ascii_case(b"COMMIT")
+    if chunk.len() < 11 || chunk[4] != 0x03 {
+        return false;
+    }
+    let len = usize::from(chunk[0]) | usize::from(chunk[1]) << 8 | usize::from(chunk[2]) << 16;
+    let text = &chunk[5..chunk.len().min(4 + len)];
+    let ends = |t: &[u8]| t.len() >= 7 && t[t.len() - 7..].eq_ignore_ascii_case(b";COMMIT");
+    text[..6].eq_ignore_ascii_case(b"COMMIT") || (chunk.len() >= 4 + len && ends(text))
 }
 
 /// Wait while the proxy is stalled.

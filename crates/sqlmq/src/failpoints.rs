@@ -13,6 +13,7 @@
 //!
 //! | point | held |
 //! |---|---|
+//! | `<op>.before_begin` | a unit of work run by the engine's transaction runner, its pooled connection in hand, before its BEGIN is sent |
 //! | `<op>.before_commit` | a unit of work run by the engine's transaction runner, its statements done, before COMMIT; `<op>` is the unit's name in the `sqlmq_db_retries_total` metric: `send`, `claim`, `ack`, `nack`, `publish`, `sequence`, … |
 //! | `sequence.locked` | a sequencing step: the partition's counter row locked |
 //! | `sequence.claimed` | the committed pending rows locked (`SKIP LOCKED`) |
@@ -32,6 +33,11 @@ pub(crate) async fn hit(_name: &'static str) {}
 #[inline(always)]
 pub(crate) async fn before_commit(_op: &'static str) {}
 
+/// Mark the point `<op>.before_begin`.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) async fn before_begin(_op: &'static str) {}
+
 /// Mark the point `name`: returns at once unless a test armed it.
 #[cfg(feature = "failpoints")]
 pub(crate) async fn hit(name: &'static str) {
@@ -42,6 +48,12 @@ pub(crate) async fn hit(name: &'static str) {
 #[cfg(feature = "failpoints")]
 pub(crate) async fn before_commit(op: &'static str) {
     armed::hit(&format!("{op}.before_commit")).await;
+}
+
+/// Mark the point `<op>.before_begin`.
+#[cfg(feature = "failpoints")]
+pub(crate) async fn before_begin(op: &'static str) {
+    armed::hit(&format!("{op}.before_begin")).await;
 }
 
 #[cfg(feature = "failpoints")]

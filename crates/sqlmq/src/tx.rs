@@ -1,6 +1,7 @@
 //! Running a unit of work in a short transaction of our own, with bounded retries.
 //!
-//! Every transaction sqlmq opens itself starts with its backend's begin statement (for MySQL:
+//! Every transaction sqlmq opens itself starts with its backend's begin statement (for MySQL a
+//! bare `START TRANSACTION`: the pool's sessions are READ COMMITTED; on a caller's connection
 //! `SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION`) and is retried according
 //! to the class of its error:
 //!
@@ -20,10 +21,11 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use rand::RngExt;
+use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
 use crate::domain::{Error, ErrorClass, Result};
-use crate::store::{Backend, Server};
+use crate::store::{Backend, Server, begin_pooled};
 
 /// Attempts per unit of work before the error is returned.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;
@@ -40,9 +42,10 @@ pub(crate) type TxFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send 
 /// over connection lifetimes within `'a` only, and the returned future may hold `'a` borrows.
 pub(crate) type Scope<'c, 'a> = PhantomData<&'c &'a ()>;
 
-/// The backend's begin statement, as an owned `SqlStr`: a `&'static str` argument trips the
-/// compiler's check that generic futures holding it are `Send` ("not general enough").
-pub(crate) fn begin<B: Backend>() -> SqlStr {
+/// The backend's begin statement for a caller's connection, as an owned `SqlStr`: a
+/// `&'static str` argument trips the compiler's check that generic futures holding it are
+/// `Send` ("not general enough").
+fn begin<B: Backend>() -> SqlStr {
     B::Store::BEGIN.into_sql_str()
 }
 
@@ -111,6 +114,95 @@ where
     run_inner(pool, op, work, Some(resolve)).await
 }
 
+/// Run a unit that manages its own transaction on a pooled connection — `work` begins, writes
+/// and commits, in as few round trips as its backend can, and on an error ends what it opened
+/// unless the connection failed — retrying like [`run`]. A lost connection leaves the outcome
+/// unknown: this runs the unit again, for units whose replay is harmless (a claim whose leases
+/// were committed unseen only delays its messages until the leases end); see
+/// [`run_own_resolving`] for the others.
+pub(crate) async fn run_own<'a, B: Backend, T, F>(
+    pool: &Pool<B>,
+    op: &'static str,
+    work: F,
+) -> Result<T>
+where
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    type NoResolver<'a, B, T> = for<'c> fn(
+        &'c mut <B as sqlx::Database>::Connection,
+        Scope<'c, 'a>,
+    ) -> TxFuture<'c, Option<T>>;
+    run_own_inner(pool, op, work, None::<NoResolver<'a, B, T>>).await
+}
+
+/// Like [`run_own`], with a resolver for a lost connection: it runs on a new connection and
+/// returns the unit's value if its writes are in the database.
+pub(crate) async fn run_own_resolving<'a, B: Backend, T, F, R>(
+    pool: &Pool<B>,
+    op: &'static str,
+    work: F,
+    resolve: R,
+) -> Result<T>
+where
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, Option<T>>,
+{
+    run_own_inner(pool, op, work, Some(resolve)).await
+}
+
+async fn run_own_inner<'a, B: Backend, T, F, R>(
+    pool: &Pool<B>,
+    op: &'static str,
+    mut work: F,
+    mut resolve: Option<R>,
+) -> Result<T>
+where
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+    R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, Option<T>>,
+{
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let err = 'attempt: {
+            let mut conn = match pool.acquire().await {
+                Err(e) => break 'attempt Error::from(e),
+                Ok(conn) => conn,
+            };
+            // Abandoned half-way, the server may be inside the unit's transaction.
+            let mut guard = CloseIfAbandoned {
+                conn: &mut conn,
+                armed: true,
+            };
+            let done = work(&mut *guard.conn, PhantomData).await;
+            guard.armed = false;
+            drop(guard);
+            let err = match done {
+                Ok(value) => return Ok(value),
+                Err(err) => err,
+            };
+            if err.class() != Some(ErrorClass::Reconnect) {
+                break 'attempt err;
+            }
+            let _ = conn.close().await;
+            // Without a resolver the unit may run again whatever happened.
+            let Some(resolve) = resolve.as_mut() else {
+                break 'attempt err;
+            };
+            let mut fresh = pool.acquire().await?;
+            if let Some(value) = resolve(&mut fresh, PhantomData).await? {
+                tracing::info!(op, "commit outcome was unknown; resolved as committed");
+                return Ok(value);
+            }
+            tracing::info!(op, "commit outcome was unknown; resolved as not committed");
+            err
+        };
+        if !should_retry(op, &err, attempts) {
+            return Err(err);
+        }
+        tokio::time::sleep(backoff(attempts)).await;
+    }
+}
+
 /// How one attempt of a unit of work ended.
 enum Attempt<T> {
     Committed(T),
@@ -124,15 +216,41 @@ enum Attempt<T> {
     CommitFailed(T, Error),
 }
 
+/// Closes a pooled connection whose BEGIN round trip was abandoned.
+///
+/// sqlx (0.9, MySQL) counts a transaction as open only once the server answered its BEGIN; a
+/// future dropped in between (a caller's timeout, an aborted task) leaves the server inside a
+/// transaction the client does not know of, and the pool hands that connection to the next
+/// caller: its statements would run inside the stale transaction and hold their row locks until
+/// the connection closes (a claim's `SKIP LOCKED` skips those rows meanwhile), and its own
+/// BEGIN fails with 1568. While armed, dropping this guard marks the connection to be closed
+/// instead of returned; closing a connection rolls back whatever it had open.
+struct CloseIfAbandoned<'p, B: Backend> {
+    conn: &'p mut PoolConnection<B>,
+    armed: bool,
+}
+
+impl<B: Backend> Drop for CloseIfAbandoned<'_, B> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
 async fn attempt<'a, B: Backend, T, F>(
-    conn: &mut B::Connection,
+    conn: &mut PoolConnection<B>,
     op: &'static str,
     work: &mut F,
 ) -> Attempt<T>
 where
     F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
-    let mut tx = match conn.begin_with(begin::<B>()).await {
+    crate::failpoints::before_begin(op).await;
+    let mut guard = CloseIfAbandoned { conn, armed: true };
+    let begun = guard.conn.begin_with(begin_pooled::<B>()).await;
+    guard.armed = false;
+    let mut tx = match begun {
         Ok(tx) => tx,
         Err(e) => {
             return Attempt::Failed {
@@ -204,6 +322,23 @@ where
             return Err(err);
         }
         tokio::time::sleep(backoff(attempts)).await;
+    }
+}
+
+/// Begin a transaction on a connection from `pool` for the caller to use (`Client::begin`,
+/// `JobContext::begin`), cancel-safely: the BEGIN runs in a task of its own, so a caller that
+/// gives up while it is in flight leaves that task to finish it and drop the transaction, which
+/// queues a ROLLBACK that the pool sends before it reuses the connection (see
+/// [`CloseIfAbandoned`] for what happens otherwise).
+pub(crate) async fn begin_for_caller<B: Backend>(
+    pool: &Pool<B>,
+) -> Result<sqlx::Transaction<'static, B>> {
+    let pool = pool.clone();
+    match tokio::spawn(async move { pool.begin_with(begin_pooled::<B>()).await }).await {
+        Ok(begun) => Ok(begun?),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only a runtime shutting down cancels the task.
+        Err(e) => Err(Error::from(sqlx::Error::Io(std::io::Error::other(e)))),
     }
 }
 

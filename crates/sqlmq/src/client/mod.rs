@@ -229,7 +229,7 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, B>> {
-        Ok(self.inner.pool.begin_with(crate::tx::begin::<B>()).await?)
+        crate::tx::begin_for_caller(&self.inner.pool).await
     }
 
     /// The table prefix in use.

@@ -166,24 +166,22 @@ impl<'a, B: Backend> Consumer<'a, B> {
         // The receipts the last attempt acked, for the resolver.
         let acked: Mutex<Vec<Receipt>> = Mutex::default();
         let acked = &acked;
-        let lost = tx::run_resolving(
+        let op = self.names().op_ack;
+        let lost = tx::run_own_resolving(
             self.client.pool(),
-            self.names().op_ack,
-            |conn, _| {
-                Box::pin(async move {
-                    let lost = store.ack(conn, id, receipts).await?;
-                    *acked.lock().expect("poisoned") = receipts
-                        .iter()
-                        .filter(|r| !lost.contains(r))
-                        .copied()
-                        .collect();
-                    Ok(lost)
-                })
-            },
+            op,
+            |conn, _| Box::pin(store.ack_own(conn, id, receipts, acked, op)),
             |conn, _| {
                 Box::pin(async move {
                     let acked = acked.lock().expect("poisoned").clone();
-                    store.acks_committed(conn, id, &acked).await
+                    let committed = store.acks_committed(conn, id, &acked).await?;
+                    Ok(committed.then(|| {
+                        receipts
+                            .iter()
+                            .filter(|r| !acked.contains(r))
+                            .copied()
+                            .collect()
+                    }))
                 })
             },
         )

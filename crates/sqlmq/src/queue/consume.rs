@@ -47,8 +47,9 @@ impl<B: Backend> Queue<B> {
             owner: self.client.owner_id(),
         };
         let request = &request;
-        let claimed = tx::run(self.pool(), consumer.claim_op(), |conn, _| {
-            Box::pin(store.claim(conn, request))
+        let op = consumer.claim_op();
+        let claimed = tx::run_own(self.pool(), op, |conn, _| {
+            Box::pin(store.claim_own(conn, request, op))
         })
         .await?;
         consumer.record_claim(started, claimed.len());

@@ -50,6 +50,11 @@ impl<B: Backend> Queue<B> {
         let msgs = &messages;
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         let ids = &ids;
+        if let Some(sent) = self.send_one_shot(msgs, ids, budget).await? {
+            self.record_sent(&sent, started);
+            self.client.notify_local(Subject::Queue(self.id()));
+            return Ok(sent);
+        }
         let sent = tx::run_resolving(
             self.pool(),
             "send",
@@ -110,6 +115,52 @@ impl<B: Backend> Queue<B> {
                 .await?;
         self.record_sent(&sent, started);
         Ok(sent)
+    }
+
+    /// Send plain messages in one self-committing round trip where the backend can (see
+    /// `store/mysql/send_script.rs`). `None`: the batch needs the full send — it does not
+    /// qualify, or one of its ids is stored already (a resend, whose answer the full send
+    /// knows).
+    async fn send_one_shot(
+        &self,
+        msgs: &[Message],
+        ids: &[MessageId],
+        budget: usize,
+    ) -> Result<Option<Vec<Sent>>> {
+        let store = self.store();
+        let batch = SendBatch {
+            queue_id: self.id(),
+            dedup_window: Duration::ZERO,
+            messages: msgs,
+            budget,
+        };
+        let Some(script) = store.prepare_send_script(&batch)? else {
+            return Ok(None);
+        };
+        let script = &script;
+        let ran = tx::run_own_resolving(
+            self.pool(),
+            "send",
+            |conn, _| Box::pin(store.send_script(conn, script)),
+            |conn, _| {
+                Box::pin(
+                    async move { Ok(store.any_message_exists(conn, ids).await?.then_some(())) },
+                )
+            },
+        )
+        .await;
+        match ran {
+            Ok(()) => Ok(Some(
+                ids.iter()
+                    .map(|&id| Sent {
+                        id,
+                        duplicate: false,
+                    })
+                    .collect(),
+            )),
+            Err(e) if e.is_duplicate_key() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Write `msgs` in `conn`'s transaction. The queue's dedup window is read only when some

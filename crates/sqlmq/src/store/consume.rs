@@ -6,11 +6,35 @@
 //! engine's decision ([`Decide`]); the backend applies it to its rows.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
+
+use sqlx::Connection;
 
 use super::Backend;
 use super::rows::{GroupSignal, QueueSignal, SourceId};
 use crate::domain::{Decide, NackOutcome, Receipt, Released, Result};
+
+/// [`Settle::ack_own`] as BEGIN, [`Settle::ack`] and COMMIT.
+pub(crate) async fn ack_in_own_transaction<B: Backend, S: Settle<B> + Sync>(
+    store: &S,
+    conn: &mut B::Connection,
+    source: SourceId,
+    receipts: &[Receipt],
+    acked: &Mutex<Vec<Receipt>>,
+    op: &'static str,
+) -> Result<Vec<Receipt>> {
+    let mut tx = conn.begin_with(super::begin_pooled::<B>()).await?;
+    let lost = store.ack(&mut tx, source, receipts).await?;
+    *acked.lock().expect("poisoned") = receipts
+        .iter()
+        .filter(|r| !lost.contains(r))
+        .copied()
+        .collect();
+    crate::failpoints::before_commit(op).await;
+    tx.commit().await?;
+    Ok(lost)
+}
 
 /// Ack, fail, extend and release leases of a queue or a cluster group.
 pub trait Settle<B: Backend> {
@@ -22,6 +46,26 @@ pub trait Settle<B: Backend> {
         source: SourceId,
         receipts: &[Receipt],
     ) -> impl Future<Output = Result<Vec<Receipt>>> + Send;
+
+    /// [`Settle::ack`] in a transaction of its own, on a pooled connection outside any: it
+    /// begins, acks and commits (`<op>.before_commit` is the fail point before the commit).
+    /// Before it commits it puts the receipts it acks into `acked`, for the resolver of a
+    /// COMMIT whose outcome is unknown. On an error it ends what it opened unless the
+    /// connection failed. A backend may spend fewer round trips than a BEGIN, one per
+    /// statement and a COMMIT; this default does not.
+    fn ack_own(
+        &self,
+        conn: &mut B::Connection,
+        source: SourceId,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> impl Future<Output = Result<Vec<Receipt>>> + Send
+    where
+        Self: Sized + Sync,
+    {
+        ack_in_own_transaction(self, conn, source, receipts, acked, op)
+    }
 
     /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
     /// (receipts that held their leases) committed.

@@ -40,11 +40,13 @@ pub(crate) mod statements;
 
 mod topic;
 
+pub(crate) use consume::ack_in_own_transaction;
 pub use consume::{Probe, Settle};
 pub use group::{GroupClaim, GroupDead, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
 pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues};
+pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
 pub use topic::{Publish, Retention, Stream, Topics};
 
@@ -126,7 +128,10 @@ fn classify(err: &sqlx::Error) -> ErrorClass {
         sqlx::Error::Database(db) => (mysql::errors::classify(db.as_ref()))
             .or_else(|| sqlite::errors::classify(db.as_ref()))
             .unwrap_or(ErrorClass::Fatal),
-        sqlx::Error::Io(_) => ErrorClass::Reconnect,
+        sqlx::Error::Io(_) => {
+            mysql::connect::connection_failed();
+            ErrorClass::Reconnect
+        }
         sqlx::Error::PoolTimedOut => ErrorClass::Busy,
         _ => ErrorClass::Fatal,
     }

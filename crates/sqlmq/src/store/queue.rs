@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 
+use sqlx::Connection;
+
 use super::Backend;
 use super::rows::{ClaimRequest, PurgeScope, QueueCounts, QueueRow, SendBatch};
 use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result, Sent};
@@ -63,6 +65,25 @@ pub trait Enqueue<B: Backend> {
         batch: &SendBatch<'_>,
     ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
 
+    /// A send that commits by itself in one round trip, prepared: what [`Enqueue::send_script`]
+    /// runs.
+    type SendScript: Send + Sync;
+
+    /// Prepare `batch` as one self-committing round trip, when this backend has such a path and
+    /// the batch qualifies for it (`None`: the engine runs [`Enqueue::send`] in a transaction of
+    /// its own). Only ever a plain insert: a batch that needs reads first does not qualify.
+    fn prepare_send_script(&self, batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>>;
+
+    /// Run a prepared send on a connection outside any transaction: it begins, writes and
+    /// commits. On an error it ends the transaction it opened, unless the connection failed
+    /// (whoever holds it then discards it). A message id stored already fails it with a
+    /// duplicate-key error and writes nothing.
+    fn send_script(
+        &self,
+        conn: &mut B::Connection,
+        script: &Self::SendScript,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
     fn any_message_exists(
         &self,
@@ -80,6 +101,28 @@ pub trait Claim<B: Backend> {
         conn: &mut B::Connection,
         request: &ClaimRequest<'_>,
     ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
+
+    /// [`Claim::claim`] in a transaction of its own, on a pooled connection outside any: it
+    /// begins, claims and commits (`<op>.before_commit` is the fail point before the commit).
+    /// On an error it ends what it opened unless the connection failed. A backend may spend
+    /// fewer round trips than a BEGIN, one per statement and a COMMIT; this default does not.
+    fn claim_own(
+        &self,
+        conn: &mut B::Connection,
+        request: &ClaimRequest<'_>,
+        op: &'static str,
+    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send
+    where
+        Self: Sync,
+    {
+        async move {
+            let mut tx = conn.begin_with(super::begin_pooled::<B>()).await?;
+            let claimed = self.claim(&mut tx, request).await?;
+            crate::failpoints::before_commit(op).await;
+            tx.commit().await?;
+            Ok(claimed)
+        }
+    }
 }
 
 /// Time-driven moves. Each takes its rows so that any number of processes may run it at once.

@@ -14,6 +14,11 @@ pub trait Server<B: Backend>: Sized {
     /// mode), sent in one round trip where the backend allows.
     const BEGIN: &'static str;
 
+    /// The statement that opens a transaction on a connection of sqlmq's own pool, whose
+    /// session the backend configured when it connected (MySQL: READ COMMITTED for the session,
+    /// so a bare `START TRANSACTION`). [`Server::BEGIN`] remains for a caller's connection.
+    const BEGIN_POOLED: &'static str;
+
     /// Whether the database admits one write transaction at a time (SQLite). The engine then
     /// checks with a plain read on a reader connection, which never waits, whether a claim
     /// would find anything before it waits for the writer, which may be held by an open
@@ -72,4 +77,11 @@ pub trait Schema<B: Backend> {
         user: &str,
         host: &str,
     ) -> impl Future<Output = Result<Vec<String>>> + Send;
+}
+
+/// [`Server::BEGIN_POOLED`] of backend `B`, as an owned `SqlStr`: a `&'static str` argument
+/// trips the compiler's check that generic futures holding it are `Send` ("not general
+/// enough").
+pub(crate) fn begin_pooled<B: Backend>() -> sqlx::SqlStr {
+    sqlx::SqlSafeStr::into_sql_str(<B::Store as Server<B>>::BEGIN_POOLED)
 }

@@ -102,13 +102,18 @@ impl Statements {
     /// - `{ids}`: `{rows}` of [`ID_ROW`].
     pub(crate) fn list(&self, template: &'static str, item: &str, n: usize) -> SqlStr {
         debug_assert_eq!(bucket(n), n, "list sizes must be buckets");
-        self.cached(template, n, || {
-            template
-                .replace("{p}", &self.prefix)
-                .replace("{list}", &vec![item; n].join(","))
-                .replace("{rows}", &vec![item; n].join(" UNION ALL "))
-                .replace("{ids}", &vec![ID_ROW; n].join(" UNION ALL "))
-        })
+        self.cached(template, n, || self.list_text(template, item, n))
+    }
+
+    /// Like [`Statements::list`] for any `n`, uncached: for statements sent as text, whose
+    /// values are rendered into them (the server does not prepare them, so their sizes need
+    /// not be few).
+    pub(crate) fn list_text(&self, template: &'static str, item: &str, n: usize) -> String {
+        template
+            .replace("{p}", &self.prefix)
+            .replace("{list}", &vec![item; n].join(","))
+            .replace("{rows}", &vec![item; n].join(" UNION ALL "))
+            .replace("{ids}", &vec![ID_ROW; n].join(" UNION ALL "))
     }
 
     fn cached(&self, template: &'static str, n: usize, build: impl FnOnce() -> String) -> SqlStr {

@@ -267,13 +267,7 @@ impl<B: Backend> JobContext<B> {
     /// # Ok(()) }
     /// ```
     pub async fn begin(&self) -> Result<JobTransaction<B>> {
-        let tx = self
-            .inner
-            .origin
-            .client()
-            .pool()
-            .begin_with(crate::tx::begin::<B>())
-            .await?;
+        let tx = crate::tx::begin_for_caller(self.inner.origin.client().pool()).await?;
         Ok(JobTransaction {
             tx,
             ctx: self.clone(),

@@ -73,7 +73,8 @@ async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports
         .map(|s| s.id)
         .collect();
 
-    // During a claim: leases written, the connection dropped before COMMIT.
+    // During a claim: its rows read and locked, the connection dropped before the writes and
+    // the COMMIT (sent together) leave the client.
     let held = pause("claim.before_commit");
     let claim = {
         let q = q.clone();
@@ -82,19 +83,24 @@ async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports
     held.reached().await;
     proxy.drop_all();
     held.release();
-    let err = claim
+    // The server rolled the claim back; the client claims again on a new connection (a claim
+    // may run again whatever happened). Ok means those leases are committed and held.
+    let got = claim
         .await
         .unwrap()
-        .expect_err("a claim that did not commit is not Ok");
-    assert!(err.is_retryable(), "{err}");
-    assert_eq!(
-        db.count("leases").await,
-        0,
-        "the server rolled the claim back"
-    );
-    assert_eq!(db.count("ready").await, 20);
+        .expect("claimed again on a new connection");
+    assert_eq!(got.len(), 5);
+    assert_eq!(db.count("leases").await, 5, "exactly the second claim's");
+    assert_eq!(db.count("ready").await, 15);
+    for d in &got {
+        q.ack(d.receipt())
+            .await
+            .expect("the second claim's leases are held");
+    }
+    let mut already: HashSet<MessageId> = got.iter().map(|d| d.id).collect();
 
-    // During an ack: the ack written, the connection reset before COMMIT.
+    // During an ack: its leases locked, the connection reset before the deletes and the COMMIT
+    // (sent together) leave the client.
     let got = q
         .receive(1, LEASE)
         .await
@@ -112,8 +118,9 @@ async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports
     // connection, learns the ack did not happen, and runs it again — Ok now means committed.
     ack.await.unwrap().expect("retried on a new connection");
     assert_eq!(db.count("leases").await, 0, "Ok, so committed");
-    assert_eq!(db.count("messages").await, 19);
-    let acked = drain(&q, 20, HashSet::from([got[0].id])).await;
+    assert_eq!(db.count("messages").await, 14);
+    already.insert(got[0].id);
+    let acked = drain(&q, 20, already).await;
     assert_eq!(acked, sent, "every message acked once, none lost");
     db.drop().await;
 }
@@ -187,5 +194,80 @@ async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
     // And the client carries on.
     q.send(Message::new("after")).await.unwrap();
     assert_eq!(db.count("ready").await, 2);
+    db.drop().await;
+}
+
+/// Neither of the client's two pooled connections is inside a transaction (MariaDB's
+/// `@@in_transaction`): a stale one would make the application's autocommit statements on the
+/// pool hold their locks until some later BEGIN commits them implicitly.
+async fn no_pooled_connection_in_a_transaction(client: &Client<MySql>) {
+    let pool = client.pool();
+    let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+    for mut conn in [held.0, held.1] {
+        let open: u64 = sqlx::query_scalar("SELECT @@in_transaction")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(open, 0, "a pooled connection is inside a transaction");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_abandoned_while_its_begin_is_in_flight_leaves_no_transaction_on_a_pooled_connection()
+ {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, _) = through_proxy().await;
+    // Two connections, so that the calls below reuse every one of them.
+    let client = Client::builder()
+        .max_connections(2)
+        .housekeeping_interval(Duration::from_secs(3600))
+        .open::<MySql>(&proxy.url(&db.url))
+        .await
+        .unwrap();
+    let q = client.queue("q").await.unwrap();
+    // A send held with its connection in hand (keyed, so that it runs in a transaction of its
+    // own rather than in one round trip); its BEGIN then goes into a stalled network, and the
+    // caller gives up (its task is aborted) before the server's answer arrives.
+    let held = pause("send.before_begin");
+    let send = {
+        let q = q.clone();
+        tokio::spawn(async move { q.send(Message::new("abandoned").idempotency_key("k")).await })
+    };
+    held.reached().await;
+    proxy.stall();
+    held.release();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    send.abort();
+    proxy.resume();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    no_pooled_connection_in_a_transaction(&client).await;
+    // The same for transactions the caller begins itself, on connections used a moment ago
+    // (the pool hands them out without a ping, so the BEGIN is what meets the stall).
+    let warm = (client.begin().await.unwrap(), client.begin().await.unwrap());
+    drop(warm);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.stall();
+    for _ in 0..2 {
+        let begin = tokio::time::timeout(Duration::from_millis(200), client.begin()).await;
+        assert!(begin.is_err(), "the BEGIN was stalled, yet it returned");
+    }
+    proxy.resume();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    no_pooled_connection_in_a_transaction(&client).await;
+    // Every connection the pool hands out now is outside any transaction: each send commits
+    // (a stale transaction would fail the BEGIN with 1568, or swallow the send uncommitted).
+    // Keyed sends and caller transactions, whose BEGIN sets the isolation level first.
+    for i in 0..10 {
+        q.send(Message::new(format!("after {i}")).idempotency_key(format!("after {i}")))
+            .await
+            .unwrap_or_else(|e| panic!("send {i} after the abandoned BEGINs: {e}"));
+        let mut tx = client.begin().await.unwrap();
+        q.send_in(&mut tx, Message::new(format!("in a transaction {i}")))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    // Counted as admin, on connections of its own: 20 committed, the abandoned send not.
+    assert_eq!(db.count("ready").await, 20);
     db.drop().await;
 }

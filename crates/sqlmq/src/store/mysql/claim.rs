@@ -4,10 +4,13 @@
 //! of `ready`'s primary key `(queue_id, priority, id)` — the clustered index is the claim order,
 //! so the scan stops after n unlocked rows, takes one lock per row and never sorts — joined to
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
-//! multi-row insert into `leases`. Nothing stays open while a handler runs.
+//! multi-row insert into `leases`. Nothing stays open while a handler runs. A claim in a
+//! transaction of its own spends two round trips on all that (see `script.rs`).
 
+use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
+use super::script::{Lit, Script, rolled_back};
 use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::{Delivery, time_from_micros};
@@ -41,6 +44,38 @@ const INSERT_LEASES: &str = "INSERT INTO {p}leases \
 const LEASE_ROW: &str =
     "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
 
+/// The deliveries of the claim read's `rows`, leased for `lease` from the database's now.
+fn deliveries(rows: &[MySqlRow], lease: std::time::Duration) -> Result<Vec<Delivery>> {
+    let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let now_us: i64 = row.try_get(9)?;
+        let lease_until_us = now_us.saturating_add(lease_us);
+        claimed.push(Delivery {
+            id: id_at(row, 0)?,
+            priority: row.try_get(1)?,
+            attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
+            token: (row.try_get::<i64, _>(3)? + 1) as u64,
+            ordering_key: opt_text_at(row, 4)?,
+            idempotency_key: opt_text_at(row, 5)?,
+            headers: headers_at(row, 6)?,
+            body: row.try_get(7)?,
+            enqueued_at: time_from_micros(row.try_get(8)?),
+            lease_expires_at: time_from_micros(lease_until_us),
+            partition: None,
+            offset: None,
+        });
+    }
+    Ok(claimed)
+}
+
+/// A lease's end in microseconds since the epoch.
+fn lease_until_us(d: &Delivery) -> i64 {
+    d.lease_expires_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |x| x.as_micros() as i64)
+}
+
 impl Claim<MySql> for MySqlStore {
     async fn claim(
         &self,
@@ -62,31 +97,7 @@ impl Claim<MySql> for MySqlStore {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
-        let mut claimed = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let now_us: i64 = row.try_get(9)?;
-            let lease_until_us = now_us.saturating_add(lease_us);
-            claimed.push(Delivery {
-                id: id_at(row, 0)?,
-                priority: row.try_get(1)?,
-                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
-                token: (row.try_get::<i64, _>(3)? + 1) as u64,
-                ordering_key: opt_text_at(row, 4)?,
-                idempotency_key: opt_text_at(row, 5)?,
-                headers: headers_at(row, 6)?,
-                body: row.try_get(7)?,
-                enqueued_at: time_from_micros(row.try_get(8)?),
-                lease_expires_at: time_from_micros(lease_until_us),
-                partition: None,
-                offset: None,
-            });
-        }
-        let lease_until_us = |d: &Delivery| {
-            d.lease_expires_at
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |x| x.as_micros() as i64)
-        };
+        let claimed = deliveries(&rows, lease)?;
         for chunk in claimed.chunks(MAX_LIST) {
             let mut q = sqlx::query(
                 self.st
@@ -116,6 +127,73 @@ impl Claim<MySql> for MySqlStore {
             },
         )
         .await?;
+        Ok(claimed)
+    }
+
+    /// Two round trips (see `script.rs`): the transaction's start with the claim read, then
+    /// the moves from `ready` to `leases` with the COMMIT; an empty claim commits alone.
+    async fn claim_own(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest<'_>,
+        op: &'static str,
+    ) -> Result<Vec<Delivery>> {
+        let ClaimRequest {
+            queue_id,
+            n,
+            lease,
+            owner,
+        } = *request;
+        let q = i64::from(queue_id);
+        let mut read = Script::begin();
+        read.push(
+            self.st.get(CLAIM).as_str(),
+            &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
+        );
+        let rows = read.fetch(conn).await?;
+        let claimed = match deliveries(&rows, lease) {
+            Ok(claimed) => claimed,
+            Err(e) => return Err(rolled_back(conn, e).await),
+        };
+        let mut write = Script::default();
+        for chunk in claimed.chunks(MAX_LIST) {
+            let keys: Vec<Lit<'_>> = chunk
+                .iter()
+                .flat_map(|d| {
+                    [
+                        Lit::Int(q),
+                        Lit::Int(d.priority.into()),
+                        Lit::Bytes(d.id.bytes()),
+                    ]
+                })
+                .collect();
+            write.push(
+                &self.st.list_text(DELETE_READY, READY_KEY_ROW, chunk.len()),
+                &keys,
+            );
+            let leases: Vec<Lit<'_>> = chunk
+                .iter()
+                .flat_map(|d| {
+                    [
+                        Lit::Bytes(d.id.bytes()),
+                        Lit::Int(q),
+                        Lit::Int(d.priority.into()),
+                        Lit::Int(d.token as i64),
+                        Lit::Int(d.attempt.into()),
+                        d.ordering_key.as_deref().map(str::as_bytes).into(),
+                        Lit::Int(lease_until_us(d)),
+                        Lit::Bytes(owner.as_bytes()),
+                    ]
+                })
+                .collect();
+            write.push(
+                &self.st.list_text(INSERT_LEASES, LEASE_ROW, chunk.len()),
+                &leases,
+            );
+        }
+        write.commit();
+        crate::failpoints::before_commit(op).await;
+        write.run(conn).await?;
         Ok(claimed)
     }
 }

@@ -3,19 +3,22 @@
 //! `sqlx::MySql` is the [`Backend`]; [`MySqlStore`] implements each store trait of the seam
 //! (`store/*.rs`) in the file of its concept. Methods take a `&mut MySqlConnection` that is
 //! already inside a transaction when they need one (the engine opens it, at READ COMMITTED,
-//! and owns retries); they never commit.
+//! and owns retries); they never commit — except the `_own` methods and the send script, which
+//! open and commit their own transaction in fewer round trips (`script.rs`).
 //!
 //! | file | implements | statements |
 //! |---|---|---|
 //! | `mod.rs` | [`Backend`] for `sqlx::MySql` | row decoding, id lists, multi-row inserts |
 //! | `statements.rs` | | table-prefix expansion, bucketed list sizes, derived-table id lists |
 //! | `errors.rs` | | error numbers and their classes |
-//! | `connect.rs` | | opening a pool |
+//! | `connect.rs` | | opening a pool: session settings, when to ping |
+//! | `script.rs` | | several statements in one round trip, values rendered as literals |
 //! | `server.rs` | `Server` | flavour/version/durability detection, `SKIP LOCKED` self-test, clock |
 //! | `schema.rs` | | the migrations |
 //! | `migrate.rs` | `Schema` | applying them, the schema version |
 //! | `queues.rs` | `Queues` | queue rows: create, look up, pause |
 //! | `send.rs` | `Enqueue` | messages, idempotency keys, routing to ready/scheduled |
+//! | `send_script.rs` | | a send of plain messages in one round trip |
 //! | `keys.rs` | | per-key FIFO: heads, blocked successors, release |
 //! | `claim.rs` | `Claim` | the `SKIP LOCKED` claim |
 //! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
@@ -38,7 +41,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod claim;
-mod connect;
+pub(crate) mod connect;
 pub(crate) mod dead;
 pub(crate) mod errors;
 pub(crate) mod grants;
@@ -60,7 +63,9 @@ pub(crate) mod processes;
 pub(crate) mod queues;
 pub(crate) mod retention;
 pub(crate) mod schema;
+mod script;
 pub(crate) mod send;
+mod send_script;
 pub(crate) mod sequence;
 pub(crate) mod server;
 pub(crate) mod settle;
@@ -76,9 +81,11 @@ use crate::domain::{Error, Result};
 use crate::store::Backend;
 use crate::store::statements::{MAX_LIST, Statements, bucket};
 
-/// Statement that opens every transaction sqlmq owns: READ COMMITTED set explicitly for this
-/// transaction (never the server default, REPEATABLE READ, whose gap locks make claims deadlock
-/// with producers), sent with `START TRANSACTION` in one round trip.
+/// Statement that opens a transaction of sqlmq's on a connection it does not own (a caller's,
+/// or one opened for a check): READ COMMITTED set explicitly for this transaction (never the
+/// server default, REPEATABLE READ, whose gap locks make claims deadlock with producers), sent
+/// with `START TRANSACTION` in one round trip. The pool's own sessions are READ COMMITTED from
+/// the moment they connect (`connect.rs`) and begin with a bare `START TRANSACTION`.
 pub(crate) const BEGIN_READ_COMMITTED: &str =
     "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 

@@ -19,15 +19,15 @@ use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 
-const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \
+pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \
     (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) VALUES {list}";
-const MESSAGE_ROW: &str = "(?,?,?,?,?,?,?,UTC_TIMESTAMP(6))";
+pub(super) const MESSAGE_ROW: &str = "(?,?,?,?,?,?,?,UTC_TIMESTAMP(6))";
 /// Placeholders per message row; MySQL allows 65 535 per statement.
 const MESSAGE_PARAMS: usize = 7;
 
-const INSERT_READY: &str =
+pub(super) const INSERT_READY: &str =
     "INSERT INTO {p}ready (queue_id, priority, id, attempts, token) VALUES {list}";
-const READY_ROW: &str = "(?,?,?,?,?)";
+pub(super) const READY_ROW: &str = "(?,?,?,?,?)";
 
 const INSERT_SCHEDULED: &str =
     "INSERT INTO {p}scheduled (id, queue_id, priority, run_at, attempts, token) VALUES {list}";
@@ -105,6 +105,20 @@ impl Enqueue<MySql> for MySqlStore {
         self.place(conn, queue_id, &placed).await?;
         self.enqueue_keyed(conn, queue_id, keyed).await?;
         Ok(out)
+    }
+
+    type SendScript = super::send_script::SendScript;
+
+    fn prepare_send_script(&self, batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>> {
+        self.script_for(batch)
+    }
+
+    async fn send_script(
+        &self,
+        conn: &mut MySqlConnection,
+        script: &Self::SendScript,
+    ) -> Result<()> {
+        self.run_send_script(conn, script).await
     }
 
     /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).

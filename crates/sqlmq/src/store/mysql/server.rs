@@ -93,6 +93,9 @@ impl Server<MySql> for MySqlStore {
     /// REPEATABLE READ, whose gap locks make claims deadlock with producers).
     const BEGIN: &'static str = BEGIN_READ_COMMITTED;
 
+    /// The pool's sessions are READ COMMITTED already (see `connect.rs`).
+    const BEGIN_POOLED: &'static str = "START TRANSACTION";
+
     fn new(prefix: &str) -> MySqlStore {
         MySqlStore {
             st: Statements::new(prefix),

@@ -8,11 +8,13 @@
 //! or missing row.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlConnection, Row};
 
+use super::script::{Lit, Script, rolled_back};
 use super::{MySqlStore, exec_id_list, fetch_id_list, id_at, insert_values};
 use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{Error, Result};
@@ -20,7 +22,7 @@ use crate::domain::{MessageId, Receipt};
 use crate::store::rows::Entry;
 use crate::store::rows::SourceId;
 use crate::store::statements::MAX_LIST;
-use crate::store::{Enqueue, Settle};
+use crate::store::{Enqueue, Settle, ack_in_own_transaction};
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
     lease_until > UTC_TIMESTAMP(6) FROM {p}leases FORCE INDEX (PRIMARY) WHERE id IN ({list}) FOR UPDATE";
@@ -74,6 +76,23 @@ impl Lease {
     }
 }
 
+/// The ids of `receipts` that hold their leases (each once), and the receipts that do not.
+fn split_acks(
+    leases: &HashMap<MessageId, Lease>,
+    queue_id: i32,
+    receipts: &[Receipt],
+) -> (Vec<MessageId>, Vec<Receipt>) {
+    let mut acked = Vec::with_capacity(receipts.len());
+    let mut lost = Vec::new();
+    for r in receipts {
+        match leases.get(&r.id) {
+            Some(l) if l.held_by(r, queue_id) && !acked.contains(&r.id) => acked.push(r.id),
+            _ => lost.push(*r),
+        }
+    }
+    (acked, lost)
+}
+
 /// Truncate an error text to the kept length (on a character boundary) and JSON-encode it.
 pub(crate) fn error_json(error: &str) -> String {
     let mut end = error.len().min(MAX_ERROR_BYTES);
@@ -106,24 +125,81 @@ impl MySqlStore {
     ) -> Result<Vec<Receipt>> {
         let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
         let leases = self.lock_leases(conn, &ids).await?;
-        let mut acked = Vec::with_capacity(receipts.len());
-        let mut lost = Vec::new();
-        for r in receipts {
-            match leases.get(&r.id) {
-                Some(l) if l.held_by(r, queue_id) && !acked.contains(&r.id) => acked.push(r.id),
-                _ => lost.push(*r),
-            }
-        }
+        let (acked, lost) = split_acks(&leases, queue_id, receipts);
+        self.delete_acked(conn, queue_id, &acked, &leases).await?;
+        Ok(lost)
+    }
+
+    /// Delete the acked messages and their leases, one prepared statement each, and release
+    /// their ordering keys.
+    async fn delete_acked(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        acked: &[MessageId],
+        leases: &HashMap<MessageId, Lease>,
+    ) -> Result<()> {
         if acked.is_empty() {
-            return Ok(lost);
+            return Ok(());
         }
-        exec_id_list(&self.st, conn, DELETE_LEASES, &acked).await?;
-        exec_id_list(&self.st, conn, DELETE_MESSAGES, &acked).await?;
-        for id in &acked {
+        exec_id_list(&self.st, conn, DELETE_LEASES, acked).await?;
+        exec_id_list(&self.st, conn, DELETE_MESSAGES, acked).await?;
+        for id in acked {
             if let Some(key) = &leases[id].ordering_key {
                 self.release_key(conn, queue_id, key, *id).await?;
             }
         }
+        Ok(())
+    }
+
+    /// An ack of a queue's receipts in a transaction of its own, in two round trips (see
+    /// `script.rs`): the transaction's start with the lease locks, then the deletes with the
+    /// COMMIT. Messages with an ordering key release it with statements of their own before
+    /// the COMMIT.
+    async fn ack_queue_own(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        receipts: &[Receipt],
+        acked_out: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> Result<Vec<Receipt>> {
+        let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
+        let mut read = Script::begin();
+        for chunk in ids.chunks(MAX_LIST) {
+            let args: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
+            read.push(&self.st.list_text(LOCK_LEASES, "?", chunk.len()), &args);
+        }
+        let rows = read.fetch(conn).await?;
+        let leases: Result<HashMap<MessageId, Lease>> = rows
+            .iter()
+            .map(|r| Lease::decode(r).map(|l| (l.entry.id, l)))
+            .collect();
+        let leases = match leases {
+            Ok(leases) => leases,
+            Err(e) => return Err(rolled_back(conn, e).await),
+        };
+        let (acked, lost) = split_acks(&leases, queue_id, receipts);
+        *acked_out.lock().expect("poisoned") = receipts
+            .iter()
+            .filter(|r| !lost.contains(r))
+            .copied()
+            .collect();
+        let mut write = Script::default();
+        if acked.iter().any(|id| leases[id].ordering_key.is_some()) {
+            if let Err(e) = self.delete_acked(conn, queue_id, &acked, &leases).await {
+                return Err(rolled_back(conn, e).await);
+            }
+        } else {
+            for chunk in acked.chunks(MAX_LIST) {
+                let args: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
+                write.push(&self.st.list_text(DELETE_LEASES, "", chunk.len()), &args);
+                write.push(&self.st.list_text(DELETE_MESSAGES, "", chunk.len()), &args);
+            }
+        }
+        write.commit();
+        crate::failpoints::before_commit(op).await;
+        write.run(conn).await?;
         Ok(lost)
     }
 
@@ -269,6 +345,25 @@ impl Settle<MySql> for MySqlStore {
         match source {
             SourceId::Queue(queue_id) => self.ack_queue(conn, queue_id, receipts).await,
             SourceId::Group(group_id) => self.ack_group(conn, group_id, receipts).await,
+        }
+    }
+
+    async fn ack_own(
+        &self,
+        conn: &mut MySqlConnection,
+        source: SourceId,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> Result<Vec<Receipt>> {
+        match source {
+            SourceId::Queue(queue_id) => {
+                self.ack_queue_own(conn, queue_id, receipts, acked, op)
+                    .await
+            }
+            SourceId::Group(_) => {
+                ack_in_own_transaction(self, conn, source, receipts, acked, op).await
+            }
         }
     }
 

@@ -114,6 +114,21 @@ impl Enqueue<Sqlite> for SqliteStore {
         Ok(out)
     }
 
+    /// None: SQLite runs in this process, so a send pays no round trips to save.
+    type SendScript = std::convert::Infallible;
+
+    fn prepare_send_script(&self, _batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>> {
+        Ok(None)
+    }
+
+    async fn send_script(
+        &self,
+        _conn: &mut SqliteConnection,
+        script: &Self::SendScript,
+    ) -> Result<()> {
+        match *script {}
+    }
+
     /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
     async fn any_message_exists(
         &self,

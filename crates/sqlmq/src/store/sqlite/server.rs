@@ -34,6 +34,8 @@ impl Server<Sqlite> for SqliteStore {
     /// Take the write lock at once (see the module documentation).
     const BEGIN: &'static str = BEGIN_IMMEDIATE;
 
+    const BEGIN_POOLED: &'static str = BEGIN_IMMEDIATE;
+
     const ONE_WRITER: bool = true;
 
     fn new(prefix: &str) -> SqliteStore {
