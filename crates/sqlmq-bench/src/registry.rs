@@ -85,6 +85,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &[],
     },
     Scenario {
+        id: "queue.budget",
+        title: "statements the server runs per send, per claim and ack, per empty claim",
+        needs: &[],
+    },
+    Scenario {
         id: "queue.idle",
         title: "statements/s the server runs for one idle polling consumer",
         needs: &[],
@@ -163,6 +168,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.latency" => queue::latency::latency(ctx).await,
         "queue.claim" => queue::claim::claim(ctx).await,
         "queue.idle" => queue::idle::idle(ctx).await,
+        "queue.budget" => queue::budget::budget(ctx).await,
         "worker.e2e" => worker::e2e(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,

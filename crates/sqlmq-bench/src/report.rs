@@ -31,6 +31,9 @@ pub enum Unit {
     /// Mebibytes.
     #[serde(rename = "MiB")]
     MiB,
+    /// Statements the server executed per operation.
+    #[serde(rename = "statements/op")]
+    StatementsPerOp,
 }
 
 /// One measured number, with what it is compared with.
@@ -423,6 +426,7 @@ pub fn value_text(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Ms => ms_text(v),
         Unit::MiB => format!("{v:.1} MiB"),
+        Unit::StatementsPerOp => format!("{v:.2} statements"),
         Unit::MsgPerS | Unit::RowsPerS | Unit::QueriesPerS => {
             let label = match unit {
                 Unit::MsgPerS => "msg/s",

@@ -9,8 +9,10 @@
 //! | `latency.rs` | `queue.latency`: end-to-end latency, busy and after idle |
 //! | `claim.rs` | `queue.claim`: claim latency at a small and a large backlog |
 //! | `idle.rs` | `queue.idle`: queries/s of an idle polling consumer |
+//! | `budget.rs` | `queue.budget`: statements per send, claim, ack and empty claim |
 //! | `consumer.rs` | the polling consumer loop they share |
 
+pub mod budget;
 pub mod claim;
 mod consumer;
 pub mod drain;
