@@ -3,7 +3,8 @@
 //!
 //! Only plain messages take this path — no idempotency key (its window is read first), no
 //! ordering key (the message may be blocked behind an earlier one), no delay; anything else, or
-//! a batch whose text would exceed the statement budget, goes through the transaction runner.
+//! a batch whose text would exceed 256 KiB (or the statement budget), goes through the
+//! transaction runner.
 //! An id stored already (a resend) fails the INSERT with 1062 and the script writes nothing:
 //! the engine then runs the full send, which knows how to answer it.
 
@@ -14,6 +15,12 @@ use super::script::{Lit, Script};
 use super::send::{INSERT_MESSAGES, INSERT_READY, MESSAGE_ROW, READY_ROW};
 use crate::domain::{Message, Result};
 use crate::store::rows::SendBatch;
+
+/// Largest script text. A big batch gains nothing from saving round trips (it is a handful
+/// of statements either way), and the server parses a long text of literals more slowly than
+/// it binds the same values to a prepared statement: a batch of 10 000 was 25 % slower as one
+/// script (docs/BENCHMARKS.md), so larger batches take the prepared path.
+const MAX_SCRIPT_BYTES: usize = 256 * 1024;
 
 /// One send, ready to run.
 pub struct SendScript(Script);
@@ -32,8 +39,9 @@ impl MySqlStore {
         }
         // Twice the bodies (hexadecimal) plus a generous allowance per row, checked before
         // rendering anything; the rendered text is checked again below.
+        let limit = batch.budget.min(MAX_SCRIPT_BYTES);
         let estimate: usize = msgs.iter().map(|m| 2 * m.body.len() + 160).sum();
-        if estimate > batch.budget {
+        if estimate > limit {
             return Ok(None);
         }
         let headers: Vec<Option<String>> = msgs
@@ -75,7 +83,7 @@ impl MySqlStore {
         }
         s.push(&st.list_text(INSERT_READY, READY_ROW, msgs.len()), &args);
         s.commit();
-        if s.len() > batch.budget {
+        if s.len() > limit {
             return Ok(None);
         }
         Ok(Some(SendScript(s)))
@@ -135,5 +143,7 @@ mod tests {
         let msgs = [Message::new(vec![0u8; 10_000])];
         assert!(store.script_for(&batch(&msgs, 8_000)).unwrap().is_none());
         assert!(store.script_for(&batch(&msgs, 1 << 20)).unwrap().is_some());
+        let big: Vec<Message> = (0..10_000).map(|i| Message::new(format!("{i}"))).collect();
+        assert!(store.script_for(&batch(&big, 64 << 20)).unwrap().is_none());
     }
 }
