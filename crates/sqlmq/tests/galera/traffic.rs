@@ -76,13 +76,17 @@ async fn queues_and_topic_groups_across_nodes_lose_nothing_and_keep_offsets_dens
     // The node's own retry of aborted autocommit statements is off in sqlmq's sessions: it
     // would run the writes of a claim's or an ack's second round trip outside their
     // transaction (docs/ARCHITECTURE.md, "Round trips"). Without it this test loses leases.
+    // And reads wait for the node to catch up with the cluster (`wsrep_sync_wait` bit 1; see
+    // balancer.rs for what it prevents).
     for c in &clients {
         let mut conn = c.pool().acquire().await.unwrap();
-        let retry: u64 = sqlx::query_scalar("SELECT @@wsrep_retry_autocommit")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
+        let (retry, sync_wait): (u64, u64) =
+            sqlx::query_as("SELECT @@wsrep_retry_autocommit, @@wsrep_sync_wait")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
         assert_eq!(retry, 0);
+        assert_eq!(sync_wait & 1, 1);
     }
 
     // A queue: producers on nodes 0 and 1, consumers on nodes 1 and 2.

@@ -75,12 +75,16 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
             ),
         )))
     })??;
-    // On a Galera node, a statement of an autocommit transaction that an applier aborts is run
-    // again (`wsrep_retry_autocommit`, default 1): the whole text query, from where it failed,
-    // outside any transaction. A script's second round trip (`script.rs`: the writes and the
-    // COMMIT of a claim or an ack, after the transaction's reads) would then write without the
-    // locks it was decided under: a lease for a message another node leased. Our sessions turn
-    // the retry off; the engine retries whole transactions itself.
+    // Two Galera settings for our sessions (docs/ARCHITECTURE.md, "Round trips"):
+    // - `wsrep_retry_autocommit` off: on a node, a statement of an autocommit transaction that
+    //   an applier aborts is run again, outside any transaction; a script's second round trip
+    //   (`script.rs`: the writes and the COMMIT of a claim or an ack, after the transaction's
+    //   reads) would then write without the locks it was decided under — a lease for a message
+    //   another node leased. The engine retries whole transactions itself.
+    // - `wsrep_sync_wait` bit 1 on: a transaction's start waits until the node has applied what
+    //   the cluster committed before it, so an ack sent through one node finds the lease a
+    //   claim just wrote through another (connections spread by a balancer); without it such
+    //   acks report the lease lost and the message comes back when the lease ends.
     let galera = sqlx::query("SHOW VARIABLES LIKE 'wsrep_on'")
         .fetch_optional(&mut first)
         .await?
@@ -116,7 +120,10 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
                      SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
                 );
                 if galera {
-                    set.push_str("; SET SESSION wsrep_retry_autocommit = 0");
+                    set.push_str(
+                        "; SET SESSION wsrep_retry_autocommit = 0, \
+                         SESSION wsrep_sync_wait = @@session.wsrep_sync_wait | 1",
+                    );
                 }
                 conn.execute(sqlx::AssertSqlSafe(set)).await?;
                 Ok(())
