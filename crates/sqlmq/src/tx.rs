@@ -188,19 +188,45 @@ where
             let Some(resolve) = resolve.as_mut() else {
                 break 'attempt err;
             };
-            let mut fresh = pool.acquire().await?;
-            if let Some(value) = resolve(&mut fresh, PhantomData).await? {
-                tracing::info!(op, "commit outcome was unknown; resolved as committed");
+            let found = ask(pool, resolve).await?;
+            log_resolution(op, found.is_some());
+            if let Some(value) = found {
                 return Ok(value);
             }
-            tracing::info!(op, "commit outcome was unknown; resolved as not committed");
             err
         };
-        if !should_retry(op, &err, attempts) {
+        if !again(op, &err, attempts).await {
             return Err(err);
         }
-        tokio::time::sleep(backoff(attempts)).await;
     }
+}
+
+/// Ask `resolve`, on a new connection, about a unit whose COMMIT outcome is unknown.
+async fn ask<'a, B: Backend, O, R>(pool: &Pool<B>, resolve: &mut R) -> Result<O>
+where
+    R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, O>,
+{
+    let mut fresh = pool.acquire().await?;
+    resolve(&mut fresh, PhantomData).await
+}
+
+fn log_resolution(op: &'static str, committed: bool) {
+    let outcome = if committed {
+        "committed"
+    } else {
+        "not committed"
+    };
+    tracing::info!(op, "commit outcome was unknown; resolved as {outcome}");
+}
+
+/// Whether to run a unit again after `err` on attempt `attempts`: counted, and after the
+/// attempt's backoff.
+async fn again(op: &'static str, err: &Error, attempts: u32) -> bool {
+    if !should_retry(op, err, attempts) {
+        return false;
+    }
+    tokio::time::sleep(backoff(attempts)).await;
+    true
 }
 
 /// How one attempt of a unit of work ended.
@@ -307,21 +333,19 @@ where
                         let Some(resolve) = resolve.as_mut() else {
                             return Err(err);
                         };
-                        let mut fresh = pool.acquire().await?;
-                        if resolve(&mut fresh, PhantomData).await? {
-                            tracing::info!(op, "commit outcome was unknown; resolved as committed");
+                        let committed = ask(pool, resolve).await?;
+                        log_resolution(op, committed);
+                        if committed {
                             return Ok(value);
                         }
-                        tracing::info!(op, "commit outcome was unknown; resolved as not committed");
                     }
                     err
                 }
             },
         };
-        if !should_retry(op, &err, attempts) {
+        if !again(op, &err, attempts).await {
             return Err(err);
         }
-        tokio::time::sleep(backoff(attempts)).await;
     }
 }
 
