@@ -22,6 +22,7 @@ const SCENARIOS: &[&str] = &[
     "queue.latency",
     "queue.claim",
     "queue.idle",
+    "queue.budget",
     "worker.e2e",
     "worker.latency",
     "worker.idle",
@@ -189,6 +190,18 @@ fn check_figures(report: &Value, unavailable: &[&str], unavailable_figures: &[&s
             assert!(drain.is_some_and(|f| f["losses"] == 0), "{s}");
         }
     }
+    let postgres = scenario(report, "peer.postgres");
+    if postgres["status"] == "ok" {
+        let mixed = postgres["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["key"] == "peer.postgres.mixed.consume");
+        assert!(
+            mixed.is_some_and(|f| f["losses"] == 0 && f["duplicates"] == 0),
+            "{postgres}"
+        );
+    }
 }
 
 /// A reason that says what is not available where: "not available on SQLite: …".
@@ -325,7 +338,7 @@ fn on_sqlite_a_tiny_quick_run_measures_against_sqlite_and_removes_its_file() {
 
     check_figures(
         &report,
-        &["queue.idle"],
+        &["queue.idle", "queue.budget"],
         &[
             "topic.publish.1p.sequencer",
             "worker.idle.queries",

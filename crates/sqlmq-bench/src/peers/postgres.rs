@@ -2,8 +2,10 @@
 //! producers INSERT (autocommit), consumers claim with the same `SKIP LOCKED` pattern in one
 //! READ COMMITTED transaction per batch — `SELECT … ORDER BY priority, id LIMIT n FOR UPDATE
 //! SKIP LOCKED`, then `DELETE … WHERE id = ANY(…)`, COMMIT — so that a consumer dying before
-//! COMMIT leaves its messages in place (at-least-once, like sqlmq's lease then ack). Beside it,
-//! PostgreSQL's own raw baselines: autocommit INSERT and INSERT-then-DELETE on 16 connections.
+//! COMMIT leaves its messages in place (at-least-once, like sqlmq's lease then ack). It is
+//! drained pre-filled, and run in `queue.mixed`'s shape (4 producers inserting one message at a
+//! time while 8 consumers poll). Beside it, PostgreSQL's own raw baselines: autocommit INSERT
+//! and INSERT-then-DELETE on 16 connections.
 //!
 //! sqlx 0.9.0 sets no `TCP_NODELAY`; the pool applies the library's own workaround for MySQL
 //! (`sqlmq::nodelay`) after every connect.
@@ -20,14 +22,14 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use super::{CONNECT_TIMEOUT, ranges, reach};
-use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
+use crate::args::{CONSUMERS, MANY, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, body_value};
 use crate::progress::Bar;
 use crate::registry::Outcome;
 use crate::report::{Figure, PeerInfo};
-use crate::track::Tracker;
+use crate::track::{Check, Tracker};
 use sqlmq::nodelay;
 use sqlmq_cli_common::poll::PollDelay;
 
@@ -113,6 +115,12 @@ async fn measure<B: Db>(ctx: &Ctx<B>, pool: &PgPool) -> Result<Outcome> {
     }
     let drain = tracker.last_delivery().saturating_duration_since(started);
     let check = tracker.check((0..n).collect::<Vec<_>>().iter());
+    let n_mixed = ctx.plan.mixed;
+    bar.phase(
+        &format!("mixed: {MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
+        n_mixed,
+    );
+    let (mixed, mixed_check) = mixed(pool, &jobs, n_mixed, &bar).await?;
     bar.finish();
 
     let raw_insert = "peer.postgres.raw.insert.16";
@@ -147,8 +155,62 @@ async fn measure<B: Db>(ctx: &Ctx<B>, pool: &PgPool) -> Result<Outcome> {
             )
             .against(raw_lifecycle)
             .checked(check),
+            Figure::rate(
+                "peer.postgres.mixed.consume",
+                format!(
+                    "PostgreSQL mixed: acked by {CONSUMERS} consumers beside {MIXED_PRODUCERS} \
+                     producers"
+                ),
+                n_mixed,
+                mixed,
+            )
+            .against(raw_lifecycle)
+            .checked(mixed_check),
         ],
     ))
+}
+
+/// `queue.mixed`'s shape on the jobs table: [`CONSUMERS`] consumers polling as sqlmq's do while
+/// [`MIXED_PRODUCERS`] producers insert `n` messages one at a time (autocommit). Returns the
+/// time until the last delivery, and the check of what was delivered.
+async fn mixed(pool: &PgPool, jobs: &str, n: u64, bar: &Bar) -> Result<(Duration, Check)> {
+    let tracker = Arc::new(Tracker::new(n));
+    let started = Instant::now();
+    let mut consumers = JoinSet::new();
+    for _ in 0..CONSUMERS {
+        let (pool, jobs, tracker, bar) = (
+            pool.clone(),
+            jobs.to_owned(),
+            Arc::clone(&tracker),
+            bar.clone(),
+        );
+        consumers.spawn(async move { consume(&pool, &jobs, &tracker, &bar).await });
+    }
+    let insert: Arc<str> = INSERT.replace("{t}", jobs).into();
+    let mut producers = JoinSet::new();
+    for range in ranges(n, MIXED_PRODUCERS) {
+        let (pool, insert) = (pool.clone(), insert.clone());
+        producers.spawn(async move {
+            let mut conn = pool.acquire().await?;
+            for seq in range {
+                sqlx::query(AssertSqlSafe(insert.clone()))
+                    .bind(*sqlmq::MessageId::new().as_uuid())
+                    .bind(body(seq))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = producers.join_next().await {
+        done??;
+    }
+    tracker.sending_done();
+    while let Some(done) = consumers.join_next().await {
+        done??;
+    }
+    let elapsed = tracker.last_delivery().saturating_duration_since(started);
+    Ok((elapsed, tracker.check((0..n).collect::<Vec<_>>().iter())))
 }
 
 /// A pool of `MANY + CONSUMERS` connections with `TCP_NODELAY`.
