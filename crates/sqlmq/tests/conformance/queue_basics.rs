@@ -211,17 +211,17 @@ pub(crate) async fn an_expired_lease_cannot_be_acked_even_before_it_is_released<
 pub(crate) async fn extend_keeps_the_message<B: TestBackend>() {
     let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     q.send(Message::new("x")).await.unwrap();
+    // Four extensions 400 ms apart outlive the first lease of 1 s; each leaves 600 ms of
+    // slack for a loaded machine (150 ms was once not enough under a parallel build).
     let d = q
-        .receive(1, Duration::from_millis(300))
+        .receive(1, Duration::from_secs(1))
         .await
         .unwrap()
         .pop()
         .unwrap();
     for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        q.extend(d.receipt(), Duration::from_millis(300))
-            .await
-            .unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        q.extend(d.receipt(), Duration::from_secs(1)).await.unwrap();
         assert!(q.receive(1, LEASE).await.unwrap().is_empty());
     }
     q.ack(d.receipt()).await.unwrap();
