@@ -49,7 +49,7 @@ impl<B: Backend> Queue<B> {
         let request = &request;
         let op = consumer.claim_op();
         let claimed = tx::run_own(self.pool(), op, |conn, _| {
-            Box::pin(store.claim_own(conn, request, op))
+            Box::pin(store.claim(conn, request, op))
         })
         .await?;
         consumer.record_claim(started, claimed.len());

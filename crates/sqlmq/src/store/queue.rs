@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use sqlx::Connection;
-
 use super::Backend;
 use super::rows::{ClaimRequest, PurgeScope, QueueCounts, QueueRow, SendBatch};
 use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result, Sent};
@@ -96,33 +94,16 @@ pub trait Enqueue<B: Backend> {
 pub trait Claim<B: Backend> {
     /// Move up to `n` ready messages (queue not paused), in priority then enqueue order, into
     /// leases with fresh fencing tokens; skips rows other claims hold, never waits for them.
+    /// Runs in a transaction of its own, on a pooled connection outside any: it begins, claims
+    /// and commits (`<op>.before_commit` is the fail point before the commit), in as few round
+    /// trips as the backend can; on an error it ends what it opened unless the connection
+    /// failed.
     fn claim(
         &self,
         conn: &mut B::Connection,
         request: &ClaimRequest<'_>,
-    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
-
-    /// [`Claim::claim`] in a transaction of its own, on a pooled connection outside any: it
-    /// begins, claims and commits (`<op>.before_commit` is the fail point before the commit).
-    /// On an error it ends what it opened unless the connection failed. A backend may spend
-    /// fewer round trips than a BEGIN, one per statement and a COMMIT; this default does not.
-    fn claim_own(
-        &self,
-        conn: &mut B::Connection,
-        request: &ClaimRequest<'_>,
         op: &'static str,
-    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send
-    where
-        Self: Sync,
-    {
-        async move {
-            let mut tx = conn.begin_with(super::begin_pooled::<B>()).await?;
-            let claimed = self.claim(&mut tx, request).await?;
-            crate::failpoints::before_commit(op).await;
-            tx.commit().await?;
-            Ok(claimed)
-        }
-    }
+    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
 }
 
 /// Time-driven moves. Each takes its rows so that any number of processes may run it at once.

@@ -4,20 +4,19 @@
 //! of `ready`'s primary key `(queue_id, priority, id)` — the clustered index is the claim order,
 //! so the scan stops after n unlocked rows, takes one lock per row and never sorts — joined to
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
-//! multi-row insert into `leases`. Nothing stays open while a handler runs. A claim in a
-//! transaction of its own spends two round trips on all that (see `script.rs`).
+//! multi-row insert into `leases`, two round trips in all (see `script.rs`). Nothing stays
+//! open while a handler runs.
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
 use super::script::{Lit, Script, rolled_back};
-use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
+use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::{Delivery, time_from_micros};
 use crate::store::Claim;
 use crate::store::rows::ClaimRequest;
-use crate::store::statements::padded;
-use crate::store::statements::{MAX_LIST, bucket};
+use crate::store::statements::MAX_LIST;
 use sqlx::MySql;
 
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock
@@ -77,62 +76,9 @@ fn lease_until_us(d: &Delivery) -> i64 {
 }
 
 impl Claim<MySql> for MySqlStore {
-    async fn claim(
-        &self,
-        conn: &mut MySqlConnection,
-        request: &ClaimRequest<'_>,
-    ) -> Result<Vec<Delivery>> {
-        let ClaimRequest {
-            queue_id,
-            n,
-            lease,
-            owner,
-        } = *request;
-        let rows = sqlx::query(self.st.get(CLAIM))
-            .bind(queue_id)
-            .bind(queue_id)
-            .bind(n as i64)
-            .fetch_all(&mut *conn)
-            .await?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let claimed = deliveries(&rows, lease)?;
-        for chunk in claimed.chunks(MAX_LIST) {
-            let mut q = sqlx::query(
-                self.st
-                    .list(DELETE_READY, READY_KEY_ROW, bucket(chunk.len())),
-            );
-            for d in padded(chunk) {
-                q = q.bind(queue_id).bind(d.priority).bind(d.id.bytes());
-            }
-            q.execute(&mut *conn).await?;
-        }
-        insert_values(
-            &self.st,
-            conn,
-            INSERT_LEASES,
-            LEASE_ROW,
-            &claimed,
-            MAX_LIST,
-            |q, d| {
-                q.bind(d.id.bytes())
-                    .bind(queue_id)
-                    .bind(d.priority)
-                    .bind(d.token as i64)
-                    .bind(d.attempt as i32)
-                    .bind(d.ordering_key.as_deref().map(str::as_bytes))
-                    .bind(lease_until_us(d))
-                    .bind(owner.as_bytes())
-            },
-        )
-        .await?;
-        Ok(claimed)
-    }
-
     /// Two round trips (see `script.rs`): the transaction's start with the claim read, then
     /// the moves from `ready` to `leases` with the COMMIT; an empty claim commits alone.
-    async fn claim_own(
+    async fn claim(
         &self,
         conn: &mut MySqlConnection,
         request: &ClaimRequest<'_>,

@@ -3,7 +3,7 @@
 //! `sqlx::MySql` is the [`Backend`]; [`MySqlStore`] implements each store trait of the seam
 //! (`store/*.rs`) in the file of its concept. Methods take a `&mut MySqlConnection` that is
 //! already inside a transaction when they need one (the engine opens it, at READ COMMITTED,
-//! and owns retries); they never commit — except the `_own` methods and the send script, which
+//! and owns retries); they never commit — except the claim, `ack_own` and the send script, which
 //! open and commit their own transaction in fewer round trips (`script.rs`).
 //!
 //! | file | implements | statements |

@@ -10,12 +10,12 @@
 //! and the delete. The delete therefore selects the same rows again, in one statement, instead of
 //! listing their keys.
 
-use sqlx::{Row, Sqlite, SqliteConnection};
+use sqlx::{Connection, Row, Sqlite, SqliteConnection};
 
 use super::{SqliteStore, headers_at, id_at, insert_values, now_us, opt_text_at};
 use crate::domain::{Delivery, Result, time_from_micros};
-use crate::store::Claim;
 use crate::store::rows::ClaimRequest;
+use crate::store::{Claim, begin_pooled};
 
 /// The claim read: nothing when the queue is paused.
 const CLAIM: &str = concat!(
@@ -39,7 +39,25 @@ const LEASE_ROW: &str = "(?,?,?,?,?,?,?,?,?)";
 const LEASE_PARAMS: usize = 9;
 
 impl Claim<Sqlite> for SqliteStore {
+    /// BEGIN IMMEDIATE, the claim's statements, COMMIT: SQLite runs in this process, there are
+    /// no round trips to save.
     async fn claim(
+        &self,
+        conn: &mut SqliteConnection,
+        request: &ClaimRequest<'_>,
+        op: &'static str,
+    ) -> Result<Vec<Delivery>> {
+        let mut tx = conn.begin_with(begin_pooled::<Sqlite>()).await?;
+        let claimed = self.claim_in(&mut tx, request).await?;
+        crate::failpoints::before_commit(op).await;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+}
+
+impl SqliteStore {
+    /// The claim's statements, in the caller's transaction.
+    async fn claim_in(
         &self,
         conn: &mut SqliteConnection,
         request: &ClaimRequest<'_>,
