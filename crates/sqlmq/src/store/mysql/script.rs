@@ -11,8 +11,8 @@
 //!
 //! Why it is safe as text: a [`Script`] renders every value itself, as a decimal integer or a
 //! hexadecimal literal (`X'…'`) of raw bytes; nothing a caller sends is ever parsed as SQL.
-//! The statements are the backend's own templates, whose `?` placeholders are never inside
-//! quotes (checked by the tests of every template used here).
+//! The statements are the backend's own templates; a `?` inside a quoted string in one is text,
+//! not a placeholder.
 
 use std::fmt::Write;
 
@@ -27,12 +27,6 @@ pub(crate) enum Lit<'a> {
     Int(i64),
     Bytes(&'a [u8]),
     Null,
-}
-
-impl<'a> From<&'a [u8]> for Lit<'a> {
-    fn from(b: &'a [u8]) -> Lit<'a> {
-        Lit::Bytes(b)
-    }
 }
 
 impl<'a> From<Option<&'a [u8]>> for Lit<'a> {
@@ -51,18 +45,26 @@ impl Script {
         Script("START TRANSACTION".to_owned())
     }
 
-    /// Append `statement` with its `?` placeholders replaced by `args`, in order.
+    /// Append `statement` with its `?` placeholders (those outside quoted strings) replaced by
+    /// `args`, in order.
     pub(crate) fn push(&mut self, statement: &str, args: &[Lit<'_>]) -> &mut Script {
         if !self.0.is_empty() {
             self.0.push(';');
         }
         let mut args = args.iter();
-        for (i, part) in statement.split('?').enumerate() {
-            if i > 0 {
-                let arg = args.next().expect("fewer values than placeholders");
-                render(&mut self.0, *arg);
+        let mut quoted = false;
+        for c in statement.chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    self.0.push(c);
+                }
+                '?' if !quoted => {
+                    let arg = args.next().expect("fewer values than placeholders");
+                    render(&mut self.0, *arg);
+                }
+                _ => self.0.push(c),
             }
-            self.0.push_str(part);
         }
         assert!(args.next().is_none(), "more values than placeholders");
         self
@@ -157,6 +159,13 @@ mod tests {
             "START TRANSACTION;INSERT INTO t (a, b, c) VALUES \
              (-3,X'7827293b2044524f50205441424c4520743b202d2d',NULL);COMMIT"
         );
+    }
+
+    #[test]
+    fn a_question_mark_inside_quotes_is_text() {
+        let mut s = Script::default();
+        s.push("SELECT '?', ?, 'it''s ?'", &[Lit::Int(7)]);
+        assert_eq!(s.text(), "SELECT '?', 7, 'it''s ?'");
     }
 
     #[test]
