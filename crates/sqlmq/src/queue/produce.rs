@@ -50,20 +50,20 @@ impl<B: Backend> Queue<B> {
         let msgs = &messages;
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         let ids = &ids;
-        if let Some(sent) = self.send_one_shot(msgs, ids, budget).await? {
-            self.record_sent(&sent, started);
-            self.client.notify_local(Subject::Queue(self.id()));
-            return Ok(sent);
-        }
-        let sent = tx::run_resolving(
-            self.pool(),
-            "send",
-            |conn, _| Box::pin(self.send_on(conn, msgs, budget)),
-            // A lost connection during COMMIT: the batch is all or nothing, so it committed iff
-            // any of its ids is in the table.
-            |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
-        )
-        .await?;
+        let sent = match self.send_one_shot(msgs, ids, budget).await? {
+            Some(sent) => sent,
+            None => {
+                tx::run_resolving(
+                    self.pool(),
+                    "send",
+                    |conn, _| Box::pin(self.send_on(conn, msgs, budget)),
+                    // A lost connection during COMMIT: the batch is all or nothing, so it
+                    // committed iff any of its ids is in the table.
+                    |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
+                )
+                .await?
+            }
+        };
         self.record_sent(&sent, started);
         self.client.notify_local(Subject::Queue(self.id()));
         Ok(sent)
