@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use super::fate::{RetryPolicy, decide};
 use crate::client::Client;
 use crate::domain::{AckReport, Backoff, Error, Failure, NackOutcome, Receipt, Released, Result};
-use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SourceId;
+use crate::store::{Backend, receipts_except};
 use crate::tx;
 
 /// Most messages one `receive` may claim.
@@ -175,13 +175,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 Box::pin(async move {
                     let acked = acked.lock().expect("poisoned").clone();
                     let committed = store.acks_committed(conn, id, &acked).await?;
-                    Ok(committed.then(|| {
-                        receipts
-                            .iter()
-                            .filter(|r| !acked.contains(r))
-                            .copied()
-                            .collect()
-                    }))
+                    Ok(committed.then(|| receipts_except(receipts, &acked)))
                 })
             },
         )

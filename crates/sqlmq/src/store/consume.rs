@@ -15,6 +15,16 @@ use super::Backend;
 use super::rows::{GroupSignal, QueueSignal, SourceId};
 use crate::domain::{Decide, NackOutcome, Receipt, Released, Result};
 
+/// `receipts` without those in `except`: the acked ones of an ack that lost `except`, or the
+/// lost ones of an ack that acked `except`.
+pub(crate) fn receipts_except(receipts: &[Receipt], except: &[Receipt]) -> Vec<Receipt> {
+    receipts
+        .iter()
+        .filter(|r| !except.contains(r))
+        .copied()
+        .collect()
+}
+
 /// [`Settle::ack_own`] as BEGIN, [`Settle::ack`] and COMMIT.
 pub(crate) async fn ack_in_own_transaction<B: Backend, S: Settle<B> + Sync>(
     store: &S,
@@ -26,11 +36,7 @@ pub(crate) async fn ack_in_own_transaction<B: Backend, S: Settle<B> + Sync>(
 ) -> Result<Vec<Receipt>> {
     let mut tx = conn.begin_with(super::begin_pooled::<B>()).await?;
     let lost = store.ack(&mut tx, source, receipts).await?;
-    *acked.lock().expect("poisoned") = receipts
-        .iter()
-        .filter(|r| !lost.contains(r))
-        .copied()
-        .collect();
+    *acked.lock().expect("poisoned") = receipts_except(receipts, &lost);
     crate::failpoints::before_commit(op).await;
     tx.commit().await?;
     Ok(lost)

@@ -40,8 +40,8 @@ pub(crate) mod statements;
 
 mod topic;
 
-pub(crate) use consume::ack_in_own_transaction;
 pub use consume::{Probe, Settle};
+pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub use group::{GroupClaim, GroupDead, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;

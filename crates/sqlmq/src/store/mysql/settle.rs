@@ -22,7 +22,7 @@ use crate::domain::{MessageId, Receipt};
 use crate::store::rows::Entry;
 use crate::store::rows::SourceId;
 use crate::store::statements::MAX_LIST;
-use crate::store::{Enqueue, Settle, ack_in_own_transaction};
+use crate::store::{Enqueue, Settle, ack_in_own_transaction, receipts_except};
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
     lease_until > UTC_TIMESTAMP(6) FROM {p}leases FORCE INDEX (PRIMARY) WHERE id IN ({list}) FOR UPDATE";
@@ -180,11 +180,7 @@ impl MySqlStore {
             Err(e) => return Err(rolled_back(conn, e).await),
         };
         let (acked, lost) = split_acks(&leases, queue_id, receipts);
-        *acked_out.lock().expect("poisoned") = receipts
-            .iter()
-            .filter(|r| !lost.contains(r))
-            .copied()
-            .collect();
+        *acked_out.lock().expect("poisoned") = receipts_except(receipts, &lost);
         let mut write = Script::default();
         if acked.iter().any(|id| leases[id].ordering_key.is_some()) {
             if let Err(e) = self.delete_acked(conn, queue_id, &acked, &leases).await {
