@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -34,6 +35,9 @@ struct State {
     stalled: watch::Sender<bool>,
     /// Let the next COMMIT through and cut its connection before the reply.
     cut_after_commit: AtomicBool,
+    /// With `cut_after_commit`: how long the COMMIT stays on its way to the server after the
+    /// client's side is closed (zero: it is sent first).
+    commit_delay: Mutex<Duration>,
     /// COMMITs cut so far.
     cut: AtomicUsize,
     /// Close new connections at once (the server "is down").
@@ -161,6 +165,16 @@ impl Proxy {
 
     /// Let the next COMMIT reach the server, then close its connection before the reply.
     pub fn cut_after_next_commit(&self) {
+        *self.state.commit_delay.lock().expect("poisoned") = Duration::ZERO;
+        self.state.cut_after_commit.store(true, Ordering::SeqCst);
+    }
+
+    /// Close the client's side of the connection that sends the next COMMIT at once, and
+    /// deliver that COMMIT (with whatever statements share its packet) to the server `delay`
+    /// later: the client has lost the connection while its COMMIT is still on its way, so
+    /// whatever it asks on another connection meanwhile arrives first.
+    pub fn cut_before_next_commit_arrives(&self, delay: Duration) {
+        *self.state.commit_delay.lock().expect("poisoned") = delay;
         self.state.cut_after_commit.store(true, Ordering::SeqCst);
     }
 
@@ -272,6 +286,20 @@ async fn carry(
                 if cut_here {
                     // No byte of the reply may reach the client from now on.
                     swallow.store(true, Ordering::SeqCst);
+                    let delay = *state.commit_delay.lock().expect("poisoned");
+                    if !delay.is_zero() {
+                        // Close the client's side now (returning ends the connection's
+                        // task) and let a task of its own deliver the COMMIT later, holding
+                        // the server's side open until the server has read it.
+                        let commit = buf[..n].to_vec();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            let _ = server_write.write_all(&commit).await;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        });
+                        state.cut.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
                 }
                 if server_write.write_all(&buf[..n]).await.is_err() {
                     return;

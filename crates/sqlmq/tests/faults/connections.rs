@@ -171,6 +171,34 @@ async fn a_commit_whose_reply_is_lost_is_resolved_and_never_applied_twice() {
     db.drop().await;
 }
 
+/// The client loses the connection while its COMMIT is still on its way to the server, so its
+/// question "did it commit?" on a new connection arrives before the COMMIT does. The resolver
+/// must wait for the transaction still holding the rows instead of answering from before it:
+/// an ack is reported acked (not lost), a send is sent once and not called a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_still_on_its_way_is_resolved_by_waiting_for_it() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    let id = MessageId::new();
+    q.send(Message::new("once").with_id(id)).await.unwrap();
+
+    let got = q.receive(1, LEASE).await.unwrap();
+    proxy.cut_before_next_commit_arrives(Duration::from_millis(500));
+    let report = q.ack_batch(&[got[0].receipt()]).await.unwrap();
+    assert_eq!(proxy.commits_cut(), 1);
+    assert_eq!((report.acked, report.lost.len()), (1, 0), "{report:?}");
+    assert_eq!(copies(&db, id).await, 0);
+
+    let id = MessageId::new();
+    proxy.cut_before_next_commit_arrives(Duration::from_millis(500));
+    let sent = q.send(Message::new("twice?").with_id(id)).await.unwrap();
+    assert_eq!(proxy.commits_cut(), 2);
+    assert!(!sent.duplicate, "a send reported as a duplicate of itself");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(copies(&db, id).await, 1);
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
     let _turn = crate::serial().await;

@@ -22,6 +22,9 @@ use sqlx::MySql;
 pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \
     (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) VALUES {list}";
 pub(super) const MESSAGE_ROW: &str = "(?,?,?,?,?,?,?,UTC_TIMESTAMP(6))";
+/// [`ANY_MESSAGE`] as a locking read, for the resolver of an unknown COMMIT.
+const RESOLVE_MESSAGES: &str =
+    "SELECT id FROM {p}messages FORCE INDEX (PRIMARY) WHERE id IN ({list}) LOCK IN SHARE MODE";
 /// Placeholders per message row; MySQL allows 65 535 per statement.
 const MESSAGE_PARAMS: usize = 7;
 
@@ -121,13 +124,14 @@ impl Enqueue<MySql> for MySqlStore {
         self.run_send_script(conn, script).await
     }
 
-    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
+    /// A locking read: it waits for the row locks of a transaction whose COMMIT may still be
+    /// in flight on the lost connection (an ack's deletes, a send's inserts), then answers.
     async fn any_message_exists(
         &self,
         conn: &mut MySqlConnection,
         ids: &[MessageId],
     ) -> Result<bool> {
-        Ok(!super::fetch_id_list(&self.st, conn, ANY_MESSAGE, ids)
+        Ok(!super::fetch_id_list(&self.st, conn, RESOLVE_MESSAGES, ids)
             .await?
             .is_empty())
     }

@@ -374,8 +374,13 @@ impl Settle<MySql> for MySqlStore {
             return Ok(true);
         }
         match source {
-            // An ack deletes the message: its rows are gone iff the ack committed.
-            SourceId::Queue(_) => Ok(!self.any_message_exists(conn, &ids).await?),
+            // An ack deletes the message: its rows are gone iff the ack committed. The ack
+            // locks the leases from its first round trip on, so locking them first waits out
+            // an ack whose COMMIT is still on its way (or in progress) on the lost connection.
+            SourceId::Queue(_) => {
+                self.lock_leases(conn, &ids).await?;
+                Ok(!self.any_message_exists(conn, &ids).await?)
+            }
             // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
             // committed.
             SourceId::Group(group_id) => {
