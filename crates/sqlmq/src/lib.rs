@@ -48,6 +48,7 @@
 //! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision; [`Source`] |
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
 //! | `job` | [`Job`]: typed payloads, `enqueue` |
+//! | `coalesce` | group commit: concurrent single sends and publishes of one handle share a transaction |
 //! | `tx` | our own transactions: the backend's BEGIN, bounded retries, unknown-commit resolution |
 //! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` and `store::sqlite` hold every statement and the migrations |
 //! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |
@@ -59,6 +60,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod coalesce;
 mod consume;
 mod domain;
 pub mod failpoints;

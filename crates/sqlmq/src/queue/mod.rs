@@ -11,11 +11,12 @@ mod consume;
 mod manage;
 mod produce;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use sqlx::MySql;
 
 use crate::client::Client;
+use crate::coalesce::Coalescer;
 use crate::consume::Consumer;
 use crate::consume::methods::consume_methods;
 use crate::domain::{Error, Result};
@@ -33,12 +34,14 @@ use crate::store::rows::{QueueRow, SourceId};
 /// ```
 pub struct Queue<B: Backend = MySql> {
     client: Client<B>,
-    inner: Arc<Handle>,
+    inner: Arc<Handle<B>>,
 }
 
-struct Handle {
+struct Handle<B: Backend> {
     id: i32,
     name: String,
+    /// Started by the first `send` (it needs a runtime), shared by the handle's clones.
+    sends: OnceLock<Coalescer<Queue<B>>>,
 }
 
 impl<B: Backend> Clone for Queue<B> {
@@ -63,8 +66,21 @@ impl<B: Backend> Queue<B> {
     pub(crate) fn new(client: Client<B>, id: i32, name: String) -> Queue<B> {
         Queue {
             client,
-            inner: Arc::new(Handle { id, name }),
+            inner: Arc::new(Handle {
+                id,
+                name,
+                sends: OnceLock::new(),
+            }),
         }
+    }
+
+    /// This handle's send coalescer; its task works on a handle of its own, so that it ends
+    /// when the last clone of this one is dropped.
+    fn coalescer(&self) -> &Coalescer<Queue<B>> {
+        self.inner.sends.get_or_init(|| {
+            let own = Queue::new(self.client.clone(), self.id(), self.name().to_owned());
+            Coalescer::start(own)
+        })
     }
 
     /// The queue's name.

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::Queue;
 use crate::client::Subject;
+use crate::coalesce::Sink;
 use crate::domain::{Error, Message, MessageId, Result, Sent, check_headers, validate_key};
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -16,6 +17,11 @@ const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 impl<B: Backend> Queue<B> {
     /// Send one message. Durable when this returns Ok (with `innodb_flush_log_at_trx_commit=1`).
     ///
+    /// Sends made at the same time through this handle or its clones share one transaction
+    /// and one commit (group commit, without waiting for a timer), each with its own answer:
+    /// share a handle between producer tasks rather than looking the queue up per send. A send
+    /// whose future is dropped after its batch was taken may still be written.
+    ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
     /// let sent = q.send(sqlmq::Message::new("hello")).await?;
@@ -23,8 +29,16 @@ impl<B: Backend> Queue<B> {
     /// # Ok(()) }
     /// ```
     pub async fn send(&self, message: Message) -> Result<Sent> {
-        let mut sent = self.send_batch(vec![message]).await?;
-        Ok(sent.remove(0))
+        self.check_messages(std::slice::from_ref(&message))?;
+        if message.idempotency_key.is_some() {
+            let mut sent = self.send_batch(vec![message]).await?;
+            return Ok(sent.remove(0));
+        }
+        let started = Instant::now();
+        // Concurrent sends through this handle share a commit (see `coalesce.rs`).
+        let sent = self.coalescer().write(message).await?;
+        self.record_latency(started);
+        Ok(sent)
     }
 
     /// Send a batch atomically: at commit every message becomes visible at once, on any error
@@ -45,18 +59,25 @@ impl<B: Backend> Queue<B> {
             return Ok(Vec::new());
         }
         let started = Instant::now();
+        let sent = self.send_checked(&messages).await?;
+        self.record_latency(started);
+        Ok(sent)
+    }
+
+    /// Send `messages` (checked already, not empty) atomically in a transaction of our own;
+    /// counts them and wakes this client's local consumers.
+    async fn send_checked(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         let store = self.store();
         let budget = self.client.inner.statement_budget;
-        let msgs = &messages;
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         let ids = &ids;
-        let sent = match self.send_one_shot(msgs, ids, budget).await? {
+        let sent = match self.send_one_shot(messages, ids, budget).await? {
             Some(sent) => sent,
             None => {
                 tx::run_resolving(
                     self.pool(),
                     "send",
-                    |conn, _| Box::pin(self.send_on(conn, msgs, budget)),
+                    |conn, _| Box::pin(self.send_on(conn, messages, budget)),
                     // A lost connection during COMMIT: the batch is all or nothing, so it
                     // committed iff any of its ids is in the table.
                     |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
@@ -64,7 +85,7 @@ impl<B: Backend> Queue<B> {
                 .await?
             }
         };
-        self.record_sent(&sent, started);
+        self.count_sent(&sent);
         self.client.notify_local(Subject::Queue(self.id()));
         Ok(sent)
     }
@@ -113,7 +134,8 @@ impl<B: Backend> Queue<B> {
         let sent =
             tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_on(conn, msgs, budget)))
                 .await?;
-        self.record_sent(&sent, started);
+        self.count_sent(&sent);
+        self.record_latency(started);
         Ok(sent)
     }
 
@@ -213,16 +235,29 @@ impl<B: Backend> Queue<B> {
         Ok(())
     }
 
-    fn record_sent(&self, sent: &[Sent], started: Instant) {
+    fn count_sent(&self, sent: &[Sent]) {
         let dups = sent.iter().filter(|s| s.duplicate).count() as u64;
         let queue = self.name().to_owned();
         metrics::counter!("sqlmq_messages_sent_total", "queue" => queue.clone())
             .increment(sent.len() as u64 - dups);
         if dups > 0 {
-            metrics::counter!("sqlmq_messages_duplicate_total", "queue" => queue.clone())
-                .increment(dups);
+            metrics::counter!("sqlmq_messages_duplicate_total", "queue" => queue).increment(dups);
         }
-        metrics::histogram!("sqlmq_send_seconds", "queue" => queue)
+    }
+
+    /// One send call's latency, from the call to its answer (a coalesced send's includes its
+    /// wait for the batch).
+    fn record_latency(&self, started: Instant) {
+        metrics::histogram!("sqlmq_send_seconds", "queue" => self.name().to_owned())
             .record(started.elapsed().as_secs_f64());
+    }
+}
+
+impl<B: Backend> Sink for Queue<B> {
+    type Item = Message;
+    type Answer = Sent;
+
+    async fn write(&self, messages: &[Message]) -> Result<Vec<Sent>> {
+        self.send_checked(messages).await
     }
 }

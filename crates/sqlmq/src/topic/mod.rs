@@ -26,7 +26,7 @@ mod position;
 mod retention;
 mod sequencer;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
@@ -35,6 +35,7 @@ pub use retention::RETENTION_INTERVAL;
 pub(crate) use sequencer::sequence_partition;
 
 use crate::client::{Client, Subject};
+use crate::coalesce::{Coalescer, Sink};
 use crate::domain::StartAt;
 use crate::domain::{
     Error, GroupConfig, MessageId, Published, Record, Result, TopicConfig, validate_name,
@@ -55,13 +56,15 @@ use sqlx::MySql;
 /// ```
 pub struct Topic<B: Backend = MySql> {
     pub(crate) client: Client<B>,
-    pub(crate) inner: Arc<Handle>,
+    pub(crate) inner: Arc<Handle<B>>,
 }
 
-pub(crate) struct Handle {
+pub(crate) struct Handle<B: Backend> {
     pub id: i32,
     pub name: String,
     pub config: TopicConfig,
+    /// Started by the first `publish` (it needs a runtime), shared by the handle's clones.
+    publishes: OnceLock<Coalescer<Topic<B>>>,
 }
 
 impl<B: Backend> Clone for Topic<B> {
@@ -86,8 +89,27 @@ impl<B: Backend> Topic<B> {
     pub(crate) fn new(client: Client<B>, id: i32, name: String, config: TopicConfig) -> Topic<B> {
         Topic {
             client,
-            inner: Arc::new(Handle { id, name, config }),
+            inner: Arc::new(Handle {
+                id,
+                name,
+                config,
+                publishes: OnceLock::new(),
+            }),
         }
+    }
+
+    /// This handle's publish coalescer; its task works on a handle of its own, so that it
+    /// ends when the last clone of this one is dropped.
+    fn coalescer(&self) -> &Coalescer<Topic<B>> {
+        self.inner.publishes.get_or_init(|| {
+            let own = Topic::new(
+                self.client.clone(),
+                self.id(),
+                self.name().to_owned(),
+                self.inner.config.clone(),
+            );
+            Coalescer::start(own)
+        })
     }
 
     /// The topic's name.
@@ -125,14 +147,19 @@ impl<B: Backend> Topic<B> {
     /// (by a sequencing step, see `docs/ARCHITECTURE.md`; on SQLite, by the publish itself),
     /// in commit order per partition.
     ///
+    /// Publishes made at the same time through this handle or its clones share one
+    /// transaction and one commit (as [`Queue::send`](crate::Queue::send) does), each with its
+    /// own answer.
+    ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
     /// let p = t.publish(sqlmq::Record::new("hello").key("k")).await?;
     /// # Ok(()) }
     /// ```
     pub async fn publish(&self, record: Record) -> Result<Published> {
-        let mut published = self.publish_batch(vec![record]).await?;
-        Ok(published.remove(0))
+        self.check(std::slice::from_ref(&record))?;
+        // Concurrent publishes through this handle share a commit (see `coalesce.rs`).
+        self.coalescer().write(record).await
     }
 
     /// Publish a batch atomically: all records are published at commit, or none. Any size;
@@ -149,9 +176,13 @@ impl<B: Backend> Topic<B> {
         if records.is_empty() {
             return Ok(Vec::new());
         }
+        self.publish_checked(&records).await
+    }
+
+    /// Publish `records` (checked already, not empty) atomically in a transaction of our own.
+    async fn publish_checked(&self, records: &[Record]) -> Result<Vec<Published>> {
         let store = self.client.store();
         let budget = self.client.inner.statement_budget;
-        let records = &records;
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
         let ids = &ids;
         let published = tx::run_resolving(
@@ -432,5 +463,14 @@ impl<B: Backend> Topic<B> {
             total += sequence_partition(&self.client, self.id(), p).await?;
         }
         Ok(total)
+    }
+}
+
+impl<B: Backend> Sink for Topic<B> {
+    type Item = Record;
+    type Answer = Published;
+
+    async fn write(&self, records: &[Record]) -> Result<Vec<Published>> {
+        self.publish_checked(records).await
     }
 }

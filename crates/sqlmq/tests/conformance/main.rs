@@ -7,6 +7,7 @@
 //! | module | guarantee |
 //! |---|---|
 //! | `queue_basics` | send, receive, ack, nack, retries, dead letters, delays, priorities, idempotent sends |
+//! | `concurrent_sends` | concurrent sends and publishes share commits; each keeps its own outcome |
 //! | `atomic_batch` | a batch of any size becomes visible at once at commit, or not at all |
 //! | `bad_input` | typed errors, nothing written |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
@@ -23,6 +24,7 @@ mod atomic_batch;
 mod bad_input;
 mod broadcast_worker;
 mod competing_consumers;
+mod concurrent_sends;
 mod exactly_once;
 mod late_committer;
 mod ordering;
