@@ -2,7 +2,7 @@
 //! [`Group`](crate::Group) and [`Source`](crate::Source) — written once: each calls the one
 //! consumption path (`settle.rs`) through the handle's `consumer()`.
 
-/// Generate `ack`, `ack_batch`, `ack_in`, `nack`, `nack_in`, `snooze`, `snooze_in`,
+/// Generate `ack`, `ack_batch`, `ack_in`, `ack_batch_in`, `nack`, `nack_in`, `snooze`, `snooze_in`,
 /// `dead_letter`, `dead_letter_in` and `extend` for `$ty<B>`; `$ex` is the type's name in the
 /// doc examples.
 macro_rules! consume_methods {
@@ -61,6 +61,28 @@ macro_rules! consume_methods {
                 receipt: $crate::Receipt,
             ) -> $crate::Result<()> {
                 self.consumer().ack_in(conn, receipt).await
+            }
+
+            /// Ack many receipts inside the caller's transaction (see `ack_in`), in one pass:
+            /// with the lock-held mode's `Queue::receive_in`, a whole batch is claimed,
+            /// handled and acked in one transaction. Receipts that no longer hold their lease
+            /// are reported in [`AckReport::lost`](crate::AckReport::lost); whether to commit
+            /// the rest is the caller's choice.
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(client: sqlmq::Client, x: sqlmq::", $ex, ", batch: Vec<sqlmq::Delivery>) -> anyhow::Result<()> {")]
+            /// let mut tx = client.begin().await?;
+            /// let receipts: Vec<_> = batch.iter().map(|d| d.receipt()).collect();
+            /// let report = x.ack_batch_in(&mut tx, &receipts).await?;
+            /// if report.lost.is_empty() { tx.commit().await? } else { tx.rollback().await? }
+            /// # Ok(()) }
+            /// ```
+            pub async fn ack_batch_in(
+                &self,
+                conn: &mut B::Connection,
+                receipts: &[$crate::Receipt],
+            ) -> $crate::Result<$crate::AckReport> {
+                self.consumer().ack_batch_in(conn, receipts).await
             }
 
             /// Nack: record `error` in the message's history and retry it after `retry_in`

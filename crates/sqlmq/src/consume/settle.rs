@@ -183,6 +183,22 @@ impl<'a, B: Backend> Consumer<'a, B> {
         Ok(self.counted(receipts.len(), lost))
     }
 
+    /// Ack many receipts inside the caller's transaction.
+    pub(crate) async fn ack_batch_in(
+        &self,
+        conn: &mut B::Connection,
+        receipts: &[Receipt],
+    ) -> Result<AckReport> {
+        if receipts.is_empty() {
+            return Ok(AckReport::default());
+        }
+        self.client.require_schema()?;
+        let (store, id) = (self.client.store(), self.id);
+        let lost =
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.ack(conn, id, receipts))).await?;
+        Ok(self.counted(receipts.len(), lost))
+    }
+
     /// Ack one receipt inside the caller's transaction.
     pub(crate) async fn ack_in(&self, conn: &mut B::Connection, receipt: Receipt) -> Result<()> {
         self.client.require_schema()?;

@@ -27,6 +27,57 @@ impl<B: Backend> Queue<B> {
         self.claim(n, lease).await
     }
 
+    /// Claim up to `n` (1 to 1000) ready messages inside the caller's transaction: the
+    /// lock-held mode. The claimed rows stay locked until that transaction ends, so handle
+    /// the messages, write their effects and [`ack_batch_in`](Queue::ack_batch_in) them in the
+    /// same transaction, then commit: one transaction, one commit, for the whole batch, and
+    /// exactly-once effects. A rollback — or a connection that dies, a process killed — undoes
+    /// the claim: the messages are ready again at once, with their attempt count unchanged.
+    ///
+    /// Choose it over leases for short handlers whose work is writes to this database; keep
+    /// leases ([`receive`](Queue::receive), the worker) for slow handlers (row locks are held
+    /// while they run), for handlers that call out to other systems, and for messages that
+    /// may crash their process: an attempt that rolls back is not counted, so such a message
+    /// would be retried forever instead of becoming a dead letter. Housekeeping (due delayed
+    /// messages, expired leases) is left to `receive`, the worker or [`Queue::maintain`]. On a
+    /// connection outside a transaction the claim commits by itself (with leases, as
+    /// `receive`).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
+    /// let mut tx = client.begin().await?;
+    /// let batch = q.receive_in(&mut tx, 100, std::time::Duration::from_secs(30)).await?;
+    /// for d in &batch {
+    ///     sqlx::query("INSERT INTO seen (id) VALUES (?)").bind(d.id.to_string()).execute(&mut *tx).await?;
+    /// }
+    /// let receipts: Vec<_> = batch.iter().map(|d| d.receipt()).collect();
+    /// q.ack_batch_in(&mut tx, &receipts).await?;
+    /// tx.commit().await?; // the effects and the acks, or neither
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_in(
+        &self,
+        conn: &mut B::Connection,
+        n: usize,
+        lease: Duration,
+    ) -> Result<Vec<Delivery>> {
+        check_claim(n, lease)?;
+        self.client.require_schema()?;
+        let started = Instant::now();
+        let store = self.store();
+        let request = ClaimRequest {
+            queue_id: self.id(),
+            n,
+            lease,
+            owner: self.client.owner_id(),
+        };
+        let request = &request;
+        let claimed =
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.claim_in(conn, request))).await?;
+        self.consumer().record_claim(started, claimed.len());
+        Ok(claimed)
+    }
+
     /// The claim itself, without housekeeping (the worker runs maintenance as a service).
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
         let started = Instant::now();

@@ -108,6 +108,15 @@ pub trait Claim<B: Backend> {
         request: &ClaimRequest<'_>,
         op: &'static str,
     ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
+
+    /// The same claim in the caller's transaction (the lock-held mode, `Queue::receive_in`):
+    /// the moved rows stay locked until that transaction ends, and a rollback undoes the claim.
+    /// An error leaves the transaction to its owner.
+    fn claim_in(
+        &self,
+        conn: &mut B::Connection,
+        request: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
 }
 
 /// Time-driven moves. Each takes its rows so that any number of processes may run it at once.

@@ -84,6 +84,30 @@ impl Claim<MySql> for MySqlStore {
         request: &ClaimRequest<'_>,
         op: &'static str,
     ) -> Result<Vec<Delivery>> {
+        self.claim_statements(conn, request, Some(op)).await
+    }
+
+    /// The same statements in the caller's transaction: the claim read, then (when it found
+    /// anything) the moves, without BEGIN or COMMIT.
+    async fn claim_in(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest<'_>,
+    ) -> Result<Vec<Delivery>> {
+        self.claim_statements(conn, request, None).await
+    }
+}
+
+impl MySqlStore {
+    /// The claim's two scripts; with `own` (the unit's name) they open and commit a
+    /// transaction of their own and roll it back on an error, without it they run in the
+    /// caller's.
+    async fn claim_statements(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest<'_>,
+        own: Option<&'static str>,
+    ) -> Result<Vec<Delivery>> {
         let ClaimRequest {
             queue_id,
             n,
@@ -91,16 +115,39 @@ impl Claim<MySql> for MySqlStore {
             owner,
         } = *request;
         let q = i64::from(queue_id);
-        let mut read = Script::begin();
+        let mut read = if own.is_some() {
+            Script::begin()
+        } else {
+            Script::default()
+        };
         read.push(
             self.st.get(CLAIM).as_str(),
             &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
         );
+        let Some(op) = own else {
+            let claimed = deliveries(&read.fetch_in(conn).await?, lease)?;
+            if !claimed.is_empty() {
+                self.claim_moves(queue_id, &claimed, owner)
+                    .run_in(conn)
+                    .await?;
+            }
+            return Ok(claimed);
+        };
         let rows = read.fetch(conn).await?;
         let claimed = match deliveries(&rows, lease) {
             Ok(claimed) => claimed,
             Err(e) => return Err(rolled_back(conn, e).await),
         };
+        let mut write = self.claim_moves(queue_id, &claimed, owner);
+        write.commit();
+        crate::failpoints::before_commit(op).await;
+        write.run(conn).await?;
+        Ok(claimed)
+    }
+
+    /// The moves of `claimed` from `ready` into `leases`.
+    fn claim_moves(&self, queue_id: i32, claimed: &[Delivery], owner: &str) -> Script {
+        let q = i64::from(queue_id);
         let mut write = Script::default();
         for chunk in claimed.chunks(MAX_LIST) {
             let keys: Vec<Lit<'_>> = chunk
@@ -137,9 +184,6 @@ impl Claim<MySql> for MySqlStore {
                 &leases,
             );
         }
-        write.commit();
-        crate::failpoints::before_commit(op).await;
-        write.run(conn).await?;
-        Ok(claimed)
+        write
     }
 }

@@ -91,24 +91,34 @@ impl Script {
     /// here, unless the connection failed (whoever holds it then discards it, which rolls back
     /// too).
     pub(crate) async fn fetch(&self, conn: &mut MySqlConnection) -> Result<Vec<MySqlRow>> {
-        match sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
-            .fetch_all(&mut *conn)
-            .await
-        {
+        match self.fetch_in(conn).await {
             Ok(rows) => Ok(rows),
-            Err(e) => Err(rolled_back(conn, e.into()).await),
+            Err(e) => Err(rolled_back(conn, e).await),
         }
     }
 
     /// Run the script for its effects (see [`Script::fetch`] for errors).
     pub(crate) async fn run(&self, conn: &mut MySqlConnection) -> Result<()> {
-        match sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
-            .execute(&mut *conn)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => Err(rolled_back(conn, e.into()).await),
+        match self.run_in(conn).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(rolled_back(conn, e).await),
         }
+    }
+
+    /// [`Script::fetch`] inside the caller's transaction: an error leaves the transaction to
+    /// its owner.
+    pub(crate) async fn fetch_in(&self, conn: &mut MySqlConnection) -> Result<Vec<MySqlRow>> {
+        Ok(sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
+            .fetch_all(&mut *conn)
+            .await?)
+    }
+
+    /// [`Script::run`] inside the caller's transaction.
+    pub(crate) async fn run_in(&self, conn: &mut MySqlConnection) -> Result<()> {
+        sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
     }
 }
 

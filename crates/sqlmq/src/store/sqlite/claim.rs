@@ -53,9 +53,7 @@ impl Claim<Sqlite> for SqliteStore {
         tx.commit().await?;
         Ok(claimed)
     }
-}
 
-impl SqliteStore {
     /// The claim's statements, in the caller's transaction.
     async fn claim_in(
         &self,
