@@ -66,7 +66,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         id: "queue.drain",
-        title: "drain a pre-filled queue with 8 consumers; peak memory",
+        title: "drain a pre-filled queue with 8 consumers, with leases and lock-held; peak memory",
         needs: &["raw.lifecycle"],
     },
     Scenario {

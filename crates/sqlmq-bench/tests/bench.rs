@@ -39,6 +39,7 @@ const SCENARIOS: &[&str] = &[
 /// offsets dense): each must report its duplicates and losses.
 const CHECKED: &[&str] = &[
     "queue.drain.8",
+    "queue.drain.lock_held.8",
     "queue.mixed.consume",
     "queue.latency.busy",
     "queue.latency.idle",

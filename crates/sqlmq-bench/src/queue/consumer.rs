@@ -1,5 +1,5 @@
-//! The consumer every queue scenario uses: claim a batch, ack it in one `ack_batch`, record the
-//! ids (and, for latency scenarios, the age of each body), and poll with the adaptive delay of
+//! The consumer every queue scenario uses: claim a batch, ack it in one `ack_batch` (or, in the
+//! lock-held mode, claim, ack and commit it in one transaction), record the ids (and, for latency scenarios, the age of each body), and poll with the adaptive delay of
 //! `sqlmq consume` (10 ms doubling to 1 s) when the queue is empty.
 
 use std::sync::Arc;
@@ -28,6 +28,8 @@ pub struct Consumer<B: Db> {
     pub bar: Bar,
     /// Where to record the age of each body made by `measure::stamped` with this origin.
     pub latency: Option<(Arc<Latencies>, Instant)>,
+    /// Claim with `receive_in` and ack with `ack_batch_in` in one transaction per batch.
+    pub lock_held: bool,
 }
 
 // By hand: a derive would require `B: Clone`.
@@ -39,6 +41,7 @@ impl<B: Db> Clone for Consumer<B> {
             tracker: Arc::clone(&self.tracker),
             bar: self.bar.clone(),
             latency: self.latency.clone(),
+            lock_held: self.lock_held,
         }
     }
 }
@@ -50,7 +53,19 @@ impl<B: Db> Consumer<B> {
         let mut poll = PollDelay::default();
         let mut lost = 0;
         while !self.tracker.should_stop() {
-            let got = self.queue.receive(self.batch, LEASE).await?;
+            let (got, lost_now) = if self.lock_held {
+                self.claim_and_ack_in_one_transaction().await?
+            } else {
+                let got = self.queue.receive(self.batch, LEASE).await?;
+                let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
+                let lost = if got.is_empty() {
+                    0
+                } else {
+                    self.queue.ack_batch(&receipts).await?.lost.len()
+                };
+                (got, lost)
+            };
+            lost += lost_now as u64;
             if got.is_empty() {
                 tokio::time::sleep(poll.next_delay()).await;
                 continue;
@@ -63,14 +78,26 @@ impl<B: Db> Consumer<B> {
                     }
                 }
             }
-            let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
-            let report = self.queue.ack_batch(&receipts).await?;
-            lost += report.lost.len() as u64;
             // Recorded once acked, so that a scenario's end time includes the last ack.
             self.tracker.record(got.iter().map(|d| d.id));
             self.bar.inc(got.len() as u64);
         }
         Ok(lost)
+    }
+
+    /// The lock-held mode's unit: claim, ack and commit a batch in one transaction (rolled
+    /// back when nothing was claimed). Returns the batch and the acks that lost their lease.
+    async fn claim_and_ack_in_one_transaction(&self) -> Result<(Vec<Delivery>, usize)> {
+        let mut tx = self.queue.client().begin().await?;
+        let got = self.queue.receive_in(&mut tx, self.batch, LEASE).await?;
+        if got.is_empty() {
+            tx.rollback().await?;
+            return Ok((got, 0));
+        }
+        let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
+        let report = self.queue.ack_batch_in(&mut tx, &receipts).await?;
+        tx.commit().await?;
+        Ok((got, report.lost.len()))
     }
 
     /// Run `count` consumers like this one until the tracker says stop; returns the lost acks.

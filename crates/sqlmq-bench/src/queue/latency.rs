@@ -47,6 +47,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             tracker: Arc::clone(&tracker),
             bar: b.clone(),
             latency: Some((Arc::clone(&latencies), origin)),
+            lock_held: false,
         };
         let mut consumer = AbortOnDrop(tokio::spawn(consumer.run()));
         let mut ids = Vec::with_capacity(n as usize);
@@ -89,6 +90,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 tracker: Arc::clone(&tracker),
                 bar: b.clone(),
                 latency: Some((Arc::clone(&latencies), origin)),
+                lock_held: false,
             };
             consumers.spawn(consumer.run());
             let sent = Arc::clone(&sent);
