@@ -65,13 +65,7 @@ impl<B: Backend> Queue<B> {
         self.client.require_schema()?;
         let started = Instant::now();
         let store = self.store();
-        let request = ClaimRequest {
-            queue_id: self.id(),
-            n,
-            lease,
-            owner: self.client.owner_id(),
-        };
-        let request = &request;
+        let request = &self.claim_request(n, lease);
         let claimed =
             tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.claim_in(conn, request))).await?;
         self.consumer().record_claim(started, claimed.len());
@@ -91,13 +85,7 @@ impl<B: Backend> Queue<B> {
             return Ok(Vec::new());
         }
         let store = self.store();
-        let request = ClaimRequest {
-            queue_id: self.id(),
-            n,
-            lease,
-            owner: self.client.owner_id(),
-        };
-        let request = &request;
+        let request = &self.claim_request(n, lease);
         let op = consumer.claim_op();
         let claimed = tx::run_own(self.pool(), op, |conn, _| {
             Box::pin(store.claim(conn, request, op))
@@ -105,6 +93,16 @@ impl<B: Backend> Queue<B> {
         .await?;
         consumer.record_claim(started, claimed.len());
         Ok(claimed)
+    }
+
+    /// What a claim of `n` messages for `lease` by this client asks the store for.
+    fn claim_request(&self, n: usize, lease: Duration) -> ClaimRequest<'_> {
+        ClaimRequest {
+            queue_id: self.id(),
+            n,
+            lease,
+            owner: self.client.owner_id(),
+        }
     }
 
     /// Whether the queue has claimable messages (not paused, something ready), by the last

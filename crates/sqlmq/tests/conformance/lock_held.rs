@@ -17,6 +17,18 @@ fn ids(deliveries: &[sqlmq::Delivery]) -> HashSet<MessageId> {
     deliveries.iter().map(|d| d.id).collect()
 }
 
+/// The handler's writes: one effect row per delivery.
+async fn write_effects<B: TestBackend>(conn: &mut B::Connection, got: &[sqlmq::Delivery]) {
+    for d in got {
+        B::execute(
+            conn,
+            "INSERT INTO effects (message_id) VALUES (?)",
+            &[Value::from(d.id.to_string())],
+        )
+        .await;
+    }
+}
+
 pub(crate) async fn a_lock_held_batch_commits_with_its_effects_or_rolls_back_whole<
     B: TestBackend,
 >() {
@@ -30,14 +42,7 @@ pub(crate) async fn a_lock_held_batch_commits_with_its_effects_or_rolls_back_who
     let mut tx = client.begin().await.unwrap();
     let got = q.receive_in(&mut tx, 20, LEASE).await.unwrap();
     assert_eq!(got.len(), 20);
-    for d in &got {
-        B::execute(
-            &mut *tx,
-            "INSERT INTO effects (message_id) VALUES (?)",
-            &[Value::from(d.id.to_string())],
-        )
-        .await;
-    }
+    write_effects::<B>(&mut tx, &got).await;
     let receipts: Vec<_> = got.iter().map(|d| d.receipt()).collect();
     let report = q.ack_batch_in(&mut tx, &receipts).await.unwrap();
     assert_eq!((report.acked, report.lost.len()), (20, 0));
@@ -54,14 +59,7 @@ pub(crate) async fn a_lock_held_batch_commits_with_its_effects_or_rolls_back_who
         got.iter().all(|d| d.attempt == 1),
         "a rolled-back claim counted an attempt"
     );
-    for d in &got {
-        B::execute(
-            &mut *tx,
-            "INSERT INTO effects (message_id) VALUES (?)",
-            &[Value::from(d.id.to_string())],
-        )
-        .await;
-    }
+    write_effects::<B>(&mut tx, &got).await;
     let receipts: Vec<_> = got.iter().map(|d| d.receipt()).collect();
     q.ack_batch_in(&mut tx, &receipts).await.unwrap();
     tx.commit().await.unwrap();
