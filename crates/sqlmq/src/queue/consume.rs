@@ -43,6 +43,13 @@ impl<B: Backend> Queue<B> {
     /// connection outside a transaction the claim commits by itself (with leases, as
     /// `receive`).
     ///
+    /// `lease` still matters: the claim writes ordinary leases, which the acks check. Choose it
+    /// longer than the transaction will take — an ack after it ends reports the receipt lost
+    /// (roll back then: the messages come back) — and it is how long messages claimed by a
+    /// transaction that commits without acking them stay with it. On any error from
+    /// `receive_in` or `ack_batch_in`, roll the transaction back. On SQLite the transaction
+    /// holds the database's one write lock while the handler runs: every other writer waits.
+    ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
     /// let mut tx = client.begin().await?;

@@ -1,5 +1,6 @@
 //! Sending: one message or an atomic batch, in a transaction of our own or the caller's.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::Queue;
@@ -10,6 +11,13 @@ use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
 use crate::tx;
+
+/// How a one-round-trip send ended: written, or (after a lost connection) not known for
+/// every id.
+enum OneShot {
+    Written,
+    Unsure,
+}
 
 /// Longest accepted delay.
 const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
@@ -74,13 +82,33 @@ impl<B: Backend> Queue<B> {
         let sent = match self.send_one_shot(messages, ids, budget).await? {
             Some(sent) => sent,
             None => {
+                // The ids the last attempt wrote (not those it found stored already: a resend
+                // in the batch is in the table whether or not the batch committed).
+                let written: Mutex<Vec<MessageId>> = Mutex::default();
+                let written = &written;
                 tx::run_resolving(
                     self.pool(),
                     "send",
-                    |conn, _| Box::pin(self.send_on(conn, messages, budget)),
+                    |conn, _| {
+                        Box::pin(async move {
+                            let sent = self.send_on(conn, messages, budget).await?;
+                            *written.lock().expect("poisoned") =
+                                sent.iter().filter(|s| !s.duplicate).map(|s| s.id).collect();
+                            Ok(sent)
+                        })
+                    },
                     // A lost connection during COMMIT: the batch is all or nothing, so it
-                    // committed iff any of its ids is in the table.
-                    |conn, _| Box::pin(async move { store.any_message_exists(conn, ids).await }),
+                    // committed iff any id it wrote is in the table (nothing written: the
+                    // answer is the same either way).
+                    |conn, _| {
+                        Box::pin(async move {
+                            let written = written.lock().expect("poisoned").clone();
+                            if written.is_empty() {
+                                return Ok(true);
+                            }
+                            Ok(store.count_stored_messages(conn, &written).await? > 0)
+                        })
+                    },
                 )
                 .await?
             }
@@ -160,19 +188,37 @@ impl<B: Backend> Queue<B> {
             return Ok(None);
         };
         let script = &script;
+        let distinct = ids.iter().collect::<std::collections::HashSet<_>>().len();
         let ran = tx::run_own_resolving(
             self.pool(),
             "send",
-            |conn, _| Box::pin(store.send_script(conn, script)),
             |conn, _| {
-                Box::pin(
-                    async move { Ok(store.any_message_exists(conn, ids).await?.then_some(())) },
-                )
+                Box::pin(async move {
+                    store.send_script(conn, script).await?;
+                    Ok(OneShot::Written)
+                })
+            },
+            // A lost connection during the script: it wrote all of its ids or none (one
+            // stored already fails it whole). All found: it committed. None: it did not. Some:
+            // either it committed and some were consumed since, or it did not and the others
+            // were stored before it (a resend). The full send then writes what is missing:
+            // a resend's batch-mates are never lost; in the first case a consumed message is
+            // sent again (a duplicate delivery, which at-least-once allows).
+            |conn, _| {
+                Box::pin(async move {
+                    let found = store.count_stored_messages(conn, ids).await?;
+                    Ok(match found {
+                        0 => None,
+                        n if n == distinct => Some(OneShot::Written),
+                        _ => Some(OneShot::Unsure),
+                    })
+                })
             },
         )
         .await;
         match ran {
-            Ok(()) => Ok(Some(
+            Ok(OneShot::Unsure) => Ok(None),
+            Ok(OneShot::Written) => Ok(Some(
                 ids.iter()
                     .map(|&id| Sent {
                         id,

@@ -82,16 +82,16 @@ pub trait Enqueue<B: Backend> {
         script: &Self::SendScript,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome). The
+    /// How many of `ids` (distinct) are stored messages (resolves a COMMIT with unknown outcome). The
     /// read must wait for a transaction that still holds those rows: when the client lost the
     /// connection right after sending COMMIT, the server may not have finished that COMMIT
     /// (or noticed the lost connection and rolled back) by the time the question arrives on
     /// another connection, and a consistent read would answer from before it.
-    fn any_message_exists(
+    fn count_stored_messages(
         &self,
         conn: &mut B::Connection,
         ids: &[MessageId],
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<usize>> + Send;
 }
 
 /// The claim.

@@ -26,7 +26,7 @@ mod position;
 mod retention;
 mod sequencer;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
@@ -183,15 +183,33 @@ impl<B: Backend> Topic<B> {
     async fn publish_checked(&self, records: &[Record]) -> Result<Vec<Published>> {
         let store = self.client.store();
         let budget = self.client.inner.statement_budget;
-        let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
-        let ids = &ids;
+        // The ids the last attempt wrote (a resent id is known whether or not it committed).
+        let written: Mutex<Vec<MessageId>> = Mutex::default();
+        let written = &written;
         let published = tx::run_resolving(
             self.client.pool(),
             "publish",
-            |conn, _| Box::pin(self.publish_on(conn, records, budget)),
-            // A lost connection during COMMIT: the batch committed iff its ids are known.
             |conn, _| {
-                Box::pin(async move { Ok(!store.known_topic_ids(conn, ids).await?.is_empty()) })
+                Box::pin(async move {
+                    let published = self.publish_on(conn, records, budget).await?;
+                    *written.lock().expect("poisoned") = published
+                        .iter()
+                        .filter(|p| !p.duplicate)
+                        .map(|p| p.id)
+                        .collect();
+                    Ok(published)
+                })
+            },
+            // A lost connection during COMMIT: the batch committed iff an id it wrote is known
+            // (nothing written: the answer is the same either way).
+            |conn, _| {
+                Box::pin(async move {
+                    let written = written.lock().expect("poisoned").clone();
+                    if written.is_empty() {
+                        return Ok(true);
+                    }
+                    Ok(!store.known_topic_ids(conn, &written).await?.is_empty())
+                })
             },
         )
         .await?;

@@ -225,6 +225,37 @@ async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
     db.drop().await;
 }
 
+/// A batch holding a resent id (stored already) and a new one, whose one-round-trip send is
+/// lost on the way (never committed): the resent id is in the table anyway, so "any id stored"
+/// would call the batch committed and lose the new message. It must be written, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_batch_with_a_resent_id_is_not_taken_for_committed() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    let original = Message::new("original");
+    q.send(original.clone()).await.unwrap();
+    let fresh = Message::new("fresh");
+    let fresh_id = fresh.id();
+    let held = pause("send.before_commit");
+    let send = {
+        let q = q.clone();
+        tokio::spawn(async move { q.send_batch(vec![original, fresh]).await })
+    };
+    held.reached().await;
+    proxy.stall();
+    held.release();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.reset_all();
+    proxy.resume();
+    let sent = send.await.unwrap().expect("resolved, then sent");
+    assert_eq!(
+        sent.iter().map(|s| s.duplicate).collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(copies(&db, fresh_id).await, 1, "the new message was lost");
+    db.drop().await;
+}
+
 /// Neither of the client's two pooled connections is inside a transaction (MariaDB's
 /// `@@in_transaction`): a stale one would make the application's autocommit statements on the
 /// pool hold their locks until some later BEGIN commits them implicitly.

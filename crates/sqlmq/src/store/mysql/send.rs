@@ -126,14 +126,14 @@ impl Enqueue<MySql> for MySqlStore {
 
     /// A locking read: it waits for the row locks of a transaction whose COMMIT may still be
     /// in flight on the lost connection (an ack's deletes, a send's inserts), then answers.
-    async fn any_message_exists(
+    async fn count_stored_messages(
         &self,
         conn: &mut MySqlConnection,
         ids: &[MessageId],
-    ) -> Result<bool> {
-        Ok(!super::fetch_id_list(&self.st, conn, RESOLVE_MESSAGES, ids)
+    ) -> Result<usize> {
+        Ok(super::fetch_id_list(&self.st, conn, RESOLVE_MESSAGES, ids)
             .await?
-            .is_empty())
+            .len())
     }
 }
 

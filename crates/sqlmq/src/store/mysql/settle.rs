@@ -379,7 +379,7 @@ impl Settle<MySql> for MySqlStore {
             // an ack whose COMMIT is still on its way (or in progress) on the lost connection.
             SourceId::Queue(_) => {
                 self.lock_leases(conn, &ids).await?;
-                Ok(!self.any_message_exists(conn, &ids).await?)
+                Ok(self.count_stored_messages(conn, &ids).await? == 0)
             }
             // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
             // committed.

@@ -129,15 +129,15 @@ impl Enqueue<Sqlite> for SqliteStore {
         match *script {}
     }
 
-    /// Whether any of `ids` is a stored message (resolves a COMMIT with unknown outcome).
-    async fn any_message_exists(
+    /// How many of `ids` are stored messages (one writer: no COMMIT can be in flight here).
+    async fn count_stored_messages(
         &self,
         conn: &mut SqliteConnection,
         ids: &[MessageId],
-    ) -> Result<bool> {
-        Ok(!super::fetch_id_list(&self.st, conn, ANY_MESSAGE, ids)
+    ) -> Result<usize> {
+        Ok(super::fetch_id_list(&self.st, conn, ANY_MESSAGE, ids)
             .await?
-            .is_empty())
+            .len())
     }
 }
 

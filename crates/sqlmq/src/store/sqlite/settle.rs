@@ -320,7 +320,7 @@ impl Settle<Sqlite> for SqliteStore {
         }
         match source {
             // An ack deletes the message: its rows are gone iff the ack committed.
-            SourceId::Queue(_) => Ok(!self.any_message_exists(conn, &ids).await?),
+            SourceId::Queue(_) => Ok(self.count_stored_messages(conn, &ids).await? == 0),
             SourceId::Group(group_id) => self.group_acks_committed(conn, group_id, acked).await,
         }
     }
