@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use sqlmq::failpoints::pause;
+use sqlmq::failpoints::{Pause, pause};
 use sqlmq::{Client, Message, MessageId, MySql, Queue, QueueConfig};
 use sqlmq_testkit::{Proxy, TestDb, Value, address_of};
 
@@ -199,6 +199,17 @@ async fn a_commit_still_on_its_way_is_resolved_by_waiting_for_it() {
     db.drop().await;
 }
 
+/// Once the unit `held` stops before its COMMIT: the COMMIT is written into a stalled
+/// network and never arrives, then the connection is reset.
+async fn lose_the_commit(held: Pause, proxy: &Proxy) {
+    held.reached().await;
+    proxy.stall();
+    held.release();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.reset_all();
+    proxy.resume();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
     let _turn = crate::serial().await;
@@ -209,14 +220,8 @@ async fn a_stalled_then_reset_send_is_retried_once_and_applied_once() {
         let q = q.clone();
         tokio::spawn(async move { q.send(Message::new("x").with_id(id)).await })
     };
-    held.reached().await;
-    // The COMMIT is written into a stalled network and never arrives; then the connection is
-    // reset. The outcome is unknown to the client: it asks, learns "not committed", retries.
-    proxy.stall();
-    held.release();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.reset_all();
-    proxy.resume();
+    // The outcome is unknown to the client: it asks, learns "not committed", retries.
+    lose_the_commit(held, &proxy).await;
     send.await.unwrap().expect("retried on a new connection");
     assert_eq!(copies(&db, id).await, 1);
     // And the client carries on.
@@ -241,12 +246,7 @@ async fn a_lost_batch_with_a_resent_id_is_not_taken_for_committed() {
         let q = q.clone();
         tokio::spawn(async move { q.send_batch(vec![original, fresh]).await })
     };
-    held.reached().await;
-    proxy.stall();
-    held.release();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.reset_all();
-    proxy.resume();
+    lose_the_commit(held, &proxy).await;
     let sent = send.await.unwrap().expect("resolved, then sent");
     assert_eq!(
         sent.iter().map(|s| s.duplicate).collect::<Vec<_>>(),
