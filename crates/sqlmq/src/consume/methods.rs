@@ -2,8 +2,8 @@
 //! [`Group`](crate::Group) and [`Source`](crate::Source) — written once: each calls the one
 //! consumption path (`settle.rs`) through the handle's `consumer()`.
 
-/// Generate `ack`, `ack_batch`, `ack_in`, `ack_batch_in`, `nack`, `nack_in`, `snooze`, `snooze_in`,
-/// `dead_letter`, `dead_letter_in` and `extend` for `$ty<B>`; `$ex` is the type's name in the
+/// Generate `ack`, `ack_batch`, `ack_in`, `ack_batch_in`, `nack`, `nack_in`, `snooze`,
+/// `snooze_in`, `dead_letter`, `dead_letter_in` and `extend` for `$ty<B>`; `$ex` is the type's name in the
 /// doc examples.
 macro_rules! consume_methods {
     ($ty:ident, $ex:literal) => {

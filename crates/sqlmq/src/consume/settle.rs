@@ -201,13 +201,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
 
     /// Ack one receipt inside the caller's transaction.
     pub(crate) async fn ack_in(&self, conn: &mut B::Connection, receipt: Receipt) -> Result<()> {
-        self.client.require_schema()?;
-        let (store, id) = (self.client.store(), self.id);
-        let receipts = [receipt];
-        let receipts = &receipts;
-        let lost =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.ack(conn, id, receipts))).await?;
-        lost_to_error(self.counted(1, lost))
+        lost_to_error(self.ack_batch_in(conn, &[receipt]).await?)
     }
 
     /// The report of acking `total` receipts of which `lost` had lost their lease, counted.

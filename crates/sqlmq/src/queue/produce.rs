@@ -38,13 +38,16 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn send(&self, message: Message) -> Result<Sent> {
         self.check_messages(std::slice::from_ref(&message))?;
-        if message.idempotency_key.is_some() {
-            let mut sent = self.send_batch(vec![message]).await?;
-            return Ok(sent.remove(0));
-        }
         let started = Instant::now();
-        // Concurrent sends through this handle share a commit (see `coalesce.rs`).
-        let sent = self.coalescer().write(message).await?;
+        let sent = if message.idempotency_key.is_some() {
+            // Its dedup check reads the queue's window first: a transaction of its own.
+            self.send_checked(std::slice::from_ref(&message))
+                .await?
+                .remove(0)
+        } else {
+            // Concurrent sends through this handle share a commit (see `coalesce.rs`).
+            self.coalescer().write(message).await?
+        };
         self.record_latency(started);
         Ok(sent)
     }

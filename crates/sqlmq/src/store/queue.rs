@@ -82,8 +82,8 @@ pub trait Enqueue<B: Backend> {
         script: &Self::SendScript,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// How many of `ids` (distinct) are stored messages (resolves a COMMIT with unknown outcome). The
-    /// read must wait for a transaction that still holds those rows: when the client lost the
+    /// How many of `ids` (distinct) are stored messages (resolves a COMMIT with unknown
+    /// outcome). The read must wait for a transaction that still holds those rows: when the client lost the
     /// connection right after sending COMMIT, the server may not have finished that COMMIT
     /// (or noticed the lost connection and rolled back) by the time the question arrives on
     /// another connection, and a consistent read would answer from before it.
