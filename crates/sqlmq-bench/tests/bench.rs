@@ -40,6 +40,7 @@ const SCENARIOS: &[&str] = &[
 const CHECKED: &[&str] = &[
     "queue.drain.8",
     "queue.drain.lock_held.8",
+    "queue.drain.take.8",
     "queue.mixed.consume",
     "queue.latency.busy",
     "queue.latency.idle",

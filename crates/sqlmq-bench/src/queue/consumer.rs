@@ -1,7 +1,7 @@
-//! The consumer every queue scenario uses: claim a batch, ack it in one `ack_batch` (or, in the
-//! lock-held mode, claim, ack and commit it in one transaction), record the ids (and, for
-//! latency scenarios, the age of each body), and poll with the adaptive delay of
-//! `sqlmq consume` (10 ms doubling to 1 s) when the queue is empty.
+//! The consumer every queue scenario uses: claim a batch and ack it in one `ack_batch` (or, in
+//! the lock-held modes, claim and ack it, or take it, in one transaction of its own), record
+//! the ids (and, for latency scenarios, the age of each body), and poll with the adaptive delay
+//! of `sqlmq consume` (10 ms doubling to 1 s) when the queue is empty.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,8 +29,19 @@ pub struct Consumer<B: Db> {
     pub bar: Bar,
     /// Where to record the age of each body made by `measure::stamped` with this origin.
     pub latency: Option<(Arc<Latencies>, Instant)>,
-    /// Claim with `receive_in` and ack with `ack_batch_in` in one transaction per batch.
-    pub lock_held: bool,
+    /// How batches are claimed and settled.
+    pub mode: Mode,
+}
+
+/// How a consumer claims and settles its batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `receive`, then one `ack_batch`: two transactions per batch.
+    Leases,
+    /// `receive_in` and `ack_batch_in` in one transaction per batch.
+    LockHeld,
+    /// `take_in` and a commit: one transaction per batch, no lease.
+    Take,
 }
 
 // By hand: a derive would require `B: Clone`.
@@ -42,7 +53,7 @@ impl<B: Db> Clone for Consumer<B> {
             tracker: Arc::clone(&self.tracker),
             bar: self.bar.clone(),
             latency: self.latency.clone(),
-            lock_held: self.lock_held,
+            mode: self.mode,
         }
     }
 }
@@ -54,14 +65,16 @@ impl<B: Db> Consumer<B> {
         let mut poll = PollDelay::default();
         let mut lost = 0;
         while !self.tracker.should_stop() {
-            let (got, lost_now) = if self.lock_held {
-                self.claim_and_ack_in_one_transaction().await?
-            } else {
-                let got = self.queue.receive(self.batch, LEASE).await?;
-                let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
-                // `ack_batch` of nothing returns at once.
-                let lost = self.queue.ack_batch(&receipts).await?.lost.len();
-                (got, lost)
+            let (got, lost_now) = match self.mode {
+                Mode::Leases => {
+                    let got = self.queue.receive(self.batch, LEASE).await?;
+                    let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
+                    // `ack_batch` of nothing returns at once.
+                    let lost = self.queue.ack_batch(&receipts).await?.lost.len();
+                    (got, lost)
+                }
+                Mode::LockHeld => self.claim_and_ack_in_one_transaction().await?,
+                Mode::Take => (self.take_in_one_transaction().await?, 0),
             };
             lost += lost_now as u64;
             if got.is_empty() {
@@ -96,6 +109,18 @@ impl<B: Db> Consumer<B> {
         let report = self.queue.ack_batch_in(&mut tx, &receipts).await?;
         tx.commit().await?;
         Ok((got, report.lost.len()))
+    }
+
+    /// The take's unit: take a batch and commit (rolled back when nothing was taken).
+    async fn take_in_one_transaction(&self) -> Result<Vec<Delivery>> {
+        let mut tx = self.queue.client().begin().await?;
+        let got = self.queue.take_in(&mut tx, self.batch).await?;
+        if got.is_empty() {
+            tx.rollback().await?;
+        } else {
+            tx.commit().await?;
+        }
+        Ok(got)
     }
 
     /// Run `count` consumers like this one until the tracker says stop; returns the lost acks.

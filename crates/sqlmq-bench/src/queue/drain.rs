@@ -1,6 +1,7 @@
 //! `queue.drain`: a pre-filled queue drained by 8 consumers (claims of 100, one `ack_batch`
 //! per claim), beside the raw INSERT-then-DELETE lifecycle rate; then the same in the lock-held
-//! mode (`receive_in`, `ack_batch_in` and one commit per batch); then the process's peak memory.
+//! mode (`receive_in`, `ack_batch_in` and one commit per batch) and with `take_in` (one commit
+//! per batch, no lease); then the process's peak memory.
 //! `queue.mixed`: 4 producers sending single messages while 8 consumers drain. The send rate is
 //! shown beside the rate of the same 4 producers alone (how much the consumers slow them down),
 //! the ack rate beside the raw lifecycle rate; the drain should be limited by the producers.
@@ -13,7 +14,7 @@ use anyhow::Result;
 use sqlmq::{Message, MessageId};
 use tokio::task::JoinSet;
 
-use super::consumer::Consumer;
+use super::consumer::{Consumer, Mode};
 use super::produce::sends;
 use super::{AbortOnDrop, POOL, fill, with_queue};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
@@ -33,14 +34,18 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.drain;
     let bar = ctx.bar("queue.drain");
     let mut figures = Vec::new();
-    for lock_held in [false, true] {
+    for mode in [Mode::Leases, Mode::LockHeld, Mode::Take] {
         let b = bar.clone();
         let (elapsed, check, lost_acks) = with_queue(ctx, "drain", POOL, |queue| async move {
             let ids = fill(&queue, n, &b).await?;
             let tracker = Arc::new(Tracker::new(n));
             tracker.sending_done();
-            let mode = if lock_held { ", lock-held" } else { "" };
-            b.phase(&format!("drain, {CONSUMERS} consumers{mode}"), n);
+            let named = match mode {
+                Mode::Leases => "",
+                Mode::LockHeld => ", lock-held",
+                Mode::Take => ", take",
+            };
+            b.phase(&format!("drain, {CONSUMERS} consumers{named}"), n);
             let started = Instant::now();
             let consumer = Consumer {
                 queue,
@@ -48,32 +53,34 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 tracker: Arc::clone(&tracker),
                 bar: b.clone(),
                 latency: None,
-                lock_held,
+                mode,
             };
             let lost = consumer.run_many(CONSUMERS).await?;
             let elapsed = tracker.last_delivery().saturating_duration_since(started);
             Ok((elapsed, tracker.check(&ids), lost))
         })
         .await?;
-        let (key, label) = if lock_held {
-            (
+        let (key, label, note) = match mode {
+            Mode::Leases => ("queue.drain.8", format!("sqlmq drain, {CONSUMERS} consumers"), None),
+            Mode::LockHeld => (
                 "queue.drain.lock_held.8",
                 format!("sqlmq drain, {CONSUMERS} consumers, lock-held"),
-            )
-        } else {
-            (
-                "queue.drain.8",
-                format!("sqlmq drain, {CONSUMERS} consumers"),
-            )
+                Some("receive_in, ack_batch_in and one commit per claim of 100"),
+            ),
+            Mode::Take => (
+                "queue.drain.take.8",
+                format!("sqlmq drain, {CONSUMERS} consumers, take_in"),
+                Some(
+                    "take_in of 100 and a commit: compare with peer.postgres.drain.8, \
+                     PostgreSQL's same one-transaction-per-batch pattern",
+                ),
+            ),
         };
         let mut drained = Figure::rate(key, label, n, elapsed)
             .against(raw::LIFECYCLE)
             .checked(check);
-        if lock_held {
-            drained = drained.note(
-                "receive_in, ack_batch_in and one commit per claim of 100: compare with \
-                 peer.postgres.drain.8, PostgreSQL's same one-transaction-per-batch pattern",
-            );
+        if let Some(note) = note {
+            drained = drained.note(note);
         }
         if lost_acks > 0 {
             drained = drained.note(format!("{lost_acks} acks found their lease lost"));
@@ -122,7 +129,7 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             tracker: Arc::clone(&tracker),
             bar: b.clone(),
             latency: None,
-            lock_held: false,
+            mode: if std::env::var_os("TAKE").is_some() { Mode::Take } else { Mode::Leases },
         };
         let consumers = tokio::spawn(async move { consumer.run_many(CONSUMERS).await });
         let mut consumers = AbortOnDrop(consumers);

@@ -18,7 +18,7 @@ use sqlmq::{Message, MessageId, QueueConfig};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
-use super::consumer::Consumer;
+use super::consumer::{Consumer, Mode};
 use super::{AbortOnDrop, POOL, with_client, with_queue};
 use crate::args::{BUSY_RATE_PER_S, IDLE_PAIRS};
 use crate::backend::Db;
@@ -47,7 +47,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             tracker: Arc::clone(&tracker),
             bar: b.clone(),
             latency: Some((Arc::clone(&latencies), origin)),
-            lock_held: false,
+            mode: Mode::Leases,
         };
         let mut consumer = AbortOnDrop(tokio::spawn(consumer.run()));
         let mut ids = Vec::with_capacity(n as usize);
@@ -90,7 +90,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 tracker: Arc::clone(&tracker),
                 bar: b.clone(),
                 latency: Some((Arc::clone(&latencies), origin)),
-                lock_held: false,
+                mode: Mode::Leases,
             };
             consumers.spawn(consumer.run());
             let sent = Arc::clone(&sent);

@@ -12,6 +12,6 @@ pub(crate) mod methods;
 mod settle;
 mod source;
 
-pub(crate) use settle::{Consumer, check_claim, lost_to_error};
+pub(crate) use settle::{Consumer, check_claim, check_take, lost_to_error};
 pub use settle::{MAX_LEASE, MAX_RECEIVE};
 pub use source::{Source, SourceName};

@@ -24,12 +24,18 @@ pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// Check a claim's size and lease.
 pub(crate) fn check_claim(n: usize, lease: Duration) -> Result<()> {
+    check_take(n)?;
+    check_lease(lease)
+}
+
+/// Check how many messages a take (or a claim) asks for.
+pub(crate) fn check_take(n: usize) -> Result<()> {
     if n == 0 || n > MAX_RECEIVE {
         return Err(Error::InvalidArgument(format!(
             "n must be 1..={MAX_RECEIVE}, got {n}"
         )));
     }
-    check_lease(lease)
+    Ok(())
 }
 
 /// Check a lease duration.
@@ -205,7 +211,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
     }
 
     /// The report of acking `total` receipts of which `lost` had lost their lease, counted.
-    fn counted(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
+    pub(crate) fn counted(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
         let acked = total - lost.len();
         let (key, value) = self.label();
         metrics::counter!(self.names().acked, key => value.clone()).increment(acked as u64);

@@ -117,6 +117,18 @@ pub trait Claim<B: Backend> {
         conn: &mut B::Connection,
         request: &ClaimRequest<'_>,
     ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
+
+    /// Remove up to `n` ready messages of the queue (not paused), in the claim's order, in the
+    /// caller's transaction, and return them (`Queue::take_in`): the `ready` and `messages`
+    /// rows are deleted, no lease is written, and ordering keys move on to their next message
+    /// as an ack would. A rollback puts everything back. An error leaves the transaction to
+    /// its owner.
+    fn take_in(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        n: usize,
+    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
 }
 
 /// Time-driven moves. Each takes its rows so that any number of processes may run it at once.

@@ -1,11 +1,12 @@
 //! The lock-held mode: `receive_in` claims inside the caller's transaction, `ack_batch_in`
-//! acks there, and the transaction's end decides everything — commit (effects and acks
-//! together), rollback or a killed process (the messages are ready again at once, attempts
-//! unchanged).
+//! acks there (or `take_in` claims and removes at once, without a lease), and the
+//! transaction's end decides everything — commit (effects and removals together), rollback or
+//! a killed process (the messages are ready again at once, attempts unchanged).
 
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sqlmq::{Client, Message, MessageId, QueueConfig};
 use sqlmq_testkit::{TestBackend, Value, check_invariants, child_test, queue};
@@ -103,8 +104,9 @@ pub(crate) async fn open_lock_held_batches_are_disjoint<B: TestBackend>() {
     db.drop().await;
 }
 
-/// The child's side: `SQLMQ_CHILD_LOCK_HELD=<database>`: claim 10 messages lock-held, write
-/// how many into the file `SQLMQ_CHILD_LOCK_HELD_SAID`, and hang until killed.
+/// The child's side: `SQLMQ_CHILD_LOCK_HELD=<database>`: claim 10 messages lock-held (take
+/// them, with `SQLMQ_CHILD_LOCK_HELD_TAKE` set), write how many into the file
+/// `SQLMQ_CHILD_LOCK_HELD_SAID`, and hang until killed.
 pub(crate) fn child_lock_held<B: TestBackend>() {
     let Ok(database) = std::env::var("SQLMQ_CHILD_LOCK_HELD") else {
         return;
@@ -115,7 +117,11 @@ pub(crate) fn child_lock_held<B: TestBackend>() {
         let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
         let q = client.queue("q").await.unwrap();
         let mut tx = client.begin().await.unwrap();
-        let got = q.receive_in(&mut tx, 10, LEASE).await.unwrap();
+        let got = if std::env::var_os("SQLMQ_CHILD_LOCK_HELD_TAKE").is_some() {
+            q.take_in(&mut tx, 10).await.unwrap()
+        } else {
+            q.receive_in(&mut tx, 10, LEASE).await.unwrap()
+        };
         std::fs::write(&said, got.len().to_string()).unwrap();
         std::future::pending::<()>().await;
     });
@@ -125,19 +131,32 @@ pub(crate) fn child_lock_held<B: TestBackend>() {
 /// as soon as the server sees the connection close — no lease to wait out — and their attempt
 /// count is unchanged.
 pub(crate) async fn a_killed_lock_holder_gives_its_messages_back_at_once<B: TestBackend>() {
+    killed_holder::<B>(false).await;
+}
+
+/// The same for a process killed while it holds messages it took (`take_in`).
+pub(crate) async fn a_killed_taker_gives_its_messages_back_at_once<B: TestBackend>() {
+    killed_holder::<B>(true).await;
+}
+
+/// A child claims (`take`: takes) 10 messages in a transaction and is killed holding them.
+async fn killed_holder<B: TestBackend>(take: bool) {
     let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let batch: Vec<Message> = (0..10).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
     let said = std::env::temp_dir().join(format!("{}.lock_held", db.name));
     let _ = std::fs::remove_file(&said);
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
         .args(["--exact", &child_test::<B>("lock_held", "child_lock_held")])
         .args(["--nocapture", "--test-threads=1"])
         .env("SQLMQ_CHILD_LOCK_HELD", &db.name)
         .env("SQLMQ_CHILD_LOCK_HELD_SAID", &said)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::null());
+    if take {
+        child.env("SQLMQ_CHILD_LOCK_HELD_TAKE", "1");
+    }
+    let mut child = child.spawn().unwrap();
     let claimed = sqlmq_testkit::eventually_async(
         Duration::from_secs(30),
         "the child's lock-held claim",
@@ -171,11 +190,152 @@ pub(crate) async fn a_killed_lock_holder_gives_its_messages_back_at_once<B: Test
     db.drop().await;
 }
 
+/// `take_in` removes what it returns when the transaction commits — with the handler's
+/// effects, and without writing a lease — and a rollback puts all of it back, attempts
+/// unchanged. A paused queue gives nothing; a bad count is refused.
+pub(crate) async fn a_take_commits_with_its_effects_or_rolls_back_whole<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    db.exec("CREATE TABLE effects (message_id CHAR(36) NOT NULL)", &[])
+        .await;
+    let batch: Vec<Message> = (0..50).map(|i| Message::new(format!("{i}"))).collect();
+    q.send_batch(batch).await.unwrap();
+    let mut tx = client.begin().await.unwrap();
+    assert!(matches!(
+        q.take_in(&mut tx, 0).await,
+        Err(sqlmq::Error::InvalidArgument(_))
+    ));
+
+    let got = q.take_in(&mut tx, 20).await.unwrap();
+    assert_eq!(got.len(), 20);
+    write_effects::<B>(&mut tx, &got).await;
+    tx.rollback().await.unwrap();
+    assert_eq!(db.count("messages").await, 50);
+    assert_eq!(db.count("ready").await, 50);
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM effects").await, 0);
+    check_invariants(&db).await;
+
+    let mut tx = client.begin().await.unwrap();
+    let got = q.take_in(&mut tx, 30).await.unwrap();
+    let bodies: Vec<String> = got
+        .iter()
+        .map(|d| String::from_utf8(d.body.clone()).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..30).map(|i| i.to_string()).collect();
+    assert_eq!(bodies, expected, "taken in the claim order");
+    assert!(got.iter().all(|d| d.attempt == 1));
+    write_effects::<B>(&mut tx, &got).await;
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("messages").await, 20);
+    assert_eq!(db.count("leases").await, 0, "a take writes no lease");
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM effects").await, 30);
+    check_invariants(&db).await;
+
+    q.pause().await.unwrap();
+    let mut tx = client.begin().await.unwrap();
+    assert!(q.take_in(&mut tx, 100).await.unwrap().is_empty());
+    tx.rollback().await.unwrap();
+    q.resume().await.unwrap();
+    let rest = q.receive(100, LEASE).await.unwrap();
+    assert_eq!(rest.len(), 20);
+    assert!(ids(&rest).is_disjoint(&ids(&got)));
+    db.drop().await;
+}
+
+/// A message with an ordering key that is taken lets its key's next message go when — and
+/// only when — the transaction commits; a rollback keeps the line as it was.
+pub(crate) async fn a_taken_key_moves_on_at_commit<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    for i in 0..3 {
+        q.send(Message::new(format!("k{i}")).ordering_key("k"))
+            .await
+            .unwrap();
+    }
+    let body = |d: &sqlmq::Delivery| String::from_utf8(d.body.clone()).unwrap();
+    let mut tx = client.begin().await.unwrap();
+    let got = q.take_in(&mut tx, 10).await.unwrap();
+    assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["k0"]);
+    tx.rollback().await.unwrap();
+    check_invariants(&db).await;
+
+    let mut tx = client.begin().await.unwrap();
+    let got = q.take_in(&mut tx, 10).await.unwrap();
+    assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["k0"]);
+    if B::SCHEME != "sqlite" {
+        // The successor is not claimable before the commit (SQLite's one writer would wait).
+        assert!(q.receive(10, LEASE).await.unwrap().is_empty());
+    }
+    tx.commit().await.unwrap();
+    check_invariants(&db).await;
+    let next = q.receive(10, LEASE).await.unwrap();
+    assert_eq!(next.iter().map(body).collect::<Vec<_>>(), ["k1"]);
+    let receipts: Vec<_> = next.iter().map(|d| d.receipt()).collect();
+    q.ack_batch(&receipts).await.unwrap();
+    let mut tx = client.begin().await.unwrap();
+    let last = q.take_in(&mut tx, 10).await.unwrap();
+    assert_eq!(last.iter().map(body).collect::<Vec<_>>(), ["k2"]);
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("messages").await, 0);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
+/// Concurrent takers, each committing most of its batches and rolling some back, together
+/// remove every message exactly once: no message is taken by two committed transactions, none
+/// is lost with a rollback.
+pub(crate) async fn concurrent_takers_remove_each_message_once<B: TestBackend>() {
+    const MESSAGES: usize = 300;
+    const TAKERS: usize = 6;
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    let batch: Vec<Message> = (0..MESSAGES).map(|i| Message::new(format!("{i}"))).collect();
+    let sent: HashSet<MessageId> = batch.iter().map(Message::id).collect();
+    q.send_batch(batch).await.unwrap();
+    let committed: Arc<Mutex<Vec<MessageId>>> = Arc::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut takers = tokio::task::JoinSet::new();
+    for t in 0..TAKERS {
+        let (client, q, committed) = (client.clone(), q.clone(), Arc::clone(&committed));
+        takers.spawn(async move {
+            let mut round = 0usize;
+            while committed.lock().unwrap().len() < MESSAGES {
+                assert!(Instant::now() < deadline, "the takers did not finish");
+                round += 1;
+                let mut tx = client.begin().await.unwrap();
+                let got = q.take_in(&mut tx, 7).await.unwrap();
+                // Hold the locks a moment, so that the takers' transactions overlap.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if (t + round) % 4 == 0 {
+                    tx.rollback().await.unwrap();
+                } else {
+                    tx.commit().await.unwrap();
+                    committed.lock().unwrap().extend(got.iter().map(|d| d.id));
+                }
+                if got.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+    }
+    while let Some(done) = takers.join_next().await {
+        done.unwrap();
+    }
+    let committed = committed.lock().unwrap().clone();
+    let unique: HashSet<MessageId> = committed.iter().copied().collect();
+    assert_eq!(unique.len(), committed.len(), "a message was taken twice");
+    assert_eq!(unique, sent, "a message was lost");
+    assert_eq!(db.count("messages").await, 0);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         a_lock_held_batch_commits_with_its_effects_or_rolls_back_whole,
         open_lock_held_batches_are_disjoint,
         a_killed_lock_holder_gives_its_messages_back_at_once,
+        a_killed_taker_gives_its_messages_back_at_once,
+        a_take_commits_with_its_effects_or_rolls_back_whole,
+        a_taken_key_moves_on_at_commit,
+        concurrent_takers_remove_each_message_once,
     ],
     sync: [child_lock_held]
 );

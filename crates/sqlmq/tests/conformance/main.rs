@@ -11,7 +11,7 @@
 //! | `atomic_batch` | a batch of any size becomes visible at once at commit, or not at all |
 //! | `bad_input` | typed errors, nothing written |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
-//! | `lock_held` | `receive_in`: claim, effects and acks in the caller's transaction; rollback or `kill -9` gives the batch back at once |
+//! | `lock_held` | `receive_in` (claim, effects and acks) and `take_in` (claim and remove) in the caller's transaction; rollback or `kill -9` gives the batch back at once; concurrent takers remove each message once |
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
 //! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |

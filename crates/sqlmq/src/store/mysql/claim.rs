@@ -6,11 +6,18 @@
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
 //! multi-row insert into `leases`, two round trips in all (see `script.rs`). Nothing stays
 //! open while a handler runs.
+//!
+//! The take (`Queue::take_in`) is the same read in the caller's transaction followed by the
+//! deletes of the `ready` and `messages` rows: receive-and-delete, two row changes per message
+//! instead of the claim's and ack's four, with the caller's commit making it final.
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 
+use std::time::Duration;
+
 use super::script::{Lit, Script, rolled_back};
+use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
 use crate::domain::Result;
 use crate::domain::{Delivery, time_from_micros};
@@ -44,7 +51,7 @@ const LEASE_ROW: &str =
     "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
 
 /// The deliveries of the claim read's `rows`, leased for `lease` from the database's now.
-fn deliveries(rows: &[MySqlRow], lease: std::time::Duration) -> Result<Vec<Delivery>> {
+fn deliveries(rows: &[MySqlRow], lease: Duration) -> Result<Vec<Delivery>> {
     let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
     let mut claimed = Vec::with_capacity(rows.len());
     for row in rows {
@@ -95,6 +102,40 @@ impl Claim<MySql> for MySqlStore {
         request: &ClaimRequest<'_>,
     ) -> Result<Vec<Delivery>> {
         self.claim_statements(conn, request, None).await
+    }
+
+    /// Two round trips, as the claim: the claim read, then (when it found anything) the
+    /// deletes of the `ready` and `messages` rows; messages with an ordering key release it
+    /// with statements of their own, as an ack does.
+    async fn take_in(
+        &self,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        n: usize,
+    ) -> Result<Vec<Delivery>> {
+        let q = i64::from(queue_id);
+        let mut read = Script::default();
+        read.push(
+            self.st.get(CLAIM).as_str(),
+            &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
+        );
+        let taken = deliveries(&read.fetch_in(conn).await?, Duration::ZERO)?;
+        if taken.is_empty() {
+            return Ok(taken);
+        }
+        let mut write = Script::default();
+        for chunk in taken.chunks(MAX_LIST) {
+            self.push_delete_ready(&mut write, queue_id, chunk);
+            let ids: Vec<Lit<'_>> = chunk.iter().map(|d| Lit::Bytes(d.id.bytes())).collect();
+            write.push(&self.st.list_text(DELETE_MESSAGES, "", chunk.len()), &ids);
+        }
+        write.run_in(conn).await?;
+        for d in &taken {
+            if let Some(key) = &d.ordering_key {
+                self.release_key(conn, queue_id, key.as_bytes(), d.id).await?;
+            }
+        }
+        Ok(taken)
     }
 }
 
@@ -150,20 +191,7 @@ impl MySqlStore {
         let q = i64::from(queue_id);
         let mut write = Script::default();
         for chunk in claimed.chunks(MAX_LIST) {
-            let keys: Vec<Lit<'_>> = chunk
-                .iter()
-                .flat_map(|d| {
-                    [
-                        Lit::Int(q),
-                        Lit::Int(d.priority.into()),
-                        Lit::Bytes(d.id.bytes()),
-                    ]
-                })
-                .collect();
-            write.push(
-                &self.st.list_text(DELETE_READY, READY_KEY_ROW, chunk.len()),
-                &keys,
-            );
+            self.push_delete_ready(&mut write, queue_id, chunk);
             let leases: Vec<Lit<'_>> = chunk
                 .iter()
                 .flat_map(|d| {
@@ -185,5 +213,24 @@ impl MySqlStore {
             );
         }
         write
+    }
+
+    /// Add to `script` the delete of the `ready` rows of `chunk` (at most `MAX_LIST`).
+    fn push_delete_ready(&self, script: &mut Script, queue_id: i32, chunk: &[Delivery]) {
+        let q = i64::from(queue_id);
+        let keys: Vec<Lit<'_>> = chunk
+            .iter()
+            .flat_map(|d| {
+                [
+                    Lit::Int(q),
+                    Lit::Int(d.priority.into()),
+                    Lit::Bytes(d.id.bytes()),
+                ]
+            })
+            .collect();
+        script.push(
+            &self.st.list_text(DELETE_READY, READY_KEY_ROW, chunk.len()),
+            &keys,
+        );
     }
 }

@@ -10,10 +10,13 @@
 //! and the delete. The delete therefore selects the same rows again, in one statement, instead of
 //! listing their keys.
 
+use std::time::Duration;
+
 use sqlx::{Connection, Row, Sqlite, SqliteConnection};
 
-use super::{SqliteStore, headers_at, id_at, insert_values, now_us, opt_text_at};
-use crate::domain::{Delivery, Result, time_from_micros};
+use super::settle::DELETE_MESSAGES;
+use super::{SqliteStore, exec_id_list, headers_at, id_at, insert_values, now_us, opt_text_at};
+use crate::domain::{Delivery, MessageId, Result, time_from_micros};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
 
@@ -66,41 +69,12 @@ impl Claim<Sqlite> for SqliteStore {
             lease,
             owner,
         } = *request;
-        let rows = sqlx::query(self.st.get(CLAIM))
-            .bind(queue_id)
-            .bind(n as i64)
-            .fetch_all(&mut *conn)
-            .await?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
+        let (claimed, now_us) = self.claim_read(conn, queue_id, n, lease).await?;
+        if claimed.is_empty() {
+            return Ok(claimed);
         }
+        self.delete_head(conn, queue_id, claimed.len()).await?;
         let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
-        let mut claimed = Vec::with_capacity(rows.len());
-        let mut now_us: i64 = 0;
-        for row in &rows {
-            now_us = row.try_get(9)?;
-            claimed.push(Delivery {
-                id: id_at(row, 0)?,
-                priority: row.try_get(1)?,
-                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
-                token: (row.try_get::<i64, _>(3)? + 1) as u64,
-                ordering_key: opt_text_at(row, 4)?,
-                idempotency_key: opt_text_at(row, 5)?,
-                headers: headers_at(row, 6)?,
-                body: row.try_get(7)?,
-                enqueued_at: time_from_micros(row.try_get(8)?),
-                lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
-                partition: None,
-                offset: None,
-            });
-        }
-        let deleted = sqlx::query(self.st.get(DELETE_HEAD))
-            .bind(queue_id)
-            .bind(claimed.len() as i64)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-        debug_assert_eq!(deleted, claimed.len() as u64);
         let lease_until_us = now_us.saturating_add(lease_us);
         insert_values(
             &self.st,
@@ -123,5 +97,84 @@ impl Claim<Sqlite> for SqliteStore {
         )
         .await?;
         Ok(claimed)
+    }
+
+    /// The claim read, then the deletes of the same `ready` rows and of the messages; keyed
+    /// messages release their keys, as an ack does.
+    async fn take_in(
+        &self,
+        conn: &mut SqliteConnection,
+        queue_id: i32,
+        n: usize,
+    ) -> Result<Vec<Delivery>> {
+        let (taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
+        if taken.is_empty() {
+            return Ok(taken);
+        }
+        self.delete_head(conn, queue_id, taken.len()).await?;
+        let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
+        exec_id_list(&self.st, conn, DELETE_MESSAGES, &ids).await?;
+        for d in &taken {
+            if let Some(key) = &d.ordering_key {
+                self.release_key(conn, queue_id, key.as_bytes(), d.id).await?;
+            }
+        }
+        Ok(taken)
+    }
+}
+
+impl SqliteStore {
+    /// The claim read of up to `n` messages leased for `lease`, and the database's now (µs).
+    async fn claim_read(
+        &self,
+        conn: &mut SqliteConnection,
+        queue_id: i32,
+        n: usize,
+        lease: Duration,
+    ) -> Result<(Vec<Delivery>, i64)> {
+        let rows = sqlx::query(self.st.get(CLAIM))
+            .bind(queue_id)
+            .bind(n as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut now_us: i64 = 0;
+        for row in &rows {
+            now_us = row.try_get(9)?;
+            claimed.push(Delivery {
+                id: id_at(row, 0)?,
+                priority: row.try_get(1)?,
+                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
+                token: (row.try_get::<i64, _>(3)? + 1) as u64,
+                ordering_key: opt_text_at(row, 4)?,
+                idempotency_key: opt_text_at(row, 5)?,
+                headers: headers_at(row, 6)?,
+                body: row.try_get(7)?,
+                enqueued_at: time_from_micros(row.try_get(8)?),
+                lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
+                partition: None,
+                offset: None,
+            });
+        }
+        Ok((claimed, now_us))
+    }
+
+    /// Delete the first `count` rows of the queue's `ready` range: the rows the claim read
+    /// just returned, which nothing else can have changed in between.
+    async fn delete_head(
+        &self,
+        conn: &mut SqliteConnection,
+        queue_id: i32,
+        count: usize,
+    ) -> Result<()> {
+        let deleted = sqlx::query(self.st.get(DELETE_HEAD))
+            .bind(queue_id)
+            .bind(count as i64)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        debug_assert_eq!(deleted, count as u64);
+        Ok(())
     }
 }
