@@ -41,6 +41,7 @@ const CHECKED: &[&str] = &[
     "queue.drain.8",
     "queue.drain.lock_held.8",
     "queue.drain.take.8",
+    "queue.mixed.take.consume",
     "queue.mixed.consume",
     "queue.latency.busy",
     "queue.latency.idle",

@@ -2,9 +2,10 @@
 //! per claim), beside the raw INSERT-then-DELETE lifecycle rate; then the same in the lock-held
 //! mode (`receive_in`, `ack_batch_in` and one commit per batch) and with `take_in` (one commit
 //! per batch, no lease); then the process's peak memory.
-//! `queue.mixed`: 4 producers sending single messages while 8 consumers drain. The send rate is
-//! shown beside the rate of the same 4 producers alone (how much the consumers slow them down),
-//! the ack rate beside the raw lifecycle rate; the drain should be limited by the producers.
+//! `queue.mixed`: 4 producers sending single messages while 8 consumers drain (with leases, then
+//! with `take_in`). The send rate is shown beside the rate of the same 4 producers alone (how
+//! much the consumers slow them down), the ack rate beside the raw lifecycle rate; the drain
+//! should be limited by the producers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,8 @@ use crate::measure::{body, peak_rss_bytes};
 use crate::raw::{self, split};
 use crate::registry::Outcome;
 use crate::report::{Figure, Unit};
-use crate::track::Tracker;
+use crate::progress::Bar;
+use crate::track::{Check, Tracker};
 
 /// How often the mixed scenario samples its backlog (sent minus acked).
 const BACKLOG_SAMPLE: Duration = Duration::from_millis(20);
@@ -103,7 +105,8 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
 }
 
 /// `queue.mixed`: first the 4 producers alone (the rate they reach without consumers), then
-/// the same producers with 8 consumers draining at the same time.
+/// the same producers with 8 consumers draining at the same time, with leases and then with
+/// `take_in`.
 pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.mixed;
     let bar = ctx.bar("queue.mixed");
@@ -112,11 +115,85 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         b.phase(&format!("{MIXED_PRODUCERS} producers alone"), n);
         sends(&queue, MIXED_PRODUCERS, n, &b).await
     })
-    .await?;
+    .await;
+    let alone = match alone {
+        Ok(alone) => alone,
+        Err(e) => {
+            bar.finish();
+            return Err(e);
+        }
+    };
+    let mut figures = vec![
+        Figure::rate(
+            "queue.mixed.alone",
+            format!("sqlmq send, {MIXED_PRODUCERS} producers"),
+            n,
+            alone,
+        )
+        .against(raw::INSERT_MANY),
+    ];
+    for mode in [Mode::Leases, Mode::Take] {
+        let run = mixed_run(ctx, &bar, mode).await;
+        if run.is_err() {
+            bar.finish();
+        }
+        let (produced, consumed, check, lost_acks, max_backlog) = run?;
+        let (produce_key, consume_key, how) = match mode {
+            Mode::Take => (
+                "queue.mixed.take.produce",
+                "queue.mixed.take.consume",
+                " (take_in)",
+            ),
+            _ => ("queue.mixed.produce", "queue.mixed.consume", ""),
+        };
+        let mut note = format!(
+            "largest backlog seen (sent, not yet acked): {max_backlog}; consumers finished \
+             {:.2} s after the producers",
+            consumed.saturating_sub(produced).as_secs_f64()
+        );
+        if lost_acks > 0 {
+            note.push_str(&format!("; {lost_acks} acks found their lease lost"));
+        }
+        figures.push(
+            Figure::rate(
+                produce_key,
+                format!("sqlmq mixed{how}: sent by {MIXED_PRODUCERS} producers"),
+                n,
+                produced,
+            )
+            .against("queue.mixed.alone")
+            .note("ratio: how much the consumers running at the same time slow the producers down"),
+        );
+        figures.push(
+            Figure::rate(
+                consume_key,
+                format!("sqlmq mixed{how}: acked by {CONSUMERS} consumers"),
+                n,
+                consumed,
+            )
+            .against(raw::LIFECYCLE)
+            .checked(check)
+            .note(note),
+        );
+    }
+    bar.finish();
+    Ok(Outcome::Ran(figures))
+}
+
+/// One mixed run: the 4 producers sending single messages while 8 consumers in `mode` drain.
+/// Returns the producers' and the consumers' times, the delivery check, the acks that lost
+/// their lease and the largest backlog seen.
+async fn mixed_run<B: Db>(
+    ctx: &Ctx<B>,
+    bar: &Bar,
+    mode: Mode,
+) -> Result<(Duration, Duration, Check, u64, u64)> {
+    let n = ctx.plan.mixed;
     let b = bar.clone();
-    let run = with_queue(ctx, "mixed", POOL, |queue| async move {
+    with_queue(ctx, "mixed", POOL, |queue| async move {
+        let how = if mode == Mode::Take { ", take_in" } else { "" };
         b.phase(
-            &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
+            &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers{how}"),
             n,
         );
         let tracker = Arc::new(Tracker::new(n));
@@ -129,7 +206,7 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             tracker: Arc::clone(&tracker),
             bar: b.clone(),
             latency: None,
-            mode: if std::env::var_os("TAKE").is_some() { Mode::Take } else { Mode::Leases },
+            mode,
         };
         let consumers = tokio::spawn(async move { consumer.run_many(CONSUMERS).await });
         let mut consumers = AbortOnDrop(consumers);
@@ -176,41 +253,5 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         let check = tracker.check(sent_ids.lock().expect("poisoned").iter());
         Ok((produced, consumed, check, lost, max_backlog))
     })
-    .await;
-    bar.finish();
-    let (produced, consumed, check, lost_acks, max_backlog) = run?;
-    let mut note = format!(
-        "largest backlog seen (sent, not yet acked): {max_backlog}; consumers finished {:.2} s \
-         after the producers",
-        consumed.saturating_sub(produced).as_secs_f64()
-    );
-    if lost_acks > 0 {
-        note.push_str(&format!("; {lost_acks} acks found their lease lost"));
-    }
-    Ok(Outcome::Ran(vec![
-        Figure::rate(
-            "queue.mixed.alone",
-            format!("sqlmq send, {MIXED_PRODUCERS} producers"),
-            n,
-            alone,
-        )
-        .against(raw::INSERT_MANY),
-        Figure::rate(
-            "queue.mixed.produce",
-            format!("sqlmq mixed: sent by {MIXED_PRODUCERS} producers"),
-            n,
-            produced,
-        )
-        .against("queue.mixed.alone")
-        .note("ratio: how much the consumers running at the same time slow the producers down"),
-        Figure::rate(
-            "queue.mixed.consume",
-            format!("sqlmq mixed: acked by {CONSUMERS} consumers"),
-            n,
-            consumed,
-        )
-        .against(raw::LIFECYCLE)
-        .checked(check)
-        .note(note),
-    ]))
+    .await
 }
