@@ -50,6 +50,7 @@ mod peers;
 mod progress;
 mod queue;
 mod raw;
+mod raw_queue;
 mod registry;
 mod report;
 mod scratch;

@@ -117,7 +117,7 @@ pub async fn multirow<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
 }
 
 /// Run `work` with a pool and a fresh table of the raw shape, then drop both.
-async fn with_table<B, F, Fut>(ctx: &Ctx<B>, title: &str, work: F) -> Result<Outcome>
+pub(crate) async fn with_table<B, F, Fut>(ctx: &Ctx<B>, title: &str, work: F) -> Result<Outcome>
 where
     B: Db,
     F: FnOnce(Pool<B>, String, Bar) -> Fut,
@@ -139,7 +139,7 @@ where
 }
 
 /// Drop and create the raw table, so that each phase starts empty.
-async fn recreate<B: Db>(pool: &Pool<B>, table: &str) -> Result<()> {
+pub(crate) async fn recreate<B: Db>(pool: &Pool<B>, table: &str) -> Result<()> {
     let mut conn = pool.acquire().await?;
     let drop = format!("DROP TABLE IF EXISTS {table}");
     B::execute(&mut conn, drop.into(), &[]).await?;
@@ -211,7 +211,7 @@ async fn parallel<B: Db>(
 
 /// [`write`] on the `held` connection, or, when none is held, on one taken from `pool` for this
 /// write only.
-async fn write_on<B: Db>(
+pub(crate) async fn write_on<B: Db>(
     pool: &Pool<B>,
     held: &mut Option<PoolConnection<B>>,
     sql: Arc<str>,
@@ -235,7 +235,7 @@ async fn write<B: Db>(conn: &mut B::Connection, sql: Arc<str>, binds: &[&[u8]]) 
 }
 
 /// `sql` in a transaction of its own, started with the backend's [`Db::BEGIN`].
-async fn transaction<B: Db>(
+pub(crate) async fn transaction<B: Db>(
     conn: &mut B::Connection,
     sql: Arc<str>,
     binds: &[&[u8]],
@@ -255,7 +255,7 @@ pub fn split(n: u64, parts: usize) -> Vec<u64> {
 }
 
 /// A time-ordered 16-byte id, as sqlmq generates them.
-fn new_id() -> [u8; 16] {
+pub(crate) fn new_id() -> [u8; 16] {
     *sqlmq::MessageId::new().as_uuid().as_bytes()
 }
 

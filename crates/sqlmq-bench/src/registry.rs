@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::backend::Db;
 use super::context::Ctx;
 use super::report::{Figure, PeerInfo, Planned, Unavailable};
-use super::{peers, queue, raw, serve, topic, worker};
+use super::{peers, queue, raw, raw_queue, serve, topic, worker};
 use sqlmq_cli_common::UsageError;
 
 /// What running a scenario gave.
@@ -55,6 +55,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &[],
     },
     Scenario {
+        id: "raw.queue",
+        title: "raw SKIP LOCKED queue on one table: drain with 8 consumers; 4 producers + 8 consumers",
+        needs: &[],
+    },
+    Scenario {
         id: "queue.produce",
         title: "send single messages with 1 and with 16 producers",
         needs: &["raw.insert"],
@@ -66,13 +71,13 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         id: "queue.drain",
-        title: "drain a pre-filled queue with 8 consumers, with leases and lock-held; peak memory",
-        needs: &["raw.lifecycle"],
+        title: "drain a pre-filled queue with 8 consumers: with leases, lock-held, take_in; peak memory",
+        needs: &["raw.lifecycle", "raw.queue"],
     },
     Scenario {
         id: "queue.mixed",
-        title: "4 producers alone, then with 8 consumers draining at once",
-        needs: &["raw.lifecycle"],
+        title: "4 producers alone, then with 8 consumers draining at once (leases, then take_in)",
+        needs: &["raw.lifecycle", "raw.queue"],
     },
     Scenario {
         id: "queue.latency",
@@ -161,6 +166,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "raw.insert" => raw::insert(ctx).await,
         "raw.multirow" => raw::multirow(ctx).await,
         "raw.lifecycle" => raw::lifecycle(ctx).await,
+        "raw.queue" => raw_queue::queue(ctx).await,
         "queue.produce" => queue::produce::produce(ctx).await,
         "queue.batch" => queue::produce::batch(ctx).await,
         "queue.drain" => queue::drain::drain(ctx).await,
@@ -254,7 +260,10 @@ mod tests {
     #[test]
     fn selection_adds_baselines_and_keeps_order() {
         assert_eq!(ids(&[]).len(), SCENARIOS.len());
-        assert_eq!(ids(&["queue.drain"]), vec!["raw.lifecycle", "queue.drain"]);
+        assert_eq!(
+            ids(&["queue.drain"]),
+            vec!["raw.lifecycle", "raw.queue", "queue.drain"]
+        );
         let queue = ids(&["queue"]);
         assert_eq!(
             &queue[..3],

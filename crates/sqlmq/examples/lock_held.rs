@@ -1,6 +1,7 @@
 //! The lock-held mode: claim a batch inside your transaction with `receive_in`, write its
 //! effects and ack it there with `ack_batch_in`, then commit — one transaction and one commit
-//! for the whole batch. A rollback (or a crash) gives the whole batch back at once.
+//! for the whole batch. A rollback (or a crash) gives the whole batch back at once. Then the
+//! same with `take_in`, which claims and removes in one step: no lease, no ack.
 //!
 //! Run: `cargo run -p sqlmq --example lock_held`, against the server at `SQLMQ_DATABASE_URL`
 //! (default `mysql://root@127.0.0.1:3306/test`). It creates the queue `example.clicks` and the
@@ -53,6 +54,21 @@ async fn main() -> anyhow::Result<()> {
             break;
         }
         println!("counted and acked {} in one commit", batch.len());
+    }
+
+    // Take them: claimed and removed in one step, no lease and no ack (the cheapest way).
+    clicks
+        .send_batch(pages.iter().map(|p| Message::new(*p)).collect())
+        .await?;
+    loop {
+        let mut tx = client.begin().await?;
+        let batch = clicks.take_in(&mut tx, 100).await?;
+        count_pages(&mut tx, &batch).await?; // the handler's writes
+        tx.commit().await?; // the counts and the removals, or neither
+        if batch.is_empty() {
+            break;
+        }
+        println!("counted and removed {} in one commit", batch.len());
     }
 
     let counts: Vec<(String, i64)> =

@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Result;
-use sqlx::{AssertSqlSafe, Database, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
+};
 
 use crate::machine::ServerFacts;
 use crate::scratch::Scratch;
@@ -31,6 +33,16 @@ pub struct RawSql {
     pub row: &'static str,
     /// Delete one row by id (`?`).
     pub delete: &'static str,
+    /// The plain queue's claim (`raw.queue`): the ids of the first `?` rows by id, with their
+    /// bodies, locked for the transaction (skipping rows others hold, where the database can).
+    pub claim: &'static str,
+    /// Delete the rows whose ids fill `{list}`: [`RawSql::list_item`] once per id, joined by
+    /// [`RawSql::list_separator`].
+    pub delete_list: &'static str,
+    /// One id of [`RawSql::delete_list`]'s list.
+    pub list_item: &'static str,
+    /// Between two items of [`RawSql::delete_list`]'s list.
+    pub list_separator: &'static str,
 }
 
 /// A database the bench runs on: a sqlmq backend plus what the bench measures it with.
@@ -84,6 +96,14 @@ pub trait Db: sqlmq::Backend {
         binds: &'a [&'a [u8]],
     ) -> impl Future<Output = Result<()>> + Send + 'a;
 
+    /// The first column (a 16-byte id) of each row `sql` returns with the integer `limit`
+    /// bound.
+    fn fetch_ids<'a>(
+        conn: &'a mut Self::Connection,
+        sql: Arc<str>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<[u8; 16]>>> + Send + 'a;
+
     /// The server's undo history not yet purged (InnoDB's history list length): what long
     /// transactions or a lagging purge leave behind. `None` where there is none (SQLite) or the
     /// bench's user may not read it (MySQL's PROCESS privilege).
@@ -112,6 +132,33 @@ where
     }
     q.execute(conn).await?;
     Ok(())
+}
+
+/// [`Db::fetch_ids`] for any sqlx database that binds integers and decodes byte vectors.
+async fn fetch_ids_on<'a, DB>(
+    conn: &'a mut DB::Connection,
+    sql: Arc<str>,
+    limit: i64,
+) -> Result<Vec<[u8; 16]>>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    &'a mut DB::Connection: Executor<'a, Database = DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    Vec<u8>: for<'r> Decode<'r, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let id: Vec<u8> = row.try_get(0)?;
+            id.try_into()
+                .map_err(|id: Vec<u8>| anyhow::anyhow!("an id of {} bytes", id.len()))
+        })
+        .collect()
 }
 
 /// Statements executed between two readings of [`Db::statements`] (connections opened

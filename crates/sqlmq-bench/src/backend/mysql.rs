@@ -33,6 +33,13 @@ impl Db for MySql {
         insert: "INSERT INTO {t} (id, queue_id, priority, body, created_at) VALUES (?, 1, 0, ?, UTC_TIMESTAMP(6))",
         row: "(?, 1, 0, ?, UTC_TIMESTAMP(6))",
         delete: "DELETE FROM {t} WHERE id = ?",
+        claim: "SELECT id, body FROM {t} ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+        // Not `DELETE … WHERE id IN (…)`: on a small table InnoDB's optimizer scans it whole
+        // for that, locking (and waiting for) every row it passes, and consumers deadlock.
+        delete_list: "DELETE t FROM ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (PRIMARY) \
+            ON t.id = v.id",
+        list_item: "SELECT CAST(? AS BINARY) AS id",
+        list_separator: " UNION ALL ",
     };
 
     const BEGIN: &'static str = "BEGIN";
@@ -168,6 +175,14 @@ impl Db for MySql {
         binds: &'a [&'a [u8]],
     ) -> Result<()> {
         super::execute_on::<MySql>(conn, sql, binds).await
+    }
+
+    async fn fetch_ids<'a>(
+        conn: &'a mut MySqlConnection,
+        sql: Arc<str>,
+        limit: i64,
+    ) -> Result<Vec<[u8; 16]>> {
+        super::fetch_ids_on::<MySql>(conn, sql, limit).await
     }
 
     /// `Questions` of every open connection, read with `SHOW SESSION STATUS` (exact even when

@@ -58,6 +58,10 @@ impl Db for Sqlite {
             VALUES (?, 1, 0, ?, CAST(unixepoch('subsec') * 1000000 AS INTEGER))",
         row: "(?, 1, 0, ?, CAST(unixepoch('subsec') * 1000000 AS INTEGER))",
         delete: "DELETE FROM {t} WHERE id = ?",
+        claim: "SELECT id, body FROM {t} ORDER BY id LIMIT ?",
+        delete_list: "DELETE FROM {t} WHERE id IN ({list})",
+        list_item: "?",
+        list_separator: ",",
     };
 
     /// sqlmq takes the write lock at the start of each of its transactions here.
@@ -172,6 +176,14 @@ impl Db for Sqlite {
         binds: &'a [&'a [u8]],
     ) -> Result<()> {
         super::execute_on::<Sqlite>(conn, sql, binds).await
+    }
+
+    async fn fetch_ids<'a>(
+        conn: &'a mut SqliteConnection,
+        sql: Arc<str>,
+        limit: i64,
+    ) -> Result<Vec<[u8; 16]>> {
+        super::fetch_ids_on::<Sqlite>(conn, sql, limit).await
     }
 
     async fn statements(_pool: &SqlitePool) -> Result<HashMap<u64, u64>> {

@@ -22,10 +22,11 @@ use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, peak_rss_bytes};
+use crate::progress::Bar;
 use crate::raw::{self, split};
+use crate::raw_queue;
 use crate::registry::Outcome;
 use crate::report::{Figure, Unit};
-use crate::progress::Bar;
 use crate::track::{Check, Tracker};
 
 /// How often the mixed scenario samples its backlog (sent minus acked).
@@ -63,7 +64,11 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         })
         .await?;
         let (key, label, note) = match mode {
-            Mode::Leases => ("queue.drain.8", format!("sqlmq drain, {CONSUMERS} consumers"), None),
+            Mode::Leases => (
+                "queue.drain.8",
+                format!("sqlmq drain, {CONSUMERS} consumers"),
+                None,
+            ),
             Mode::LockHeld => (
                 "queue.drain.lock_held.8",
                 format!("sqlmq drain, {CONSUMERS} consumers, lock-held"),
@@ -73,13 +78,18 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 "queue.drain.take.8",
                 format!("sqlmq drain, {CONSUMERS} consumers, take_in"),
                 Some(
-                    "take_in of 100 and a commit: compare with peer.postgres.drain.8, \
-                     PostgreSQL's same one-transaction-per-batch pattern",
+                    "take_in of 100 and a commit: the pattern of raw.queue.drain.8 on sqlmq's \
+                     tables; peer.postgres.drain.8 runs it on PostgreSQL",
                 ),
             ),
         };
+        let baseline = if mode == Mode::Take {
+            raw_queue::DRAIN
+        } else {
+            raw::LIFECYCLE
+        };
         let mut drained = Figure::rate(key, label, n, elapsed)
-            .against(raw::LIFECYCLE)
+            .against(baseline)
             .checked(check);
         if let Some(note) = note {
             drained = drained.note(note);
@@ -171,7 +181,11 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 n,
                 consumed,
             )
-            .against(raw::LIFECYCLE)
+            .against(if mode == Mode::Take {
+                raw_queue::MIXED
+            } else {
+                raw::LIFECYCLE
+            })
             .checked(check)
             .note(note),
         );

@@ -286,7 +286,9 @@ pub(crate) async fn concurrent_takers_remove_each_message_once<B: TestBackend>()
     const MESSAGES: usize = 300;
     const TAKERS: usize = 6;
     let (db, client, q) = queue::<B>(QueueConfig::default()).await;
-    let batch: Vec<Message> = (0..MESSAGES).map(|i| Message::new(format!("{i}"))).collect();
+    let batch: Vec<Message> = (0..MESSAGES)
+        .map(|i| Message::new(format!("{i}")))
+        .collect();
     let sent: HashSet<MessageId> = batch.iter().map(Message::id).collect();
     q.send_batch(batch).await.unwrap();
     let committed: Arc<Mutex<Vec<MessageId>>> = Arc::default();

@@ -132,7 +132,8 @@ impl Claim<MySql> for MySqlStore {
         write.run_in(conn).await?;
         for d in &taken {
             if let Some(key) = &d.ordering_key {
-                self.release_key(conn, queue_id, key.as_bytes(), d.id).await?;
+                self.release_key(conn, queue_id, key.as_bytes(), d.id)
+                    .await?;
             }
         }
         Ok(taken)

@@ -116,7 +116,8 @@ impl Claim<Sqlite> for SqliteStore {
         exec_id_list(&self.st, conn, DELETE_MESSAGES, &ids).await?;
         for d in &taken {
             if let Some(key) = &d.ordering_key {
-                self.release_key(conn, queue_id, key.as_bytes(), d.id).await?;
+                self.release_key(conn, queue_id, key.as_bytes(), d.id)
+                    .await?;
             }
         }
         Ok(taken)
