@@ -63,6 +63,9 @@ pub trait Db: sqlmq::Backend {
     const NO_STATEMENT_COUNTER: Option<&'static str>;
     /// Why there is no topic sequencer to time alone here (`None`: there is one).
     const NO_SEQUENCER: Option<&'static str>;
+    /// Why twelve clients of their own (as twelve processes would be) do not make a mixed run
+    /// here (`None`: they do).
+    const NO_SEPARATE_CLIENTS: Option<&'static str>;
 
     /// `name` quoted as an identifier.
     fn quote(name: &str) -> String;
@@ -112,6 +115,14 @@ pub trait Db: sqlmq::Backend {
     /// Statements executed so far by each open connection of `pool`, by connection id. Only
     /// call it while no connection of the pool is in use: it takes each one once.
     fn statements(pool: &Pool<Self>) -> impl Future<Output = Result<HashMap<u64, u64>>> + Send;
+
+    /// The session counters `names` (status variables such as `Com_commit`) of each open
+    /// connection of `pool`, by connection id, in the order of `names`. Same rule as
+    /// [`Db::statements`].
+    fn counters(
+        pool: &Pool<Self>,
+        names: &'static [&'static str],
+    ) -> impl Future<Output = Result<HashMap<u64, Vec<u64>>>> + Send;
 }
 
 /// [`Db::execute`] for any sqlx database that binds byte slices.
@@ -168,6 +179,14 @@ pub fn delta(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
         .iter()
         .map(|(id, v)| v.saturating_sub(before.get(id).copied().unwrap_or(0)))
         .sum()
+}
+
+/// [`delta`] of the counter at `index` of two readings of [`Db::counters`].
+pub fn delta_at(before: &HashMap<u64, Vec<u64>>, after: &HashMap<u64, Vec<u64>>, index: usize) -> u64 {
+    let pick = |m: &HashMap<u64, Vec<u64>>| -> HashMap<u64, u64> {
+        m.iter().map(|(id, v)| (*id, v[index])).collect()
+    };
+    delta(&pick(before), &pick(after))
 }
 
 /// `reason` as a report states it: "not available on SQLite: …" (sqlx's name of the database).

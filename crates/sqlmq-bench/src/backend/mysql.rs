@@ -53,6 +53,8 @@ impl Db for MySql {
 
     const NO_SEQUENCER: Option<&'static str> = None;
 
+    const NO_SEPARATE_CLIENTS: Option<&'static str> = None;
+
     fn quote(name: &str) -> String {
         format!("`{name}`")
     }
@@ -190,22 +192,41 @@ impl Db for MySql {
     /// `Questions` counts statements sent by clients, prepared-statement executions included;
     /// not pings (sqlx pings a connection before reusing it) nor prepares.
     async fn statements(pool: &MySqlPool) -> Result<HashMap<u64, u64>> {
+        let counters = Self::counters(pool, &["Questions"]).await?;
+        Ok(counters.into_iter().map(|(id, v)| (id, v[0])).collect())
+    }
+
+    async fn counters(
+        pool: &MySqlPool,
+        names: &'static [&'static str],
+    ) -> Result<HashMap<u64, Vec<u64>>> {
         let mut held = Vec::new();
         for _ in 0..pool.size() {
             held.push(tokio::time::timeout(Duration::from_secs(10), pool.acquire()).await??);
         }
+        let list: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        let show = format!(
+            "SHOW SESSION STATUS WHERE Variable_name IN ({})",
+            list.join(",")
+        );
         let mut out = HashMap::new();
         for conn in &mut held {
             let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
                 .fetch_one(&mut **conn)
                 .await?;
-            let row = sqlx::query("SHOW SESSION STATUS LIKE 'Questions'")
-                .fetch_one(&mut **conn)
+            let rows = sqlx::query(AssertSqlSafe(show.clone()))
+                .fetch_all(&mut **conn)
                 .await?;
-            let value = text(&row, 1)
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            out.insert(id, value);
+            let mut values = vec![0; names.len()];
+            for row in &rows {
+                let name = text(row, 0).unwrap_or_default();
+                if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(&name)) {
+                    values[i] = text(row, 1)
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                }
+            }
+            out.insert(id, values);
         }
         Ok(out)
     }

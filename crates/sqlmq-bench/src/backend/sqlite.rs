@@ -79,6 +79,11 @@ impl Db for Sqlite {
     const NO_SEQUENCER: Option<&'static str> =
         Some("no sequencer: records get their offsets in the publishing transaction");
 
+    const NO_SEPARATE_CLIENTS: Option<&'static str> = Some(
+        "one writer at a time: clients of their own would take turns on the database's write \
+         lock, which measures SQLite's lock, not sqlmq",
+    );
+
     fn quote(name: &str) -> String {
         format!("\"{name}\"")
     }
@@ -187,6 +192,15 @@ impl Db for Sqlite {
     }
 
     async fn statements(_pool: &SqlitePool) -> Result<HashMap<u64, u64>> {
+        bail!(super::not_available::<Sqlite>(
+            Sqlite::NO_STATEMENT_COUNTER.unwrap_or_default()
+        ))
+    }
+
+    async fn counters(
+        _pool: &SqlitePool,
+        _names: &'static [&'static str],
+    ) -> Result<HashMap<u64, Vec<u64>>> {
         bail!(super::not_available::<Sqlite>(
             Sqlite::NO_STATEMENT_COUNTER.unwrap_or_default()
         ))

@@ -125,9 +125,17 @@ impl<B: Db> Consumer<B> {
 
     /// Run `count` consumers like this one until the tracker says stop; returns the lost acks.
     pub async fn run_many(&self, count: usize) -> Result<u64> {
+        self.run_each(vec![self.queue.clone(); count]).await
+    }
+
+    /// Run one consumer like this one on each of `queues` (handles of the same queue, through
+    /// clients of their own) until the tracker says stop; returns the lost acks.
+    pub async fn run_each(&self, queues: Vec<Queue<B>>) -> Result<u64> {
         let mut set = JoinSet::new();
-        for _ in 0..count {
-            set.spawn(self.clone().run());
+        for queue in queues {
+            let mut consumer = self.clone();
+            consumer.queue = queue;
+            set.spawn(consumer.run());
         }
         let mut lost = 0;
         while let Some(done) = set.join_next().await {

@@ -12,21 +12,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use sqlmq::{Message, MessageId};
+use sqlmq::{Message, MessageId, Queue};
 use tokio::task::JoinSet;
 
 use super::consumer::{Consumer, Mode};
 use super::produce::sends;
 use super::{AbortOnDrop, POOL, fill, with_queue};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
-use crate::backend::Db;
+use crate::backend::{Db, not_available};
 use crate::context::Ctx;
 use crate::measure::{body, peak_rss_bytes};
 use crate::progress::Bar;
 use crate::raw::{self, split};
 use crate::raw_queue;
 use crate::registry::Outcome;
-use crate::report::{Figure, Unit};
+use crate::report::{Figure, Unavailable, Unit};
 use crate::track::{Check, Tracker};
 
 /// How often the mixed scenario samples its backlog (sent minus acked).
@@ -142,20 +142,40 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         )
         .against(raw::INSERT_MANY),
     ];
-    for mode in [Mode::Leases, Mode::Take] {
-        let run = mixed_run(ctx, &bar, mode).await;
-        if run.is_err() {
-            bar.finish();
-        }
-        let (produced, consumed, check, lost_acks, max_backlog) = run?;
-        let (produce_key, consume_key, how) = match mode {
-            Mode::Take => (
+    let mut unavailable = Vec::new();
+    for (mode, separate) in [
+        (Mode::Leases, false),
+        (Mode::Take, false),
+        (Mode::Leases, true),
+    ] {
+        let (produce_key, consume_key, how) = match (mode, separate) {
+            (_, true) => (
+                "queue.mixed.clients.produce",
+                "queue.mixed.clients.consume",
+                " (clients of their own)",
+            ),
+            (Mode::Take, _) => (
                 "queue.mixed.take.produce",
                 "queue.mixed.take.consume",
                 " (take_in)",
             ),
             _ => ("queue.mixed.produce", "queue.mixed.consume", ""),
         };
+        if let (true, Some(why)) = (separate, B::NO_SEPARATE_CLIENTS) {
+            for (key, what) in [(produce_key, "sent by"), (consume_key, "acked by")] {
+                unavailable.push(Unavailable {
+                    key: key.to_owned(),
+                    label: format!("sqlmq mixed{how}: {what} {MIXED_PRODUCERS} producers"),
+                    reason: not_available::<B>(why),
+                });
+            }
+            continue;
+        }
+        let run = mixed_run(ctx, &bar, mode, separate).await;
+        if run.is_err() {
+            bar.finish();
+        }
+        let (produced, consumed, check, lost_acks, max_backlog) = run?;
         let mut note = format!(
             "largest backlog seen (sent, not yet acked): {max_backlog}; consumers finished \
              {:.2} s after the producers",
@@ -181,7 +201,7 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 n,
                 consumed,
             )
-            .against(if mode == Mode::Take {
+            .against(if mode == Mode::Take || separate {
                 raw_queue::MIXED
             } else {
                 raw::LIFECYCLE
@@ -191,81 +211,131 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         );
     }
     bar.finish();
-    Ok(Outcome::Ran(figures))
+    Ok(if unavailable.is_empty() {
+        Outcome::Ran(figures)
+    } else {
+        Outcome::Partly(figures, unavailable)
+    })
 }
 
-/// One mixed run: the 4 producers sending single messages while 8 consumers in `mode` drain.
-/// Returns the producers' and the consumers' times, the delivery check, the acks that lost
-/// their lease and the largest backlog seen.
+/// One mixed run: the 4 producers sending single messages while 8 consumers in `mode` drain,
+/// all through one client, or (`separate`) each through a client of its own, as separate
+/// processes would. Returns the producers' and the consumers' times, the delivery check, the
+/// acks that lost their lease and the largest backlog seen.
 async fn mixed_run<B: Db>(
     ctx: &Ctx<B>,
     bar: &Bar,
     mode: Mode,
+    separate: bool,
 ) -> Result<(Duration, Duration, Check, u64, u64)> {
     let n = ctx.plan.mixed;
     let b = bar.clone();
     with_queue(ctx, "mixed", POOL, |queue| async move {
-        let how = if mode == Mode::Take { ", take_in" } else { "" };
-        b.phase(
-            &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers{how}"),
-            n,
-        );
-        let tracker = Arc::new(Tracker::new(n));
-        let sent_ids: Arc<Mutex<Vec<MessageId>>> = Arc::default();
-        let sent = Arc::new(AtomicU64::new(0));
-        let started = Instant::now();
-        let consumer = Consumer {
-            queue: queue.clone(),
-            batch: RECEIVE_BATCH,
-            tracker: Arc::clone(&tracker),
-            bar: b.clone(),
-            latency: None,
-            mode,
+        let handles = MIXED_PRODUCERS + CONSUMERS;
+        let mut handles = if separate {
+            siblings(ctx, &queue, handles).await?
+        } else {
+            vec![queue.clone(); handles]
         };
-        let consumers = tokio::spawn(async move { consumer.run_many(CONSUMERS).await });
-        let mut consumers = AbortOnDrop(consumers);
-        let done = Arc::new(AtomicBool::new(false));
-        let sampler = {
-            let (tracker, sent, done) =
-                (Arc::clone(&tracker), Arc::clone(&sent), Arc::clone(&done));
-            tokio::spawn(async move {
-                let mut max = 0;
-                while !done.load(Ordering::Relaxed) {
-                    let backlog = sent
-                        .load(Ordering::Relaxed)
-                        .saturating_sub(tracker.delivered());
-                    max = max.max(backlog);
-                    tokio::time::sleep(BACKLOG_SAMPLE).await;
-                }
-                max
-            })
+        let consumer_queues = handles.split_off(MIXED_PRODUCERS);
+        let how = match (mode, separate) {
+            (_, true) => ", clients of their own",
+            (Mode::Take, _) => ", take_in",
+            _ => "",
         };
-        let mut sampler = AbortOnDrop(sampler);
-        let mut producers = JoinSet::new();
-        for count in split(n, MIXED_PRODUCERS) {
-            let (q, ids, sent) = (queue.clone(), Arc::clone(&sent_ids), Arc::clone(&sent));
-            producers.spawn(async move {
-                for _ in 0..count {
-                    let m = Message::new(body(0));
-                    let id = m.id();
-                    q.send(m).await?;
-                    ids.lock().expect("poisoned").push(id);
-                    sent.fetch_add(1, Ordering::Relaxed);
-                }
-                anyhow::Ok(())
-            });
+        let run = mixed_traffic(&b, n, mode, how, handles.clone(), consumer_queues).await;
+        if separate {
+            for q in &handles {
+                q.client().pool().close().await;
+            }
         }
-        while let Some(r) = producers.join_next().await {
-            r??;
-        }
-        let produced = started.elapsed();
-        tracker.sending_done();
-        let lost = (&mut consumers.0).await??;
-        done.store(true, Ordering::Relaxed);
-        let max_backlog = (&mut sampler.0).await?;
-        let consumed = tracker.last_delivery().saturating_duration_since(started);
-        let check = tracker.check(sent_ids.lock().expect("poisoned").iter());
-        Ok((produced, consumed, check, lost, max_backlog))
+        run
     })
     .await
+}
+
+/// `count` handles of `queue`, each through a client of its own (2 connections) on the same
+/// tables: what as many processes would hold.
+async fn siblings<B: Db>(ctx: &Ctx<B>, queue: &Queue<B>, count: usize) -> Result<Vec<Queue<B>>> {
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let client = sqlmq::Client::builder()
+            .table_prefix(queue.client().table_prefix())
+            .max_connections(2)
+            .open::<B>(&ctx.scratch.url)
+            .await?;
+        out.push(client.queue(queue.name()).await?);
+    }
+    Ok(out)
+}
+
+/// The traffic of [`mixed_run`]: `n` messages, one producer on each of `producer_queues`, one
+/// consumer in `mode` on each of `consumer_queues`; `how` names the run on the progress bar.
+async fn mixed_traffic<B: Db>(
+    b: &Bar,
+    n: u64,
+    mode: Mode,
+    how: &str,
+    producer_queues: Vec<Queue<B>>,
+    consumer_queues: Vec<Queue<B>>,
+) -> Result<(Duration, Duration, Check, u64, u64)> {
+    b.phase(
+        &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers{how}"),
+        n,
+    );
+    let tracker = Arc::new(Tracker::new(n));
+    let sent_ids: Arc<Mutex<Vec<MessageId>>> = Arc::default();
+    let sent = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let consumer = Consumer {
+        queue: consumer_queues[0].clone(),
+        batch: RECEIVE_BATCH,
+        tracker: Arc::clone(&tracker),
+        bar: b.clone(),
+        latency: None,
+        mode,
+    };
+    let consumers = tokio::spawn(async move { consumer.run_each(consumer_queues).await });
+    let mut consumers = AbortOnDrop(consumers);
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (tracker, sent, done) = (Arc::clone(&tracker), Arc::clone(&sent), Arc::clone(&done));
+        tokio::spawn(async move {
+            let mut max = 0;
+            while !done.load(Ordering::Relaxed) {
+                let backlog = sent
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(tracker.delivered());
+                max = max.max(backlog);
+                tokio::time::sleep(BACKLOG_SAMPLE).await;
+            }
+            max
+        })
+    };
+    let mut sampler = AbortOnDrop(sampler);
+    let mut producers = JoinSet::new();
+    for (count, q) in split(n, MIXED_PRODUCERS).into_iter().zip(producer_queues) {
+        let (ids, sent) = (Arc::clone(&sent_ids), Arc::clone(&sent));
+        producers.spawn(async move {
+            for _ in 0..count {
+                let m = Message::new(body(0));
+                let id = m.id();
+                q.send(m).await?;
+                ids.lock().expect("poisoned").push(id);
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = producers.join_next().await {
+        r??;
+    }
+    let produced = started.elapsed();
+    tracker.sending_done();
+    let lost = (&mut consumers.0).await??;
+    done.store(true, Ordering::Relaxed);
+    let max_backlog = (&mut sampler.0).await?;
+    let consumed = tracker.last_delivery().saturating_duration_since(started);
+    let check = tracker.check(sent_ids.lock().expect("poisoned").iter());
+    Ok((produced, consumed, check, lost, max_backlog))
 }
