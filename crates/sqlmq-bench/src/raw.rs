@@ -89,13 +89,7 @@ pub async fn multirow<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         let rows = ctx.plan.raw_multirow_rows;
         let statements = rows.div_ceil(MULTIROW_ROWS as u64);
         bar.phase(&format!("{MULTIROW_ROWS}-row INSERT per tx"), rows);
-        let raw = B::RAW;
-        let values = vec![raw.row; MULTIROW_ROWS].join(",");
-        let sql: Arc<str> = raw
-            .insert
-            .replace("{t}", &table)
-            .replace(&format!("VALUES {}", raw.row), &format!("VALUES {values}"))
-            .into();
+        let sql: Arc<str> = multirow_insert::<B>(&table, MULTIROW_ROWS).into();
         let payload = body(0);
         let mut conn = pool.acquire().await?;
         let started = Instant::now();
@@ -114,6 +108,15 @@ pub async fn multirow<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         )])
     })
     .await
+}
+
+/// The raw INSERT of `rows` rows into `table` in one statement.
+pub(crate) fn multirow_insert<B: Db>(table: &str, rows: usize) -> String {
+    let raw = B::RAW;
+    let values = vec![raw.row; rows].join(",");
+    raw.insert
+        .replace("{t}", table)
+        .replace(&format!("VALUES {}", raw.row), &format!("VALUES {values}"))
 }
 
 /// Run `work` with a pool and a fresh table of the raw shape, then drop both.
@@ -178,18 +181,13 @@ async fn parallel<B: Db>(
     // one writer), each write takes the connection and gives it back, as sqlmq's producers and
     // consumers do: a task keeping the writer for its whole loop would leave the others waiting
     // past the pool's acquire timeout.
-    let shared = (pool.options().get_max_connections() as usize) < tasks;
     let started = Instant::now();
     let mut set = JoinSet::new();
     for count in split(n, tasks) {
         let (pool, bar) = (pool.clone(), bar.clone());
         let (insert, remove) = (insert.clone(), remove.clone());
         set.spawn(async move {
-            let mut held = if shared {
-                None
-            } else {
-                Some(pool.acquire().await?)
-            };
+            let mut held = task_connection(&pool, tasks).await?;
             let payload = body(0);
             for _ in 0..count {
                 let id = new_id();
@@ -207,6 +205,19 @@ async fn parallel<B: Db>(
         done??;
     }
     Ok(started.elapsed())
+}
+
+/// The connection one of `tasks` writing tasks keeps for its whole loop, where the pool has a
+/// connection for every task (MySQL); `None` where they share fewer (SQLite's one writer), and
+/// each write takes the connection and gives it back (see [`parallel`]).
+pub(crate) async fn task_connection<B: Db>(
+    pool: &Pool<B>,
+    tasks: usize,
+) -> Result<Option<PoolConnection<B>>> {
+    if (pool.options().get_max_connections() as usize) < tasks {
+        return Ok(None);
+    }
+    Ok(Some(pool.acquire().await?))
 }
 
 /// [`write`] on the `held` connection, or, when none is held, on one taken from `pool` for this

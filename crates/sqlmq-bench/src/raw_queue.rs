@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use anyhow::Result;
 use sqlx::Pool;
-use sqlx::pool::PoolConnection;
 use tokio::task::JoinSet;
 
 use super::args::{CONSUMERS, MIXED_PRODUCERS, MULTIROW_ROWS, RECEIVE_BATCH};
@@ -23,7 +22,9 @@ use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
 use super::progress::Bar;
-use super::raw::{new_id, recreate, split, transaction, with_table, write_on};
+use super::raw::{
+    multirow_insert, new_id, recreate, split, task_connection, transaction, with_table, write_on,
+};
 use super::registry::Outcome;
 use super::report::Figure;
 use super::track::Tracker;
@@ -93,18 +94,13 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
 
 /// Insert `n` rows in multi-row INSERTs of [`MULTIROW_ROWS`]; returns their ids.
 async fn fill<B: Db>(pool: &Pool<B>, table: &str, n: u64, bar: &Bar) -> Result<Vec<[u8; 16]>> {
-    let raw = B::RAW;
     let payload = body(0);
     let mut conn = pool.acquire().await?;
     let mut ids = Vec::with_capacity(n as usize);
     let mut left = n as usize;
     while left > 0 {
         let rows = left.min(MULTIROW_ROWS);
-        let values = vec![raw.row; rows].join(",");
-        let sql = raw
-            .insert
-            .replace("{t}", table)
-            .replace(&format!("VALUES {}", raw.row), &format!("VALUES {values}"));
+        let sql = multirow_insert::<B>(table, rows);
         let chunk: Vec<[u8; 16]> = (0..rows).map(|_| new_id()).collect();
         let binds: Vec<&[u8]> = chunk
             .iter()
@@ -123,17 +119,11 @@ async fn fill<B: Db>(pool: &Pool<B>, table: &str, n: u64, bar: &Bar) -> Result<V
 async fn produce<B: Db>(pool: &Pool<B>, table: &str, n: u64) -> Result<Vec<[u8; 16]>> {
     let insert: Arc<str> = B::RAW.insert.replace("{t}", table).into();
     let sent: Arc<Mutex<Vec<[u8; 16]>>> = Arc::default();
-    // As in `raw.rs`: a connection per producer where the pool has them, else one per write.
-    let shared = (pool.options().get_max_connections() as usize) < MIXED_PRODUCERS + CONSUMERS;
     let mut set = JoinSet::new();
     for count in split(n, MIXED_PRODUCERS) {
         let (pool, insert, sent) = (pool.clone(), insert.clone(), Arc::clone(&sent));
         set.spawn(async move {
-            let mut held: Option<PoolConnection<B>> = if shared {
-                None
-            } else {
-                Some(pool.acquire().await?)
-            };
+            let mut held = task_connection(&pool, MIXED_PRODUCERS + CONSUMERS).await?;
             let payload = body(0);
             for _ in 0..count {
                 let id = new_id();

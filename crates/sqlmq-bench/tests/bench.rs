@@ -67,6 +67,8 @@ const BASELINES: &[&str] = &[
     "raw.insert.16",
     "raw.multirow",
     "raw.lifecycle.16",
+    "raw.queue.drain.8",
+    "raw.queue.mixed.consume",
 ];
 
 /// `sqlmq-bench ARGS` on `db`.

@@ -182,7 +182,11 @@ pub fn delta(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
 }
 
 /// [`delta`] of the counter at `index` of two readings of [`Db::counters`].
-pub fn delta_at(before: &HashMap<u64, Vec<u64>>, after: &HashMap<u64, Vec<u64>>, index: usize) -> u64 {
+pub fn delta_at(
+    before: &HashMap<u64, Vec<u64>>,
+    after: &HashMap<u64, Vec<u64>>,
+    index: usize,
+) -> u64 {
     let pick = |m: &HashMap<u64, Vec<u64>>| -> HashMap<u64, u64> {
         m.iter().map(|(id, v)| (*id, v[index])).collect()
     };

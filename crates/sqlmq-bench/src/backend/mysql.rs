@@ -179,8 +179,8 @@ impl Db for MySql {
         super::execute_on::<MySql>(conn, sql, binds).await
     }
 
-    async fn fetch_ids<'a>(
-        conn: &'a mut MySqlConnection,
+    async fn fetch_ids(
+        conn: &mut MySqlConnection,
         sql: Arc<str>,
         limit: i64,
     ) -> Result<Vec<[u8; 16]>> {

@@ -183,8 +183,8 @@ impl Db for Sqlite {
         super::execute_on::<Sqlite>(conn, sql, binds).await
     }
 
-    async fn fetch_ids<'a>(
-        conn: &'a mut SqliteConnection,
+    async fn fetch_ids(
+        conn: &mut SqliteConnection,
         sql: Arc<str>,
         limit: i64,
     ) -> Result<Vec<[u8; 16]>> {

@@ -6,8 +6,8 @@
 //! `queue.idle`, which explains why session counters are exact on a shared server). A
 //! statement inside a multi-statement text query counts once, like any other. Each figure is
 //! statements (`Questions`); its note gives, per operation, the commits (`Com_commit`), the
-//! rows changed (`Handler_write` + `Handler_update` + `Handler_delete`: index records of
-//! every table, temporary ones included) and the rows read (`Handler_read_*`).
+//! rows changed (`Handler_write` + `Handler_update` + `Handler_delete`: row operations of the
+//! storage engine) and the rows read (`Handler_read_*`).
 //!
 //! SQLite has no such counter: there the scenario reports itself not available.
 

@@ -162,15 +162,23 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             _ => ("queue.mixed.produce", "queue.mixed.consume", ""),
         };
         if let (true, Some(why)) = (separate, B::NO_SEPARATE_CLIENTS) {
-            for (key, what) in [(produce_key, "sent by"), (consume_key, "acked by")] {
+            for (key, what) in [
+                (produce_key, format!("sent by {MIXED_PRODUCERS} producers")),
+                (consume_key, format!("acked by {CONSUMERS} consumers")),
+            ] {
                 unavailable.push(Unavailable {
                     key: key.to_owned(),
-                    label: format!("sqlmq mixed{how}: {what} {MIXED_PRODUCERS} producers"),
+                    label: format!("sqlmq mixed{how}: {what}"),
                     reason: not_available::<B>(why),
                 });
             }
             continue;
         }
+        let settled = if mode == Mode::Take {
+            "removed"
+        } else {
+            "acked"
+        };
         let run = mixed_run(ctx, &bar, mode, separate).await;
         if run.is_err() {
             bar.finish();
@@ -197,14 +205,14 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         figures.push(
             Figure::rate(
                 consume_key,
-                format!("sqlmq mixed{how}: acked by {CONSUMERS} consumers"),
+                format!("sqlmq mixed{how}: {settled} by {CONSUMERS} consumers"),
                 n,
                 consumed,
             )
-            .against(if mode == Mode::Take || separate {
-                raw_queue::MIXED
-            } else {
-                raw::LIFECYCLE
+            .against(match (mode, separate) {
+                (_, true) => "queue.mixed.consume",
+                (Mode::Take, _) => raw_queue::MIXED,
+                _ => raw::LIFECYCLE,
             })
             .checked(check)
             .note(note),
@@ -231,23 +239,22 @@ async fn mixed_run<B: Db>(
     let n = ctx.plan.mixed;
     let b = bar.clone();
     with_queue(ctx, "mixed", POOL, |queue| async move {
-        let handles = MIXED_PRODUCERS + CONSUMERS;
-        let mut handles = if separate {
-            siblings(ctx, &queue, handles).await?
+        let count = MIXED_PRODUCERS + CONSUMERS;
+        let all = if separate {
+            siblings(ctx, &queue, count).await?
         } else {
-            vec![queue.clone(); handles]
+            vec![queue.clone(); count]
         };
+        let mut handles = all.clone();
         let consumer_queues = handles.split_off(MIXED_PRODUCERS);
         let how = match (mode, separate) {
             (_, true) => ", clients of their own",
             (Mode::Take, _) => ", take_in",
             _ => "",
         };
-        let run = mixed_traffic(&b, n, mode, how, handles.clone(), consumer_queues).await;
+        let run = mixed_traffic(&b, n, mode, how, handles, consumer_queues).await;
         if separate {
-            for q in &handles {
-                q.client().pool().close().await;
-            }
+            close(&all).await;
         }
         run
     })
@@ -259,14 +266,31 @@ async fn mixed_run<B: Db>(
 async fn siblings<B: Db>(ctx: &Ctx<B>, queue: &Queue<B>, count: usize) -> Result<Vec<Queue<B>>> {
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
-        let client = sqlmq::Client::builder()
-            .table_prefix(queue.client().table_prefix())
-            .max_connections(2)
-            .open::<B>(&ctx.scratch.url)
-            .await?;
-        out.push(client.queue(queue.name()).await?);
+        let opened = async {
+            let client = sqlmq::Client::builder()
+                .table_prefix(queue.client().table_prefix())
+                .max_connections(2)
+                .open::<B>(&ctx.scratch.url)
+                .await?;
+            anyhow::Ok(client.queue(queue.name()).await?)
+        }
+        .await;
+        match opened {
+            Ok(q) => out.push(q),
+            Err(e) => {
+                close(&out).await;
+                return Err(e);
+            }
+        }
     }
     Ok(out)
+}
+
+/// Close the pools of the clients of `queues` (from [`siblings`]).
+async fn close<B: Db>(queues: &[Queue<B>]) {
+    for q in queues {
+        q.client().pool().close().await;
+    }
 }
 
 /// The traffic of [`mixed_run`]: `n` messages, one producer on each of `producer_queues`, one

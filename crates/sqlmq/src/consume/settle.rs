@@ -210,11 +210,17 @@ impl<'a, B: Backend> Consumer<'a, B> {
         lost_to_error(self.ack_batch_in(conn, &[receipt]).await?)
     }
 
-    /// The report of acking `total` receipts of which `lost` had lost their lease, counted.
-    pub(crate) fn counted(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
-        let acked = total - lost.len();
+    /// Count `acked` messages settled for good (acked, or taken).
+    pub(crate) fn record_acked(&self, acked: usize) {
         let (key, value) = self.label();
-        metrics::counter!(self.names().acked, key => value.clone()).increment(acked as u64);
+        metrics::counter!(self.names().acked, key => value).increment(acked as u64);
+    }
+
+    /// The report of acking `total` receipts of which `lost` had lost their lease, counted.
+    fn counted(&self, total: usize, lost: Vec<Receipt>) -> AckReport {
+        let acked = total - lost.len();
+        self.record_acked(acked);
+        let (key, value) = self.label();
         if !lost.is_empty() {
             metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
         }

@@ -178,6 +178,11 @@ pub struct Sent {
     pub duplicate: bool,
 }
 
+/// The token of a delivery from `Queue::take_in`: claims hand out tokens from 1 (a message's
+/// delivery count), so no lease ever holds this one, and a receipt made from a taken delivery
+/// is reported lost rather than settling a lease a later claim of the same message holds.
+pub(crate) const TAKEN_TOKEN: u64 = 0;
+
 /// A claimed message. Process it, then `ack` (or `nack`) its [`receipt`](Delivery::receipt)
 /// before the lease ends.
 ///
@@ -195,7 +200,7 @@ pub struct Sent {
 pub struct Delivery {
     /// The message id.
     pub id: MessageId,
-    /// The fencing token of this claim.
+    /// The fencing token of this claim (0 for a taken message, which holds no lease).
     pub token: u64,
     /// 1 for the first delivery, incremented by every claim since (reset by a redrive).
     pub attempt: u32,
@@ -211,7 +216,8 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// When the message was sent (database clock).
     pub enqueued_at: SystemTime,
-    /// When this lease ends unless extended (database clock).
+    /// When this lease ends unless extended (database clock); for a taken message, which holds
+    /// no lease, when it was taken.
     pub lease_expires_at: SystemTime,
     /// Topic records: the partition (None for queue messages).
     pub partition: Option<u32>,

@@ -52,7 +52,9 @@ pub use lag::{
     DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats,
 };
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
-pub(crate) use message::{check_headers, encode_errors, parse_errors, time_from_micros};
+pub(crate) use message::{
+    TAKEN_TOKEN, check_headers, encode_errors, parse_errors, time_from_micros,
+};
 pub use name::{MAX_NAME_LEN, validate_name};
 pub(crate) use name::{validate_key, validate_table_prefix};
 pub use process::ProcessInfo;

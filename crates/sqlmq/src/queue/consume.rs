@@ -84,7 +84,10 @@ impl<B: Backend> Queue<B> {
     /// transactional). The messages are gone when the transaction commits, and back in the
     /// queue, ready at once and with their attempt count unchanged, when it rolls back, the
     /// connection dies or the process is killed; until then their rows stay locked and other
-    /// consumers skip them. This is PostgreSQL's `SELECT … FOR UPDATE SKIP LOCKED` then
+    /// consumers skip them (on SQLite they wait for the one write lock). A taken delivery
+    /// holds no lease: its token is 0, so its receipt settles nothing (an ack reports it
+    /// lost), and its `lease_expires_at` is when it was taken. This is PostgreSQL's
+    /// `SELECT … FOR UPDATE SKIP LOCKED` then
     /// `DELETE` pattern, and the cheapest way to consume: two round trips and two row deletes
     /// per message, against the four row changes of [`receive_in`](Queue::receive_in) and
     /// [`ack_batch_in`](Queue::ack_batch_in).
@@ -95,8 +98,11 @@ impl<B: Backend> Queue<B> {
     /// no messages that may crash the process (a rollback does not count an attempt, so they
     /// never become dead letters), roll back on any error. A message with an ordering key
     /// lets the key's next message become ready when the transaction commits, as an ack would.
-    /// On a connection outside a transaction the take commits by itself: the messages are
-    /// removed before the call returns (at most once).
+    /// A take runs no housekeeping: delayed messages become ready only when `receive`, a
+    /// worker or [`Queue::maintain`] promotes them, so a deployment that only takes runs one
+    /// of those too. The claimed and acked counters count a take when it is made, before the
+    /// caller commits. On a connection outside a transaction the take commits by itself: the
+    /// messages are removed before the call returns (at most once).
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
@@ -116,7 +122,7 @@ impl<B: Backend> Queue<B> {
             tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.take_in(conn, id, n))).await?;
         let consumer = self.consumer();
         consumer.record_claim(started, taken.len());
-        consumer.counted(taken.len(), Vec::new());
+        consumer.record_acked(taken.len());
         Ok(taken)
     }
 

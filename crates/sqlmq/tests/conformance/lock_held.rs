@@ -214,6 +214,23 @@ pub(crate) async fn a_take_commits_with_its_effects_or_rolls_back_whole<B: TestB
     assert_eq!(db.scalar("SELECT COUNT(*) FROM effects").await, 0);
     check_invariants(&db).await;
 
+    // A taken delivery holds no lease: its receipt does not settle the lease a later claim of
+    // the same message holds.
+    let leased = q.receive(5, LEASE).await.unwrap();
+    let stale: Vec<_> = got[..5].iter().map(|d| d.receipt()).collect();
+    assert_eq!(ids(&leased), ids(&got[..5]));
+    let report = q.ack_batch(&stale).await.unwrap();
+    assert_eq!((report.acked, report.lost.len()), (0, 5));
+    let receipts: Vec<_> = leased.iter().map(|d| d.receipt()).collect();
+    assert_eq!(q.ack_batch(&receipts).await.unwrap().acked, 5);
+    let batch: Vec<Message> = (0..5).map(|i| Message::new(format!("{i}"))).collect();
+    let resent: Vec<Message> = batch
+        .into_iter()
+        .zip(&leased)
+        .map(|(m, d)| m.with_id(d.id))
+        .collect();
+    q.send_batch(resent).await.unwrap(); // the five back, in their old place in the order
+
     let mut tx = client.begin().await.unwrap();
     let got = q.take_in(&mut tx, 30).await.unwrap();
     let bodies: Vec<String> = got
@@ -235,9 +252,19 @@ pub(crate) async fn a_take_commits_with_its_effects_or_rolls_back_whole<B: TestB
     assert!(q.take_in(&mut tx, 100).await.unwrap().is_empty());
     tx.rollback().await.unwrap();
     q.resume().await.unwrap();
+
+    // On a connection outside a transaction the take commits by itself.
+    let mut conn = client.pool().acquire().await.unwrap();
+    let alone = q.take_in(&mut conn, 5).await.unwrap();
+    drop(conn);
+    assert_eq!(alone.len(), 5);
+    assert_eq!(db.count("messages").await, 15);
+    check_invariants(&db).await;
+
     let rest = q.receive(100, LEASE).await.unwrap();
-    assert_eq!(rest.len(), 20);
+    assert_eq!(rest.len(), 15);
     assert!(ids(&rest).is_disjoint(&ids(&got)));
+    assert!(ids(&rest).is_disjoint(&ids(&alone)));
     db.drop().await;
 }
 
@@ -305,7 +332,7 @@ pub(crate) async fn concurrent_takers_remove_each_message_once<B: TestBackend>()
                 let got = q.take_in(&mut tx, 7).await.unwrap();
                 // Hold the locks a moment, so that the takers' transactions overlap.
                 tokio::time::sleep(Duration::from_millis(2)).await;
-                if (t + round) % 4 == 0 {
+                if (t + round).is_multiple_of(4) {
                     tx.rollback().await.unwrap();
                 } else {
                     tx.commit().await.unwrap();
@@ -329,6 +356,91 @@ pub(crate) async fn concurrent_takers_remove_each_message_once<B: TestBackend>()
     db.drop().await;
 }
 
+/// Concurrent takers of keyed messages, committing most batches and rolling some back, take
+/// each key's messages in the order they were sent: a key's next message is only visible once
+/// the take of the one before it committed. Each taker records what it took in an effects table
+/// inside its transaction; the table's auto-increment numbers follow the order of the takes
+/// (a successor is read only after its predecessor's commit), so per key they must list the
+/// messages in sequence.
+pub(crate) async fn concurrent_takers_keep_each_key_in_order<B: TestBackend>() {
+    const KEYS: usize = 5;
+    const PER_KEY: usize = 30;
+    const TAKERS: usize = 6;
+    let (db, client, q) = queue::<B>(QueueConfig::default()).await;
+    let serial = if B::SCHEME == "sqlite" {
+        "n INTEGER PRIMARY KEY AUTOINCREMENT"
+    } else {
+        "n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    };
+    db.exec(
+        &format!("CREATE TABLE taken ({serial}, k VARCHAR(8) NOT NULL, seq INT NOT NULL)"),
+        &[],
+    )
+    .await;
+    for seq in 0..PER_KEY {
+        let batch: Vec<Message> = (0..KEYS)
+            .map(|k| Message::new(format!("{k}:{seq}")).ordering_key(format!("k{k}")))
+            .collect();
+        q.send_batch(batch).await.unwrap();
+    }
+    let committed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut takers = tokio::task::JoinSet::new();
+    for t in 0..TAKERS {
+        let (client, q, committed) = (client.clone(), q.clone(), Arc::clone(&committed));
+        takers.spawn(async move {
+            let mut round = 0usize;
+            while committed.load(std::sync::atomic::Ordering::SeqCst) < KEYS * PER_KEY {
+                assert!(Instant::now() < deadline, "the takers did not finish");
+                round += 1;
+                let mut tx = client.begin().await.unwrap();
+                let got = q.take_in(&mut tx, 3).await.unwrap();
+                for d in &got {
+                    let body = String::from_utf8(d.body.clone()).unwrap();
+                    let (k, seq) = body.split_once(':').unwrap();
+                    B::execute(
+                        &mut tx,
+                        "INSERT INTO taken (k, seq) VALUES (?, ?)",
+                        &[Value::Text(k.to_owned()), Value::Int(seq.parse().unwrap())],
+                    )
+                    .await;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                if (t + round).is_multiple_of(4) {
+                    tx.rollback().await.unwrap();
+                } else {
+                    tx.commit().await.unwrap();
+                    committed.fetch_add(got.len(), std::sync::atomic::Ordering::SeqCst);
+                }
+                if got.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+    }
+    while let Some(done) = takers.join_next().await {
+        done.unwrap();
+    }
+    let total = (KEYS * PER_KEY) as i64;
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM taken").await, total);
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM (SELECT DISTINCT k, seq FROM taken) d")
+            .await,
+        total,
+        "a message was taken twice"
+    );
+    let out_of_order = "SELECT COUNT(*) FROM taken a JOIN taken b \
+        ON a.k = b.k AND a.n < b.n AND a.seq > b.seq";
+    assert_eq!(
+        db.scalar(out_of_order).await,
+        0,
+        "a key's messages out of order"
+    );
+    assert_eq!(db.count("messages").await, 0);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         a_lock_held_batch_commits_with_its_effects_or_rolls_back_whole,
@@ -338,6 +450,7 @@ sqlmq_testkit::conformance!(
         a_take_commits_with_its_effects_or_rolls_back_whole,
         a_taken_key_moves_on_at_commit,
         concurrent_takers_remove_each_message_once,
+        concurrent_takers_keep_each_key_in_order,
     ],
     sync: [child_lock_held]
 );

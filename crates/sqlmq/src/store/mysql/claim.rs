@@ -20,7 +20,7 @@ use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
 use crate::domain::Result;
-use crate::domain::{Delivery, time_from_micros};
+use crate::domain::{Delivery, TAKEN_TOKEN, time_from_micros};
 use crate::store::Claim;
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
@@ -113,13 +113,11 @@ impl Claim<MySql> for MySqlStore {
         queue_id: i32,
         n: usize,
     ) -> Result<Vec<Delivery>> {
-        let q = i64::from(queue_id);
-        let mut read = Script::default();
-        read.push(
-            self.st.get(CLAIM).as_str(),
-            &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
-        );
-        let taken = deliveries(&read.fetch_in(conn).await?, Duration::ZERO)?;
+        let rows = self.claim_read(queue_id, n, false).fetch_in(conn).await?;
+        let mut taken = deliveries(&rows, Duration::ZERO)?;
+        for d in &mut taken {
+            d.token = TAKEN_TOKEN;
+        }
         if taken.is_empty() {
             return Ok(taken);
         }
@@ -156,16 +154,7 @@ impl MySqlStore {
             lease,
             owner,
         } = *request;
-        let q = i64::from(queue_id);
-        let mut read = if own.is_some() {
-            Script::begin()
-        } else {
-            Script::default()
-        };
-        read.push(
-            self.st.get(CLAIM).as_str(),
-            &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
-        );
+        let read = self.claim_read(queue_id, n, own.is_some());
         let Some(op) = own else {
             let claimed = deliveries(&read.fetch_in(conn).await?, lease)?;
             if !claimed.is_empty() {
@@ -185,6 +174,21 @@ impl MySqlStore {
         crate::failpoints::before_commit(op).await;
         write.run(conn).await?;
         Ok(claimed)
+    }
+
+    /// The claim read of up to `n` messages, after a `START TRANSACTION` when `begin`.
+    fn claim_read(&self, queue_id: i32, n: usize, begin: bool) -> Script {
+        let q = i64::from(queue_id);
+        let mut read = if begin {
+            Script::begin()
+        } else {
+            Script::default()
+        };
+        read.push(
+            self.st.get(CLAIM).as_str(),
+            &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
+        );
+        read
     }
 
     /// The moves of `claimed` from `ready` into `leases`.

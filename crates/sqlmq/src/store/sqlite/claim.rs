@@ -9,6 +9,9 @@
 //! so there is nothing to skip (`SKIP LOCKED`) and nothing can take the rows between the read
 //! and the delete. The delete therefore selects the same rows again, in one statement, instead of
 //! listing their keys.
+//!
+//! The take (`Queue::take_in`) is the same read and delete in the caller's transaction, then
+//! the delete of the messages (no lease).
 
 use std::time::Duration;
 
@@ -16,7 +19,7 @@ use sqlx::{Connection, Row, Sqlite, SqliteConnection};
 
 use super::settle::DELETE_MESSAGES;
 use super::{SqliteStore, exec_id_list, headers_at, id_at, insert_values, now_us, opt_text_at};
-use crate::domain::{Delivery, MessageId, Result, time_from_micros};
+use crate::domain::{Delivery, Error, MessageId, Result, TAKEN_TOKEN, time_from_micros};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
 
@@ -107,10 +110,15 @@ impl Claim<Sqlite> for SqliteStore {
         queue_id: i32,
         n: usize,
     ) -> Result<Vec<Delivery>> {
-        let (taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
+        let (mut taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
         if taken.is_empty() {
             return Ok(taken);
         }
+        for d in &mut taken {
+            d.token = TAKEN_TOKEN;
+        }
+        // Before the keys are released: a successor placed in `ready` could fall inside the
+        // head range that `delete_head` selects again, and be deleted in a taken one's place.
         self.delete_head(conn, queue_id, taken.len()).await?;
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
         exec_id_list(&self.st, conn, DELETE_MESSAGES, &ids).await?;
@@ -175,7 +183,13 @@ impl SqliteStore {
             .execute(&mut *conn)
             .await?
             .rows_affected();
-        debug_assert_eq!(deleted, count as u64);
+        // The transaction had the database to itself since the read: anything else is a bug,
+        // and going on would leave messages in no state table.
+        if deleted != count as u64 {
+            return Err(Error::Corrupt(format!(
+                "the claim read {count} ready rows and deleted {deleted}"
+            )));
+        }
         Ok(())
     }
 }
