@@ -49,7 +49,7 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         let drained = tracker.last_delivery().saturating_duration_since(started);
         let drain = Figure::rate(
             DRAIN,
-            format!("raw SKIP LOCKED queue drain, {CONSUMERS} consumers"),
+            format!("raw one-table queue drain, {CONSUMERS} consumers"),
             n,
             drained,
         )
@@ -80,7 +80,7 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         let mixed = Figure::rate(
             MIXED,
             format!(
-                "raw SKIP LOCKED queue mixed: deleted by {CONSUMERS} consumers beside \
+                "raw one-table queue mixed: deleted by {CONSUMERS} consumers beside \
                  {MIXED_PRODUCERS} producers"
             ),
             n,

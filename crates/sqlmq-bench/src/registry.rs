@@ -56,7 +56,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         id: "raw.queue",
-        title: "raw SKIP LOCKED queue on one table: drain with 8 consumers; 4 producers + 8 consumers",
+        title: "raw one-table queue (SKIP LOCKED batches; SQLite: its one writer): drain with 8 consumers; 4 producers + 8 consumers",
         needs: &[],
     },
     Scenario {
