@@ -304,6 +304,12 @@ pub struct DeadLetter {
     pub member: Option<String>,
 }
 
+/// `d` in microseconds for the database's date arithmetic, capped at half the `i64` range so
+/// that adding it to a timestamp cannot overflow.
+pub(crate) fn micros_of(d: Duration) -> i64 {
+    d.as_micros().min(i64::MAX as u128 / 2) as i64
+}
+
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.
 pub(crate) fn time_from_micros(us: i64) -> SystemTime {
     if us >= 0 {

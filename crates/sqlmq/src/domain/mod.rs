@@ -53,7 +53,7 @@ pub use lag::{
 };
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{
-    TAKEN_TOKEN, check_headers, encode_errors, parse_errors, time_from_micros,
+    TAKEN_TOKEN, check_headers, encode_errors, micros_of, parse_errors, time_from_micros,
 };
 pub use name::{MAX_NAME_LEN, validate_name};
 pub(crate) use name::{validate_key, validate_table_prefix};

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::Queue;
 use crate::consume::{check_claim, check_take};
-use crate::domain::{Delivery, Result};
+use crate::domain::{Delivery, Result, TAKEN_TOKEN};
 use crate::store::prelude::*;
 use crate::store::rows::ClaimRequest;
 use crate::store::{Backend, Server};
@@ -118,8 +118,11 @@ impl<B: Backend> Queue<B> {
         self.client.require_schema()?;
         let started = Instant::now();
         let (store, id) = (self.store(), self.id());
-        let taken =
+        let mut taken =
             tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.take_in(conn, id, n))).await?;
+        for d in &mut taken {
+            d.token = TAKEN_TOKEN;
+        }
         let consumer = self.consumer();
         consumer.record_claim(started, taken.len());
         consumer.record_acked(taken.len());

@@ -122,7 +122,7 @@ pub trait Claim<B: Backend> {
     /// caller's transaction, and return them (`Queue::take_in`): the `ready` and `messages`
     /// rows are deleted, no lease is written, and ordering keys move on to their next message
     /// as an ack would. A rollback puts everything back. An error leaves the transaction to
-    /// its owner.
+    /// its owner. The deliveries' tokens and lease ends mean nothing: the engine marks them.
     fn take_in(
         &self,
         conn: &mut B::Connection,

@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::domain::{Delivery, MessageId, Result, time_from_micros};
+use crate::domain::{Delivery, MessageId, Result, micros_of, time_from_micros};
 
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -169,7 +169,7 @@ pub(crate) async fn claim<B: Backend>(
     }
 
     // 3. Leases.
-    let lease_us = req.lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+    let lease_us = micros_of(req.lease);
     let until_us = now_us.saturating_add(lease_us);
     let deliveries = deliveries(found, &again, until_us);
     store

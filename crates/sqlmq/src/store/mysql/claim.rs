@@ -11,16 +11,16 @@
 //! deletes of the `ready` and `messages` rows: receive-and-delete, two row changes per message
 //! instead of the claim's and ack's four, with the caller's commit making it final.
 
+use std::time::Duration;
+
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
-
-use std::time::Duration;
 
 use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
 use crate::domain::Result;
-use crate::domain::{Delivery, TAKEN_TOKEN, time_from_micros};
+use crate::domain::{Delivery, micros_of, time_from_micros};
 use crate::store::Claim;
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
@@ -52,7 +52,7 @@ const LEASE_ROW: &str =
 
 /// The deliveries of the claim read's `rows`, leased for `lease` from the database's now.
 fn deliveries(rows: &[MySqlRow], lease: Duration) -> Result<Vec<Delivery>> {
-    let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+    let lease_us = micros_of(lease);
     let mut claimed = Vec::with_capacity(rows.len());
     for row in rows {
         let now_us: i64 = row.try_get(9)?;
@@ -114,10 +114,7 @@ impl Claim<MySql> for MySqlStore {
         n: usize,
     ) -> Result<Vec<Delivery>> {
         let rows = self.claim_read(queue_id, n, false).fetch_in(conn).await?;
-        let mut taken = deliveries(&rows, Duration::ZERO)?;
-        for d in &mut taken {
-            d.token = TAKEN_TOKEN;
-        }
+        let taken = deliveries(&rows, Duration::ZERO)?;
         if taken.is_empty() {
             return Ok(taken);
         }

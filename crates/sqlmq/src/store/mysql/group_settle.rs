@@ -16,7 +16,7 @@ use sqlx::{MySqlConnection, Row};
 use super::{MySqlStore, id_at, insert_values, micros, opt_text_at};
 use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{DeliveryEvent, rfc3339};
-use crate::domain::{Error, Result};
+use crate::domain::{Error, Result, micros_of};
 use crate::domain::{MessageId, Receipt};
 use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket};
@@ -273,8 +273,7 @@ impl MySqlStore {
             endings.iter().partition(|(_, s)| s.retry_after.is_some());
         let run_at = |(l, s): &&(GroupLease, Settlement<'_>)| {
             let after = s.retry_after.unwrap_or_default();
-            l.now_us
-                .saturating_add(after.as_micros().min(i64::MAX as u128 / 2) as i64)
+            l.now_us.saturating_add(micros_of(after))
         };
         let attempts = |s: &Settlement<'_>| s.attempts.min(i32::MAX as u32) as i32;
         insert_values(

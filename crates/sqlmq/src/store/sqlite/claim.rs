@@ -19,7 +19,7 @@ use sqlx::{Connection, Row, Sqlite, SqliteConnection};
 
 use super::settle::DELETE_MESSAGES;
 use super::{SqliteStore, exec_id_list, headers_at, id_at, insert_values, now_us, opt_text_at};
-use crate::domain::{Delivery, Error, MessageId, Result, TAKEN_TOKEN, time_from_micros};
+use crate::domain::{Delivery, Error, MessageId, Result, micros_of, time_from_micros};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
 
@@ -77,8 +77,7 @@ impl Claim<Sqlite> for SqliteStore {
             return Ok(claimed);
         }
         self.delete_head(conn, queue_id, claimed.len()).await?;
-        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
-        let lease_until_us = now_us.saturating_add(lease_us);
+        let lease_until_us = now_us.saturating_add(micros_of(lease));
         insert_values(
             &self.st,
             conn,
@@ -110,12 +109,9 @@ impl Claim<Sqlite> for SqliteStore {
         queue_id: i32,
         n: usize,
     ) -> Result<Vec<Delivery>> {
-        let (mut taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
+        let (taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
         if taken.is_empty() {
             return Ok(taken);
-        }
-        for d in &mut taken {
-            d.token = TAKEN_TOKEN;
         }
         // Before the keys are released: a successor placed in `ready` could fall inside the
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
@@ -146,7 +142,7 @@ impl SqliteStore {
             .bind(n as i64)
             .fetch_all(&mut *conn)
             .await?;
-        let lease_us = lease.as_micros().min(i64::MAX as u128 / 2) as i64;
+        let lease_us = micros_of(lease);
         let mut claimed = Vec::with_capacity(rows.len());
         let mut now_us: i64 = 0;
         for row in &rows {

@@ -20,7 +20,7 @@ use sqlx::{Row, SqliteConnection};
 use super::{SqliteStore, id_at, insert_values, now_us, opt_text_at};
 use crate::domain::{
     Decide, DeliveryEvent, Error, MessageId, NackOutcome, Receipt, Released, Result, Settlement,
-    rfc3339,
+    micros_of, rfc3339,
 };
 use crate::store::statements::{MAX_LIST, bucket, padded};
 
@@ -348,8 +348,7 @@ impl SqliteStore {
             endings.iter().partition(|(_, s)| s.retry_after.is_some());
         let run_at = |(l, s): &&(GroupLease, Settlement<'_>)| {
             let after = s.retry_after.unwrap_or_default();
-            l.now_us
-                .saturating_add(after.as_micros().min(i64::MAX as u128 / 2) as i64)
+            l.now_us.saturating_add(micros_of(after))
         };
         let attempts = |s: &Settlement<'_>| s.attempts.min(i32::MAX as u32) as i32;
         insert_values(
@@ -416,7 +415,7 @@ impl SqliteStore {
         lease: Duration,
     ) -> Result<bool> {
         let done = sqlx::query(self.st.get(GROUP_EXTEND))
-            .bind(lease.as_micros().min(i64::MAX as u128 / 2) as i64)
+            .bind(micros_of(lease))
             .bind(group_id)
             .bind(receipt.id.bytes())
             .bind(receipt.token as i64)

@@ -7,7 +7,7 @@ use sqlx::{Row, Sqlite, SqliteConnection};
 
 use super::group_settle::{HELD_TOO_LONG, OWNER_GROUPS, STATE_ACKED, STATE_DEAD, STATE_RETRYING};
 use super::{SqliteStore, id_at, now_us, opt_text_at};
-use crate::domain::{MessageId, Receipt, Result, parse_events};
+use crate::domain::{MessageId, Receipt, Result, micros_of, parse_events};
 use crate::store::GroupState;
 use crate::store::rows::{GroupTable, HeldTooLong, HistoryState, PartitionCounts, RecordRows};
 
@@ -130,7 +130,7 @@ impl GroupState<Sqlite> for SqliteStore {
     ) -> Result<Vec<HeldTooLong>> {
         let rows = sqlx::query(self.st.get(HELD_TOO_LONG))
             .bind(group_id)
-            .bind(limit.as_micros().min(i64::MAX as u128 / 2) as i64)
+            .bind(micros_of(limit))
             .fetch_all(&mut *conn)
             .await?;
         rows.iter()
