@@ -2,8 +2,8 @@
 //! per claim), beside the raw INSERT-then-DELETE lifecycle rate; then the same in the lock-held
 //! mode (`receive_in`, `ack_batch_in` and one commit per batch) and with `take_in` (one commit
 //! per batch, no lease); then the process's peak memory.
-//! `queue.mixed`: 4 producers sending single messages while 8 consumers drain (with leases, then
-//! with `take_in`). The send rate is shown beside the rate of the same 4 producers alone (how
+//! `queue.mixed`: 4 producers sending single messages while 8 consumers drain (with leases, with
+//! `take_in`, then with leases through a client each). The send rate is shown beside the rate of the same 4 producers alone (how
 //! much the consumers slow them down), the ack rate beside the raw lifecycle rate; the drain
 //! should be limited by the producers.
 
@@ -32,23 +32,99 @@ use crate::track::{Check, Tracker};
 /// How often the mixed scenario samples its backlog (sent minus acked).
 const BACKLOG_SAMPLE: Duration = Duration::from_millis(20);
 
+/// One run of `queue.drain`: how its consumers consume, and how it is reported.
+struct Drain {
+    mode: Mode,
+    key: &'static str,
+    /// Appended to the label and the progress phase.
+    how: &'static str,
+    note: Option<&'static str>,
+    baseline: &'static str,
+}
+
+/// The runs of `queue.drain`, in order.
+const DRAINS: [Drain; 3] = [
+    Drain {
+        mode: Mode::Leases,
+        key: "queue.drain.8",
+        how: "",
+        note: None,
+        baseline: raw::LIFECYCLE,
+    },
+    Drain {
+        mode: Mode::LockHeld,
+        key: "queue.drain.lock_held.8",
+        how: ", lock-held",
+        note: Some("receive_in, ack_batch_in and one commit per claim of 100"),
+        baseline: raw::LIFECYCLE,
+    },
+    Drain {
+        mode: Mode::Take,
+        key: "queue.drain.take.8",
+        how: ", take_in",
+        note: Some(
+            "take_in of 100 and a commit: the pattern of raw.queue.drain.8 on sqlmq's tables; \
+             peer.postgres.drain.8 runs it on PostgreSQL",
+        ),
+        baseline: raw_queue::DRAIN,
+    },
+];
+
+/// One run of `queue.mixed` beside its 4 producers: how the consumers consume, whether every
+/// producer and consumer has a client of its own, and how it is reported.
+struct Mixed {
+    mode: Mode,
+    /// Each producer and consumer through a client of its own, as separate processes would
+    /// be (no shared pool, no shared group commit).
+    separate: bool,
+    produce_key: &'static str,
+    consume_key: &'static str,
+    /// Appended to the labels and the progress phase.
+    how: &'static str,
+    /// What the consumers' rate is compared with.
+    baseline: &'static str,
+}
+
+/// The runs of `queue.mixed`, in order.
+const MIXED: [Mixed; 3] = [
+    Mixed {
+        mode: Mode::Leases,
+        separate: false,
+        produce_key: "queue.mixed.produce",
+        consume_key: "queue.mixed.consume",
+        how: "",
+        baseline: raw::LIFECYCLE,
+    },
+    Mixed {
+        mode: Mode::Take,
+        separate: false,
+        produce_key: "queue.mixed.take.produce",
+        consume_key: "queue.mixed.take.consume",
+        how: " (take_in)",
+        baseline: raw_queue::MIXED,
+    },
+    Mixed {
+        mode: Mode::Leases,
+        separate: true,
+        produce_key: "queue.mixed.clients.produce",
+        consume_key: "queue.mixed.clients.consume",
+        how: " (clients of their own)",
+        baseline: "queue.mixed.consume",
+    },
+];
+
 /// `queue.drain`.
 pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let n = ctx.plan.drain;
     let bar = ctx.bar("queue.drain");
     let mut figures = Vec::new();
-    for mode in [Mode::Leases, Mode::LockHeld, Mode::Take] {
+    for v in DRAINS {
         let b = bar.clone();
         let (elapsed, check, lost_acks) = with_queue(ctx, "drain", POOL, |queue| async move {
             let ids = fill(&queue, n, &b).await?;
             let tracker = Arc::new(Tracker::new(n));
             tracker.sending_done();
-            let named = match mode {
-                Mode::Leases => "",
-                Mode::LockHeld => ", lock-held",
-                Mode::Take => ", take",
-            };
-            b.phase(&format!("drain, {CONSUMERS} consumers{named}"), n);
+            b.phase(&format!("drain, {CONSUMERS} consumers{}", v.how), n);
             let started = Instant::now();
             let consumer = Consumer {
                 queue,
@@ -56,42 +132,18 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 tracker: Arc::clone(&tracker),
                 bar: b.clone(),
                 latency: None,
-                mode,
+                mode: v.mode,
             };
             let lost = consumer.run_many(CONSUMERS).await?;
             let elapsed = tracker.last_delivery().saturating_duration_since(started);
             Ok((elapsed, tracker.check(&ids), lost))
         })
         .await?;
-        let (key, label, note) = match mode {
-            Mode::Leases => (
-                "queue.drain.8",
-                format!("sqlmq drain, {CONSUMERS} consumers"),
-                None,
-            ),
-            Mode::LockHeld => (
-                "queue.drain.lock_held.8",
-                format!("sqlmq drain, {CONSUMERS} consumers, lock-held"),
-                Some("receive_in, ack_batch_in and one commit per claim of 100"),
-            ),
-            Mode::Take => (
-                "queue.drain.take.8",
-                format!("sqlmq drain, {CONSUMERS} consumers, take_in"),
-                Some(
-                    "take_in of 100 and a commit: the pattern of raw.queue.drain.8 on sqlmq's \
-                     tables; peer.postgres.drain.8 runs it on PostgreSQL",
-                ),
-            ),
-        };
-        let baseline = if mode == Mode::Take {
-            raw_queue::DRAIN
-        } else {
-            raw::LIFECYCLE
-        };
-        let mut drained = Figure::rate(key, label, n, elapsed)
-            .against(baseline)
+        let label = format!("sqlmq drain, {CONSUMERS} consumers{}", v.how);
+        let mut drained = Figure::rate(v.key, label, n, elapsed)
+            .against(v.baseline)
             .checked(check);
-        if let Some(note) = note {
+        if let Some(note) = v.note {
             drained = drained.note(note);
         }
         if lost_acks > 0 {
@@ -143,43 +195,29 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         .against(raw::INSERT_MANY),
     ];
     let mut unavailable = Vec::new();
-    for (mode, separate) in [
-        (Mode::Leases, false),
-        (Mode::Take, false),
-        (Mode::Leases, true),
-    ] {
-        let (produce_key, consume_key, how) = match (mode, separate) {
-            (_, true) => (
-                "queue.mixed.clients.produce",
-                "queue.mixed.clients.consume",
-                " (clients of their own)",
-            ),
-            (Mode::Take, _) => (
-                "queue.mixed.take.produce",
-                "queue.mixed.take.consume",
-                " (take_in)",
-            ),
-            _ => ("queue.mixed.produce", "queue.mixed.consume", ""),
-        };
-        if let (true, Some(why)) = (separate, B::NO_SEPARATE_CLIENTS) {
+    for v in &MIXED {
+        if let (true, Some(why)) = (v.separate, B::NO_SEPARATE_CLIENTS) {
             for (key, what) in [
-                (produce_key, format!("sent by {MIXED_PRODUCERS} producers")),
-                (consume_key, format!("acked by {CONSUMERS} consumers")),
+                (
+                    v.produce_key,
+                    format!("sent by {MIXED_PRODUCERS} producers"),
+                ),
+                (v.consume_key, format!("acked by {CONSUMERS} consumers")),
             ] {
                 unavailable.push(Unavailable {
                     key: key.to_owned(),
-                    label: format!("sqlmq mixed{how}: {what}"),
+                    label: format!("sqlmq mixed{}: {what}", v.how),
                     reason: not_available::<B>(why),
                 });
             }
             continue;
         }
-        let settled = if mode == Mode::Take {
+        let settled = if v.mode == Mode::Take {
             "removed"
         } else {
             "acked"
         };
-        let run = mixed_run(ctx, &bar, mode, separate).await;
+        let run = mixed_run(ctx, &bar, v).await;
         if run.is_err() {
             bar.finish();
         }
@@ -194,8 +232,8 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         }
         figures.push(
             Figure::rate(
-                produce_key,
-                format!("sqlmq mixed{how}: sent by {MIXED_PRODUCERS} producers"),
+                v.produce_key,
+                format!("sqlmq mixed{}: sent by {MIXED_PRODUCERS} producers", v.how),
                 n,
                 produced,
             )
@@ -204,16 +242,12 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         );
         figures.push(
             Figure::rate(
-                consume_key,
-                format!("sqlmq mixed{how}: {settled} by {CONSUMERS} consumers"),
+                v.consume_key,
+                format!("sqlmq mixed{}: {settled} by {CONSUMERS} consumers", v.how),
                 n,
                 consumed,
             )
-            .against(match (mode, separate) {
-                (_, true) => "queue.mixed.consume",
-                (Mode::Take, _) => raw_queue::MIXED,
-                _ => raw::LIFECYCLE,
-            })
+            .against(v.baseline)
             .checked(check)
             .note(note),
         );
@@ -226,34 +260,27 @@ pub async fn mixed<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     })
 }
 
-/// One mixed run: the 4 producers sending single messages while 8 consumers in `mode` drain,
-/// all through one client, or (`separate`) each through a client of its own, as separate
-/// processes would. Returns the producers' and the consumers' times, the delivery check, the
-/// acks that lost their lease and the largest backlog seen.
+/// One mixed run `v`: the 4 producers sending single messages while 8 consumers drain.
+/// Returns the producers' and the consumers' times, the delivery check, the acks that lost
+/// their lease and the largest backlog seen.
 async fn mixed_run<B: Db>(
     ctx: &Ctx<B>,
     bar: &Bar,
-    mode: Mode,
-    separate: bool,
+    v: &Mixed,
 ) -> Result<(Duration, Duration, Check, u64, u64)> {
     let n = ctx.plan.mixed;
     let b = bar.clone();
     with_queue(ctx, "mixed", POOL, |queue| async move {
         let count = MIXED_PRODUCERS + CONSUMERS;
-        let all = if separate {
+        let all = if v.separate {
             siblings(ctx, &queue, count).await?
         } else {
             vec![queue.clone(); count]
         };
         let mut handles = all.clone();
         let consumer_queues = handles.split_off(MIXED_PRODUCERS);
-        let how = match (mode, separate) {
-            (_, true) => ", clients of their own",
-            (Mode::Take, _) => ", take_in",
-            _ => "",
-        };
-        let run = mixed_traffic(&b, n, mode, how, handles, consumer_queues).await;
-        if separate {
+        let run = mixed_traffic(&b, n, v.mode, v.how, handles, consumer_queues).await;
+        if v.separate {
             close(&all).await;
         }
         run
