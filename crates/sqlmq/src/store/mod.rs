@@ -26,6 +26,7 @@
 //! imports [`prelude`] to call the traits' methods. One conformance suite
 //! (`crates/sqlmq/tests`) runs every guarantee against every backend.
 
+pub(crate) mod body;
 mod consume;
 mod group;
 mod member;
@@ -67,7 +68,7 @@ use crate::domain::{Error, ErrorClass};
 /// ```
 ///
 /// [`Client`]: crate::Client
-pub trait Backend: sqlx::Database + sealed::Sealed {
+pub trait Backend: sqlx::Database + sealed::Sealed + body::Dialect {
     /// Every statement of this backend.
     #[doc(hidden)]
     type Store: Store<Self>;
@@ -121,6 +122,15 @@ mod sealed {
     pub trait Sealed {}
 }
 
+/// What to do about a driver error that is not a server's own: the same for every backend.
+pub(crate) fn generic_class(err: &sqlx::Error) -> ErrorClass {
+    match err {
+        sqlx::Error::Io(_) => ErrorClass::Reconnect,
+        sqlx::Error::PoolTimedOut => ErrorClass::Busy,
+        _ => ErrorClass::Fatal,
+    }
+}
+
 /// What to do about a driver error: I/O and pool errors are the same for every backend; a
 /// server's own errors are classified by the backend that knows its error numbers.
 fn classify(err: &sqlx::Error) -> ErrorClass {
@@ -132,8 +142,7 @@ fn classify(err: &sqlx::Error) -> ErrorClass {
             mysql::connect::connection_failed();
             ErrorClass::Reconnect
         }
-        sqlx::Error::PoolTimedOut => ErrorClass::Busy,
-        _ => ErrorClass::Fatal,
+        _ => generic_class(err),
     }
 }
 

@@ -6,9 +6,10 @@
 //! connection, and during COMMIT leaves the outcome unknown.
 
 use sqlx::error::DatabaseError;
-use sqlx::mysql::MySqlDatabaseError;
+use sqlx::mysql::{MySqlDatabaseError, MySqlQueryResult};
 
 use crate::domain::{Error, ErrorClass};
+use crate::store::body::Driver;
 
 impl ErrorClass {
     /// Classify a MySQL or MariaDB server/client error number.
@@ -69,6 +70,24 @@ pub(crate) fn is_permission_denied(db: &dyn DatabaseError) -> bool {
 pub(crate) fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
     db.try_downcast_ref::<MySqlDatabaseError>()
         .map(|e| ErrorClass::for_mysql_error_number(e.number()))
+}
+
+impl Driver for sqlx::MySql {
+    fn rows_affected(done: &MySqlQueryResult) -> u64 {
+        done.rows_affected()
+    }
+
+    fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
+        classify(db)
+    }
+
+    fn is_permission_denied(db: &dyn DatabaseError) -> bool {
+        is_permission_denied(db)
+    }
+
+    fn connection_failed() {
+        super::connect::connection_failed();
+    }
 }
 
 #[cfg(test)]

@@ -103,10 +103,15 @@ macro_rules! micros {
 }
 pub(crate) use micros;
 
-/// The MySQL/MariaDB store: every statement, expanded for one table prefix.
-#[derive(Clone)]
-pub struct MySqlStore {
-    pub(crate) st: Statements,
+/// Most placeholders MySQL accepts in one statement.
+const MAX_PARAMS: usize = u16::MAX as usize;
+
+/// The MySQL/MariaDB store: the body (`store/body/`) over this backend's statements.
+pub type MySqlStore = crate::store::body::SqlStore<MySql>;
+
+impl crate::store::body::Dialect for MySql {
+    const MAX_PARAMS: usize = MAX_PARAMS;
+    const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
 }
 
 impl Backend for MySql {

@@ -8,7 +8,6 @@ use super::{BEGIN_READ_COMMITTED, MySqlStore, micros};
 use crate::domain::{Error, Flavor, Result, ServerInfo};
 use crate::store::Server;
 use crate::store::rows::{ConnectOptions, Pools};
-use crate::store::statements::Statements;
 
 const SERVER_QUERY: &str = "SELECT CAST(VERSION() AS CHAR), \
     CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), CAST(@@sync_binlog AS SIGNED), \
@@ -97,9 +96,7 @@ impl Server<MySql> for MySqlStore {
     const BEGIN_POOLED: &'static str = "START TRANSACTION";
 
     fn new(prefix: &str) -> MySqlStore {
-        MySqlStore {
-            st: Statements::new(prefix),
-        }
+        MySqlStore::with_prefix(prefix)
     }
 
     fn prefix(&self) -> &str {

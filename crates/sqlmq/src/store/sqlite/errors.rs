@@ -6,9 +6,10 @@
 //! engine retries them, so "database is locked" reaches the caller only after every retry.
 
 use sqlx::error::DatabaseError;
-use sqlx::sqlite::SqliteError;
+use sqlx::sqlite::{SqliteError, SqliteQueryResult};
 
 use crate::domain::ErrorClass;
+use crate::store::body::Driver;
 
 /// `SQLITE_BUSY`
 const BUSY: i32 = 5;
@@ -42,4 +43,14 @@ pub(crate) fn code(db: &dyn DatabaseError) -> Option<i32> {
 /// The class of a database error, if it is a SQLite one.
 pub(crate) fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
     code(db).map(ErrorClass::for_sqlite_code)
+}
+
+impl Driver for sqlx::Sqlite {
+    fn rows_affected(done: &SqliteQueryResult) -> u64 {
+        done.rows_affected()
+    }
+
+    fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
+        classify(db)
+    }
 }

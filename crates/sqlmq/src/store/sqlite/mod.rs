@@ -106,10 +106,12 @@ macro_rules! now_text {
 }
 pub(crate) use now_text;
 
-/// The SQLite store: every statement, expanded for one table prefix.
-#[derive(Clone)]
-pub struct SqliteStore {
-    pub(crate) st: Statements,
+/// The SQLite store: the body (`store/body/`) over this backend's statements.
+pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
+
+impl crate::store::body::Dialect for Sqlite {
+    const MAX_PARAMS: usize = MAX_PARAMS;
+    const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
 }
 
 impl Backend for Sqlite {

@@ -6,7 +6,6 @@ use super::{BEGIN_IMMEDIATE, SqliteStore, now_us};
 use crate::domain::{Error, Flavor, Result, ServerInfo};
 use crate::store::Server;
 use crate::store::rows::{ConnectOptions, Pools};
-use crate::store::statements::Statements;
 
 const SETTINGS: &str = "SELECT sqlite_version(), \
     (SELECT journal_mode FROM pragma_journal_mode), (SELECT synchronous FROM pragma_synchronous)";
@@ -39,9 +38,7 @@ impl Server<Sqlite> for SqliteStore {
     const ONE_WRITER: bool = true;
 
     fn new(prefix: &str) -> SqliteStore {
-        SqliteStore {
-            st: Statements::new(prefix),
-        }
+        SqliteStore::with_prefix(prefix)
     }
 
     fn prefix(&self) -> &str {
