@@ -176,11 +176,25 @@ impl<'a, B: Backend> Consumer<'a, B> {
         let lost = tx::run_own_resolving(
             self.client.pool(),
             op,
-            |conn, _| Box::pin(store.ack_own(conn, id, receipts, acked, op)),
+            |conn, _| {
+                Box::pin(async move {
+                    match id {
+                        SourceId::Queue(q) => {
+                            store.ack_queue_own(conn, q, receipts, acked, op).await
+                        }
+                        SourceId::Group(g) => {
+                            store.ack_group_own(conn, g, receipts, acked, op).await
+                        }
+                    }
+                })
+            },
             |conn, _| {
                 Box::pin(async move {
                     let acked = acked.lock().expect("poisoned").clone();
-                    let committed = store.acks_committed(conn, id, &acked).await?;
+                    let committed = match id {
+                        SourceId::Queue(_) => store.queue_acks_committed(conn, &acked).await?,
+                        SourceId::Group(g) => store.group_acks_committed(conn, g, &acked).await?,
+                    };
                     Ok(committed.then(|| receipts_except(receipts, &acked)))
                 })
             },
@@ -200,8 +214,15 @@ impl<'a, B: Backend> Consumer<'a, B> {
         }
         self.client.require_schema()?;
         let (store, id) = (self.client.store(), self.id);
-        let lost =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.ack(conn, id, receipts))).await?;
+        let lost = tx::run_in::<B, _, _>(conn, |conn, _| {
+            Box::pin(async move {
+                match id {
+                    SourceId::Queue(q) => store.ack_queue(conn, q, receipts).await,
+                    SourceId::Group(g) => store.ack_group(conn, g, receipts).await,
+                }
+            })
+        })
+        .await?;
         Ok(self.counted(receipts.len(), lost))
     }
 
@@ -270,10 +291,11 @@ impl<'a, B: Backend> Consumer<'a, B> {
         let (max_attempts, backoff) = self.policy(conn).await?.ok_or_else(|| self.unknown())?;
         let policy = RetryPolicy::of(max_attempts, &backoff);
         let decide = |attempts| decide(failure, attempts, policy);
-        self.client
-            .store()
-            .fail(conn, self.id, &receipt, &decide)
-            .await
+        let store = self.client.store();
+        match self.id {
+            SourceId::Queue(q) => store.fail_queue(conn, q, &receipt, &decide).await,
+            SourceId::Group(g) => store.fail_group(conn, g, &receipt, &decide).await,
+        }
     }
 
     /// Extend a live lease to `lease` from now.
@@ -282,7 +304,12 @@ impl<'a, B: Backend> Consumer<'a, B> {
         self.client.require_schema()?;
         let (store, id) = (self.client.store(), self.id);
         let held = tx::run(self.client.pool(), self.names().op_extend, |conn, _| {
-            Box::pin(store.extend(conn, id, &receipt, lease))
+            Box::pin(async move {
+                match id {
+                    SourceId::Queue(q) => store.extend_queue(conn, q, &receipt, lease).await,
+                    SourceId::Group(g) => store.extend_group(conn, g, &receipt, lease).await,
+                }
+            })
         })
         .await?;
         let (key, value) = self.label();
@@ -308,7 +335,14 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 };
                 let policy = RetryPolicy::of(max_attempts, &backoff);
                 let decide = |attempts| decide(Failure::Expired, attempts, policy);
-                store.release_expired(conn, id, limit, &decide).await
+                match id {
+                    SourceId::Queue(q) => {
+                        store.release_queue_expired(conn, q, limit, &decide).await
+                    }
+                    SourceId::Group(g) => {
+                        store.release_group_expired(conn, g, limit, &decide).await
+                    }
+                }
             })
         })
         .await?;
@@ -343,7 +377,18 @@ impl<'a, B: Backend> Consumer<'a, B> {
                     let policy = RetryPolicy::of(max_attempts, &backoff);
                     let failure = Failure::Released { reason };
                     let decide = |attempts| decide(failure, attempts, policy);
-                    store.release_owned(conn, id, owner, batch, &decide).await
+                    match id {
+                        SourceId::Queue(q) => {
+                            store
+                                .release_queue_owned(conn, q, owner, batch, &decide)
+                                .await
+                        }
+                        SourceId::Group(g) => {
+                            store
+                                .release_group_owned(conn, g, owner, batch, &decide)
+                                .await
+                        }
+                    }
                 })
             })
             .await?;

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::Backend;
@@ -10,7 +11,10 @@ use super::rows::{
     Cursor, CursorScan, DueRetry, GroupRow, GroupTable, HeldTooLong, LoggedRow, NewGroupLeases,
     PartitionCounts, RecordRows,
 };
-use crate::domain::{DeadLetter, GroupConfig, MessageId, PendingRetry, Result};
+use crate::domain::{
+    DeadLetter, Decide, GroupConfig, MessageId, NackOutcome, PendingRetry, Receipt, Released,
+    Result,
+};
 
 /// Group rows and cursors.
 pub trait Groups<B: Backend> {
@@ -138,6 +142,77 @@ pub trait GroupClaim<B: Backend> {
         conn: &mut B::Connection,
         leases: &NewGroupLeases<'_>,
     ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Ack, fail, extend and release the leases of a cluster group's records, as
+/// [`QueueSettle`](super::QueueSettle) does for a queue's messages.
+pub trait GroupSettle<B: Backend> {
+    /// Ack every receipt that holds its lease. Returns the receipts that did not.
+    fn ack_group(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        receipts: &[Receipt],
+    ) -> impl Future<Output = Result<Vec<Receipt>>> + Send;
+
+    /// [`GroupSettle::ack_group`] in a transaction of its own (see
+    /// [`QueueSettle::ack_queue_own`](super::QueueSettle::ack_queue_own)).
+    fn ack_group_own(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> impl Future<Output = Result<Vec<Receipt>>> + Send;
+
+    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
+    /// committed (each lease is gone, or belongs to a later claim).
+    fn group_acks_committed(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        acked: &[Receipt],
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// End a claim without an ack, as `decide` settles it: `LeaseLost` (and nothing changed)
+    /// when the receipt does not hold the lease.
+    fn fail_group(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        receipt: &Receipt,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<NackOutcome>> + Send;
+
+    /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
+    fn extend_group(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Release up to `limit` expired leases, as `decide` settles each.
+    fn release_group_expired(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<Released>> + Send;
+
+    /// Release up to `limit` leases held by `owner`, whatever their expiry, as `decide`
+    /// settles each.
+    fn release_group_owned(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        owner: &str,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> impl Future<Output = Result<Released>> + Send;
 }
 
 /// A cluster group's dead letters, waiting retries and replays.

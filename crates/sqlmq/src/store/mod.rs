@@ -11,9 +11,9 @@
 //! |---|---|
 //! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
 //! | `queue.rs` | [`Queues`], [`Enqueue`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
-//! | `consume.rs` | [`Settle`] (ack, fail, extend, release: queues and groups alike), [`Probe`] |
+//! | `consume.rs` | [`QueueSettle`] (ack, fail, extend, release), [`Probe`] |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
-//! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupDead`], [`GroupState`] |
+//! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupSettle`], [`GroupDead`], [`GroupState`] |
 //! | `member.rs` | [`MemberDead`] (broadcast members' dead letters) |
 //! | `process.rs` | [`Processes`] |
 //! | `rows.rs` | rows and parameters that cross the seam |
@@ -41,9 +41,9 @@ pub(crate) mod statements;
 
 mod topic;
 
-pub use consume::{Probe, Settle};
+pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
-pub use group::{GroupClaim, GroupDead, GroupState, Groups};
+pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
 pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues};
@@ -103,7 +103,7 @@ store_traits!(
     Maintain,
     Admin,
     DeadLetters,
-    Settle,
+    QueueSettle,
     Probe,
     Topics,
     Publish,
@@ -111,6 +111,7 @@ store_traits!(
     Retention,
     Groups,
     GroupClaim,
+    GroupSettle,
     GroupDead,
     GroupState,
     MemberDead,

@@ -95,8 +95,10 @@ where
 /// copying them.
 pub trait Run: Driver {
     /// Run `query`; returns the rows it changed.
-    fn run<'c>(conn: &'c mut Self::Connection, query: Query<'c, Self>)
-    -> BoxFuture<'c, Result<u64>>;
+    fn run<'c>(
+        conn: &'c mut Self::Connection,
+        query: Query<'c, Self>,
+    ) -> BoxFuture<'c, Result<u64>>;
 
     /// Every row of `query`.
     fn rows<'c>(

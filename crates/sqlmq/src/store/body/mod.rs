@@ -116,7 +116,10 @@ pub(crate) trait Statement<'q, B: Run>: Sized {
         B: Bind<T>;
 
     /// Run it; returns the rows it changed.
-    fn run<'c>(self, conn: &'c mut B::Connection) -> futures_util::future::BoxFuture<'c, Result<u64>>
+    fn run<'c>(
+        self,
+        conn: &'c mut B::Connection,
+    ) -> futures_util::future::BoxFuture<'c, Result<u64>>
     where
         'q: 'c;
 
@@ -145,7 +148,10 @@ impl<'q, B: Run> Statement<'q, B> for Query<'q, B> {
         B::bind_value(self, value)
     }
 
-    fn run<'c>(self, conn: &'c mut B::Connection) -> futures_util::future::BoxFuture<'c, Result<u64>>
+    fn run<'c>(
+        self,
+        conn: &'c mut B::Connection,
+    ) -> futures_util::future::BoxFuture<'c, Result<u64>>
     where
         'q: 'c,
     {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, ProcessInfo, Result, micros_of, time_from_micros};
-use crate::store::{Backend, Processes};
 use crate::store::rows::{DeadProcess, ProcessRegistration};
+use crate::store::{Backend, Processes};
 
 /// The registry's statements. Times are the database clock; durations are bound as
 /// microseconds.

@@ -20,9 +20,8 @@ use crate::domain::{Decide, NackOutcome, Released, Settlement};
 use crate::domain::{Error, Result};
 use crate::domain::{MessageId, Receipt};
 use crate::store::rows::Entry;
-use crate::store::rows::SourceId;
 use crate::store::statements::MAX_LIST;
-use crate::store::{Enqueue, Settle, ack_in_own_transaction, receipts_except};
+use crate::store::{Enqueue, GroupSettle, QueueSettle, ack_in_own_transaction, receipts_except};
 
 pub(crate) const LOCK_LEASES: &str = "SELECT id, queue_id, priority, token, attempts, ordering_key, \
     lease_until > UTC_TIMESTAMP(6) FROM {p}leases FORCE INDEX (PRIMARY) WHERE id IN ({list}) FOR UPDATE";
@@ -331,130 +330,166 @@ impl MySqlStore {
     }
 }
 
-impl Settle<MySql> for MySqlStore {
-    async fn ack(
+impl QueueSettle<MySql> for MySqlStore {
+    async fn ack_queue(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         receipts: &[Receipt],
     ) -> Result<Vec<Receipt>> {
-        match source {
-            SourceId::Queue(queue_id) => self.ack_queue(conn, queue_id, receipts).await,
-            SourceId::Group(group_id) => self.ack_group(conn, group_id, receipts).await,
-        }
+        MySqlStore::ack_queue(self, conn, queue_id, receipts).await
     }
 
-    async fn ack_own(
+    async fn ack_queue_own(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         receipts: &[Receipt],
         acked: &Mutex<Vec<Receipt>>,
         op: &'static str,
     ) -> Result<Vec<Receipt>> {
-        match source {
-            SourceId::Queue(queue_id) => {
-                self.ack_queue_own(conn, queue_id, receipts, acked, op)
-                    .await
-            }
-            SourceId::Group(_) => {
-                ack_in_own_transaction(self, conn, source, receipts, acked, op).await
-            }
-        }
+        MySqlStore::ack_queue_own(self, conn, queue_id, receipts, acked, op).await
     }
 
-    async fn acks_committed(
+    async fn queue_acks_committed(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
         acked: &[Receipt],
     ) -> Result<bool> {
         let ids: Vec<MessageId> = acked.iter().map(|r| r.id).collect();
         if ids.is_empty() {
             return Ok(true);
         }
-        match source {
-            // An ack deletes the message: its rows are gone iff the ack committed. The ack
-            // locks the leases from its first round trip on, so locking them first waits out
-            // an ack whose COMMIT is still on its way (or in progress) on the lost connection.
-            SourceId::Queue(_) => {
-                self.lock_leases(conn, &ids).await?;
-                Ok(self.count_stored_messages(conn, &ids).await? == 0)
-            }
-            // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
-            // committed.
-            SourceId::Group(group_id) => {
-                let left = self.lock_group_leases(conn, group_id, &ids).await?;
-                Ok(acked
-                    .iter()
-                    .all(|r| left.get(&r.id).is_none_or(|l| l.token as u64 != r.token)))
-            }
-        }
+        // An ack deletes the message: its rows are gone iff the ack committed. The ack
+        // locks the leases from its first round trip on, so locking them first waits out
+        // an ack whose COMMIT is still on its way (or in progress) on the lost connection.
+        self.lock_leases(conn, &ids).await?;
+        Ok(self.count_stored_messages(conn, &ids).await? == 0)
     }
 
-    async fn fail(
+    async fn fail_queue(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         receipt: &Receipt,
         decide: &Decide<'_>,
     ) -> Result<NackOutcome> {
-        match source {
-            SourceId::Queue(queue_id) => self.fail_queue(conn, queue_id, receipt, decide).await,
-            SourceId::Group(group_id) => self.fail_group(conn, group_id, receipt, decide).await,
-        }
+        MySqlStore::fail_queue(self, conn, queue_id, receipt, decide).await
     }
 
-    async fn extend(
+    async fn extend_queue(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         receipt: &Receipt,
         lease: Duration,
     ) -> Result<bool> {
-        match source {
-            SourceId::Queue(queue_id) => self.extend_queue(conn, queue_id, receipt, lease).await,
-            SourceId::Group(group_id) => self.extend_group(conn, group_id, receipt, lease).await,
-        }
+        MySqlStore::extend_queue(self, conn, queue_id, receipt, lease).await
     }
 
-    async fn release_expired(
+    async fn release_queue_expired(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         limit: usize,
         decide: &Decide<'_>,
     ) -> Result<Released> {
-        match source {
-            SourceId::Queue(queue_id) => {
-                self.release_queue_expired(conn, queue_id, limit, decide)
-                    .await
-            }
-            SourceId::Group(group_id) => {
-                self.release_group_expired(conn, group_id, limit, decide)
-                    .await
-            }
-        }
+        MySqlStore::release_queue_expired(self, conn, queue_id, limit, decide).await
     }
 
-    async fn release_owned(
+    async fn release_queue_owned(
         &self,
         conn: &mut MySqlConnection,
-        source: SourceId,
+        queue_id: i32,
         owner: &str,
         limit: usize,
         decide: &Decide<'_>,
     ) -> Result<Released> {
-        match source {
-            SourceId::Queue(queue_id) => {
-                self.release_queue_owned(conn, queue_id, owner, limit, decide)
-                    .await
-            }
-            SourceId::Group(group_id) => {
-                self.release_group_owned(conn, group_id, owner, limit, decide)
-                    .await
-            }
+        MySqlStore::release_queue_owned(self, conn, queue_id, owner, limit, decide).await
+    }
+}
+
+impl GroupSettle<MySql> for MySqlStore {
+    async fn ack_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipts: &[Receipt],
+    ) -> Result<Vec<Receipt>> {
+        MySqlStore::ack_group(self, conn, group_id, receipts).await
+    }
+
+    async fn ack_group_own(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> Result<Vec<Receipt>> {
+        type B = MySql;
+        ack_in_own_transaction!(conn, receipts, acked, op, |tx| MySqlStore::ack_group(
+            self, &mut tx, group_id, receipts
+        ))
+    }
+
+    async fn group_acks_committed(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        acked: &[Receipt],
+    ) -> Result<bool> {
+        let ids: Vec<MessageId> = acked.iter().map(|r| r.id).collect();
+        if ids.is_empty() {
+            return Ok(true);
         }
+        // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
+        // committed.
+        let left = self.lock_group_leases(conn, group_id, &ids).await?;
+        Ok(acked
+            .iter()
+            .all(|r| left.get(&r.id).is_none_or(|l| l.token as u64 != r.token)))
+    }
+
+    async fn fail_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipt: &Receipt,
+        decide: &Decide<'_>,
+    ) -> Result<NackOutcome> {
+        MySqlStore::fail_group(self, conn, group_id, receipt, decide).await
+    }
+
+    async fn extend_group(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> Result<bool> {
+        MySqlStore::extend_group(self, conn, group_id, receipt, lease).await
+    }
+
+    async fn release_group_expired(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        MySqlStore::release_group_expired(self, conn, group_id, limit, decide).await
+    }
+
+    async fn release_group_owned(
+        &self,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        owner: &str,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        MySqlStore::release_group_owned(self, conn, group_id, owner, limit, decide).await
     }
 }
 

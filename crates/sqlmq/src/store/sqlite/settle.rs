@@ -19,8 +19,10 @@ use sqlx::{Row, Sqlite, SqliteConnection};
 
 use super::{SqliteStore, exec_id_list, fetch_id_list, id_at, insert_values, now_text, now_us};
 use crate::domain::{Decide, Error, MessageId, NackOutcome, Receipt, Released, Result, Settlement};
-use crate::store::rows::{Entry, SourceId};
-use crate::store::{Enqueue, Settle};
+use crate::store::rows::Entry;
+use std::sync::Mutex;
+
+use crate::store::{Enqueue, GroupSettle, QueueSettle, ack_in_own_transaction};
 
 const LEASES: &str = concat!(
     "SELECT id, queue_id, priority, token, attempts, ordering_key, lease_until > ",
@@ -295,99 +297,157 @@ impl SqliteStore {
     }
 }
 
-impl Settle<Sqlite> for SqliteStore {
-    async fn ack(
+impl QueueSettle<Sqlite> for SqliteStore {
+    async fn ack_queue(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
         receipts: &[Receipt],
     ) -> Result<Vec<Receipt>> {
-        match source {
-            SourceId::Queue(queue_id) => self.ack_queue(conn, queue_id, receipts).await,
-            SourceId::Group(group_id) => self.ack_group(conn, group_id, receipts).await,
-        }
+        SqliteStore::ack_queue(self, conn, queue_id, receipts).await
     }
 
-    async fn acks_committed(
+    async fn ack_queue_own(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> Result<Vec<Receipt>> {
+        type B = Sqlite;
+        ack_in_own_transaction!(conn, receipts, acked, op, |tx| SqliteStore::ack_queue(
+            self, &mut tx, queue_id, receipts
+        ))
+    }
+
+    async fn queue_acks_committed(
+        &self,
+        conn: &mut SqliteConnection,
         acked: &[Receipt],
     ) -> Result<bool> {
         let ids: Vec<MessageId> = acked.iter().map(|r| r.id).collect();
         if ids.is_empty() {
             return Ok(true);
         }
-        match source {
-            // An ack deletes the message: its rows are gone iff the ack committed.
-            SourceId::Queue(_) => Ok(self.count_stored_messages(conn, &ids).await? == 0),
-            SourceId::Group(group_id) => self.group_acks_committed(conn, group_id, acked).await,
-        }
+        // An ack deletes the message: its rows are gone iff the ack committed.
+        Ok(self.count_stored_messages(conn, &ids).await? == 0)
     }
 
-    async fn fail(
+    async fn fail_queue(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
         receipt: &Receipt,
         decide: &Decide<'_>,
     ) -> Result<NackOutcome> {
-        match source {
-            SourceId::Queue(queue_id) => self.fail_queue(conn, queue_id, receipt, decide).await,
-            SourceId::Group(group_id) => self.fail_group(conn, group_id, receipt, decide).await,
-        }
+        SqliteStore::fail_queue(self, conn, queue_id, receipt, decide).await
     }
 
-    async fn extend(
+    async fn extend_queue(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
         receipt: &Receipt,
         lease: Duration,
     ) -> Result<bool> {
-        match source {
-            SourceId::Queue(queue_id) => self.extend_queue(conn, queue_id, receipt, lease).await,
-            SourceId::Group(group_id) => self.extend_group(conn, group_id, receipt, lease).await,
-        }
+        SqliteStore::extend_queue(self, conn, queue_id, receipt, lease).await
     }
 
-    async fn release_expired(
+    async fn release_queue_expired(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
         limit: usize,
         decide: &Decide<'_>,
     ) -> Result<Released> {
-        match source {
-            SourceId::Queue(queue_id) => {
-                self.release_queue_expired(conn, queue_id, limit, decide)
-                    .await
-            }
-            SourceId::Group(group_id) => {
-                self.release_group_expired(conn, group_id, limit, decide)
-                    .await
-            }
-        }
+        SqliteStore::release_queue_expired(self, conn, queue_id, limit, decide).await
     }
 
-    async fn release_owned(
+    async fn release_queue_owned(
         &self,
         conn: &mut SqliteConnection,
-        source: SourceId,
+        queue_id: i32,
         owner: &str,
         limit: usize,
         decide: &Decide<'_>,
     ) -> Result<Released> {
-        match source {
-            SourceId::Queue(queue_id) => {
-                self.release_queue_owned(conn, queue_id, owner, limit, decide)
-                    .await
-            }
-            SourceId::Group(group_id) => {
-                self.release_group_owned(conn, group_id, owner, limit, decide)
-                    .await
-            }
-        }
+        SqliteStore::release_queue_owned(self, conn, queue_id, owner, limit, decide).await
+    }
+}
+
+impl GroupSettle<Sqlite> for SqliteStore {
+    async fn ack_group(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        receipts: &[Receipt],
+    ) -> Result<Vec<Receipt>> {
+        SqliteStore::ack_group(self, conn, group_id, receipts).await
+    }
+
+    async fn ack_group_own(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        receipts: &[Receipt],
+        acked: &Mutex<Vec<Receipt>>,
+        op: &'static str,
+    ) -> Result<Vec<Receipt>> {
+        type B = Sqlite;
+        ack_in_own_transaction!(conn, receipts, acked, op, |tx| SqliteStore::ack_group(
+            self, &mut tx, group_id, receipts
+        ))
+    }
+
+    async fn group_acks_committed(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        acked: &[Receipt],
+    ) -> Result<bool> {
+        SqliteStore::group_acks_committed(self, conn, group_id, acked).await
+    }
+
+    async fn fail_group(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        receipt: &Receipt,
+        decide: &Decide<'_>,
+    ) -> Result<NackOutcome> {
+        SqliteStore::fail_group(self, conn, group_id, receipt, decide).await
+    }
+
+    async fn extend_group(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        receipt: &Receipt,
+        lease: Duration,
+    ) -> Result<bool> {
+        SqliteStore::extend_group(self, conn, group_id, receipt, lease).await
+    }
+
+    async fn release_group_expired(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        SqliteStore::release_group_expired(self, conn, group_id, limit, decide).await
+    }
+
+    async fn release_group_owned(
+        &self,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        owner: &str,
+        limit: usize,
+        decide: &Decide<'_>,
+    ) -> Result<Released> {
+        SqliteStore::release_group_owned(self, conn, group_id, owner, limit, decide).await
     }
 }
 
