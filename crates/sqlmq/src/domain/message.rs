@@ -367,6 +367,39 @@ pub(crate) fn encode_errors(errors: &[AttemptError]) -> Vec<u8> {
     out
 }
 
+/// Entries kept in a message's error history: the latest.
+pub(crate) const MAX_ERROR_HISTORY: usize = 20;
+
+/// Longest error text kept per attempt, in bytes.
+pub(crate) const MAX_ERROR_BYTES: usize = 4096;
+
+/// An error text truncated to [`MAX_ERROR_BYTES`] (on a character boundary), JSON-encoded.
+pub(crate) fn error_json(error: &str) -> String {
+    let mut end = error.len().min(MAX_ERROR_BYTES);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    serde_json::Value::from(&error[..end]).to_string()
+}
+
+/// `history` (one JSON object per line, each ending with a newline) with the entry of
+/// `attempt` (at `at`, RFC 3339 UTC) appended, keeping the last [`MAX_ERROR_HISTORY`] lines.
+pub(crate) fn append_error(history: &str, attempt: i32, at: &str, error: &str) -> String {
+    let line = format!(
+        "{{\"attempt\":{attempt},\"at\":\"{at}\",\"error\":{}}}",
+        error_json(error)
+    );
+    let mut lines: Vec<&str> = history.lines().filter(|l| !l.is_empty()).collect();
+    lines.push(&line);
+    let keep = &lines[lines.len().saturating_sub(MAX_ERROR_HISTORY)..];
+    let mut out = String::with_capacity(keep.iter().map(|l| l.len() + 1).sum());
+    for l in keep {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
 /// Parse the error history column: one JSON object per line.
 pub(crate) fn parse_errors(text: Option<&str>) -> Vec<AttemptError> {
     text.unwrap_or_default()
@@ -390,6 +423,29 @@ mod tests {
         assert!(parse_errors(None).is_empty());
         let again = encode_errors(&errs);
         assert_eq!(parse_errors(Some(&String::from_utf8(again).unwrap())), errs);
+    }
+
+    #[test]
+    fn error_texts_are_json_and_bounded() {
+        assert_eq!(error_json("a\"b\nc"), r#""a\"b\nc""#);
+        let long = "é".repeat(5000);
+        let j = error_json(&long);
+        assert!(j.len() <= MAX_ERROR_BYTES + 2);
+        assert!(serde_json::from_str::<String>(&j).is_ok());
+    }
+
+    #[test]
+    fn histories_keep_the_last_entries() {
+        let mut history = String::new();
+        for i in 1..=25 {
+            history = append_error(&history, i, "2026-01-01T00:00:00.000Z", "boom\nline");
+        }
+        let errors = parse_errors(Some(&history));
+        assert_eq!(errors.len(), MAX_ERROR_HISTORY);
+        assert_eq!(errors[0].attempt, 26 - MAX_ERROR_HISTORY as u32);
+        assert_eq!(errors[MAX_ERROR_HISTORY - 1].attempt, 25);
+        assert_eq!(errors[MAX_ERROR_HISTORY - 1].error, "boom\nline");
+        assert!(history.ends_with('\n'));
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub use lag::{
 };
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{
-    TAKEN_TOKEN, check_headers, encode_errors, micros_of, parse_errors, time_from_micros,
+    MAX_ERROR_HISTORY, TAKEN_TOKEN, append_error, check_headers, encode_errors, error_json,
+    micros_of, parse_errors, time_from_micros,
 };
 pub use name::{MAX_NAME_LEN, validate_name};
 pub(crate) use name::{validate_key, validate_table_prefix};

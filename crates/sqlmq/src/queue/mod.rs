@@ -8,8 +8,10 @@
 //! | `manage.rs` | pause, cancel, purge, stats, dead letters, maintenance |
 
 mod consume;
+mod enqueue;
 mod manage;
 mod produce;
+mod resend;
 
 use std::sync::{Arc, OnceLock};
 

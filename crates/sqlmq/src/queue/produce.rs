@@ -253,7 +253,7 @@ impl<B: Backend> Queue<B> {
             messages: msgs,
             budget,
         };
-        self.store().send(conn, &batch).await
+        super::enqueue::send::<B>(self.store(), conn, &batch).await
     }
 
     /// Reject bad input before anything is written.

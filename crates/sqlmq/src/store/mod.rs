@@ -10,7 +10,7 @@
 //! | file | traits |
 //! |---|---|
 //! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
-//! | `queue.rs` | [`Queues`], [`Enqueue`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
+//! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
 //! | `consume.rs` | [`QueueSettle`] (ack, fail, extend, release), [`Probe`] |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
 //! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupSettle`], [`GroupDead`], [`GroupState`] |
@@ -33,7 +33,6 @@ mod member;
 pub(crate) mod mysql;
 mod process;
 mod queue;
-mod resend;
 pub(crate) mod rows;
 mod server;
 pub(crate) mod sqlite;
@@ -46,7 +45,7 @@ pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
-pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues};
+pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSend};
 pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
 pub use topic::{Publish, Retention, Stream, Topics};
@@ -99,6 +98,7 @@ store_traits!(
     Schema,
     Queues,
     Enqueue,
+    ScriptedSend,
     Claim,
     Maintain,
     Admin,

@@ -1,11 +1,14 @@
 //! Queue statements: rows, enqueue, claim, time-driven moves, operator actions, dead letters.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::time::Duration;
 
 use super::Backend;
-use super::rows::{ClaimRequest, PurgeScope, QueueCounts, QueueRow, SendBatch};
-use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result, Sent};
+use super::rows::{
+    ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueRow, SendBatch,
+};
+use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result};
 
 /// Queue rows.
 pub trait Queues<B: Backend> {
@@ -51,35 +54,74 @@ pub trait Queues<B: Backend> {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// Enqueue.
+/// Enqueue: the statements of a send, in the caller's transaction (the engine's
+/// `queue/enqueue.rs` decides which to run: idempotency keys first, then the message rows,
+/// then each message where it belongs).
 pub trait Enqueue<B: Backend> {
-    /// Enqueue a batch inside the caller's transaction: idempotency keys first (a duplicate
-    /// returns the original id and writes nothing), then each message where it belongs: ready,
-    /// scheduled (delayed) or blocked behind an earlier message of its ordering key. Returns
-    /// one [`Sent`] per message, in order.
-    fn send(
+    /// The idempotency keys of `queue_id` among `keys` that are recorded: key → (the message
+    /// id recorded, whether its window is still open).
+    fn recorded_keys(
         &self,
         conn: &mut B::Connection,
-        batch: &SendBatch<'_>,
-    ) -> impl Future<Output = Result<Vec<Sent>>> + Send;
+        queue_id: i32,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<HashMap<String, (MessageId, bool)>>> + Send;
 
-    /// A send that commits by itself in one round trip, prepared: what [`Enqueue::send_script`]
-    /// runs.
-    type SendScript: Send + Sync;
-
-    /// Prepare `batch` as one self-committing round trip, when this backend has such a path and
-    /// the batch qualifies for it (`None`: the engine runs [`Enqueue::send`] in a transaction of
-    /// its own). Only ever a plain insert: a batch that needs reads first does not qualify.
-    fn prepare_send_script(&self, batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>>;
-
-    /// Run a prepared send on a connection outside any transaction: it begins, writes and
-    /// commits. On an error it ends the transaction it opened, unless the connection failed
-    /// (whoever holds it then discards it). A message id stored already fails it with a
-    /// duplicate-key error and writes nothing.
-    fn send_script(
+    /// Forget recorded idempotency keys (whose window has passed) so that they can be
+    /// recorded again.
+    fn forget_keys(
         &self,
         conn: &mut B::Connection,
-        script: &Self::SendScript,
+        queue_id: i32,
+        keys: &[&str],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Record idempotency keys (key, the message it names) for `window`. A key recorded
+    /// meanwhile by a concurrent sender fails it with a duplicate-key error; the failed
+    /// statement wrote nothing.
+    fn record_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        keys: &[(&str, MessageId)],
+        window: Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Insert message rows with one statement: at most [`MAX_LIST`] rows, a bucket size (see
+    /// `statements.rs`). An id stored already fails it with a duplicate-key error, and the
+    /// failed statement inserted nothing (earlier statements of the transaction stay).
+    ///
+    /// [`MAX_LIST`]: super::statements::MAX_LIST
+    fn insert_messages(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        rows: &[MessageRow<'_>],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Which of `ids` are stored messages (a plain read that sees the transaction's own rows).
+    fn stored_messages(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> impl Future<Output = Result<HashSet<MessageId>>> + Send;
+
+    /// Put messages in line: `ready` when no delay is left, else `scheduled` (delay in µs).
+    fn place(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        entries: &[(Entry, i64)],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Put keyed messages in line behind their keys: each becomes its key's head if the key
+    /// has no pending message, otherwise it waits in `blocked` behind the messages already
+    /// there.
+    fn enqueue_keyed(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        items: Vec<Keyed>,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// How many of `ids` (distinct) are stored messages (resolves a COMMIT with unknown
@@ -92,6 +134,29 @@ pub trait Enqueue<B: Backend> {
         conn: &mut B::Connection,
         ids: &[MessageId],
     ) -> impl Future<Output = Result<usize>> + Send;
+}
+
+/// A send that commits by itself in one round trip, where the backend has such a path (MySQL:
+/// one script of literals; SQLite, in-process, has nothing to save).
+pub trait ScriptedSend<B: Backend> {
+    /// A send that commits by itself in one round trip, prepared: what [`ScriptedSend::send_script`]
+    /// runs.
+    type SendScript: Send + Sync;
+
+    /// Prepare `batch` as one self-committing round trip, when this backend has such a path and
+    /// the batch qualifies for it (`None`: the engine runs the full send in a transaction of
+    /// its own). Only ever a plain insert: a batch that needs reads first does not qualify.
+    fn prepare_send_script(&self, batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>>;
+
+    /// Run a prepared send on a connection outside any transaction: it begins, writes and
+    /// commits. On an error it ends the transaction it opened, unless the connection failed
+    /// (whoever holds it then discards it). A message id stored already fails it with a
+    /// duplicate-key error and writes nothing.
+    fn send_script(
+        &self,
+        conn: &mut B::Connection,
+        script: &Self::SendScript,
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// The claim.

@@ -29,6 +29,18 @@ pub struct Entry {
     pub token: i64,
 }
 
+/// A keyed message to put in line behind its key.
+pub struct Keyed {
+    pub key: String,
+    pub entry: Entry,
+    /// Delay still to wait once it becomes the head, in microseconds.
+    pub delay_us: i64,
+}
+
+/// A message row to insert: the message, and its headers as a JSON object (`None` when it
+/// has none).
+pub type MessageRow<'m> = (&'m Message, Option<&'m str>);
+
 /// A queue as stored.
 #[derive(Clone, Debug)]
 pub struct QueueRow {

@@ -11,17 +11,43 @@
 //! | file | what |
 //! |---|---|
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
+//! | `queues.rs` | `Queues` |
+//! | `enqueue.rs` | `Enqueue`: idempotency keys, message rows, `ready`/`scheduled` |
+//! | `keys.rs` | per-key FIFO: heads, blocked successors, release, repair |
+//! | `claim.rs` | the claim read's rows as deliveries (the claims are each backend's) |
+//! | `settle.rs` | `QueueSettle`: ack, fail, extend, releases; error histories, dead letters |
+//! | `maintain.rs` | `Maintain`: due messages, old idempotency keys |
+//! | `admin.rs` | `Admin`: counts, cancel, purge, key repair |
+//! | `dead.rs` | `DeadLetters`: list, redrive |
+//! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
 
+pub(crate) mod admin;
+pub(crate) mod claim;
 mod db;
+mod dead;
+pub(crate) mod enqueue;
+pub(crate) mod keys;
+mod maintain;
+mod probe;
 mod processes;
+pub(crate) mod queues;
+pub(crate) mod settle;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+pub use admin::AdminSql;
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub use dead::DeadSql;
+pub use enqueue::EnqueueSql;
+pub use keys::KeySql;
+pub use maintain::MaintainSql;
+pub use probe::ProbeSql;
 pub use processes::ProcessSql;
+pub use queues::QueueSql;
+pub use settle::{ErrorHistory, SettleSql};
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
 use crate::domain::{Error, MessageId, Result};
@@ -59,8 +85,40 @@ pub trait Dialect: Driver + Types {
     /// Most bound parameters one statement may carry.
     const MAX_PARAMS: usize;
 
-    /// The process registry's statements.
+    /// Queue rows.
+    const QUEUES: QueueSql;
+    /// Enqueue.
+    const ENQUEUE: EnqueueSql;
+    /// The key protocol (strict per-key FIFO).
+    const KEYS: KeySql;
+    /// Settling a queue's leases.
+    const SETTLE: SettleSql;
+    /// Time-driven moves.
+    const MAINTAIN: MaintainSql;
+    /// Operator statements.
+    const ADMIN: AdminSql;
+    /// A queue's dead letters.
+    const DEAD: DeadSql;
+    /// The wakeup probes.
+    const PROBE: ProbeSql;
+    /// The process registry.
     const PROCESSES: ProcessSql;
+
+    /// [`QueueSettle::ack_queue_own`](crate::store::QueueSettle::ack_queue_own): by default
+    /// BEGIN, the ack's statements, COMMIT; a backend may do it in fewer round trips.
+    fn ack_queue_own(
+        store: &SqlStore<Self>,
+        conn: &mut Self::Connection,
+        queue_id: i32,
+        receipts: &[crate::domain::Receipt],
+        acked: &std::sync::Mutex<Vec<crate::domain::Receipt>>,
+        op: &'static str,
+    ) -> impl std::future::Future<Output = Result<Vec<crate::domain::Receipt>>> + Send
+    where
+        Self: crate::store::Backend,
+    {
+        settle::ack_queue_in_own_transaction(store, conn, queue_id, receipts, acked, op)
+    }
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.
@@ -228,11 +286,22 @@ impl<B: Dialect> SqlStore<B> {
         sqlx::query(self.st.get(template))
     }
 
+    /// `template` with its list expanded for `n` copies of `item` (`n` a bucket size; see
+    /// [`Statements::list`]).
+    pub(crate) fn list_query(
+        &self,
+        template: &'static str,
+        item: &str,
+        n: usize,
+    ) -> Query<'static, B> {
+        sqlx::query(self.st.list(template, item, n))
+    }
+
     /// `template` (one `{list}` of `?`, or an `{ids}` derived table) for `chunk` (at most
     /// [`MAX_LIST`] ids), padded to its bucket by repeating the last id, which changes nothing
     /// in an `IN` list or a join.
     fn id_list_query(&self, template: &'static str, chunk: &[MessageId]) -> Query<'static, B> {
-        let mut q = sqlx::query(self.st.list(template, "?", bucket(chunk.len())));
+        let mut q = self.list_query(template, "?", bucket(chunk.len()));
         for id in padded(chunk) {
             q = q.arg(id.bytes());
         }
@@ -283,7 +352,7 @@ impl<B: Dialect> SqlStore<B> {
         let mut rest = rows;
         for size in split_into_buckets(rows.len(), B::MAX_PARAMS / params.max(1)) {
             let (chunk, tail) = rest.split_at(size);
-            let mut q = sqlx::query(self.st.list(template, item, size));
+            let mut q = self.list_query(template, item, size);
             for row in chunk {
                 q = bind(q, row);
             }

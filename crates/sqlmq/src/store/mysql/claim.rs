@@ -13,18 +13,17 @@
 
 use std::time::Duration;
 
-use sqlx::mysql::MySqlRow;
-use sqlx::{MySqlConnection, Row};
+use sqlx::{MySql, MySqlConnection};
 
+use super::admin::{DELETE_READY, READY_KEY_ROW};
 use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
-use super::{MySqlStore, headers_at, id_at, micros, opt_text_at};
-use crate::domain::Result;
-use crate::domain::{Delivery, micros_of, time_from_micros};
+use super::{MySqlStore, micros};
+use crate::domain::{Delivery, Result};
 use crate::store::Claim;
+use crate::store::body::claim::deliveries;
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
-use sqlx::MySql;
 
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock
 /// rows of a subquery, so claims never contend on the queue row (checked in tests).
@@ -39,41 +38,11 @@ pub(crate) const CLAIM: &str = concat!(
     "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
     "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
 );
-pub(crate) const DELETE_READY: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p}ready t FORCE INDEX (PRIMARY) \
-    ON t.queue_id = v.q AND t.priority = v.p AND t.id = v.id";
-/// One row of `DELETE_READY`'s derived table: a `ready` primary key.
-pub(crate) const READY_KEY_ROW: &str =
-    "SELECT CAST(? AS SIGNED) AS q, CAST(? AS SIGNED) AS p, CAST(? AS BINARY) AS id";
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
     VALUES {list}";
 const LEASE_ROW: &str =
     "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
-
-/// The deliveries of the claim read's `rows`, leased for `lease` from the database's now.
-fn deliveries(rows: &[MySqlRow], lease: Duration) -> Result<Vec<Delivery>> {
-    let lease_us = micros_of(lease);
-    let mut claimed = Vec::with_capacity(rows.len());
-    for row in rows {
-        let now_us: i64 = row.try_get(9)?;
-        let lease_until_us = now_us.saturating_add(lease_us);
-        claimed.push(Delivery {
-            id: id_at(row, 0)?,
-            priority: row.try_get(1)?,
-            attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
-            token: (row.try_get::<i64, _>(3)? + 1) as u64,
-            ordering_key: opt_text_at(row, 4)?,
-            idempotency_key: opt_text_at(row, 5)?,
-            headers: headers_at(row, 6)?,
-            body: row.try_get(7)?,
-            enqueued_at: time_from_micros(row.try_get(8)?),
-            lease_expires_at: time_from_micros(lease_until_us),
-            partition: None,
-            offset: None,
-        });
-    }
-    Ok(claimed)
-}
 
 /// A lease's end in microseconds since the epoch.
 fn lease_until_us(d: &Delivery) -> i64 {

@@ -43,6 +43,7 @@ pub(crate) mod admin;
 pub(crate) mod claim;
 pub(crate) mod connect;
 pub(crate) mod dead;
+pub(crate) mod enqueue;
 pub(crate) mod errors;
 pub(crate) mod grants;
 pub(crate) mod group_claim;
@@ -64,7 +65,6 @@ pub(crate) mod queues;
 pub(crate) mod retention;
 pub(crate) mod schema;
 mod script;
-pub(crate) mod send;
 mod send_script;
 pub(crate) mod sequence;
 pub(crate) mod server;
@@ -78,8 +78,8 @@ use sqlx::{MySql, MySqlConnection, Row};
 
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
-use crate::store::Backend;
 use crate::store::statements::{MAX_LIST, Statements, bucket};
+use crate::store::{Backend, body};
 
 /// Statement that opens a transaction of sqlmq's on a connection it does not own (a caller's,
 /// or one opened for a check): READ COMMITTED set explicitly for this transaction (never the
@@ -109,9 +109,28 @@ const MAX_PARAMS: usize = u16::MAX as usize;
 /// The MySQL/MariaDB store: the body (`store/body/`) over this backend's statements.
 pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 
-impl crate::store::body::Dialect for MySql {
+impl body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
-    const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const QUEUES: body::QueueSql = queues::SQL;
+    const ENQUEUE: body::EnqueueSql = enqueue::SQL;
+    const KEYS: body::KeySql = keys::SQL;
+    const SETTLE: body::SettleSql = settle::SQL;
+    const MAINTAIN: body::MaintainSql = maintain::SQL;
+    const ADMIN: body::AdminSql = admin::SQL;
+    const DEAD: body::DeadSql = dead::SQL;
+    const PROBE: body::ProbeSql = probe::SQL;
+    const PROCESSES: body::ProcessSql = processes::SQL;
+
+    fn ack_queue_own(
+        store: &MySqlStore,
+        conn: &mut MySqlConnection,
+        queue_id: i32,
+        receipts: &[crate::domain::Receipt],
+        acked: &std::sync::Mutex<Vec<crate::domain::Receipt>>,
+        op: &'static str,
+    ) -> impl std::future::Future<Output = Result<Vec<crate::domain::Receipt>>> + Send {
+        settle::ack_queue_own(store, conn, queue_id, receipts, acked, op)
+    }
 }
 
 impl Backend for MySql {

@@ -11,7 +11,11 @@ use std::time::Duration;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool, Row, SqlStr};
 
-use super::{admin, claim, dead, keys, maintain, queues, send, settle};
+use super::{admin, claim};
+use crate::store::body::{self, Dialect, ErrorHistory};
+
+/// The backend whose statements are checked.
+type M = sqlx::MySql;
 use crate::{Client, Message, QueueConfig};
 
 /// One statement and the index its main table must be read through.
@@ -115,6 +119,9 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         triples.extend([Int(q), Int(0), id(i)]);
     }
     let dedup_keys = || vec![Int(q), key(), Int(q), key()];
+    let ErrorHistory::InSql(append_error) = M::SETTLE.error_history else {
+        unreachable!("MySQL appends to error histories in SQL")
+    };
     let mut out = vec![
         c(
             "claim",
@@ -124,199 +131,199 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         ),
         c(
             "claim: delete ready",
-            st.list(claim::DELETE_READY, claim::READY_KEY_ROW, 4),
+            st.list(admin::DELETE_READY, admin::READY_KEY_ROW, 4),
             triples,
             ("t", "PRIMARY"),
         ),
         c(
             "ack: lock leases",
-            st.list(settle::LOCK_LEASES, "?", 8),
+            st.list(M::SETTLE.lock_leases, "?", 8),
             ids(8),
             ("leases", "PRIMARY"),
         ),
         c(
             "ack: delete leases",
-            st.list(settle::DELETE_LEASES, "?", 8),
+            st.list(M::SETTLE.delete_leases, "?", 8),
             ids(8),
             ("t", "PRIMARY"),
         ),
         c(
             "ack: delete messages",
-            st.list(settle::DELETE_MESSAGES, "?", 8),
+            st.list(M::SETTLE.delete_messages, "?", 8),
             ids(8),
             ("t", "PRIMARY"),
         ),
         c(
             "extend",
-            st.get(settle::EXTEND),
+            st.get(M::SETTLE.extend),
             vec![Int(1000), id(1), Int(1), Int(q)],
             ("leases", "PRIMARY"),
         ),
         c(
             "nack: append error",
-            st.get(settle::APPEND_ERROR),
-            vec![Int(1), Bind::Bytes(b"\"e\"".to_vec()), id(1)],
+            st.get(append_error),
+            vec![Int(1), Bind::Bytes(b"\"e\"".to_vec()), Int(-21), id(1)],
             ("messages", "PRIMARY"),
         ),
         c(
             "promote: any due",
-            st.get(maintain::ANY_DUE),
+            st.get(M::MAINTAIN.any_due),
             vec![Int(q)],
             ("scheduled", "due"),
         ),
         c(
             "promote: claim due",
-            st.get(maintain::CLAIM_DUE),
+            st.get(M::MAINTAIN.claim_due),
             vec![Int(q), Int(500)],
             ("scheduled", "due"),
         ),
         c(
             "promote: delete scheduled",
-            st.list(maintain::DELETE_SCHEDULED, "?", 4),
+            st.list(M::MAINTAIN.delete_scheduled, "?", 4),
             ids(4),
             ("t", "PRIMARY"),
         ),
         c(
             "release: any expired",
-            st.get(maintain::ANY_EXPIRED),
+            st.get(M::MAINTAIN.any_expired),
             vec![Int(q)],
             ("leases", "expiry"),
         ),
         c(
             "release: claim expired",
-            st.get(maintain::CLAIM_EXPIRED),
+            st.get(M::MAINTAIN.claim_expired),
             vec![Int(q), Int(500)],
             ("leases", "expiry"),
         ),
         c(
             "cleanup: old idempotency keys",
-            st.get(maintain::CLAIM_OLD_DEDUP),
+            st.get(M::MAINTAIN.claim_old_keys),
             vec![Int(500)],
             ("dedup", "expiry"),
         ),
         c(
             "cleanup: delete idempotency keys",
-            st.list(maintain::DELETE_DEDUP, maintain::DEDUP_KEY_ROW, 2),
+            st.list(M::MAINTAIN.delete_keys, M::ENQUEUE.key_row, 2),
             dedup_keys(),
             ("t", "PRIMARY"),
         ),
         c(
             "send: find idempotency keys",
-            st.list(send::SELECT_DEDUP, "?", 2),
+            st.list(M::ENQUEUE.select_keys, "?", 2),
             vec![Int(q), key(), key()],
             ("dedup", "PRIMARY"),
         ),
         c(
             "send: stale idempotency keys",
-            st.list(send::DELETE_STALE_DEDUP, maintain::DEDUP_KEY_ROW, 2),
+            st.list(M::ENQUEUE.forget_keys, M::ENQUEUE.key_row, 2),
             dedup_keys(),
             ("t", "PRIMARY"),
         ),
         c(
             "send: read key counters",
-            st.list(keys::SELECT_KEYS, "?", 2),
+            st.list(M::KEYS.select_keys, "?", 2),
             vec![Int(q), key(), key()],
             ("key_heads", "PRIMARY"),
         ),
         c(
             "release key: lock",
-            st.get(keys::LOCK_KEY),
+            st.get(M::KEYS.lock_key),
             vec![Int(q), key()],
             ("key_heads", "PRIMARY"),
         ),
         c(
             "release key: next",
-            st.get(keys::NEXT_BLOCKED),
+            st.get(M::KEYS.next_blocked),
             vec![Int(q), key()],
             ("blocked", "PRIMARY"),
         ),
         c(
             "release key: take next",
-            st.get(keys::DELETE_BLOCKED_SEQ),
+            st.get(body::keys::DELETE_BLOCKED_SEQ),
             vec![Int(q), key(), Int(1)],
             ("blocked", "PRIMARY"),
         ),
         c(
             "release key: set head",
-            st.get(keys::SET_HEAD),
+            st.get(body::keys::SET_HEAD),
             vec![id(1), Int(q), key()],
             ("key_heads", "PRIMARY"),
         ),
         c(
             "release key: drop",
-            st.get(keys::DELETE_KEY),
+            st.get(body::keys::DELETE_KEY),
             vec![Int(q), key()],
             ("key_heads", "PRIMARY"),
         ),
         c(
             "repair keys",
-            st.get(keys::ORPHANED_KEYS),
+            st.get(M::KEYS.orphaned_keys),
             vec![Int(q)],
             ("k", "PRIMARY"),
         ),
         c(
             "cancel: lock message",
-            st.get(admin::LOCK_MESSAGE),
+            st.get(M::ADMIN.lock_message),
             vec![id(1)],
             ("messages", "PRIMARY"),
         ),
         c(
             "cancel: ready",
-            st.get(admin::CANCEL_READY),
+            st.get(body::admin::CANCEL_READY),
             vec![Int(q), Int(0), id(1)],
             ("ready", "PRIMARY"),
         ),
         c(
             "cancel: blocked",
-            st.list(admin::DELETE_BLOCKED, "?", 2),
+            st.list(M::ADMIN.delete_blocked, "?", 2),
             ids(2),
             ("t", "id"),
         ),
         c(
             "cancel: dead",
-            st.list(admin::DELETE_DEAD, "?", 2),
+            st.list(M::ADMIN.delete_dead, "?", 2),
             ids(2),
             ("t", "PRIMARY"),
         ),
         c(
             "purge: ready",
-            st.get(admin::PURGE_READY),
+            st.get(M::ADMIN.purge_ready),
             vec![Int(q), Int(1000)],
             ("ready", "PRIMARY"),
         ),
         c(
             "stats: oldest ready",
-            st.get(admin::OLDEST_READY),
+            st.get(M::ADMIN.oldest_ready),
             vec![Int(q)],
             ("m", "PRIMARY"),
         ),
         c(
             "dead letters: list",
-            st.get(dead::LIST),
+            st.get(M::DEAD.list),
             vec![Int(q), Int(100)],
             ("d", "queue_died"),
         ),
         c(
             "dead letters: claim all",
-            st.get(dead::CLAIM_ALL),
+            st.get(M::DEAD.claim_oldest),
             vec![Int(q), Int(100)],
             ("d", "queue_died"),
         ),
         c(
             "dead letters: claim ids",
-            st.list(dead::CLAIM_IDS, "?", 2),
+            st.list(M::DEAD.claim_ids, "?", 2),
             ids(2),
             ("d", "PRIMARY"),
         ),
         c(
             "queue by name",
-            st.get(queues::BY_NAME),
+            st.get(body::queues::BY_NAME),
             vec![Bind::Bytes(b"q".to_vec())],
             ("queues", "name"),
         ),
         c(
             "queue by id",
-            st.get(queues::BY_ID),
+            st.get(body::queues::BY_ID),
             vec![Int(q)],
             ("queues", "PRIMARY"),
         ),
@@ -327,7 +334,14 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         ("leases", "expiry"),
         ("dead", "queue_died"),
     ];
-    for ((select, delete), (table, index)) in admin::PURGE_BY_ID.iter().zip(purge_expect) {
+    let purge_deletes = [
+        M::MAINTAIN.delete_scheduled,
+        M::ADMIN.delete_blocked,
+        M::SETTLE.delete_leases,
+        M::ADMIN.delete_dead,
+    ];
+    let purge = M::ADMIN.purge_by_id.into_iter().zip(purge_deletes);
+    for ((select, delete), (table, index)) in purge.zip(purge_expect) {
         out.push(c(
             "purge: select",
             st.get(select),

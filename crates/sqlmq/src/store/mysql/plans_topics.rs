@@ -6,7 +6,8 @@ use std::time::Duration;
 use sqlx::{AssertSqlSafe, Executor};
 
 use super::plans::{Bind, Case, check, explain, id, scratch};
-use super::{group_claim, group_settle, probe, sequence, stream};
+use super::{group_claim, group_settle, sequence, stream};
+use crate::store::body::Dialect;
 use crate::{Client, GroupConfig, Record, StartAt, TopicConfig};
 
 fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
@@ -94,7 +95,7 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
         ),
         c(
             "group probe",
-            st.list(probe::GROUP_PROBE, "?", 2),
+            st.list(sqlx::MySql::PROBE.groups, "?", 2),
             vec![Int(group), Int(group)],
             ("g", "PRIMARY"),
         ),

@@ -11,9 +11,10 @@
 use sqlx::MySqlConnection;
 
 use super::MySqlStore;
+use super::enqueue::{INSERT_MESSAGES, MESSAGE_ROW};
 use super::script::{Lit, Script};
-use super::send::{INSERT_MESSAGES, INSERT_READY, MESSAGE_ROW, READY_ROW};
 use crate::domain::{Message, Result};
+use crate::store::body::enqueue::{INSERT_READY, READY_ROW};
 use crate::store::rows::SendBatch;
 
 /// Largest script text. A big batch gains nothing from saving round trips (it is a handful

@@ -15,11 +15,12 @@
 
 use std::time::Duration;
 
-use sqlx::{Connection, Row, Sqlite, SqliteConnection};
+use sqlx::{Connection, Sqlite, SqliteConnection};
 
-use super::settle::DELETE_MESSAGES;
-use super::{SqliteStore, exec_id_list, headers_at, id_at, insert_values, now_us, opt_text_at};
-use crate::domain::{Delivery, Error, MessageId, Result, micros_of, time_from_micros};
+use super::{SqliteStore, now_us};
+use crate::domain::{Delivery, Error, MessageId, Result, micros_of};
+use crate::store::body::claim::deliveries;
+use crate::store::body::{Columns, Dialect, Statement};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
 
@@ -78,23 +79,22 @@ impl Claim<Sqlite> for SqliteStore {
         }
         self.delete_head(conn, queue_id, claimed.len()).await?;
         let lease_until_us = now_us.saturating_add(micros_of(lease));
-        insert_values(
-            &self.st,
+        self.insert_values(
             conn,
             INSERT_LEASES,
             LEASE_ROW,
             LEASE_PARAMS,
             &claimed,
             |q, d| {
-                q.bind(d.id.bytes())
-                    .bind(queue_id)
-                    .bind(d.priority)
-                    .bind(d.token as i64)
-                    .bind(d.attempt as i32)
-                    .bind(d.ordering_key.as_deref().map(str::as_bytes))
-                    .bind(lease_until_us)
-                    .bind(now_us)
-                    .bind(owner.as_bytes())
+                q.arg(d.id.bytes())
+                    .arg(queue_id)
+                    .arg(d.priority)
+                    .arg(d.token as i64)
+                    .arg(d.attempt as i32)
+                    .arg(d.ordering_key.as_deref().map(str::as_bytes))
+                    .arg(lease_until_us)
+                    .arg(now_us)
+                    .arg(owner.as_bytes())
             },
         )
         .await?;
@@ -117,7 +117,8 @@ impl Claim<Sqlite> for SqliteStore {
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
         self.delete_head(conn, queue_id, taken.len()).await?;
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
-        exec_id_list(&self.st, conn, DELETE_MESSAGES, &ids).await?;
+        self.exec_id_list(conn, Sqlite::SETTLE.delete_messages, &ids)
+            .await?;
         for d in &taken {
             if let Some(key) = &d.ordering_key {
                 self.release_key(conn, queue_id, key.as_bytes(), d.id)
@@ -137,32 +138,17 @@ impl SqliteStore {
         n: usize,
         lease: Duration,
     ) -> Result<(Vec<Delivery>, i64)> {
-        let rows = sqlx::query(self.st.get(CLAIM))
-            .bind(queue_id)
-            .bind(n as i64)
-            .fetch_all(&mut *conn)
+        let rows = self
+            .query(CLAIM)
+            .arg(queue_id)
+            .arg(n as i64)
+            .rows(conn)
             .await?;
-        let lease_us = micros_of(lease);
-        let mut claimed = Vec::with_capacity(rows.len());
-        let mut now_us: i64 = 0;
-        for row in &rows {
-            now_us = row.try_get(9)?;
-            claimed.push(Delivery {
-                id: id_at(row, 0)?,
-                priority: row.try_get(1)?,
-                attempt: (row.try_get::<i32, _>(2)? + 1).max(1) as u32,
-                token: (row.try_get::<i64, _>(3)? + 1) as u64,
-                ordering_key: opt_text_at(row, 4)?,
-                idempotency_key: opt_text_at(row, 5)?,
-                headers: headers_at(row, 6)?,
-                body: row.try_get(7)?,
-                enqueued_at: time_from_micros(row.try_get(8)?),
-                lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
-                partition: None,
-                offset: None,
-            });
-        }
-        Ok((claimed, now_us))
+        let now_us = match rows.first() {
+            Some(row) => row.col(9)?,
+            None => 0,
+        };
+        Ok((deliveries(&rows, lease)?, now_us))
     }
 
     /// Delete the first `count` rows of the queue's `ready` range: the rows the claim read
@@ -173,12 +159,12 @@ impl SqliteStore {
         queue_id: i32,
         count: usize,
     ) -> Result<()> {
-        let deleted = sqlx::query(self.st.get(DELETE_HEAD))
-            .bind(queue_id)
-            .bind(count as i64)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+        let deleted = self
+            .query(DELETE_HEAD)
+            .arg(queue_id)
+            .arg(count as i64)
+            .run(conn)
+            .await?;
         // The transaction had the database to itself since the read: anything else is a bug,
         // and going on would leave messages in no state table.
         if deleted != count as u64 {

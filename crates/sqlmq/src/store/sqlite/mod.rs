@@ -54,6 +54,7 @@ pub(crate) mod admin;
 pub(crate) mod claim;
 mod connect;
 pub(crate) mod dead;
+pub(crate) mod enqueue;
 pub(crate) mod errors;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
@@ -70,7 +71,6 @@ pub(crate) mod publish;
 pub(crate) mod queues;
 pub(crate) mod retention;
 pub(crate) mod schema;
-pub(crate) mod send;
 pub(crate) mod server;
 pub(crate) mod settle;
 pub(crate) mod stream;
@@ -82,8 +82,8 @@ use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Row, Sqlite, SqliteConnection};
 
 use crate::domain::{Error, MessageId, Result};
-use crate::store::Backend;
 use crate::store::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
+use crate::store::{Backend, body};
 
 /// Statement that opens every transaction sqlmq owns (see the module documentation).
 pub(crate) const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
@@ -109,9 +109,17 @@ pub(crate) use now_text;
 /// The SQLite store: the body (`store/body/`) over this backend's statements.
 pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
 
-impl crate::store::body::Dialect for Sqlite {
+impl body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
-    const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const QUEUES: body::QueueSql = queues::SQL;
+    const ENQUEUE: body::EnqueueSql = enqueue::SQL;
+    const KEYS: body::KeySql = keys::SQL;
+    const SETTLE: body::SettleSql = settle::SQL;
+    const MAINTAIN: body::MaintainSql = maintain::SQL;
+    const ADMIN: body::AdminSql = admin::SQL;
+    const DEAD: body::DeadSql = dead::SQL;
+    const PROBE: body::ProbeSql = probe::SQL;
+    const PROCESSES: body::ProcessSql = processes::SQL;
 }
 
 impl Backend for Sqlite {

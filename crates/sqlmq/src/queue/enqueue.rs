@@ -1,0 +1,226 @@
+//! The full send, in a transaction (the engine's or the caller's): idempotency keys first (a
+//! duplicate returns the original id and writes nothing), then the message rows in statements
+//! within the server's limits, then each message where it belongs — `ready`, `scheduled`
+//! (delayed) or behind an earlier message of its ordering key. Each step is a statement of
+//! the store's [`Enqueue`]; the decisions are here.
+
+use std::collections::{HashMap, HashSet};
+
+use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
+use crate::domain::{Message, MessageId, Result, Sent, micros_of};
+use crate::store::rows::{Entry, Keyed, MessageRow, SendBatch};
+use crate::store::statements::{MAX_LIST, split_into_buckets};
+use crate::store::{Backend, Enqueue};
+
+/// How often a batch re-checks its idempotency keys after losing a race to a concurrent sender
+/// of the same key (the loser's insert fails with a duplicate key once the winner commits).
+const DEDUP_RACE_RETRIES: usize = 5;
+
+/// Bytes one message row adds to an INSERT (a generous estimate: binary protocol values).
+fn row_bytes(m: &Message, headers: Option<&str>) -> usize {
+    64 + m.body.len()
+        + headers.map_or(0, str::len)
+        + m.ordering_key.as_ref().map_or(0, String::len)
+        + m.idempotency_key.as_ref().map_or(0, String::len)
+}
+
+/// Enqueue `batch` in `conn`'s transaction. Returns one [`Sent`] per message, in order.
+/// Statements are split to respect the batch's byte budget and the list limit; atomicity comes
+/// from the enclosing transaction.
+pub(crate) async fn send<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    batch: &SendBatch<'_>,
+) -> Result<Vec<Sent>> {
+    let SendBatch {
+        queue_id,
+        dedup_window,
+        messages: msgs,
+        budget,
+    } = *batch;
+    let mut out: Vec<Sent> = msgs
+        .iter()
+        .map(|m| Sent {
+            id: m.id,
+            duplicate: false,
+        })
+        .collect();
+    let mut fresh =
+        check_idempotency::<B>(store, conn, queue_id, dedup_window, msgs, &mut out).await?;
+    if fresh.is_empty() {
+        return Ok(out);
+    }
+    // Ids sent before (or twice in this batch) are no-ops returning the original.
+    let known = insert_messages::<B>(store, conn, queue_id, msgs, &fresh, budget).await?;
+    mark_known(known, &mut out, &mut fresh);
+
+    let mut placed = Vec::new();
+    let mut keyed = Vec::new();
+    for m in fresh.iter().map(|&i| &msgs[i]) {
+        let entry = Entry {
+            id: m.id,
+            priority: m.priority,
+            attempts: 0,
+            token: 0,
+        };
+        let delay_us = micros_of(m.delay);
+        match &m.ordering_key {
+            None => placed.push((entry, delay_us)),
+            Some(key) => keyed.push(Keyed {
+                key: key.clone(),
+                entry,
+                delay_us,
+            }),
+        }
+    }
+    store.place(conn, queue_id, &placed).await?;
+    store.enqueue_keyed(conn, queue_id, keyed).await?;
+    Ok(out)
+}
+
+/// Insert the rows of `msgs[fresh]`, one statement at a time, each within `budget` bytes and
+/// the list limit. Returns the indices (into `msgs`) of messages not inserted because their id
+/// is stored already or repeats an earlier one of the batch (see `store/resend.rs`): a
+/// statement that fails on an id inserted nothing, so its rows are looked up, the known ones
+/// dropped, and the rest inserted again.
+async fn insert_messages<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    queue_id: i32,
+    msgs: &[Message],
+    fresh: &[usize],
+    budget: usize,
+) -> Result<Vec<usize>> {
+    let headers: Vec<Option<String>> = fresh
+        .iter()
+        .map(|&i| &msgs[i])
+        .map(|m| {
+            (!m.headers.is_empty())
+                .then(|| serde_json::to_string(&m.headers))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut rows: Vec<PendingRow<'_>> = fresh
+        .iter()
+        .zip(headers.iter().map(Option::as_ref))
+        .map(|(&i, h)| (i, &msgs[i], h))
+        .collect();
+    let mut known = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        // Greedy under the byte budget (at least one row: a single message is already checked
+        // against the payload limit, which is below the budget), then the largest list size
+        // that fits: one statement.
+        let mut end = start;
+        let mut bytes = 0;
+        while end < rows.len() && end - start < MAX_LIST {
+            let b = row_bytes(rows[end].1, rows[end].2.map(String::as_str));
+            if end > start && bytes + b > budget {
+                break;
+            }
+            bytes += b;
+            end += 1;
+        }
+        let size = split_into_buckets(end - start, MAX_LIST)[0];
+        let statement: Vec<MessageRow<'_>> = rows[start..start + size]
+            .iter()
+            .map(|(_, m, h)| (*m, h.map(String::as_str)))
+            .collect();
+        match store.insert_messages(conn, queue_id, &statement).await {
+            Ok(()) => start += size,
+            Err(e) if e.is_duplicate_key() => {
+                let ids = pending_ids(&rows, start);
+                let stored = store.stored_messages(conn, &ids).await?;
+                skip_known(e, &mut rows, start, &stored, &mut known)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(known)
+}
+
+/// Resolve idempotency keys: fills `out` for duplicates and returns the indices of the
+/// messages to insert, in order. The keys of new messages are recorded here, first, so that a
+/// concurrent sender of the same key waits on them (on a server: their row locks) and then
+/// sees a duplicate.
+async fn check_idempotency<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    queue_id: i32,
+    dedup_window: std::time::Duration,
+    msgs: &[Message],
+    out: &mut [Sent],
+) -> Result<Vec<usize>> {
+    let mut fresh = Vec::with_capacity(msgs.len());
+    let mut first_with_key: HashMap<&str, usize> = HashMap::new();
+    let mut in_batch_dups = Vec::new();
+    let mut keyed = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        match m.idempotency_key.as_deref() {
+            None => fresh.push(i),
+            Some(k) => match first_with_key.get(k) {
+                Some(&first) => in_batch_dups.push((i, first)),
+                None => {
+                    first_with_key.insert(k, i);
+                    keyed.push(i);
+                }
+            },
+        }
+    }
+    if keyed.is_empty() {
+        return Ok(fresh);
+    }
+    let ours: HashSet<MessageId> = keyed.iter().map(|&i| msgs[i].id).collect();
+    let key_of = |i: usize| msgs[i].idempotency_key.as_deref().unwrap_or_default();
+    let keys: Vec<&str> = keyed.iter().map(|&i| key_of(i)).collect();
+
+    let mut attempt = 0;
+    let mut new_keys = loop {
+        attempt += 1;
+        let existing = store.recorded_keys(conn, queue_id, &keys).await?;
+        let mut stale = Vec::new();
+        let mut to_record = Vec::new();
+        let mut new_keys = Vec::new();
+        for &i in &keyed {
+            match existing.get(key_of(i)) {
+                Some(&(id, _)) if ours.contains(&id) => new_keys.push(i), // recorded earlier
+                Some(&(id, true)) => {
+                    out[i] = Sent {
+                        id,
+                        duplicate: true,
+                    }
+                }
+                Some(&(_, false)) => {
+                    stale.push(key_of(i));
+                    to_record.push(i);
+                }
+                None => to_record.push(i),
+            }
+        }
+        store.forget_keys(conn, queue_id, &stale).await?;
+        let records: Vec<(&str, MessageId)> =
+            to_record.iter().map(|&i| (key_of(i), msgs[i].id)).collect();
+        match store
+            .record_keys(conn, queue_id, &records, dedup_window)
+            .await
+        {
+            Ok(()) => {
+                new_keys.extend(to_record);
+                break new_keys;
+            }
+            // A concurrent sender committed one of these keys while we looked: look again.
+            // The failed statement changed nothing; earlier ones are recognised as ours.
+            Err(e) if e.is_duplicate_key() && attempt < DEDUP_RACE_RETRIES => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    for (dup, first) in in_batch_dups {
+        out[dup] = Sent {
+            id: out[first].id,
+            duplicate: true,
+        };
+    }
+    fresh.append(&mut new_keys);
+    fresh.sort_unstable();
+    Ok(fresh)
+}

@@ -1,0 +1,227 @@
+//! Enqueue's statements: idempotency keys, message rows, and putting messages in line
+//! (`ready`, `scheduled`, or behind their key). Which to run, and in what order, is the
+//! engine's (`queue/enqueue.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::{Error, MessageId, Result, micros_of};
+use crate::store::rows::{Entry, Keyed, MessageRow};
+use crate::store::statements::{MAX_LIST, bucket, padded};
+use crate::store::{Backend, Enqueue};
+
+/// Enqueue's statements that differ by backend.
+pub struct EnqueueSql {
+    /// Insert messages (`{list}` of [`EnqueueSql::message_row`]).
+    pub insert_messages: &'static str,
+    /// One message row: id, queue, priority, ordering key, idempotency key, headers, body (the
+    /// creation time is the database clock's).
+    pub message_row: &'static str,
+    /// One row of [`INSERT_SCHEDULED`]: id, queue, priority, delay (µs), attempts, token.
+    pub scheduled_row: &'static str,
+    /// Recorded idempotency keys (queue, `{list}` of keys): `idempotency_key, id, whether its
+    /// window is still open`.
+    pub select_keys: &'static str,
+    /// Delete recorded keys whose window has passed (`{rows}`/`{list}` of
+    /// [`EnqueueSql::key_row`]: queue, key).
+    pub forget_keys: &'static str,
+    /// One (queue, key) of a list of `dedup` primary keys.
+    pub key_row: &'static str,
+    /// One row of [`INSERT_KEYS`]: queue, key, message id, window (µs).
+    pub record_row: &'static str,
+    /// Which of a list of ids are stored messages (`{list}` of ids): `id`.
+    pub stored: &'static str,
+    /// [`EnqueueSql::stored`] for the resolver of an unknown COMMIT: it waits for the row locks
+    /// of a transaction whose COMMIT may still be in flight (on a server).
+    pub stored_locking: &'static str,
+}
+
+pub(crate) const INSERT_READY: &str =
+    "INSERT INTO {p}ready (queue_id, priority, id, attempts, token) VALUES {list}";
+pub(crate) const READY_ROW: &str = "(?,?,?,?,?)";
+const READY_PARAMS: usize = 5;
+const INSERT_SCHEDULED: &str =
+    "INSERT INTO {p}scheduled (id, queue_id, priority, run_at, attempts, token) VALUES {list}";
+const SCHEDULED_PARAMS: usize = 6;
+const INSERT_KEYS: &str =
+    "INSERT INTO {p}dedup (queue_id, idempotency_key, id, expires_at) VALUES {list}";
+const KEY_PARAMS: usize = 4;
+
+impl<B: Backend> Enqueue<B> for SqlStore<B> {
+    async fn recorded_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        keys: &[&str],
+    ) -> Result<HashMap<String, (MessageId, bool)>> {
+        let mut found = HashMap::new();
+        for chunk in keys.chunks(MAX_LIST) {
+            let mut q = self
+                .list_query(B::ENQUEUE.select_keys, "?", bucket(chunk.len()))
+                .arg(queue_id);
+            for k in padded(chunk) {
+                q = q.arg(k.as_bytes());
+            }
+            for row in q.rows(conn).await? {
+                let key = String::from_utf8(row.col::<Vec<u8>>(0)?)
+                    .map_err(|e| Error::Corrupt(format!("idempotency key: {e}")))?;
+                found.insert(key, (row.id_at(1)?, row.col::<i64>(2)? != 0));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn forget_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        keys: &[&str],
+    ) -> Result<()> {
+        for chunk in keys.chunks(MAX_LIST) {
+            let mut q = self.list_query(
+                B::ENQUEUE.forget_keys,
+                B::ENQUEUE.key_row,
+                bucket(chunk.len()),
+            );
+            for k in padded(chunk) {
+                q = q.arg(queue_id).arg(k.as_bytes());
+            }
+            q.run(conn).await?;
+        }
+        Ok(())
+    }
+
+    async fn record_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        keys: &[(&str, MessageId)],
+        window: Duration,
+    ) -> Result<()> {
+        let window_us = micros_of(window);
+        self.insert_values(
+            conn,
+            INSERT_KEYS,
+            B::ENQUEUE.record_row,
+            KEY_PARAMS,
+            keys,
+            |q, (key, id)| {
+                q.arg(queue_id)
+                    .arg(key.as_bytes())
+                    .arg(id.bytes())
+                    .arg(window_us)
+            },
+        )
+        .await
+    }
+
+    async fn insert_messages(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        rows: &[MessageRow<'_>],
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut q = self.list_query(
+            B::ENQUEUE.insert_messages,
+            B::ENQUEUE.message_row,
+            rows.len(),
+        );
+        for (m, headers) in rows {
+            q = q
+                .arg(m.id.bytes())
+                .arg(queue_id)
+                .arg(m.priority)
+                .arg(m.ordering_key.as_deref().map(str::as_bytes))
+                .arg(m.idempotency_key.as_deref().map(str::as_bytes))
+                .arg(headers.map(str::as_bytes))
+                .arg(m.body.as_slice());
+        }
+        q.run(conn).await?;
+        Ok(())
+    }
+
+    async fn stored_messages(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> Result<HashSet<MessageId>> {
+        let rows = self.fetch_id_list(conn, B::ENQUEUE.stored, ids).await?;
+        rows.iter().map(|r| r.id_at(0)).collect()
+    }
+
+    async fn place(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        entries: &[(Entry, i64)],
+    ) -> Result<()> {
+        SqlStore::place(self, conn, queue_id, entries).await
+    }
+
+    async fn enqueue_keyed(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        items: Vec<Keyed>,
+    ) -> Result<()> {
+        SqlStore::enqueue_keyed(self, conn, queue_id, items).await
+    }
+
+    async fn count_stored_messages(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> Result<usize> {
+        let rows = self
+            .fetch_id_list(conn, B::ENQUEUE.stored_locking, ids)
+            .await?;
+        Ok(rows.len())
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// Put entries into `ready` (no delay left) or `scheduled` (delay in microseconds).
+    pub(crate) async fn place(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        entries: &[(Entry, i64)],
+    ) -> Result<()> {
+        let (now, later): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, delay)| *delay <= 0);
+        self.insert_values(
+            conn,
+            INSERT_READY,
+            READY_ROW,
+            READY_PARAMS,
+            &now,
+            |q, (e, _)| {
+                q.arg(queue_id)
+                    .arg(e.priority)
+                    .arg(e.id.bytes())
+                    .arg(e.attempts)
+                    .arg(e.token)
+            },
+        )
+        .await?;
+        self.insert_values(
+            conn,
+            INSERT_SCHEDULED,
+            B::ENQUEUE.scheduled_row,
+            SCHEDULED_PARAMS,
+            &later,
+            |q, (e, d)| {
+                q.arg(e.id.bytes())
+                    .arg(queue_id)
+                    .arg(e.priority)
+                    .arg(*d)
+                    .arg(e.attempts)
+                    .arg(e.token)
+            },
+        )
+        .await
+    }
+}

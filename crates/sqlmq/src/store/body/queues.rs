@@ -1,0 +1,102 @@
+//! Queue rows.
+
+use std::time::Duration;
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::{Backoff, Error, QueueConfig, Result};
+use crate::store::rows::QueueRow;
+use crate::store::{Backend, Queues};
+
+/// The queue rows' statements that differ by backend.
+pub struct QueueSql {
+    /// Create a queue, or update an existing one's configuration (name, max attempts,
+    /// backoff as JSON, dedup window in ms).
+    pub upsert: &'static str,
+    /// Pause or resume a queue (paused as 0/1, name).
+    pub set_paused: &'static str,
+}
+
+/// The columns [`decode`] reads, in order.
+macro_rules! queue_columns {
+    () => {
+        "SELECT id, name, paused, max_attempts, backoff, dedup_window_ms FROM {p}queues"
+    };
+}
+pub(crate) const BY_NAME: &str = concat!(queue_columns!(), " WHERE name = ?");
+pub(crate) const BY_ID: &str = concat!(queue_columns!(), " WHERE id = ?");
+const ALL: &str = concat!(queue_columns!(), " ORDER BY name");
+const DELETE: &str = "DELETE FROM {p}queues WHERE id = ?";
+
+fn decode<R: Columns>(row: &R) -> Result<QueueRow>
+where
+    R::Database: super::Types,
+{
+    let backoff: String = row.col(4)?;
+    let backoff: Backoff = serde_json::from_str(&backoff)
+        .map_err(|e| Error::Corrupt(format!("queue backoff {backoff:?}: {e}")))?;
+    Ok(QueueRow {
+        id: row.col(0)?,
+        name: row.col(1)?,
+        paused: row.col::<i64>(2)? != 0,
+        config: QueueConfig {
+            max_attempts: row.col::<i64>(3)?.clamp(1, u32::MAX as i64) as u32,
+            backoff,
+            dedup_window: Duration::from_millis(row.col::<i64>(5)?.max(0) as u64),
+        },
+    })
+}
+
+impl<B: Backend> Queues<B> for SqlStore<B> {
+    async fn upsert_queue(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        config: &QueueConfig,
+    ) -> Result<QueueRow> {
+        self.query(B::QUEUES.upsert)
+            .arg(name)
+            .arg(i64::from(config.max_attempts))
+            .arg(serde_json::to_string(&config.backoff)?)
+            // Validated to at most a year.
+            .arg(config.dedup_window.as_millis() as i64)
+            .run(conn)
+            .await?;
+        self.queue_by_name(conn, name)
+            .await?
+            .ok_or_else(|| Error::UnknownQueue(name.to_owned()))
+    }
+
+    async fn queue_by_name(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> Result<Option<QueueRow>> {
+        let row = self.query(BY_NAME).arg(name).first(conn).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn queue_by_id(&self, conn: &mut B::Connection, id: i32) -> Result<Option<QueueRow>> {
+        let row = self.query(BY_ID).arg(id).first(conn).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn all_queues(&self, conn: &mut B::Connection) -> Result<Vec<QueueRow>> {
+        let rows = self.query(ALL).rows(conn).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn set_paused(&self, conn: &mut B::Connection, name: &str, paused: bool) -> Result<bool> {
+        let done = self
+            .query(B::QUEUES.set_paused)
+            .arg(i64::from(paused))
+            .arg(name)
+            .run(conn)
+            .await?;
+        Ok(done == 1)
+    }
+
+    async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
+        self.query(DELETE).arg(id).run(conn).await?;
+        Ok(())
+    }
+}

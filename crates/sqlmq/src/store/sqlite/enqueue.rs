@@ -1,0 +1,53 @@
+//! Enqueue's statements (the body is `store/body/enqueue.rs`). A send runs in a write
+//! transaction that has the database to itself, so no concurrent sender of the same
+//! idempotency key can commit between the read of `dedup` and the insert; a caller's own
+//! transaction opened with a deferred `BEGIN` is safe too: its first write fails with
+//! `SQLITE_BUSY_SNAPSHOT` (retryable) if another connection wrote since its read.
+
+use super::{SqliteStore, now_us};
+use crate::domain::Result;
+use crate::store::ScriptedSend;
+use crate::store::body::EnqueueSql;
+use crate::store::rows::SendBatch;
+
+pub(super) const SQL: EnqueueSql = EnqueueSql {
+    insert_messages: "INSERT INTO {p}messages \
+        (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) \
+        VALUES {list}",
+    message_row: concat!("(?,?,?,?,?,?,?,", now_us!(), ")"),
+    scheduled_row: concat!("(?,?,?,", now_us!(), " + ?,?,?)"),
+    select_keys: concat!(
+        "SELECT idempotency_key, id, expires_at > ",
+        now_us!(),
+        " FROM {p}dedup WHERE queue_id = ? AND idempotency_key IN ({list})"
+    ),
+    forget_keys: concat!(
+        "DELETE FROM {p}dedup WHERE (queue_id, idempotency_key) IN (VALUES {list}) ",
+        "AND expires_at <= ",
+        now_us!()
+    ),
+    key_row: "(?,?)",
+    record_row: concat!("(?,?,?,", now_us!(), " + ?)"),
+    stored: STORED,
+    // One writer: no COMMIT can be in flight on another connection.
+    stored_locking: STORED,
+};
+
+const STORED: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
+
+/// None: SQLite runs in this process, so a send pays no round trips to save.
+impl ScriptedSend<sqlx::Sqlite> for SqliteStore {
+    type SendScript = std::convert::Infallible;
+
+    fn prepare_send_script(&self, _batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>> {
+        Ok(None)
+    }
+
+    async fn send_script(
+        &self,
+        _conn: &mut sqlx::SqliteConnection,
+        script: &Self::SendScript,
+    ) -> Result<()> {
+        match *script {}
+    }
+}
