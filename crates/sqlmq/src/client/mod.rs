@@ -9,6 +9,7 @@
 
 mod builder;
 mod lookups;
+pub(crate) mod migrate;
 mod wakeups;
 
 use std::collections::HashMap;
@@ -152,7 +153,7 @@ impl<B: Backend> Client<B> {
     pub async fn migrate(&self) -> Result<MigrationReport> {
         let store = &self.inner.store;
         let mut conn = self.inner.pool.acquire().await?;
-        let report = store.migrate(&mut conn).await?;
+        let report = migrate::migrate::<B>(store, &mut conn).await?;
         drop(conn);
         if report.from_version == 0 {
             store.verify_locking(&self.inner.pool).await?;

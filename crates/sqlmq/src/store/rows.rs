@@ -339,6 +339,13 @@ pub struct DeadProcess {
     pub queue_ids: Vec<i32>,
 }
 
+/// One schema version: the statements that take the schema there from the version before.
+pub struct Migration {
+    pub version: i64,
+    pub description: &'static str,
+    pub statements: &'static [&'static str],
+}
+
 /// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads
 /// run. A server database uses one pool for both; SQLite, which admits one writer at a time,
 /// gives each process one writer connection, with readers beside it.

@@ -5,8 +5,8 @@ use std::future::Future;
 use sqlx::Pool;
 
 use super::Backend;
-use super::rows::{ConnectOptions, Pools};
-use crate::domain::{GrantRole, MigrationReport, Result, ServerInfo};
+use super::rows::{ConnectOptions, Migration, Pools};
+use crate::domain::{GrantRole, Result, ServerInfo};
 
 /// Connections and the server behind them.
 pub trait Server<B: Backend>: Sized {
@@ -54,19 +54,47 @@ pub trait Server<B: Backend>: Sized {
     fn now_us(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
 }
 
-/// Versioned migrations.
+/// Versioned migrations: the primitives of the engine's one migration loop
+/// (`client/migrate.rs`).
 pub trait Schema<B: Backend> {
+    /// Whether DDL is transactional here: the engine then applies every pending migration in
+    /// one transaction of its own (a concurrent migrator waits for it, then finds the work
+    /// done). Where it is not (MySQL), each statement commits by itself and the migrations'
+    /// `IF NOT EXISTS` forms make a concurrent run harmless.
+    const DDL_IN_TRANSACTION: bool;
+
+    /// Every migration of this backend, in version order (1, 2, … without gaps).
+    fn migrations() -> &'static [Migration];
+
     /// The schema version this build writes and reads.
-    fn latest_version() -> i64;
+    fn latest_version() -> i64 {
+        Self::migrations().last().map_or(0, |m| m.version)
+    }
 
     /// The schema version in the database, 0 when there is none.
     fn schema_version(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
 
-    /// Create or upgrade the schema (idempotent; harmless when run by several processes).
-    fn migrate(
+    /// Create the table of applied versions, if it is missing.
+    fn create_version_table(
         &self,
         conn: &mut B::Connection,
-    ) -> impl Future<Output = Result<MigrationReport>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Take the migration lock where the backend has one: a hint that keeps concurrent
+    /// migrators from doing the work twice, never a condition of correctness. True when
+    /// taken (then [`Schema::unlock_migrations`] must follow).
+    fn lock_migrations(&self, conn: &mut B::Connection) -> impl Future<Output = bool> + Send;
+
+    /// Release the lock [`Schema::lock_migrations`] took.
+    fn unlock_migrations(&self, conn: &mut B::Connection) -> impl Future<Output = ()> + Send;
+
+    /// Apply one migration: its statements, then its version row (ignored when a concurrent
+    /// migrator recorded it first).
+    fn apply_migration(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// The GRANT statements giving `role` to `user`@`host` on the connection's database (none
     /// where the backend has no users, as SQLite).

@@ -396,6 +396,16 @@ pub(crate) async fn resending_a_stored_id_returns_the_original<B: TestBackend>()
     assert_eq!(db.count("messages").await, 3 + 1497);
     assert_eq!(q.stats().await.unwrap().ready, 3 + 1497);
 
+    // A batch whose rows go in statements of 64, 32 and 4 rows, with a stored id in the second:
+    // the 64 rows the first statement stored are the batch's own, not resends.
+    let mut batch: Vec<Message> = (0..100).map(|i| Message::new(format!("c{i}"))).collect();
+    batch[70] = original.clone();
+    let sent = q.send_batch(batch).await.unwrap();
+    let dups: Vec<usize> = (0..sent.len()).filter(|&i| sent[i].duplicate).collect();
+    assert_eq!(dups, [70]);
+    assert_eq!(db.count("messages").await, 3 + 1497 + 99);
+    assert_eq!(q.stats().await.unwrap().ready, 3 + 1497 + 99);
+
     // The original is what is delivered, once.
     let got = q.receive(1, LEASE).await.unwrap();
     assert_eq!(
@@ -417,7 +427,7 @@ pub(crate) async fn resending_a_stored_id_returns_the_original<B: TestBackend>()
         stored += usize::from(!t.await.unwrap());
     }
     assert_eq!(stored, 1);
-    assert_eq!(db.count("messages").await, 3 + 1497 + 1);
+    assert_eq!(db.count("messages").await, 3 + 1497 + 99 + 1);
     check_invariants(&db).await;
     db.drop().await;
 }

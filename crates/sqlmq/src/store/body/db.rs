@@ -11,7 +11,9 @@
 //! backend implements in its folder.
 
 use futures_util::future::BoxFuture;
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row as _, Type};
+use sqlx::{
+    ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row as _, SqlStr, Type,
+};
 
 use crate::domain::{Error, ErrorClass, Result};
 
@@ -28,6 +30,9 @@ pub trait Driver: Database {
     fn is_permission_denied(_db: &dyn sqlx::error::DatabaseError) -> bool {
         false
     }
+
+    /// Whether a server error says that a table does not exist.
+    fn is_missing_table(db: &dyn sqlx::error::DatabaseError) -> bool;
 
     /// Called when a connection failed with an I/O error (the MySQL backend pings the
     /// connections that were idle since before it).
@@ -100,6 +105,9 @@ pub trait Run: Driver {
         query: Query<'c, Self>,
     ) -> BoxFuture<'c, Result<u64>>;
 
+    /// Run `sql` as text, unprepared (DDL).
+    fn run_text<'c>(conn: &'c mut Self::Connection, sql: SqlStr) -> BoxFuture<'c, Result<u64>>;
+
     /// Every row of `query`.
     fn rows<'c>(
         conn: &'c mut Self::Connection,
@@ -134,6 +142,13 @@ where
     ) -> BoxFuture<'c, Result<u64>> {
         Box::pin(async move {
             let done = conn.execute(query).await.map_err(db_error::<DB>)?;
+            Ok(DB::rows_affected(&done))
+        })
+    }
+
+    fn run_text<'c>(conn: &'c mut Self::Connection, sql: SqlStr) -> BoxFuture<'c, Result<u64>> {
+        Box::pin(async move {
+            let done = conn.execute(sql).await.map_err(db_error::<DB>)?;
             Ok(DB::rows_affected(&done))
         })
     }

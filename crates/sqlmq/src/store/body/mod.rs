@@ -21,6 +21,7 @@
 //! | `dead.rs` | `DeadLetters`: list, redrive |
 //! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
+//! | `migrate.rs` | `Schema`: the version table, the lock, one migration |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
@@ -29,6 +30,7 @@ mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod keys;
 mod maintain;
+mod migrate;
 mod probe;
 mod processes;
 pub(crate) mod queues;
@@ -44,6 +46,7 @@ pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
 pub use keys::KeySql;
 pub use maintain::MaintainSql;
+pub use migrate::MigrateSql;
 pub use probe::ProbeSql;
 pub use processes::ProcessSql;
 pub use queues::QueueSql;
@@ -103,6 +106,20 @@ pub trait Dialect: Driver + Types {
     const PROBE: ProbeSql;
     /// The process registry.
     const PROCESSES: ProcessSql;
+    /// The migrations.
+    const MIGRATE: MigrateSql;
+
+    /// The GRANT statements giving `role` to `user`@`host` on the connection's database: none
+    /// by default (a backend without users).
+    fn grants(
+        _store: &SqlStore<Self>,
+        _conn: &mut Self::Connection,
+        _role: crate::domain::GrantRole,
+        _user: &str,
+        _host: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<String>>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
 
     /// [`QueueSettle::ack_queue_own`](crate::store::QueueSettle::ack_queue_own): by default
     /// BEGIN, the ack's statements, COMMIT; a backend may do it in fewer round trips.

@@ -85,6 +85,12 @@ impl Driver for sqlx::MySql {
         is_permission_denied(db)
     }
 
+    /// ER_NO_SUCH_TABLE.
+    fn is_missing_table(db: &dyn DatabaseError) -> bool {
+        db.try_downcast_ref::<MySqlDatabaseError>()
+            .is_some_and(|e| e.number() == 1146)
+    }
+
     fn connection_failed() {
         super::connect::connection_failed();
     }

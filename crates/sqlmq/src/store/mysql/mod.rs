@@ -120,6 +120,17 @@ impl body::Dialect for MySql {
     const DEAD: body::DeadSql = dead::SQL;
     const PROBE: body::ProbeSql = probe::SQL;
     const PROCESSES: body::ProcessSql = processes::SQL;
+    const MIGRATE: body::MigrateSql = migrate::SQL;
+
+    fn grants(
+        store: &MySqlStore,
+        conn: &mut MySqlConnection,
+        role: crate::domain::GrantRole,
+        user: &str,
+        host: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<String>>> + Send {
+        migrate::grants(store, conn, role, user, host)
+    }
 
     fn ack_queue_own(
         store: &MySqlStore,

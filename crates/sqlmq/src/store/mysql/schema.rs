@@ -32,12 +32,7 @@
 //! Migrations use `IF NOT EXISTS` forms so that two processes migrating at once are harmless
 //! (MySQL DDL is not transactional).
 
-/// One schema version.
-pub(crate) struct Migration {
-    pub version: i64,
-    pub description: &'static str,
-    pub statements: &'static [&'static str],
-}
+use crate::store::rows::Migration;
 
 /// The table that records applied versions.
 pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
@@ -45,9 +40,6 @@ pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}
     description VARCHAR(255) NOT NULL,
     applied_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB";
-
-/// Highest version recorded, NULL when none.
-pub(crate) const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
 
 /// Record an applied version (IGNORE: a concurrent migrator may have recorded it first).
 pub(crate) const RECORD_VERSION: &str = "INSERT IGNORE INTO {p}schema_migrations \
@@ -320,11 +312,6 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) ENGINE=InnoDB"],
     },
 ];
-
-/// The schema version this build writes and reads.
-pub(crate) fn latest_version() -> i64 {
-    MIGRATIONS.last().map_or(0, |m| m.version)
-}
 
 #[cfg(test)]
 mod tests {

@@ -53,4 +53,9 @@ impl Driver for sqlx::Sqlite {
     fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
         classify(db)
     }
+
+    /// `SQLITE_ERROR` with SQLite's message for it (a prepare that names no table).
+    fn is_missing_table(db: &dyn DatabaseError) -> bool {
+        code(db).is_some_and(|c| c & 0xff == 1) && db.message().starts_with("no such table")
+    }
 }

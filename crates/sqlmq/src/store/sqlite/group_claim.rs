@@ -324,7 +324,7 @@ mod plans {
 
     use super::super::{group_settle, publish, stream};
     use super::*;
-    use crate::store::{Schema, Server};
+    use crate::store::Server;
 
     /// The plan's lines (`EXPLAIN QUERY PLAN`; parameters left unbound are NULL).
     async fn plan(conn: &mut SqliteConnection, sql: SqlStr) -> Vec<String> {
@@ -342,7 +342,9 @@ mod plans {
     async fn hot_statements_read_by_key() {
         let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         let store = SqliteStore::new("sqlmq_");
-        store.migrate(&mut conn).await.unwrap();
+        crate::client::migrate::migrate::<sqlx::Sqlite>(&store, &mut conn)
+            .await
+            .unwrap();
         let st = &store.st;
         let cases: Vec<(&str, SqlStr, &str)> = vec![
             (

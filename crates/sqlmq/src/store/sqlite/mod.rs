@@ -120,6 +120,7 @@ impl body::Dialect for Sqlite {
     const DEAD: body::DeadSql = dead::SQL;
     const PROBE: body::ProbeSql = probe::SQL;
     const PROCESSES: body::ProcessSql = processes::SQL;
+    const MIGRATE: body::MigrateSql = migrate::SQL;
 }
 
 impl Backend for Sqlite {

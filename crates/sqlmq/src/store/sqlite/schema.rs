@@ -15,12 +15,7 @@
 //! A migration runs in one `BEGIN IMMEDIATE` transaction (SQLite's DDL is transactional), so two
 //! processes migrating at once apply each version once.
 
-/// One schema version.
-pub(crate) struct Migration {
-    pub version: i64,
-    pub description: &'static str,
-    pub statements: &'static [&'static str],
-}
+use crate::store::rows::Migration;
 
 /// The table that records applied versions.
 pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
@@ -28,9 +23,6 @@ pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}
     description TEXT NOT NULL,
     applied_at INTEGER NOT NULL
 )";
-
-/// Highest version recorded, NULL when none.
-pub(crate) const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
 
 /// Record an applied version.
 pub(crate) const RECORD_VERSION: &str = concat!(
@@ -286,11 +278,6 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ],
     },
 ];
-
-/// The schema version this build writes and reads.
-pub(crate) fn latest_version() -> i64 {
-    MIGRATIONS.last().map_or(0, |m| m.version)
-}
 
 #[cfg(test)]
 mod tests {
