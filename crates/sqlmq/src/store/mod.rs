@@ -28,6 +28,7 @@
 
 pub(crate) mod body;
 mod consume;
+mod errors;
 mod group;
 mod member;
 pub(crate) mod mysql;
@@ -42,6 +43,7 @@ mod topic;
 
 pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
+pub(crate) use errors::register;
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
@@ -49,8 +51,6 @@ pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSe
 pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
 pub use topic::{Publish, Retention, Stream, Topics};
-
-use crate::domain::{Error, ErrorClass};
 
 /// A database sqlmq can store messages in: the URL scheme picks it, and a [`Client`] is
 /// generic over it (`Client<MySql>` is the default).
@@ -121,58 +121,4 @@ store_traits!(
 mod sealed {
     /// Only sqlmq's own backends implement [`Backend`](super::Backend).
     pub trait Sealed {}
-}
-
-/// What to do about a driver error that is not a server's own: the same for every backend.
-pub(crate) fn generic_class(err: &sqlx::Error) -> ErrorClass {
-    match err {
-        sqlx::Error::Io(_) => ErrorClass::Reconnect,
-        sqlx::Error::PoolTimedOut => ErrorClass::Busy,
-        _ => ErrorClass::Fatal,
-    }
-}
-
-/// What to do about a driver error: I/O and pool errors are the same for every backend; a
-/// server's own errors are classified by the backend that knows its error numbers.
-fn classify(err: &sqlx::Error) -> ErrorClass {
-    match err {
-        sqlx::Error::Database(db) => (mysql::errors::classify(db.as_ref()))
-            .or_else(|| sqlite::errors::classify(db.as_ref()))
-            .unwrap_or(ErrorClass::Fatal),
-        sqlx::Error::Io(_) => {
-            mysql::connect::connection_failed();
-            ErrorClass::Reconnect
-        }
-        _ => generic_class(err),
-    }
-}
-
-impl From<sqlx::Error> for Error {
-    fn from(source: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &source
-            && mysql::errors::is_permission_denied(db.as_ref())
-        {
-            return Error::PermissionDenied {
-                needs: crate::domain::RUNTIME_GRANTS_NEEDED,
-                source,
-            };
-        }
-        Error::Database {
-            class: classify(&source),
-            source,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::domain::{Error, ErrorClass};
-
-    #[test]
-    fn io_errors_mean_reconnect() {
-        let err = Error::from(sqlx::Error::Io(std::io::Error::other("reset")));
-        assert_eq!(err.class(), Some(ErrorClass::Reconnect));
-        assert!(err.is_retryable());
-        assert!(!Error::from(sqlx::Error::PoolClosed).is_retryable());
-    }
 }

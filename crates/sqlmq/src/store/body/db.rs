@@ -15,7 +15,8 @@ use sqlx::{
     ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row as _, SqlStr, Type,
 };
 
-use crate::domain::{Error, ErrorClass, Result};
+use crate::domain::{ErrorClass, Result};
+use crate::store::errors::db_error;
 
 /// The few facts about a driver that differ by backend: what a statement's result says, and
 /// what an error means. Implemented by each backend (`<backend>/errors.rs`).
@@ -37,27 +38,6 @@ pub trait Driver: Database {
     /// Called when a connection failed with an I/O error (the MySQL backend pings the
     /// connections that were idle since before it).
     fn connection_failed() {}
-}
-
-/// A driver error of backend `B` as an [`Error`], classified by that backend.
-pub(crate) fn db_error<B: Driver>(err: sqlx::Error) -> Error {
-    if let sqlx::Error::Database(db) = &err
-        && B::is_permission_denied(db.as_ref())
-    {
-        return Error::PermissionDenied {
-            needs: crate::domain::RUNTIME_GRANTS_NEEDED,
-            source: err,
-        };
-    }
-    let class = match &err {
-        sqlx::Error::Database(db) => B::classify(db.as_ref()).unwrap_or(ErrorClass::Fatal),
-        sqlx::Error::Io(_) => {
-            B::connection_failed();
-            ErrorClass::Reconnect
-        }
-        _ => crate::store::generic_class(&err),
-    };
-    Error::Database { class, source: err }
 }
 
 /// A statement being built for backend `B`.

@@ -40,8 +40,8 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 pub use admin::AdminSql;
+pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Run};
-pub(crate) use db::{Query, db_error};
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
 pub use keys::KeySql;
@@ -73,7 +73,11 @@ impl<B> Clone for SqlStore<B> {
 
 impl<B> SqlStore<B> {
     /// The store for tables named with `prefix`.
-    pub(crate) fn with_prefix(prefix: &str) -> Self {
+    pub(crate) fn with_prefix(prefix: &str) -> Self
+    where
+        B: Driver,
+    {
+        crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
             backend: PhantomData,
