@@ -44,14 +44,15 @@ pub trait Topics<B: Backend> {
         topic_id: i32,
     ) -> impl Future<Output = Result<Vec<PartitionRow>>> + Send;
 
-    /// Delete up to about a thousand rows of the topic (records, pending records, partitions,
-    /// then the topic row: its groups are deleted first). Returns rows deleted; 0 when the topic
-    /// is gone.
-    fn delete_topic_chunk(
+    /// Step `step` (from 0) of deleting the topic (its groups are deleted first): delete up to
+    /// about a thousand of its rows of one table (records, pending records, partitions), or,
+    /// at the last step, the topic row. Returns rows deleted; `None` past the last step.
+    fn delete_topic_rows(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
-    ) -> impl Future<Output = Result<u64>> + Send;
+        step: usize,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
 }
 
 /// Publishing, and giving published records their offsets.

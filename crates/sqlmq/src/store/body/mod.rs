@@ -12,16 +12,22 @@
 //! |---|---|
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
 //! | `processes.rs` | `Processes` |
+//! | `topics.rs` | `Topics` |
+//! | `groups.rs` | `Groups` |
 
 mod db;
+mod groups;
 mod processes;
+mod topics;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub use groups::GroupSql;
 pub use processes::ProcessSql;
+pub use topics::TopicSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
 use crate::domain::{Error, MessageId, Result};
@@ -61,6 +67,12 @@ pub trait Dialect: Driver + Types {
 
     /// The process registry's statements.
     const PROCESSES: ProcessSql;
+
+    /// Topic rows and partitions.
+    const TOPICS: TopicSql;
+
+    /// Consumer group rows and cursors.
+    const GROUPS: GroupSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

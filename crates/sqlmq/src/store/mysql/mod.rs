@@ -112,6 +112,8 @@ pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 impl crate::store::body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const TOPICS: crate::store::body::TopicSql = topics::SQL;
+    const GROUPS: crate::store::body::GroupSql = groups::SQL;
 }
 
 impl Backend for MySql {
