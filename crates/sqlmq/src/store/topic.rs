@@ -133,15 +133,15 @@ pub trait Stream<B: Backend> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<StreamRecord>>> + Send;
 
-    /// The first offset of the partition sequenced at or after `at_us` (µs since the epoch);
-    /// its end when none is.
-    fn offset_for_time(
+    /// When the record at `offset` of one partition was sequenced (µs since the epoch);
+    /// `None` when it is not retained.
+    fn sequenced_at(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
-        partition: &PartitionRow,
-        at_us: i64,
-    ) -> impl Future<Output = Result<i64>> + Send;
+        partition: i32,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
 
     /// A broadcast member's checkpointed positions, by partition.
     fn positions(

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::Topic;
+use super::position::offset_for_time;
 use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::RetentionReport;
@@ -59,11 +60,8 @@ impl<B: Backend> Topic<B> {
             let mut conn = self.client.reader().acquire().await?;
             if let Some(age) = config.retention {
                 let before = now_us - age.as_micros().min(i64::MAX as u128) as i64;
-                cut = cut.max(
-                    store
-                        .offset_for_time(&mut conn, self.id(), &part, before)
-                        .await?,
-                );
+                cut = cut
+                    .max(offset_for_time::<B>(store, &mut conn, self.id(), &part, before).await?);
             }
             if let Some(limit) = config.retention_bytes {
                 let limit = limit.min(i64::MAX as u64) as i64;

@@ -14,10 +14,12 @@
 //! | `processes.rs` | `Processes` |
 //! | `topics.rs` | `Topics` |
 //! | `groups.rs` | `Groups` |
+//! | `stream.rs` | `Stream` |
 
 mod db;
 mod groups;
 mod processes;
+mod stream;
 mod topics;
 
 use std::collections::BTreeMap;
@@ -27,6 +29,7 @@ pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
 pub use groups::GroupSql;
 pub use processes::ProcessSql;
+pub use stream::StreamSql;
 pub use topics::TopicSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
@@ -73,6 +76,9 @@ pub trait Dialect: Driver + Types {
 
     /// Consumer group rows and cursors.
     const GROUPS: GroupSql;
+
+    /// Log reads and broadcast positions.
+    const STREAM: StreamSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

@@ -25,9 +25,3 @@ pub(super) const SQL: GroupSql = GroupSql {
         "DELETE FROM {p}consumer_groups WHERE id = ?",
     ],
 };
-
-pub(crate) const OFFSET_TIME: &str = concat!(
-    "SELECT ",
-    super::micros!("sequenced_at"),
-    " FROM {p}topic_log WHERE topic_id = ? AND partition_no = ? AND msg_offset = ?"
-);

@@ -114,6 +114,7 @@ impl crate::store::body::Dialect for MySql {
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
     const TOPICS: crate::store::body::TopicSql = topics::SQL;
     const GROUPS: crate::store::body::GroupSql = groups::SQL;
+    const STREAM: crate::store::body::StreamSql = stream::SQL;
 }
 
 impl Backend for MySql {

@@ -39,7 +39,3 @@ pub(super) const SQL: GroupSql = GroupSql {
         "DELETE FROM {p}consumer_groups WHERE id = ?1",
     ],
 };
-
-/// When one record was sequenced (offsets by time).
-pub(crate) const OFFSET_TIME: &str = "SELECT sequenced_at FROM {p}topic_log \
-    WHERE topic_id = ? AND partition_no = ? AND msg_offset = ?";
