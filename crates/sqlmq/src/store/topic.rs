@@ -178,17 +178,16 @@ pub trait Stream<B: Backend> {
 
 /// Removing a partition's oldest records.
 pub trait Retention<B: Backend> {
-    /// The first offset at or after `from` such that the bodies from there on total at most
-    /// `keep` bytes, given `total` bytes from `from` on.
-    fn offset_for_bytes(
+    /// The body sizes of up to `limit` records of one partition from `from` on, in offset
+    /// order: `(offset, bytes)`.
+    fn body_sizes(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
         partition: i32,
         from: i64,
-        total: i64,
-        keep: i64,
-    ) -> impl Future<Output = Result<i64>> + Send;
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
 
     /// Remove one range (the caller's transaction): the groups' history of it, the records,
     /// and the partition's counters. Returns (records, bytes) removed.

@@ -15,10 +15,12 @@
 //! | `topics.rs` | `Topics` |
 //! | `groups.rs` | `Groups` |
 //! | `stream.rs` | `Stream` |
+//! | `retention.rs` | `Retention` |
 
 mod db;
 mod groups;
 mod processes;
+mod retention;
 mod stream;
 mod topics;
 
@@ -29,6 +31,7 @@ pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
 pub use groups::GroupSql;
 pub use processes::ProcessSql;
+pub use retention::RetentionSql;
 pub use stream::StreamSql;
 pub use topics::TopicSql;
 
@@ -79,6 +82,9 @@ pub trait Dialect: Driver + Types {
 
     /// Log reads and broadcast positions.
     const STREAM: StreamSql;
+
+    /// Removing a partition's oldest records.
+    const RETENTION: RetentionSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

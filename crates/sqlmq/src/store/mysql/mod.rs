@@ -115,6 +115,7 @@ impl crate::store::body::Dialect for MySql {
     const TOPICS: crate::store::body::TopicSql = topics::SQL;
     const GROUPS: crate::store::body::GroupSql = groups::SQL;
     const STREAM: crate::store::body::StreamSql = stream::SQL;
+    const RETENTION: crate::store::body::RetentionSql = retention::SQL;
 }
 
 impl Backend for MySql {
