@@ -16,9 +16,11 @@
 //! | `groups.rs` | `Groups` |
 //! | `stream.rs` | `Stream` |
 //! | `retention.rs` | `Retention` |
+//! | `member_dead.rs` | `MemberDead` |
 
 mod db;
 mod groups;
+mod member_dead;
 mod processes;
 mod retention;
 mod stream;
@@ -30,6 +32,7 @@ use std::marker::PhantomData;
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
 pub use groups::GroupSql;
+pub use member_dead::MemberDeadSql;
 pub use processes::ProcessSql;
 pub use retention::RetentionSql;
 pub use stream::StreamSql;
@@ -85,6 +88,9 @@ pub trait Dialect: Driver + Types {
 
     /// Removing a partition's oldest records.
     const RETENTION: RetentionSql;
+
+    /// Broadcast members' dead letters.
+    const MEMBER_DEAD: MemberDeadSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

@@ -116,6 +116,7 @@ impl crate::store::body::Dialect for MySql {
     const GROUPS: crate::store::body::GroupSql = groups::SQL;
     const STREAM: crate::store::body::StreamSql = stream::SQL;
     const RETENTION: crate::store::body::RetentionSql = retention::SQL;
+    const MEMBER_DEAD: crate::store::body::MemberDeadSql = member_dead::SQL;
 }
 
 impl Backend for MySql {
