@@ -64,13 +64,16 @@ pub trait Groups<B: Backend> {
         targets: &[(i32, i64)],
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Delete up to about a thousand rows of the group (leases, retries, dead letters,
-    /// history, positions, cursors, then the group row). Returns rows deleted; 0 when gone.
-    fn delete_group_chunk(
+    /// Step `step` (from 0) of deleting the group: delete up to about a thousand of its rows
+    /// of one table (member dead letters, leases, retries, dead letters, history, positions,
+    /// cursors), or, at the last step, the group row. Returns rows deleted; `None` past the
+    /// last step.
+    fn delete_group_rows(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
-    ) -> impl Future<Output = Result<u64>> + Send;
+        step: usize,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
 }
 
 /// The reads and writes of a cluster-group claim (its decisions are the engine's).

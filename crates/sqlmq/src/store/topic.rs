@@ -44,14 +44,15 @@ pub trait Topics<B: Backend> {
         topic_id: i32,
     ) -> impl Future<Output = Result<Vec<PartitionRow>>> + Send;
 
-    /// Delete up to about a thousand rows of the topic (records, pending records, partitions,
-    /// then the topic row: its groups are deleted first). Returns rows deleted; 0 when the topic
-    /// is gone.
-    fn delete_topic_chunk(
+    /// Step `step` (from 0) of deleting the topic (its groups are deleted first): delete up to
+    /// about a thousand of its rows of one table (records, pending records, partitions), or,
+    /// at the last step, the topic row. Returns rows deleted; `None` past the last step.
+    fn delete_topic_rows(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
-    ) -> impl Future<Output = Result<u64>> + Send;
+        step: usize,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
 }
 
 /// Publishing, and giving published records their offsets.
@@ -132,15 +133,15 @@ pub trait Stream<B: Backend> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<StreamRecord>>> + Send;
 
-    /// The first offset of the partition sequenced at or after `at_us` (µs since the epoch);
-    /// its end when none is.
-    fn offset_for_time(
+    /// When the record at `offset` of one partition was sequenced (µs since the epoch);
+    /// `None` when it is not retained.
+    fn sequenced_at(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
-        partition: &PartitionRow,
-        at_us: i64,
-    ) -> impl Future<Output = Result<i64>> + Send;
+        partition: i32,
+        offset: i64,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
 
     /// A broadcast member's checkpointed positions, by partition.
     fn positions(
@@ -177,17 +178,16 @@ pub trait Stream<B: Backend> {
 
 /// Removing a partition's oldest records.
 pub trait Retention<B: Backend> {
-    /// The first offset at or after `from` such that the bodies from there on total at most
-    /// `keep` bytes, given `total` bytes from `from` on.
-    fn offset_for_bytes(
+    /// The body sizes of up to `limit` records of one partition from `from` on, in offset
+    /// order: `(offset, bytes)`.
+    fn body_sizes(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
         partition: i32,
         from: i64,
-        total: i64,
-        keep: i64,
-    ) -> impl Future<Output = Result<i64>> + Send;
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(i64, i64)>>> + Send;
 
     /// Remove one range (the caller's transaction): the groups' history of it, the records,
     /// and the partition's counters. Returns (records, bytes) removed.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::Topic;
 use super::group::Group;
+use super::position::offset_for_time;
 use crate::client::Client;
 use crate::domain::GroupMode;
 use crate::domain::Result;
@@ -220,9 +221,7 @@ impl<B: Backend> Topic<B> {
             stats.records += (p.next_offset - p.low_offset).max(0) as u64;
             stats.bytes += p.bytes.max(0) as u64;
             stats.total += p.next_offset.max(0) as u64;
-            let from = store
-                .offset_for_time(&mut conn, self.id(), p, since)
-                .await?;
+            let from = offset_for_time::<B>(store, &mut conn, self.id(), p, since).await?;
             stats.recent += (p.next_offset - from).max(0) as u64;
         }
         stats.rate_per_s = stats.recent as f64 / window.as_secs_f64().max(1e-3);

@@ -8,19 +8,50 @@ use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::tx;
 
+/// What a deletion removes.
+#[derive(Clone, Copy)]
+enum Deletion {
+    Topic(i32),
+    Group(i32),
+}
+
 /// Delete a topic's or a group's rows in transactions of their own, about a thousand rows each
-/// (`chunk` deletes one): a large topic or group goes without one huge transaction.
-async fn delete_in_chunks<B: Backend, F>(
+/// (`delete_chunk` deletes one): a large topic or group goes without one huge transaction.
+async fn delete_in_chunks<B: Backend>(
     client: &Client<B>,
     op: &'static str,
-    chunk: F,
-) -> Result<()>
-where
-    F: for<'c> Fn(&'c B::Store, &'c mut B::Connection) -> tx::TxFuture<'c, u64>,
-{
+    what: Deletion,
+) -> Result<()> {
     let store = client.store();
-    while tx::run(client.pool(), op, |conn, _| chunk(store, conn)).await? > 0 {}
+    while tx::run(client.pool(), op, |conn, _| {
+        Box::pin(delete_chunk::<B>(store, conn, what))
+    })
+    .await?
+        > 0
+    {}
     Ok(())
+}
+
+/// One chunk of a deletion: the store's steps of it in order (one table each, the topic or
+/// group row last), up to the first that still finds rows. Returns rows deleted; 0 when
+/// nothing is left.
+async fn delete_chunk<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    what: Deletion,
+) -> Result<u64> {
+    for step in 0.. {
+        let deleted = match what {
+            Deletion::Topic(id) => store.delete_topic_rows(conn, id, step).await?,
+            Deletion::Group(id) => store.delete_group_rows(conn, id, step).await?,
+        };
+        match deleted {
+            None => break,
+            Some(0) => {}
+            Some(n) => return Ok(n),
+        }
+    }
+    Ok(0)
 }
 
 impl<B: Backend> Topic<B> {
@@ -34,11 +65,7 @@ impl<B: Backend> Topic<B> {
     /// ```
     pub async fn delete_group(&self, name: &str) -> Result<()> {
         let group = self.group(name).await?;
-        let id = group.id();
-        delete_in_chunks(&self.client, "delete_group", |store, conn| {
-            Box::pin(store.delete_group_chunk(conn, id))
-        })
-        .await
+        delete_in_chunks(&self.client, "delete_group", Deletion::Group(group.id())).await
     }
 
     /// Every partition's retained offset range and size, as stored now.
@@ -85,10 +112,7 @@ impl<B: Backend> Client<B> {
             topic.delete_group(group.name()).await?;
         }
         let id = topic.id();
-        delete_in_chunks(self, "delete_topic", |store, conn| {
-            Box::pin(store.delete_topic_chunk(conn, id))
-        })
-        .await?;
+        delete_in_chunks(self, "delete_topic", Deletion::Topic(id)).await?;
         self.forget(Subject::Topic(id));
         Ok(())
     }

@@ -3,6 +3,7 @@
 use crate::domain::{Result, StartAt};
 use crate::store::Backend;
 use crate::store::prelude::*;
+use crate::store::rows::PartitionRow;
 
 /// The offset `start` designates in each partition of the topic: its first retained record,
 /// its end, the given offset (clamped to what is retained), or the first record sequenced at
@@ -24,12 +25,38 @@ pub(crate) async fn offsets_at<B: Backend>(
                 let us = t
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_micros() as i64);
-                store.offset_for_time(conn, topic_id, p, us).await?
+                offset_for_time::<B>(store, conn, topic_id, p, us).await?
             }
         };
         targets.push((p.partition, offset));
     }
     Ok(targets)
+}
+
+/// The first offset of `partition` sequenced at or after `at_us` (µs since the epoch): its
+/// end when none is. Sequencing times never decrease within a partition, so this is a binary
+/// search by primary key over the retained offsets.
+pub(crate) async fn offset_for_time<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    topic_id: i32,
+    partition: &PartitionRow,
+    at_us: i64,
+) -> Result<i64> {
+    let (mut lo, mut hi) = (partition.low_offset, partition.next_offset);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match store
+            .sequenced_at(conn, topic_id, partition.partition, mid)
+            .await?
+        {
+            Some(us) if us >= at_us => hi = mid,
+            Some(_) => lo = mid + 1,
+            // Removed by retention meanwhile: everything below is gone too.
+            None => lo = mid + 1,
+        }
+    }
+    Ok(lo)
 }
 
 /// Point a group's cursors at `start` in every partition. Returns the new positions.

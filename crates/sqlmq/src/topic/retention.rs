@@ -1,9 +1,12 @@
-//! Applying a topic's retention (see `store/mysql/retention.rs`).
+//! Applying a topic's retention (the statements are `store/body/retention.rs`): where to
+//! cut each partition (by age, by bytes, never past what a group still has to consume when
+//! the topic keeps unconsumed records), then the removal in chunks.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use super::Topic;
+use super::position::offset_for_time;
 use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::RetentionReport;
@@ -14,6 +17,9 @@ use crate::tx;
 
 /// Offsets removed per retention transaction.
 const RETENTION_CHUNK: i64 = 500;
+
+/// Body sizes read per statement while looking for the cut by bytes.
+const BODY_SIZES_CHUNK: usize = 500;
 
 /// How often a client applies a topic's retention on its own (from group maintenance).
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
@@ -59,24 +65,14 @@ impl<B: Backend> Topic<B> {
             let mut conn = self.client.reader().acquire().await?;
             if let Some(age) = config.retention {
                 let before = now_us - age.as_micros().min(i64::MAX as u128) as i64;
-                cut = cut.max(
-                    store
-                        .offset_for_time(&mut conn, self.id(), &part, before)
-                        .await?,
-                );
+                cut = cut
+                    .max(offset_for_time::<B>(store, &mut conn, self.id(), &part, before).await?);
             }
             if let Some(limit) = config.retention_bytes {
                 let limit = limit.min(i64::MAX as u64) as i64;
                 if part.bytes > limit {
-                    let by_bytes = store
-                        .offset_for_bytes(
-                            &mut conn,
-                            self.id(),
-                            p,
-                            part.low_offset,
-                            part.bytes,
-                            limit,
-                        )
+                    let by_bytes = self
+                        .offset_for_bytes(&mut conn, p, part.low_offset, part.bytes, limit)
                         .await?;
                     cut = cut.max(by_bytes);
                 }
@@ -115,6 +111,38 @@ impl<B: Backend> Topic<B> {
                 .increment(report.records);
         }
         Ok(report)
+    }
+
+    /// The first offset of `partition` at or after `from` such that the bodies from there on
+    /// total at most `keep` bytes, given `total` bytes from `from` on: the body sizes are
+    /// read in order, [`BODY_SIZES_CHUNK`] a statement, until the excess is passed.
+    async fn offset_for_bytes(
+        &self,
+        conn: &mut B::Connection,
+        partition: i32,
+        from: i64,
+        total: i64,
+        keep: i64,
+    ) -> Result<i64> {
+        let store = self.client.store();
+        let mut excess = total - keep;
+        let mut at = from;
+        while excess > 0 {
+            let sizes = store
+                .body_sizes(conn, self.id(), partition, at, BODY_SIZES_CHUNK)
+                .await?;
+            if sizes.is_empty() {
+                break;
+            }
+            for (offset, bytes) in sizes {
+                if excess <= 0 {
+                    break;
+                }
+                excess -= bytes;
+                at = offset + 1;
+            }
+        }
+        Ok(at)
     }
 
     /// Per partition, the smallest offset some group still has to consume.

@@ -22,19 +22,29 @@
 //! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
 //! | `migrate.rs` | `Schema`: the version table, the lock, one migration |
+//! | `topics.rs` | `Topics` |
+//! | `groups.rs` | `Groups` |
+//! | `stream.rs` | `Stream` |
+//! | `retention.rs` | `Retention` |
+//! | `member_dead.rs` | `MemberDead` |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
 mod db;
 mod dead;
 pub(crate) mod enqueue;
+mod groups;
 pub(crate) mod keys;
 mod maintain;
+mod member_dead;
 mod migrate;
 mod probe;
 mod processes;
 pub(crate) mod queues;
+mod retention;
 pub(crate) mod settle;
+mod stream;
+mod topics;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -44,13 +54,18 @@ pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Run};
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
+pub use groups::GroupSql;
 pub use keys::KeySql;
 pub use maintain::MaintainSql;
+pub use member_dead::MemberDeadSql;
 pub use migrate::MigrateSql;
 pub use probe::ProbeSql;
 pub use processes::ProcessSql;
 pub use queues::QueueSql;
+pub use retention::RetentionSql;
 pub use settle::{ErrorHistory, SettleSql};
+pub use stream::StreamSql;
+pub use topics::TopicSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
 use crate::domain::{Error, MessageId, Result};
@@ -140,6 +155,21 @@ pub trait Dialect: Driver + Types {
     {
         settle::ack_queue_in_own_transaction(store, conn, queue_id, receipts, acked, op)
     }
+
+    /// Topic rows and partitions.
+    const TOPICS: TopicSql;
+
+    /// Consumer group rows and cursors.
+    const GROUPS: GroupSql;
+
+    /// Log reads and broadcast positions.
+    const STREAM: StreamSql;
+
+    /// Removing a partition's oldest records.
+    const RETENTION: RetentionSql;
+
+    /// Broadcast members' dead letters.
+    const MEMBER_DEAD: MemberDeadSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

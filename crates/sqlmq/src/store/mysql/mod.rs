@@ -121,6 +121,11 @@ impl body::Dialect for MySql {
     const PROBE: body::ProbeSql = probe::SQL;
     const PROCESSES: body::ProcessSql = processes::SQL;
     const MIGRATE: body::MigrateSql = migrate::SQL;
+    const TOPICS: body::TopicSql = topics::SQL;
+    const GROUPS: body::GroupSql = groups::SQL;
+    const STREAM: body::StreamSql = stream::SQL;
+    const RETENTION: body::RetentionSql = retention::SQL;
+    const MEMBER_DEAD: body::MemberDeadSql = member_dead::SQL;
 
     fn grants(
         store: &MySqlStore,

@@ -101,7 +101,7 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
         ),
         c(
             "broadcast read",
-            st.get(stream::READ_FROM),
+            st.get(stream::SQL.read_from),
             vec![Int(topic), Int(0), Int(10), Int(100)],
             ("topic_log", "PRIMARY"),
         ),

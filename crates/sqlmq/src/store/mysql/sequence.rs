@@ -28,8 +28,6 @@ use std::collections::HashSet;
 
 use sqlx::{MySqlConnection, Row};
 
-use super::stream::PENDING_BY_ID;
-use super::stream::PENDING_PARTITIONS;
 use super::{MySqlStore, exec_id_list, id_at, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
@@ -49,6 +47,12 @@ const PENDING_PARAMS: usize = 6;
 /// Ids of `ids` already in the log or pending (idempotent publish).
 pub(crate) const KNOWN_IDS: &str = "SELECT id FROM {p}topic_log FORCE INDEX (id) WHERE id IN ({list}) \
     UNION ALL SELECT id FROM {p}topic_pending FORCE INDEX (id) WHERE id IN ({list})";
+
+/// A record published but not sequenced yet (its producer committed; no offset so far).
+pub(crate) const PENDING_BY_ID: &str = "SELECT topic_id, partition_no FROM {p}topic_pending \
+    FORCE INDEX (id) WHERE id = ?";
+pub(crate) const PENDING_PARTITIONS: &str = "SELECT partition_no, COUNT(*) FROM {p}topic_pending \
+    FORCE INDEX (PRIMARY) WHERE topic_id = ? GROUP BY partition_no";
 
 pub(crate) const LOCK_COUNTER: &str = concat!(
     "SELECT next_offset, ",

@@ -359,7 +359,7 @@ mod plans {
             ),
             (
                 "broadcast read",
-                st.get(stream::READ_FROM),
+                st.get(stream::SQL.read_from),
                 "PRIMARY KEY (topic_id=? AND partition_no=? AND msg_offset>?)",
             ),
             (

@@ -1,0 +1,191 @@
+//! Consumer group rows and their cursors.
+//!
+//! A cursor per group and partition: the next offset the group hands out, and `high_offset`,
+//! the furthest it ever was (below it, after a reset back, offsets may have been handed out
+//! before, which the claim then checks for). Deleting a group is a series of steps, one table
+//! each, like deleting a topic (`topics.rs`).
+
+use std::time::Duration;
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::{Backoff, Error, GroupConfig, GroupMode, Result};
+use crate::store::rows::GroupRow;
+use crate::store::{Backend, Groups};
+
+/// The group statements whose texts differ by backend.
+pub struct GroupSql {
+    /// Insert a group unless it exists: `topic id, name, mode (1 broadcast, 0 cluster), max
+    /// attempts, backoff (JSON), consume timeout (ms, NULL for none)`. Changes one row when it
+    /// inserted.
+    pub insert: &'static str,
+    /// Create or move cursors, keeping the furthest each went in `high_offset`: `{list}` of
+    /// `(?,?,?,?)`, each `group id, partition, next offset, next offset`.
+    pub set_cursors: &'static str,
+    /// Cursors at offset 0 for the partitions of a topic that its groups have none for (so
+    /// that a group gets every record of a partition added later): topic id.
+    pub add_cursors: &'static str,
+    /// The steps of deleting a group, in order: each deletes at most a thousand of the
+    /// group's rows of one table (dead letters, leases, retries, history, positions,
+    /// cursors), the last the group row. Each binds the group id (once).
+    pub delete: &'static [&'static str],
+}
+
+/// Update an existing group's retry settings: `max attempts, backoff (JSON), consume timeout
+/// (ms), topic id, name`.
+const UPDATE: &str = "UPDATE {p}consumer_groups SET max_attempts = ?, backoff = ?, \
+    consume_timeout_ms = ? WHERE topic_id = ? AND name = ?";
+
+/// Columns of a group row: `id, topic id, name, mode, max attempts, backoff, consume timeout
+/// (ms)`.
+macro_rules! group_columns {
+    () => {
+        "SELECT id, topic_id, name, mode, max_attempts, backoff, \
+         consume_timeout_ms FROM {p}consumer_groups "
+    };
+}
+
+/// A group by name: `topic id, name`. Returns the group columns.
+const BY_NAME: &str = concat!(group_columns!(), "WHERE topic_id = ? AND name = ?");
+/// A group by id: id. Returns the group columns.
+const BY_ID: &str = concat!(group_columns!(), "WHERE id = ?");
+/// A topic's groups by name: topic id. Returns the group columns.
+const OF_TOPIC: &str = concat!(group_columns!(), "WHERE topic_id = ? ORDER BY name");
+/// A group's cursors: group id. Returns `partition, next offset`.
+const CURSORS: &str = "SELECT partition_no, next_offset FROM {p}group_cursors \
+    WHERE group_id = ? ORDER BY partition_no";
+/// One row of `GroupSql::set_cursors`.
+const CURSOR_ROW: &str = "(?,?,?,?)";
+
+fn decode<B: Backend>(row: &B::Row) -> Result<GroupRow> {
+    let backoff: String = row.col(5)?;
+    Ok(GroupRow {
+        id: row.col(0)?,
+        topic_id: row.col(1)?,
+        name: row.col(2)?,
+        config: GroupConfig {
+            mode: if row.col::<i64>(3)? == 1 {
+                GroupMode::Broadcast
+            } else {
+                GroupMode::Cluster
+            },
+            max_attempts: row.col::<i32>(4)?.max(1) as u32,
+            backoff: serde_json::from_str::<Backoff>(&backoff)
+                .map_err(|e| Error::Corrupt(format!("group backoff {backoff:?}: {e}")))?,
+            consume_timeout: row
+                .col::<Option<i64>>(6)?
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+        },
+    })
+}
+
+impl<B: Backend> Groups<B> for SqlStore<B> {
+    /// Insert the group; when it exists, update its retry settings instead.
+    async fn create_group(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        name: &str,
+        config: &GroupConfig,
+    ) -> Result<(GroupRow, bool)> {
+        let backoff = serde_json::to_string(&config.backoff)?;
+        let timeout = config.consume_timeout.map(|d| d.as_millis() as i64);
+        let created = self
+            .query(B::GROUPS.insert)
+            .arg(topic_id)
+            .arg(name)
+            .arg(matches!(config.mode, GroupMode::Broadcast) as i32)
+            .arg(config.max_attempts as i32)
+            .arg(backoff.as_str())
+            .arg(timeout)
+            .run(conn)
+            .await?
+            == 1;
+        if !created {
+            self.query(UPDATE)
+                .arg(config.max_attempts as i32)
+                .arg(backoff.as_str())
+                .arg(timeout)
+                .arg(topic_id)
+                .arg(name)
+                .run(conn)
+                .await?;
+        }
+        let group = self
+            .group_by_name(conn, topic_id, name)
+            .await?
+            .ok_or_else(|| Error::Corrupt(format!("group {name} vanished")))?;
+        Ok((group, created))
+    }
+
+    async fn group_by_name(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+        name: &str,
+    ) -> Result<Option<GroupRow>> {
+        let row = self
+            .query(BY_NAME)
+            .arg(topic_id)
+            .arg(name)
+            .first(conn)
+            .await?;
+        row.as_ref().map(decode::<B>).transpose()
+    }
+
+    async fn group_by_id(&self, conn: &mut B::Connection, id: i32) -> Result<Option<GroupRow>> {
+        let row = self.query(BY_ID).arg(id).first(conn).await?;
+        row.as_ref().map(decode::<B>).transpose()
+    }
+
+    async fn groups_of_topic(
+        &self,
+        conn: &mut B::Connection,
+        topic_id: i32,
+    ) -> Result<Vec<GroupRow>> {
+        let rows = self.query(OF_TOPIC).arg(topic_id).rows(conn).await?;
+        rows.iter().map(decode::<B>).collect()
+    }
+
+    async fn cursors(&self, conn: &mut B::Connection, group_id: i32) -> Result<Vec<(i32, i64)>> {
+        let rows = self.query(CURSORS).arg(group_id).rows(conn).await?;
+        rows.iter().map(|r| Ok((r.col(0)?, r.col(1)?))).collect()
+    }
+
+    async fn set_cursors(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        targets: &[(i32, i64)],
+    ) -> Result<()> {
+        self.insert_values(
+            conn,
+            B::GROUPS.set_cursors,
+            CURSOR_ROW,
+            4,
+            targets,
+            |q, (p, o)| q.arg(group_id).arg(*p).arg(*o).arg(*o),
+        )
+        .await
+    }
+
+    async fn delete_group_rows(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        step: usize,
+    ) -> Result<Option<u64>> {
+        self.delete_step(conn, B::GROUPS.delete, step, group_id)
+            .await
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// Cursors at 0 for the partitions of `topic_id` that its groups have none for.
+    pub(crate) async fn add_cursors(&self, conn: &mut B::Connection, topic_id: i32) -> Result<()> {
+        self.query(B::GROUPS.add_cursors)
+            .arg(topic_id)
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+}
