@@ -45,7 +45,8 @@
 //! | `client` | [`Client`]: connecting, the schema, lookups, wakeups and housekeeping schedules |
 //! | `queue` | [`Queue`]: send, receive, admin |
 //! | `topic` | [`Topic`], [`Group`], [`BroadcastReader`]: streams, gap-free offsets, consumer groups |
-//! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision; [`Source`] |
+//! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision |
+//! | `source` | [`Source`], [`SourceName`]: "a queue, or a topic's group", above both |
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
 //! | `job` | [`Job`]: typed payloads, `enqueue` |
 //! | `coalesce` | group commit: concurrent single sends and publishes of one handle share a transaction |
@@ -70,6 +71,7 @@ mod job;
 #[doc(hidden)]
 pub mod nodelay;
 mod queue;
+mod source;
 mod store;
 mod topic;
 mod tx;
@@ -80,7 +82,7 @@ pub use client::{
     DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_TABLE_PREFIX,
 };
-pub use consume::{MAX_LEASE, MAX_RECEIVE, Source, SourceName};
+pub use consume::{MAX_LEASE, MAX_RECEIVE};
 pub use domain::{
     AckReport, AttemptError, Backoff, DEFAULT_DEDUP_WINDOW, DEFAULT_GROUP_MAX_ATTEMPTS,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MEMBER_SILENCE, DeadLetter, Delivery, DeliveryEvent, Error,
@@ -93,6 +95,7 @@ pub use domain::{
 };
 pub use job::{JOB_HEADER, Job};
 pub use queue::Queue;
+pub use source::{Source, SourceName};
 pub use sqlx::{MySql, Sqlite};
 pub use store::Backend;
 /// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).

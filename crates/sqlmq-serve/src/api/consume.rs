@@ -1,9 +1,7 @@
 //! Consuming through HTTP, the same for a queue and a cluster-mode consumer group: long-poll
 //! receive, then per-receipt ack, nack and extend.
 
-use std::time::Duration;
-
-use sqlmq::Backend;
+use sqlmq::{Backend, Source};
 
 use super::model::{
     AckRequest, DeliveryOut, ExtendRequest, NackOutcome, NackRequest, ReceiptResult,
@@ -14,72 +12,23 @@ use crate::extract::Json;
 use crate::longpoll::wait_for;
 use crate::state::AppState;
 
-/// A queue or a cluster group: what `receive`, `ack`, `nack` and `extend` act on.
-pub(crate) enum Consumer<B: Backend> {
-    Queue(sqlmq::Queue<B>),
-    Group(sqlmq::Group<B>),
-}
-
-impl<B: Backend> Consumer<B> {
-    /// The wakeup subject that sends or publishes through this server fire.
-    fn subject(&self) -> String {
-        match self {
-            Consumer::Queue(q) => format!("q:{}", q.name()),
-            Consumer::Group(g) => format!("t:{}", g.topic().name()),
-        }
-    }
-
-    /// The traffic counter's key.
-    fn traffic_key(&self) -> String {
-        match self {
-            Consumer::Queue(q) => q.name().to_owned(),
-            Consumer::Group(g) => format!("{}/{}", g.topic().name(), g.name()),
-        }
-    }
-
-    async fn receive(&self, n: usize, lease: Duration) -> sqlmq::Result<Vec<sqlmq::Delivery>> {
-        match self {
-            Consumer::Queue(q) => q.receive(n, lease).await,
-            Consumer::Group(g) => g.receive(n, lease).await,
-        }
-    }
-
-    async fn ack_batch(&self, receipts: &[sqlmq::Receipt]) -> sqlmq::Result<sqlmq::AckReport> {
-        match self {
-            Consumer::Queue(q) => q.ack_batch(receipts).await,
-            Consumer::Group(g) => g.ack_batch(receipts).await,
-        }
-    }
-
-    async fn nack(
-        &self,
-        receipt: sqlmq::Receipt,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> sqlmq::Result<sqlmq::NackOutcome> {
-        match self {
-            Consumer::Queue(q) => q.nack(receipt, retry_in, error).await,
-            Consumer::Group(g) => g.nack(receipt, retry_in, error).await,
-        }
-    }
-
-    async fn extend(&self, receipt: sqlmq::Receipt, lease: Duration) -> sqlmq::Result<()> {
-        match self {
-            Consumer::Queue(q) => q.extend(receipt, lease).await,
-            Consumer::Group(g) => g.extend(receipt, lease).await,
-        }
+/// The wakeup subject that sends or publishes through this server fire for `source`.
+fn subject<B: Backend>(source: &Source<B>) -> String {
+    match source {
+        Source::Queue(q) => format!("q:{}", q.name()),
+        Source::Group(g) => format!("t:{}", g.topic().name()),
     }
 }
 
 /// Long-poll receive.
 pub(crate) async fn receive<B: Backend>(
     state: &AppState<B>,
-    consumer: Consumer<B>,
+    consumer: Source<B>,
     request: ReceiveRequest,
 ) -> ApiResult<Json<ReceiveResponse>> {
     let (max, lease, wait) = request.checked()?;
     let wait = wait.min(state.max_wait);
-    let notify = state.wakeups.get(&consumer.subject());
+    let notify = state.wakeups.get(&subject(&consumer));
     let found = wait_for(notify, wait, state.poll, &state.shutdown, || {
         consumer.receive(max, lease)
     })
@@ -105,7 +54,7 @@ fn result(receipt: &str, lost: bool) -> ReceiptResult {
 /// Ack in one transaction; per-receipt results.
 pub(crate) async fn ack<B: Backend>(
     state: &AppState<B>,
-    consumer: Consumer<B>,
+    consumer: Source<B>,
     request: AckRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;
@@ -113,7 +62,7 @@ pub(crate) async fn ack<B: Backend>(
     unique.sort_by_key(|r| (r.id, r.token));
     unique.dedup();
     let report = consumer.ack_batch(&unique).await?;
-    state.count(&consumer.traffic_key(), 0, report.acked as u64);
+    state.count(&consumer.name(), 0, report.acked as u64);
     let results = request
         .receipts
         .iter()
@@ -125,7 +74,7 @@ pub(crate) async fn ack<B: Backend>(
 
 /// Nack each receipt.
 pub(crate) async fn nack<B: Backend>(
-    consumer: Consumer<B>,
+    consumer: Source<B>,
     request: NackRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;
@@ -157,7 +106,7 @@ pub(crate) async fn nack<B: Backend>(
 
 /// Extend each receipt's lease.
 pub(crate) async fn extend<B: Backend>(
-    consumer: Consumer<B>,
+    consumer: Source<B>,
     request: ExtendRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;

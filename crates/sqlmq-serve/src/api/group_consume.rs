@@ -1,9 +1,9 @@
 //! Consuming a cluster-mode group over HTTP: the same shapes as a queue's.
 
 use axum::extract::{Path, State};
-use sqlmq::Backend;
+use sqlmq::{Backend, Source};
 
-use super::consume::{self, Consumer};
+use super::consume;
 use super::model::{
     AckRequest, ExtendRequest, NackRequest, ReceiveRequest, ReceiveResponse, SettleResponse,
 };
@@ -15,8 +15,8 @@ async fn consumer<B: Backend>(
     state: &AppState<B>,
     topic: &str,
     group: &str,
-) -> ApiResult<Consumer<B>> {
-    Ok(Consumer::Group(state.group(topic, group).await?))
+) -> ApiResult<Source<B>> {
+    Ok(Source::Group(state.group(topic, group).await?))
 }
 
 /// Claim records, waiting up to `wait_ms` for the first (long poll).

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use sqlmq::Backend;
+use sqlmq::{Backend, Source};
 use utoipa::ToSchema;
 
-use super::consume::{self, Consumer};
+use super::consume;
 use super::model::{
     AckRequest, ExtendRequest, NackRequest, ReceiveRequest, ReceiveResponse, SettleResponse,
 };
@@ -164,7 +164,7 @@ pub async fn receive<B: Backend>(
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<Json<ReceiveResponse>> {
     let queue = state.queue(&name).await?;
-    consume::receive(&state, Consumer::Queue(queue), request).await
+    consume::receive(&state, Source::Queue(queue), request).await
 }
 
 /// Ack claimed messages (one transaction); per-receipt results.
@@ -178,7 +178,7 @@ pub async fn ack<B: Backend>(
     Json(request): Json<AckRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
     let queue = state.queue(&name).await?;
-    consume::ack(&state, Consumer::Queue(queue), request).await
+    consume::ack(&state, Source::Queue(queue), request).await
 }
 
 /// Nack claimed messages: retry later, or dead-letter after the last attempt.
@@ -192,7 +192,7 @@ pub async fn nack<B: Backend>(
     Json(request): Json<NackRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
     let queue = state.queue(&name).await?;
-    consume::nack(Consumer::Queue(queue), request).await
+    consume::nack(Source::Queue(queue), request).await
 }
 
 /// Extend the leases of claimed messages.
@@ -206,7 +206,7 @@ pub async fn extend<B: Backend>(
     Json(request): Json<ExtendRequest>,
 ) -> ApiResult<Json<SettleResponse>> {
     let queue = state.queue(&name).await?;
-    consume::extend(Consumer::Queue(queue), request).await
+    consume::extend(Source::Queue(queue), request).await
 }
 
 /// Remove a waiting message (ready, delayed, blocked behind its key, or dead); 409 while a

@@ -1,187 +1,14 @@
-//! Creating and finding queues and topics, counts, worker processes, and the wakeup probes.
+//! Counts of worker processes and the wakeup probes (queues and topics are found by their own
+//! modules: `queue/lookups.rs`, `topic/lookups.rs`).
 
-use crate::domain::{
-    Error, ProcessInfo, QueueConfig, QueueStats, Result, TopicConfig, validate_name,
-};
-use crate::queue::Queue;
+use crate::domain::{ProcessInfo, Result};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{GroupSignal, QueueSignal};
-use crate::topic::Topic;
 
-use super::{Client, Subject};
+use super::Client;
 
 impl<B: Backend> Client<B> {
-    /// Create a queue, or update the configuration of an existing one (its messages are kept).
-    /// Declaring queues at application start-up is the intended use.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// use sqlmq::{Backoff, QueueConfig};
-    /// let config = QueueConfig::default().max_attempts(5).backoff("10s,1m,10m".parse()?);
-    /// let q = client.create_queue("webhooks", config).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue<B>> {
-        validate_name("queue", name)?;
-        config.validate()?;
-        self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
-        let row = self
-            .inner
-            .store
-            .upsert_queue(&mut conn, name, &config)
-            .await?;
-        Ok(Queue::new(self.clone(), row.id, row.name))
-    }
-
-    /// Create a topic, or update the configuration of an existing one (partitions only grow).
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let t = client.create_topic("orders", sqlmq::TopicConfig::default().partitions(8)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<B>> {
-        validate_name("topic", name)?;
-        config.validate()?;
-        self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
-        let row = self
-            .inner
-            .store
-            .upsert_topic(&mut conn, name, &config)
-            .await?;
-        Ok(Topic::new(self.clone(), row.id, row.name, row.config))
-    }
-
-    /// A handle to an existing topic.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let t = client.topic("orders").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn topic(&self, name: &str) -> Result<Topic<B>> {
-        validate_name("topic", name)?;
-        self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
-        match self.inner.store.topic_by_name(&mut conn, name).await? {
-            Some(row) => Ok(Topic::new(self.clone(), row.id, row.name, row.config)),
-            None => Err(Error::UnknownTopic(name.to_owned())),
-        }
-    }
-
-    /// Handles to every topic, by name.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for t in client.topics().await? { println!("{} ({} partitions)", t.name(), t.config().partitions) }
-    /// # Ok(()) }
-    /// ```
-    pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
-        self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
-        let rows = self.inner.store.all_topics(&mut conn).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| Topic::new(self.clone(), r.id, r.name, r.config))
-            .collect())
-    }
-
-    /// A handle to an existing queue.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// match client.queue("emails").await {
-    ///     Ok(q) => println!("found {}", q.name()),
-    ///     Err(sqlmq::Error::UnknownQueue(name)) => println!("no queue {name}"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn queue(&self, name: &str) -> Result<Queue<B>> {
-        validate_name("queue", name)?;
-        self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
-        match self.inner.store.queue_by_name(&mut conn, name).await? {
-            Some(row) => Ok(Queue::new(self.clone(), row.id, row.name)),
-            None => Err(Error::UnknownQueue(name.to_owned())),
-        }
-    }
-
-    /// The configuration of every queue, by name.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for (name, config) in client.queue_configs().await? { println!("{name}: {config:?}") }
-    /// # Ok(()) }
-    /// ```
-    pub async fn queue_configs(&self) -> Result<Vec<(String, QueueConfig)>> {
-        self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
-        let rows = self.inner.store.all_queues(&mut conn).await?;
-        Ok(rows.into_iter().map(|r| (r.name, r.config)).collect())
-    }
-
-    /// Counts of every queue's messages by state, sorted by name.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for s in client.queue_stats().await? { println!("{} {}", s.name, s.ready) }
-    /// # Ok(()) }
-    /// ```
-    pub async fn queue_stats(&self) -> Result<Vec<QueueStats>> {
-        self.require_schema()?;
-        let store = &self.inner.store;
-        let mut conn = self.reader().acquire().await?;
-        let queues = store.all_queues(&mut conn).await?;
-        let counts = store.counts(&mut conn).await?;
-        let mut out = Vec::with_capacity(queues.len());
-        for q in queues {
-            let c = counts.get(&q.id).copied().unwrap_or_default();
-            let oldest = if c.ready > 0 {
-                store.oldest_ready_us(&mut conn, q.id).await?
-            } else {
-                None
-            };
-            out.push(QueueStats {
-                name: q.name,
-                paused: q.paused,
-                ready: c.ready,
-                scheduled: c.scheduled,
-                blocked: c.blocked,
-                in_flight: c.in_flight,
-                dead: c.dead,
-                oldest_ready_age_ms: oldest.map(|us| (us.max(0) / 1000) as u64),
-            });
-        }
-        Ok(out)
-    }
-
-    /// Delete a queue with all its messages and dead letters. Stop its producers first: a
-    /// message sent while the queue is being deleted may be lost with it, and a `Queue` handle
-    /// taken before the deletion is not re-checked on send (its messages would be orphans, never
-    /// delivered).
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// client.delete_queue("old-jobs").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        let queue = self.queue(name).await?;
-        queue.purge().await?;
-        queue.purge_dead_letters().await?;
-        let mut conn = self.inner.pool.acquire().await?;
-        self.inner
-            .store
-            .delete_queue_row(&mut conn, queue.id())
-            .await?;
-        self.forget(Subject::Queue(queue.id()));
-        Ok(())
-    }
-
     /// The wakeup probe over `queue_ids` (one non-locking query).
     pub(crate) async fn probe(&self, queue_ids: &[i32]) -> Result<Vec<QueueSignal>> {
         if queue_ids.is_empty() {
@@ -197,12 +24,6 @@ impl<B: Backend> Client<B> {
         self.inner.store.probe_groups(&mut conn, group_ids).await
     }
 
-    /// Every registered worker process.
-    ///
-    /// ```no_run
-    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for p in client.processes().await? { println!("{} {:?}", p.id, p.silent_for) }
-    /// # Ok(()) }
     /// ```
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.require_schema()?;

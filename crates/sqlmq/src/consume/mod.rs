@@ -4,14 +4,14 @@
 //! |---|---|
 //! | `fate.rs` | the decision for a claim that ends without an ack: retry after which delay, or dead letter |
 //! | `settle.rs` | ack, fail, extend and lease releases, in our transaction or the caller's |
-//! | `methods.rs` | the public settling methods of [`Queue`](crate::Queue), [`Group`](crate::Group) and [`Source`] |
-//! | `source.rs` | [`SourceName`] and [`Source`]: "a queue, or a topic's group" |
+//! | `methods.rs` | the public settling methods of [`Queue`](crate::Queue), [`Group`](crate::Group) and [`Source`](crate::Source) |
+//!
+//! It sits below `queue` and `topic`, which build their consumers on it, and knows neither:
+//! what a consumer acts on is a [`SourceId`], a queue's or a group's id.
 
 mod fate;
 pub(crate) mod methods;
 mod settle;
-mod source;
 
-pub(crate) use settle::{Consumer, check_claim, check_take, lost_to_error};
+pub(crate) use settle::{Consumer, SourceId, check_claim, check_take, lost_to_error};
 pub use settle::{MAX_LEASE, MAX_RECEIVE};
-pub use source::{Source, SourceName};

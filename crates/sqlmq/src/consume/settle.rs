@@ -13,9 +13,18 @@ use super::fate::{RetryPolicy, decide};
 use crate::client::Client;
 use crate::domain::{AckReport, Backoff, Error, Failure, NackOutcome, Receipt, Released, Result};
 use crate::store::prelude::*;
-use crate::store::rows::SourceId;
 use crate::store::{Backend, receipts_except};
 use crate::tx;
+
+/// A queue or a cluster group, by id: what a consumer settles (the store has a statement
+/// set for each, `QueueSettle` and `GroupSettle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SourceId {
+    /// A queue, by id.
+    Queue(i32),
+    /// A cluster-mode consumer group, by id.
+    Group(i32),
+}
 
 /// Most messages one `receive` may claim.
 pub const MAX_RECEIVE: usize = 1000;

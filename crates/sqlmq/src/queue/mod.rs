@@ -9,6 +9,7 @@
 
 mod consume;
 mod enqueue;
+mod lookups;
 mod manage;
 mod produce;
 mod resend;
@@ -20,11 +21,12 @@ use sqlx::MySql;
 use crate::client::Client;
 use crate::coalesce::Coalescer;
 use crate::consume::Consumer;
+use crate::consume::SourceId;
 use crate::consume::methods::consume_methods;
 use crate::domain::{Error, Result};
 use crate::store::Backend;
 use crate::store::prelude::*;
-use crate::store::rows::{QueueRow, SourceId};
+use crate::store::rows::QueueRow;
 
 /// A handle to one queue. Cheap to clone.
 ///

@@ -8,15 +8,6 @@ use crate::domain::{
     DeliveryEvent, GroupConfig, Message, MessageId, QueueConfig, Receipt, TopicConfig,
 };
 
-/// A queue or a cluster group: what settlement statements (ack, fail, extend, release) act on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SourceId {
-    /// A queue, by id.
-    Queue(i32),
-    /// A cluster-mode consumer group, by id.
-    Group(i32),
-}
-
 /// A message's place in the hot tables: what moves between `ready`, `scheduled`, `leases`,
 /// `dead` and `blocked`.
 #[derive(Clone, Copy, Debug)]

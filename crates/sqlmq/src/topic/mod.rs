@@ -20,6 +20,7 @@ mod group;
 mod group_admin;
 mod inspect;
 mod lag;
+mod lookups;
 mod manage;
 mod members;
 mod position;

@@ -18,8 +18,8 @@ use tokio::task::JoinHandle;
 
 use super::execute::Settled;
 use super::tally::Tally;
-use crate::consume::Source;
 use crate::domain::Receipt;
+use crate::source::Source;
 use crate::store::Backend;
 
 /// Most receipts per `ack_batch` transaction.

@@ -10,9 +10,9 @@ use super::broadcast::{Checkpointing, MemberSpec};
 use super::handler::{DynHandler, Handler, Raw, Typed};
 use super::tally::WorkerReport;
 use crate::client::Client;
-use crate::consume::SourceName;
 use crate::domain::{Delivery, Error, Result};
 use crate::job::Job;
+use crate::source::SourceName;
 use crate::store::Backend;
 
 /// How a [`Worker`](super::Worker) runs: its queues and consumer groups with their handlers, and its settings (all with named defaults).

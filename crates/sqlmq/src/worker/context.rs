@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use sqlx::{MySql, Transaction};
 
-use crate::consume::Source;
 use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
 use crate::queue::Queue;
+use crate::source::Source;
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::topic::Group;

@@ -13,9 +13,9 @@ use tokio::sync::watch;
 use super::acker::Acker;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
-use crate::consume::Source;
 use crate::domain::Delivery;
 use crate::domain::Error;
+use crate::source::Source;
 use crate::store::Backend;
 
 /// Error text of a message whose handler was stopped at the end of the shutdown grace period.

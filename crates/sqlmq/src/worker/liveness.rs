@@ -16,11 +16,13 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::consume::{Consumer, Source};
+use crate::consume::Consumer;
+use crate::consume::SourceId;
 use crate::domain::Result;
+use crate::source::Source;
 use crate::store::Backend;
 use crate::store::prelude::*;
-use crate::store::rows::{ProcessRegistration, SourceId};
+use crate::store::rows::ProcessRegistration;
 
 /// Default interval between heartbeats (EMS renews client leases every 5 s).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);

@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Subject;
-use crate::consume::Source;
+use crate::source::Source;
 use crate::store::Backend;
 use crate::topic::Group;
 

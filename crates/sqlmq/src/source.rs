@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use sqlx::MySql;
 
-use super::settle::Consumer;
 use crate::client::{Client, Subject};
+use crate::consume::Consumer;
 use crate::domain::{DeadLetter, Delivery, Error, MessageId, Result, validate_name};
 use crate::queue::Queue;
 use crate::store::Backend;
@@ -292,4 +292,4 @@ impl<B: Backend> Source<B> {
     }
 }
 
-super::methods::consume_methods!(Source, "Source");
+crate::consume::methods::consume_methods!(Source, "Source");

@@ -1,0 +1,46 @@
+//! Creating and finding topics: methods of [`Client`], built here so that the client module
+//! needs to know nothing of topics.
+
+use super::Topic;
+use crate::client::Client;
+use crate::domain::{Error, Result, TopicConfig, validate_name};
+use crate::store::Backend;
+use crate::store::prelude::*;
+
+impl<B: Backend> Client<B> {
+    /// ```
+    pub async fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<B>> {
+        validate_name("topic", name)?;
+        config.validate()?;
+        self.require_schema()?;
+        let mut conn = self.inner.pool.acquire().await?;
+        let row = self
+            .inner
+            .store
+            .upsert_topic(&mut conn, name, &config)
+            .await?;
+        Ok(Topic::new(self.clone(), row.id, row.name, row.config))
+    }
+
+    /// ```
+    pub async fn topic(&self, name: &str) -> Result<Topic<B>> {
+        validate_name("topic", name)?;
+        self.require_schema()?;
+        let mut conn = self.reader().acquire().await?;
+        match self.inner.store.topic_by_name(&mut conn, name).await? {
+            Some(row) => Ok(Topic::new(self.clone(), row.id, row.name, row.config)),
+            None => Err(Error::UnknownTopic(name.to_owned())),
+        }
+    }
+
+    /// ```
+    pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
+        self.require_schema()?;
+        let mut conn = self.reader().acquire().await?;
+        let rows = self.inner.store.all_topics(&mut conn).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Topic::new(self.clone(), r.id, r.name, r.config))
+            .collect())
+    }
+}
