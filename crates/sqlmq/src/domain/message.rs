@@ -304,10 +304,16 @@ pub struct DeadLetter {
     pub member: Option<String>,
 }
 
-/// `d` in microseconds for the database's date arithmetic, capped at half the `i64` range so
-/// that adding it to a timestamp cannot overflow.
+/// The longest span the database's date arithmetic is given: a thousand years, beyond any
+/// deadline that means anything and inside every backend's range (MySQL's `DATETIME` ends in
+/// the year 9999, where adding more gives NULL; SQLite's integer microseconds would overflow
+/// after about 292 000 years).
+pub(crate) const MAX_DATE_SPAN: Duration = Duration::from_secs(1000 * 366 * 24 * 3600);
+
+/// `d` in microseconds for the database's date arithmetic, capped at [`MAX_DATE_SPAN`]: the one
+/// conversion every duration bound to a statement goes through.
 pub(crate) fn micros_of(d: Duration) -> i64 {
-    d.as_micros().min(i64::MAX as u128 / 2) as i64
+    d.min(MAX_DATE_SPAN).as_micros() as i64
 }
 
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.

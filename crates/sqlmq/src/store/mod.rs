@@ -38,6 +38,8 @@ pub(crate) mod rows;
 mod server;
 pub(crate) mod sqlite;
 pub(crate) mod statements;
+#[cfg(test)]
+mod suite;
 
 mod topic;
 

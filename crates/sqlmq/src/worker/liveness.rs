@@ -41,7 +41,8 @@ pub(crate) struct Registration<B: Backend> {
 
 impl<B: Backend> Registration<B> {
     fn silence(&self) -> Duration {
-        self.interval * MISSED_HEARTBEATS
+        // Saturating: an interval of `Duration::MAX` (never silent for long enough) is valid.
+        self.interval.saturating_mul(MISSED_HEARTBEATS)
     }
 
     fn queue_ids(&self) -> Vec<i32> {
