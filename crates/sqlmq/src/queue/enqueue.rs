@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
 use crate::domain::{Message, MessageId, Result, Sent, micros_of};
 use crate::store::rows::{Entry, Keyed, MessageRow, SendBatch};
-use crate::store::statements::{MAX_LIST, split_into_buckets};
+use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
 use crate::store::{Backend, Enqueue};
 
 /// How often a batch re-checks its idempotency keys after losing a race to a concurrent sender
@@ -108,19 +108,11 @@ async fn insert_messages<B: Backend>(
     let mut known = Vec::new();
     let mut start = 0;
     while start < rows.len() {
-        // Greedy under the byte budget (at least one row: a single message is already checked
-        // against the payload limit, which is below the budget), then the largest list size
-        // that fits: one statement.
-        let mut end = start;
-        let mut bytes = 0;
-        while end < rows.len() && end - start < MAX_LIST {
-            let b = row_bytes(rows[end].1, rows[end].2.map(String::as_str));
-            if end > start && bytes + b > budget {
-                break;
-            }
-            bytes += b;
-            end += 1;
-        }
+        // As many rows as the byte budget allows, then the largest list size that fits: one
+        // statement.
+        let end = run_within(start, rows.len(), MAX_LIST, budget, |i| {
+            row_bytes(rows[i].1, rows[i].2.map(String::as_str))
+        });
         let size = split_into_buckets(end - start, MAX_LIST)[0];
         let statement: Vec<MessageRow<'_>> = rows[start..start + size]
             .iter()

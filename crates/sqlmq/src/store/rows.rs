@@ -133,12 +133,20 @@ pub struct PendingRow<'a> {
     pub body: &'a [u8],
 }
 
-/// Records to publish in the caller's transaction.
+impl PendingRow<'_> {
+    /// Bytes the record adds to a statement (body, key, headers, and the rest of its row).
+    pub fn bytes(&self) -> usize {
+        64 + self.body.len()
+            + self.key.map_or(0, <[u8]>::len)
+            + self.headers.as_ref().map_or(0, String::len)
+    }
+}
+
+/// Records to publish in the caller's transaction, as many as one statement's byte budget
+/// allows (the engine splits a larger batch).
 pub struct PendingBatch<'a> {
     pub topic_id: i32,
     pub rows: &'a [PendingRow<'a>],
-    /// Largest statement in bytes.
-    pub budget: usize,
 }
 
 /// A consumer group as stored.

@@ -59,6 +59,29 @@ pub(crate) fn split_into_buckets(mut n: usize, max: usize) -> Vec<usize> {
     out
 }
 
+/// The end of the run of items that starts at `start` and goes in one statement: at most
+/// `max_items` items of `len`, and at most `budget` bytes by `bytes` (each item's estimate) —
+/// but at least one item, which its own checks (the payload limit) keep below the budget.
+pub(crate) fn run_within(
+    start: usize,
+    len: usize,
+    max_items: usize,
+    budget: usize,
+    bytes: impl Fn(usize) -> usize,
+) -> usize {
+    let mut end = start;
+    let mut total = 0;
+    while end < len && end - start < max_items {
+        let b = bytes(end);
+        if end > start && total + b > budget {
+            break;
+        }
+        total += b;
+        end += 1;
+    }
+    end
+}
+
 /// `chunk` padded to its bucket size by repeating its last element: for `IN` lists, where a
 /// repeated element changes nothing, so that the statement texts stay few.
 pub(crate) fn padded<T>(chunk: &[T]) -> impl Iterator<Item = &T> {
@@ -154,6 +177,17 @@ mod tests {
             }
         }
         assert_eq!(split_into_buckets(100, 1024), vec![64, 32, 4]);
+    }
+
+    #[test]
+    fn runs_stay_within_budget_and_take_at_least_one() {
+        let sizes = [40, 40, 40, 200, 10];
+        let end = |start, max, budget| run_within(start, sizes.len(), max, budget, |i| sizes[i]);
+        assert_eq!(end(0, 10, 100), 2);
+        assert_eq!(end(2, 10, 100), 3);
+        assert_eq!(end(3, 10, 100), 4);
+        assert_eq!(end(0, 1, 1000), 1);
+        assert_eq!(end(4, 10, 100), 5);
     }
 
     #[test]

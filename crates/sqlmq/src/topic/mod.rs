@@ -43,6 +43,7 @@ use crate::domain::{
 };
 use crate::store::prelude::*;
 use crate::store::rows::{PendingBatch, PendingRow};
+use crate::store::statements::{MAX_LIST, run_within};
 use crate::store::{Backend, Publish};
 use crate::tx;
 use sqlx::MySql;
@@ -307,19 +308,25 @@ impl<B: Backend> Topic<B> {
                 });
             }
         }
-        let batch = PendingBatch {
-            topic_id: self.id(),
-            rows: &rows,
-            budget,
-        };
-        match store.insert_pending(conn, &batch).await {
-            // A concurrent publish of the same id won the race: this one is a duplicate.
-            Err(e) if e.is_duplicate_key() && records.len() == 1 => {
-                out[0].duplicate = true;
-                Ok(out)
+        let mut start = 0;
+        while start < rows.len() {
+            // As many records as one statement's byte budget allows (at least one).
+            let end = run_within(start, rows.len(), MAX_LIST, budget, |i| rows[i].bytes());
+            let batch = PendingBatch {
+                topic_id: self.id(),
+                rows: &rows[start..end],
+            };
+            match store.insert_pending(conn, &batch).await {
+                Ok(()) => start = end,
+                // A concurrent publish of the same id won the race: this one is a duplicate.
+                Err(e) if e.is_duplicate_key() && records.len() == 1 => {
+                    out[0].duplicate = true;
+                    return Ok(out);
+                }
+                Err(e) => return Err(e),
             }
-            other => other.map(|()| out),
         }
+        Ok(out)
     }
 
     /// Count, and wake the local sequencers of the partitions written to (or, where the

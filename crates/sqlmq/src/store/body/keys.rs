@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Error, MessageId, Result};
+use crate::domain::{Delivery, Error, MessageId, Result};
 use crate::store::Backend;
 use crate::store::rows::{Entry, Keyed};
 use crate::store::statements::{MAX_LIST, bucket, padded};
@@ -192,6 +192,23 @@ impl<B: Backend> SqlStore<B> {
             .run(conn)
             .await?;
         self.place(conn, queue_id, &[(entry, delay_us)]).await
+    }
+
+    /// Let the ordering keys of `gone` (deliveries removed for good: taken) move on to their
+    /// next messages.
+    pub(crate) async fn release_keys_of(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        gone: &[Delivery],
+    ) -> Result<()> {
+        for d in gone {
+            if let Some(key) = &d.ordering_key {
+                self.release_key(conn, queue_id, key.as_bytes(), d.id)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Release the keys of `queue_id` whose head message no longer exists (after a purge, or

@@ -94,12 +94,7 @@ impl Claim<MySql> for MySqlStore {
             write.push(&self.st.list_text(DELETE_MESSAGES, "", chunk.len()), &ids);
         }
         write.run_in(conn).await?;
-        for d in &taken {
-            if let Some(key) = &d.ordering_key {
-                self.release_key(conn, queue_id, key.as_bytes(), d.id)
-                    .await?;
-            }
-        }
+        self.release_keys_of(conn, queue_id, &taken).await?;
         Ok(taken)
     }
 }

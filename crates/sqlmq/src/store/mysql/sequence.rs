@@ -33,6 +33,7 @@ use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::failpoints::hit;
 use crate::store::Publish;
+use crate::store::body::Statement;
 use crate::store::rows::PendingBatch;
 use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
@@ -98,54 +99,29 @@ impl Publish<MySql> for MySqlStore {
         Ok(known)
     }
 
-    /// Insert pending rows (no offsets yet). Statements are bounded by `budget` bytes.
+    /// Insert pending rows (no offsets yet).
     async fn insert_pending(
         &self,
         conn: &mut MySqlConnection,
         batch: &PendingBatch<'_>,
     ) -> Result<()> {
-        let PendingBatch {
-            topic_id,
-            rows,
-            budget,
-        } = *batch;
-        let max_rows = (u16::MAX as usize / PENDING_PARAMS).min(MAX_LIST);
-        let mut start = 0;
-        while start < rows.len() {
-            let mut end = start;
-            let mut bytes = 0;
-            while end < rows.len() && end - start < max_rows {
-                let r = &rows[end];
-                let b = 64
-                    + r.body.len()
-                    + r.key.map_or(0, <[u8]>::len)
-                    + r.headers.as_ref().map_or(0, String::len);
-                if end > start && bytes + b > budget {
-                    break;
-                }
-                bytes += b;
-                end += 1;
-            }
-            super::insert_values(
-                &self.st,
-                conn,
-                INSERT_PENDING,
-                PENDING_ROW,
-                &rows[start..end],
-                max_rows,
-                |q, r| {
-                    q.bind(topic_id)
-                        .bind(r.partition)
-                        .bind(r.id.bytes())
-                        .bind(r.key)
-                        .bind(r.headers.as_deref().map(str::as_bytes))
-                        .bind(r.body)
-                },
-            )
-            .await?;
-            start = end;
-        }
-        Ok(())
+        let topic_id = batch.topic_id;
+        self.insert_values(
+            conn,
+            INSERT_PENDING,
+            PENDING_ROW,
+            PENDING_PARAMS,
+            batch.rows,
+            |q, r| {
+                q.arg(topic_id)
+                    .arg(r.partition)
+                    .arg(r.id.bytes())
+                    .arg(r.key)
+                    .arg(r.headers.as_deref().map(str::as_bytes))
+                    .arg(r.body)
+            },
+        )
+        .await
     }
 
     /// One sequencing step for a partition (see the module docs), inside the caller's

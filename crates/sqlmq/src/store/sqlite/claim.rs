@@ -119,12 +119,7 @@ impl Claim<Sqlite> for SqliteStore {
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
         self.exec_id_list(conn, Sqlite::SETTLE.delete_messages, &ids)
             .await?;
-        for d in &taken {
-            if let Some(key) = &d.ordering_key {
-                self.release_key(conn, queue_id, key.as_bytes(), d.id)
-                    .await?;
-            }
-        }
+        self.release_keys_of(conn, queue_id, &taken).await?;
         Ok(taken)
     }
 }

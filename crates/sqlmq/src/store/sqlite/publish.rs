@@ -28,9 +28,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use sqlx::{Row, Sqlite, SqliteConnection};
 
-use super::{SqliteStore, fetch_id_list, id_at, insert_values, now_us};
+use super::{SqliteStore, fetch_id_list, id_at, now_us};
 use crate::domain::{Error, MessageId, Result};
 use crate::store::Publish;
+use crate::store::body::Statement;
 use crate::store::rows::{PendingBatch, PendingRow};
 
 /// Ids of `ids` already published (by the unique index on `topic_log.id`).
@@ -60,11 +61,6 @@ struct Logged<'a> {
     sequenced_us: i64,
 }
 
-/// Bytes a record adds to a statement (body, key, headers, and the rest of its row).
-fn statement_bytes(r: &PendingRow<'_>) -> usize {
-    64 + r.body.len() + r.key.map_or(0, <[u8]>::len) + r.headers.as_ref().map_or(0, String::len)
-}
-
 impl Publish<Sqlite> for SqliteStore {
     /// The publishing transaction gives the offsets (see the module documentation).
     const OFFSETS_AT_PUBLISH: bool = true;
@@ -84,17 +80,13 @@ impl Publish<Sqlite> for SqliteStore {
 
     /// Log the records with their partitions' next offsets, in the caller's transaction:
     /// each partition's counter is advanced once for all its records (which take offsets in
-    /// batch order), then the rows are inserted in statements of at most `budget` bytes.
+    /// batch order), then the rows are inserted.
     async fn insert_pending(
         &self,
         conn: &mut SqliteConnection,
         batch: &PendingBatch<'_>,
     ) -> Result<()> {
-        let PendingBatch {
-            topic_id,
-            rows,
-            budget,
-        } = *batch;
+        let PendingBatch { topic_id, rows } = *batch;
         let mut by_partition: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
         for r in rows {
             let (n, bytes) = by_partition.entry(r.partition).or_default();
@@ -136,41 +128,18 @@ impl Publish<Sqlite> for SqliteStore {
                 logged
             })
             .collect();
-        let mut start = 0;
-        while start < logged.len() {
-            let mut end = start;
-            let mut bytes = 0;
-            while end < logged.len() {
-                let b = statement_bytes(logged[end].row);
-                if end > start && bytes + b > budget {
-                    break;
-                }
-                bytes += b;
-                end += 1;
-            }
-            insert_values(
-                &self.st,
-                conn,
-                INSERT_LOG,
-                LOG_ROW,
-                LOG_PARAMS,
-                &logged[start..end],
-                |q, l| {
-                    q.bind(topic_id)
-                        .bind(l.row.partition)
-                        .bind(l.offset)
-                        .bind(l.row.id.bytes())
-                        .bind(l.row.key)
-                        .bind(l.row.headers.as_deref().map(str::as_bytes))
-                        .bind(l.row.body)
-                        .bind(l.published_us)
-                        .bind(l.sequenced_us)
-                },
-            )
-            .await?;
-            start = end;
-        }
-        Ok(())
+        self.insert_values(conn, INSERT_LOG, LOG_ROW, LOG_PARAMS, &logged, |q, l| {
+            q.arg(topic_id)
+                .arg(l.row.partition)
+                .arg(l.offset)
+                .arg(l.row.id.bytes())
+                .arg(l.row.key)
+                .arg(l.row.headers.as_deref().map(str::as_bytes))
+                .arg(l.row.body)
+                .arg(l.published_us)
+                .arg(l.sequenced_us)
+        })
+        .await
     }
 
     /// Nothing waits for an offset: records have theirs from their publish.
