@@ -12,6 +12,5 @@ pub(crate) mod methods;
 mod settle;
 mod source;
 
-pub(crate) use settle::{Consumer, check_claim, check_take, lost_to_error};
-pub use settle::{MAX_LEASE, MAX_RECEIVE};
+pub(crate) use settle::{Consumer, MAX_LEASE, MAX_RECEIVE, check_claim, check_take, lost_to_error};
 pub use source::{Source, SourceName};

@@ -15,17 +15,13 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
+use super::WorkerBuilder;
 use crate::client::Client;
 use crate::consume::{Consumer, Source};
 use crate::domain::Result;
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{ProcessRegistration, SourceId};
-
-/// Default interval between heartbeats (EMS renews client leases every 5 s).
-pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
-/// Heartbeats a process may miss before it is declared dead.
-pub const MISSED_HEARTBEATS: u32 = 3;
 
 /// Rows released per transaction.
 const RELEASE_BATCH: usize = 500;
@@ -39,7 +35,7 @@ pub(crate) struct Registration<B: Backend> {
 
 impl<B: Backend> Registration<B> {
     fn silence(&self) -> Duration {
-        self.interval * MISSED_HEARTBEATS
+        self.interval * WorkerBuilder::MISSED_HEARTBEATS
     }
 
     fn queue_ids(&self) -> Vec<i32> {
