@@ -63,7 +63,13 @@ mod client;
 mod coalesce;
 mod consume;
 mod domain;
+// Pause points for sqlmq's own tests: public only with the `failpoints` feature (which only
+// sqlmq's dev-dependency on itself enables); without it a crate-private module whose marks are
+// empty functions, so that the engine's call sites stay the same.
+#[cfg(feature = "failpoints")]
 pub mod failpoints;
+#[cfg(not(feature = "failpoints"))]
+mod failpoints;
 mod job;
 /// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its
 /// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.
