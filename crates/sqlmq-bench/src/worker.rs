@@ -27,8 +27,8 @@ use super::args::BUSY_RATE_PER_S;
 use super::backend::{Db, delta, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
+use super::outcome::Outcome as Ran;
 use super::queue::{AbortOnDrop, POOL, with_client};
-use super::registry::Outcome as Ran;
 use super::report::{Figure, Unavailable, Unit};
 use super::track::Tracker;
 
