@@ -25,6 +25,7 @@
 //! | `main.rs` | the `sqlmq-bench` binary: the global options of `sqlmq` and [`BenchArgs`] |
 //! | `args.rs` | arguments, message counts (`--quick`, hidden `--scale`), shared constants |
 //! | `registry.rs` | the scenario list, run order, selection by name, planned scenarios |
+//! | `outcome.rs` | `Outcome`, what a scenario gave: shared by the scenarios and the registry, below both |
 //! | `backend/` | what each database needs beyond sqlmq: scratch area, raw statements, facts, counters |
 //! | `scratch.rs` | the scratch database, table prefix or file |
 //! | `context.rs` | what scenarios share: plan, fresh clients, progress bars, peer URLs |
@@ -46,6 +47,7 @@ mod backend;
 mod context;
 mod machine;
 mod measure;
+mod outcome;
 mod peers;
 mod progress;
 mod queue;
@@ -70,7 +72,8 @@ use self::args::{BODY_BYTES, Plan};
 use self::backend::Db;
 use self::context::{Ctx, PeerUrls};
 use self::machine::Machine;
-use self::registry::{Outcome, PLANNED, Scenario};
+use self::outcome::Outcome;
+use self::registry::{PLANNED, Scenario};
 use self::report::{Report, ScenarioReport, Status};
 use sqlmq_cli_common::output::print_json;
 use sqlmq_cli_common::settings::{Settings, redact};

@@ -26,8 +26,8 @@ use super::args::{MANY, MULTIROW_ROWS};
 use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
+use super::outcome::Outcome;
 use super::progress::Bar;
-use super::registry::Outcome;
 use super::report::Figure;
 
 /// Figure keys, referenced by the scenarios compared with them.

@@ -21,11 +21,11 @@ use super::args::{CONSUMERS, MIXED_PRODUCERS, MULTIROW_ROWS, RECEIVE_BATCH};
 use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
+use super::outcome::Outcome;
 use super::progress::Bar;
 use super::raw::{
     multirow_insert, new_id, recreate, split, task_connection, transaction, with_table, write_on,
 };
-use super::registry::Outcome;
 use super::report::Figure;
 use super::track::Tracker;
 use sqlmq_cli_common::poll::PollDelay;

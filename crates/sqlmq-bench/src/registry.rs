@@ -1,5 +1,7 @@
 //! Every scenario, in run order: its id, what it measures, the baselines it is compared with,
-//! and the function that runs it. Selecting by name happens here too.
+//! and the function that runs it. Selecting by name happens here too. The scenarios' result,
+//! [`Outcome`], is in `outcome.rs`, below both: the registry imports the scenarios, never the
+//! other way round.
 //!
 //! Scenarios of later issues plug into [`SCENARIOS`] at the marked place and leave [`PLANNED`].
 
@@ -7,24 +9,10 @@ use anyhow::Result;
 
 use super::backend::Db;
 use super::context::Ctx;
-use super::report::{Figure, PeerInfo, Planned, Unavailable};
+use super::outcome::Outcome;
+use super::report::Planned;
 use super::{peers, queue, raw, raw_queue, serve, topic, worker};
 use sqlmq_cli_common::UsageError;
-
-/// What running a scenario gave.
-pub enum Outcome {
-    /// Figures of sqlmq or of a raw baseline.
-    Ran(Vec<Figure>),
-    /// Figures, and figures of the same scenario that mean nothing on this backend.
-    Partly(Vec<Figure>, Vec<Unavailable>),
-    /// Figures of a peer, with its server's facts.
-    Peer(PeerInfo, Vec<Figure>),
-    /// Not run, with the reason (a peer's server did not answer).
-    Skipped(String),
-    /// Not run because it means nothing on this backend, with the reason ("not available on
-    /// SQLite: …").
-    NotAvailable(String),
-}
 
 /// A scenario.
 #[derive(Debug)]

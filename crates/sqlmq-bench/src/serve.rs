@@ -20,9 +20,9 @@ use tokio::task::JoinSet;
 use super::args::{CONSUMERS, MANY, RECEIVE_BATCH};
 use super::backend::Db;
 use super::context::Ctx;
+use super::outcome::Outcome;
 use super::queue::{POOL, fill, with_queue};
 use super::raw::split;
-use super::registry::Outcome;
 use super::report::Figure;
 
 /// One kept-alive HTTP/1.1 connection.

@@ -27,20 +27,20 @@ use super::args::BUSY_RATE_PER_S;
 use super::backend::{Db, delta, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
+use super::outcome::Outcome as Ran;
 use super::queue::{AbortOnDrop, POOL, with_client};
-use super::registry::Outcome as Ran;
 use super::report::{Figure, Unavailable, Unit};
 use super::track::Tracker;
 
 /// Handlers running at once in the throughput scenario: two full batches per claim loop, so
 /// that a loop's next claim is in flight while its previous batch is handled.
-const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::DEFAULT_CLAIMERS;
+const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::WorkerBuilder::DEFAULT_CLAIMERS;
 /// Messages per claim in the throughput scenario (as `queue.drain`'s consumers).
 const E2E_BATCH: usize = 100;
 /// Pre-fill batch (not measured).
 const FILL_BATCH: u64 = 10_000;
 /// The poll ceiling the library ships with (the idle figure is taken at it).
-const DEFAULT_CEILING: Duration = sqlmq::DEFAULT_POLL_CEILING;
+const DEFAULT_CEILING: Duration = sqlmq::WorkerBuilder::DEFAULT_POLL_CEILING;
 
 /// The no-op job of the throughput scenario.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -100,7 +100,7 @@ pub async fn e2e<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             "one worker process, {} claim loops sharing {E2E_CONCURRENCY} slots, claims of up to \
              {E2E_BATCH}, batched acks; timed until the worker stopped on its own with every ack \
              flushed ({} acked)",
-            sqlmq::DEFAULT_CLAIMERS,
+            sqlmq::WorkerBuilder::DEFAULT_CLAIMERS,
             report.acked
         )),
     ];
@@ -144,7 +144,7 @@ impl Timed {
         let builder = Worker::builder(client)
             .queue_raw(queue, handler)
             .concurrency(8)
-            .poll_interval(sqlmq::DEFAULT_POLL_FLOOR, ceiling);
+            .poll_interval(sqlmq::WorkerBuilder::DEFAULT_POLL_FLOOR, ceiling);
         let run = AbortOnDrop(tokio::spawn(builder.run(stop.clone())));
         Timed { started, stop, run }
     }

@@ -99,7 +99,7 @@ impl Settings {
                 .table_prefix
                 .clone()
                 .or(file.table_prefix)
-                .unwrap_or_else(|| sqlmq::DEFAULT_TABLE_PREFIX.to_owned()),
+                .unwrap_or_else(|| sqlmq::ClientBuilder::DEFAULT_TABLE_PREFIX.to_owned()),
             max_payload_bytes: args.max_payload_bytes.or(file.max_payload_bytes),
             verbose: args.verbose,
         })

@@ -6,8 +6,8 @@
 //! with the cargo feature `failpoints` (enabled for sqlmq's own tests only) can pause the next
 //! task that reaches a point (`pause`), do its own work meanwhile — commit a producer, drop
 //! a connection — and let the task go, or make every task wait a random while at a point
-//! (`jitter`) to shake out orderings. Without the feature `hit` is an empty function and the
-//! rest of this module does not exist.
+//! (`jitter`) to shake out orderings. Without the feature the module is crate-private and holds
+//! only the marks, as empty functions: it is no part of the public API.
 //!
 //! Points (name: where the task is held):
 //!

@@ -1,7 +1,7 @@
 //! Typed jobs: a serde payload with a name, enqueued as JSON.
 //!
-//! The name travels in the `sqlmq-job` header so that a worker can refuse a message meant for
-//! another job type instead of misreading it.
+//! The name travels in the `sqlmq-job` header ([`Message::JOB_HEADER`]) so that a worker can
+//! refuse a message meant for another job type instead of misreading it.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -10,9 +10,6 @@ use crate::domain::Result;
 use crate::domain::{Message, Sent};
 use crate::queue::Queue;
 use crate::store::Backend;
-
-/// Header holding a job's [`Job::NAME`].
-pub const JOB_HEADER: &str = "sqlmq-job";
 
 /// A job type: a serde payload and a stable name.
 ///
@@ -30,7 +27,24 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
 }
 
 impl Message {
-    /// A message carrying `job` as JSON, tagged with its name. Chain options as usual.
+    /// The header holding a job's [`Job::NAME`]: `sqlmq-job`. [`Message::job`] sets it, and a
+    /// worker's typed handler dead-letters a message whose header names another job. A
+    /// producer that is not written in Rust sets it to send typed jobs.
+    ///
+    /// ```
+    /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping;
+    /// # impl sqlmq::Job for Ping { const NAME: &'static str = "ping"; }
+    /// use sqlmq::Message;
+    /// assert_eq!(Message::JOB_HEADER, "sqlmq-job");
+    /// // By hand, what `Message::job(&Ping)` builds:
+    /// let by_hand = Message::new("null").header(Message::JOB_HEADER, "ping");
+    /// # let _ = (by_hand, Message::job(&Ping)?);
+    /// # Ok::<(), sqlmq::Error>(())
+    /// ```
+    pub const JOB_HEADER: &str = "sqlmq-job";
+
+    /// A message carrying `job` as JSON, tagged with its name ([`Message::JOB_HEADER`]). Chain
+    /// options as usual.
     ///
     /// ```
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping;
@@ -39,7 +53,7 @@ impl Message {
     /// # Ok::<(), sqlmq::Error>(())
     /// ```
     pub fn job<J: Job>(job: &J) -> Result<Message> {
-        Ok(Message::json(job)?.header(JOB_HEADER, J::NAME))
+        Ok(Message::json(job)?.header(Message::JOB_HEADER, J::NAME))
     }
 }
 

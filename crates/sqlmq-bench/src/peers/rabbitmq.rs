@@ -30,8 +30,8 @@ use crate::args::{CONSUMERS, MANY, RECEIVE_BATCH};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{body, body_value};
+use crate::outcome::Outcome;
 use crate::raw;
-use crate::registry::Outcome;
 use crate::report::{Figure, PeerInfo};
 use crate::track::Tracker;
 

@@ -19,7 +19,7 @@ use sqlmq::{Message, Queue, QueueConfig};
 use crate::args::LEASE;
 use crate::backend::{Db, delta_at, not_available};
 use crate::context::Ctx;
-use crate::registry::Outcome;
+use crate::outcome::Outcome;
 use crate::report::{Figure, Unit};
 
 /// Operations per phase.

@@ -17,8 +17,8 @@ use crate::args::{CLAIM_N, LEASE};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{Latencies, Summary};
+use crate::outcome::Outcome;
 use crate::progress::Bar;
-use crate::registry::Outcome;
 use crate::report::{Figure, Unit, value_text};
 
 /// Untimed claims before each measurement.

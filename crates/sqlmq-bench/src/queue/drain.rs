@@ -22,10 +22,10 @@ use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::{Db, not_available};
 use crate::context::Ctx;
 use crate::measure::{body, peak_rss_bytes};
+use crate::outcome::Outcome;
 use crate::progress::Bar;
 use crate::raw::{self, split};
 use crate::raw_queue;
-use crate::registry::Outcome;
 use crate::report::{Figure, Unavailable, Unit};
 use crate::track::{Check, Tracker};
 

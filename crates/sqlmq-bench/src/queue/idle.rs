@@ -23,7 +23,7 @@ use sqlmq::{Queue, QueueConfig};
 use crate::args::LEASE;
 use crate::backend::{Db, delta, not_available};
 use crate::context::Ctx;
-use crate::registry::Outcome;
+use crate::outcome::Outcome;
 use crate::report::{Figure, Unit};
 use sqlmq_cli_common::poll::PollDelay;
 

@@ -24,7 +24,7 @@ use crate::args::{BUSY_RATE_PER_S, IDLE_PAIRS};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::{Latencies, stamped};
-use crate::registry::Outcome;
+use crate::outcome::Outcome;
 use crate::report::Figure;
 use crate::track::Tracker;
 

@@ -13,9 +13,9 @@ use crate::args::{BATCH_SIZES, MANY};
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::body;
+use crate::outcome::Outcome;
 use crate::progress::Bar;
 use crate::raw::{self, split};
-use crate::registry::Outcome;
 use crate::report::Figure;
 
 /// `queue.produce`.

@@ -8,7 +8,7 @@
 //! every [`PROBE`], so waiting adds at most a few milliseconds to a measurement.
 //!
 //! Checking, once the clock has stopped: every partition is read from offset 0 in pages of
-//! [`MAX_QUERY`] records.
+//! [`Topic::MAX_QUERY`] records.
 //! - a duplicate is an id found in the log a second time, or an id the bench never published;
 //! - a loss is a published id not in the log, an id logged in another partition than its
 //!   publish reported, or an offset left empty below a partition's end (a reader would find a
@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use sqlmq::{MAX_QUERY, MessageId, Published, Topic};
+use sqlmq::{MessageId, Published, Topic};
 
 use crate::args::STALL;
 use crate::backend::Db;
@@ -110,7 +110,9 @@ pub async fn check<B: Db>(topic: &Topic<B>, published: &[Published]) -> Result<L
         let mut next = 0i64;
         let mut step = None;
         loop {
-            let page = topic.query_offsets(partition, next, MAX_QUERY).await?;
+            let page = topic
+                .query_offsets(partition, next, Topic::MAX_QUERY)
+                .await?;
             if page.is_empty() {
                 break;
             }

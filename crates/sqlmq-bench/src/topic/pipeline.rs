@@ -21,8 +21,8 @@ use super::{fill, with_topic};
 use crate::args::TOPIC_PARTITIONS;
 use crate::backend::Db;
 use crate::context::Ctx;
+use crate::outcome::Outcome as Ran;
 use crate::progress::Bar;
-use crate::registry::Outcome as Ran;
 use crate::report::Figure;
 use crate::track::{Check, Tracker};
 

@@ -28,9 +28,9 @@ use super::{FILL_BATCH, record, with_topic};
 use crate::args::{MANY, PUBLISH_BATCH, TOPIC_PARTITIONS};
 use crate::backend::{Db, not_available};
 use crate::context::Ctx;
+use crate::outcome::Outcome;
 use crate::progress::Bar;
 use crate::raw::{self, split};
-use crate::registry::Outcome;
 use crate::report::{Figure, Unavailable};
 
 /// Rows one sequencing step moves at most (the library's `SEQUENCE_BATCH`).

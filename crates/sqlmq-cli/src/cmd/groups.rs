@@ -24,7 +24,7 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         &client,
         args.topic.as_deref(),
         None,
-        sqlmq::DEFAULT_MEMBER_SILENCE,
+        sqlmq::Group::DEFAULT_MEMBER_SILENCE,
     )
     .await?;
     if args.json {

@@ -50,8 +50,8 @@ pub struct Args {
 
 /// Run `sqlmq query`.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
-    if args.limit == 0 || args.limit > sqlmq::MAX_QUERY {
-        return Err(UsageError(format!("--limit must be 1 to {}", sqlmq::MAX_QUERY)).into());
+    if args.limit == 0 || args.limit > sqlmq::Topic::MAX_QUERY {
+        return Err(UsageError(format!("--limit must be 1 to {}", sqlmq::Topic::MAX_QUERY)).into());
     }
     if let Some(o) = args.offset
         && o < 0

@@ -347,7 +347,7 @@ fn host_name() -> String {
                 '-'
             }
         })
-        .take(sqlmq::MAX_NAME_LEN)
+        .take(sqlmq::Client::MAX_NAME_LEN)
         .collect();
     if rc != 0 || name.is_empty() {
         "sqlmq-cli".to_owned()

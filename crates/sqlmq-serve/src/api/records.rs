@@ -171,7 +171,7 @@ pub(crate) async fn query<B: Backend>(
 ) -> ApiResult<Vec<sqlmq::StreamRecord>> {
     let topic = state.topic(topic).await?;
     let limit = q.limit.unwrap_or(100);
-    if !(1..=sqlmq::MAX_QUERY).contains(&limit) {
+    if !(1..=sqlmq::Topic::MAX_QUERY).contains(&limit) {
         return Err(ApiError::invalid(format!(
             "limit must be 1..=10000, got {limit}"
         )));

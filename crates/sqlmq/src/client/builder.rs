@@ -12,21 +12,6 @@ use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{ConnectOptions, Pools};
 
-/// Default table prefix.
-pub const DEFAULT_TABLE_PREFIX: &str = "sqlmq_";
-/// Default largest message body: 1 MiB.
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
-/// Default pool size of a client that opens its own pool.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
-/// Default interval between a queue handle's housekeeping runs inside `receive` (promotion of
-/// due messages, release of expired leases).
-pub const DEFAULT_HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(250);
-/// Default time a statement of the client's own connections may wait for a row lock: queue
-/// statements should never wait long, and a short wait turns a stuck lock into a retry.
-pub const DEFAULT_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Default time allowed to open a connection (and to wait for a free one in the pool).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Options for a [`Client`].
 ///
 /// ```no_run
@@ -52,19 +37,99 @@ pub struct ClientBuilder {
 impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
-            table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
-            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
-            lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            table_prefix: Self::DEFAULT_TABLE_PREFIX.to_owned(),
+            max_payload_bytes: Self::DEFAULT_MAX_PAYLOAD_BYTES,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            housekeeping_interval: Self::DEFAULT_HOUSEKEEPING_INTERVAL,
+            lock_wait_timeout: Self::DEFAULT_LOCK_WAIT_TIMEOUT,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
         }
     }
 }
 
+/// The defaults of a client's options.
 impl ClientBuilder {
-    /// Prefix of every table sqlmq creates (default `sqlmq_`), so that they can live in the
-    /// application's own database. Up to 32 characters of `[A-Za-z0-9_]`.
+    /// Default table prefix: `sqlmq_` (see [`ClientBuilder::table_prefix`]).
+    ///
+    /// ```
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_TABLE_PREFIX, "sqlmq_");
+    /// // A second set of tables beside the default one:
+    /// let prefix = format!("{}audit_", ClientBuilder::DEFAULT_TABLE_PREFIX);
+    /// let b = sqlmq::Client::builder().table_prefix(prefix);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_TABLE_PREFIX: &str = "sqlmq_";
+
+    /// Default largest message body: 1 MiB (see [`ClientBuilder::max_payload_bytes`]).
+    ///
+    /// ```
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_MAX_PAYLOAD_BYTES, 1024 * 1024);
+    /// let b = sqlmq::Client::builder()
+    ///     .max_payload_bytes(4 * ClientBuilder::DEFAULT_MAX_PAYLOAD_BYTES);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+    /// Default pool size of a client that opens its own pool: 16 (see
+    /// [`ClientBuilder::max_connections`]).
+    ///
+    /// ```
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_MAX_CONNECTIONS, 16);
+    /// let b = sqlmq::Client::builder()
+    ///     .max_connections(2 * ClientBuilder::DEFAULT_MAX_CONNECTIONS);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+    /// Default interval between a queue handle's housekeeping runs inside `receive` (promotion
+    /// of due messages, release of expired leases): 250 ms (see
+    /// [`ClientBuilder::housekeeping_interval`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_HOUSEKEEPING_INTERVAL, Duration::from_millis(250));
+    /// let b = sqlmq::Client::builder()
+    ///     .housekeeping_interval(ClientBuilder::DEFAULT_HOUSEKEEPING_INTERVAL / 5);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(250);
+
+    /// Default time a statement of the client's own connections may wait for a row lock: 5 s
+    /// (see [`ClientBuilder::lock_wait_timeout`]). Queue statements should never wait long, and
+    /// a short wait turns a stuck lock into a retry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_LOCK_WAIT_TIMEOUT, Duration::from_secs(5));
+    /// let b = sqlmq::Client::builder()
+    ///     .lock_wait_timeout(ClientBuilder::DEFAULT_LOCK_WAIT_TIMEOUT * 2);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Default time allowed to open a connection (and to wait for a free one in the pool):
+    /// 10 s (see [`ClientBuilder::connect_timeout`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::ClientBuilder;
+    /// assert_eq!(ClientBuilder::DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(10));
+    /// let b = sqlmq::Client::builder()
+    ///     .connect_timeout(ClientBuilder::DEFAULT_CONNECT_TIMEOUT * 3);
+    /// # let _ = b;
+    /// ```
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+}
+
+impl ClientBuilder {
+    /// Prefix of every table sqlmq creates (default `sqlmq_`,
+    /// [`ClientBuilder::DEFAULT_TABLE_PREFIX`]), so that they can live in the application's own
+    /// database. Up to 32 characters of `[A-Za-z0-9_]`.
     ///
     /// ```
     /// let b = sqlmq::Client::builder().table_prefix("mq_");
@@ -75,8 +140,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Largest accepted message body in bytes (default 1 MiB, at most 16 MiB − 1 and below the
-    /// server's `max_allowed_packet`).
+    /// Largest accepted message body in bytes (default 1 MiB,
+    /// [`ClientBuilder::DEFAULT_MAX_PAYLOAD_BYTES`]; at most 16 MiB − 1 and below the server's
+    /// `max_allowed_packet`).
     ///
     /// ```
     /// let b = sqlmq::Client::builder().max_payload_bytes(64 * 1024);
@@ -87,7 +153,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Size of the connection pool the client opens (default 16). Ignored by `from_pool`.
+    /// Size of the connection pool the client opens (default 16,
+    /// [`ClientBuilder::DEFAULT_MAX_CONNECTIONS`]). Ignored by `from_pool`.
     ///
     /// ```
     /// let b = sqlmq::Client::builder().max_connections(4);
@@ -99,8 +166,8 @@ impl ClientBuilder {
     }
 
     /// How often `receive` also promotes due delayed messages and releases expired leases of its
-    /// queue (default 250 ms). This bounds how late a delayed message or an expired lease is
-    /// noticed when no maintenance service runs.
+    /// queue (default 250 ms, [`ClientBuilder::DEFAULT_HOUSEKEEPING_INTERVAL`]). This bounds how
+    /// late a delayed message or an expired lease is noticed when no maintenance service runs.
     ///
     /// ```
     /// let b = sqlmq::Client::builder().housekeeping_interval(std::time::Duration::from_millis(100));
@@ -112,7 +179,8 @@ impl ClientBuilder {
     }
 
     /// How long a statement of the client's own connections may wait for a row lock (default
-    /// 5 s, whole seconds; MySQL's `innodb_lock_wait_timeout`).
+    /// 5 s, [`ClientBuilder::DEFAULT_LOCK_WAIT_TIMEOUT`]; whole seconds; MySQL's
+    /// `innodb_lock_wait_timeout`).
     ///
     /// ```
     /// let b = sqlmq::Client::builder().lock_wait_timeout(std::time::Duration::from_secs(2));
@@ -123,7 +191,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Time allowed to open a connection, and to wait for a free pooled one (default 10 s).
+    /// Time allowed to open a connection, and to wait for a free pooled one (default 10 s,
+    /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`]).
     ///
     /// ```
     /// let b = sqlmq::Client::builder().connect_timeout(std::time::Duration::from_secs(3));

@@ -19,11 +19,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{MySql, Pool};
 
-pub use builder::{
-    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HOUSEKEEPING_INTERVAL,
-    DEFAULT_LOCK_WAIT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_TABLE_PREFIX,
-};
+pub use builder::ClientBuilder;
 pub(crate) use wakeups::Subject;
 
 use crate::domain::{Error, GrantRole, MigrationReport, Result, ServerInfo};
@@ -120,6 +116,18 @@ impl Client<MySql> {
 }
 
 impl Client {
+    /// Longest name of a queue, topic, consumer group or broadcast member, and longest ordering
+    /// or idempotency key of a message: 128 bytes (see [`validate_name`](crate::validate_name)).
+    ///
+    /// ```
+    /// use sqlmq::Client;
+    /// assert_eq!(Client::MAX_NAME_LEN, 128);
+    /// let name = format!("orders.{}", "x".repeat(Client::MAX_NAME_LEN - "orders.".len()));
+    /// assert!(sqlmq::validate_name("queue", &name).is_ok());
+    /// assert!(sqlmq::validate_name("queue", &format!("{name}x")).is_err());
+    /// ```
+    pub const MAX_NAME_LEN: usize = crate::domain::MAX_NAME_LEN;
+
     /// Options for a client.
     ///
     /// ```

@@ -13,5 +13,6 @@ mod fate;
 pub(crate) mod methods;
 mod settle;
 
-pub(crate) use settle::{Consumer, SourceId, check_claim, check_take, lost_to_error};
-pub use settle::{MAX_LEASE, MAX_RECEIVE};
+pub(crate) use settle::{
+    Consumer, MAX_LEASE, MAX_RECEIVE, SourceId, check_claim, check_take, lost_to_error,
+};

@@ -26,10 +26,12 @@ pub(crate) enum SourceId {
     Group(i32),
 }
 
-/// Most messages one `receive` may claim.
-pub const MAX_RECEIVE: usize = 1000;
-/// Longest lease one claim or extension may take.
-pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+/// Most messages one `receive` may claim; public as
+/// [`Queue::MAX_RECEIVE`](crate::Queue::MAX_RECEIVE).
+pub(crate) const MAX_RECEIVE: usize = 1000;
+/// Longest lease one claim or extension may take; public as
+/// [`Queue::MAX_LEASE`](crate::Queue::MAX_LEASE).
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// Check a claim's size and lease.
 pub(crate) fn check_claim(n: usize, lease: Duration) -> Result<()> {

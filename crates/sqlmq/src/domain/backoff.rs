@@ -9,10 +9,6 @@ use super::error::{Error, Result};
 /// Longest wait a backoff may ask for (as a message's longest delay): ten years.
 const MAX_BACKOFF_STEP: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 
-/// Default number of attempts before a queue's message is dead-lettered (River's and
-/// delayed_job's default).
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
-
 /// The wait before the next attempt after a failure.
 ///
 /// ```

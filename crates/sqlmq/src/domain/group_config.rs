@@ -8,9 +8,6 @@ use serde::{Deserialize, Serialize};
 use super::backoff::Backoff;
 use super::error::{Error, Result};
 
-/// Default failed attempts before a group's message is dead-lettered (RocketMQ's 16).
-pub const DEFAULT_GROUP_MAX_ATTEMPTS: u32 = 16;
-
 /// The default retry ladder of a group (RocketMQ's delay levels from 10 s):
 /// 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
 ///
@@ -81,7 +78,8 @@ impl std::fmt::Display for GroupMode {
 pub struct GroupConfig {
     /// Cluster (default) or broadcast. Fixed when the group is created.
     pub mode: GroupMode,
-    /// Failed attempts before a record is dead-lettered (default 16). Cluster mode only.
+    /// Failed attempts before a record is dead-lettered (default 16,
+    /// [`GroupConfig::DEFAULT_MAX_ATTEMPTS`]). Cluster mode only.
     pub max_attempts: u32,
     /// Wait before each retry (default: [`default_group_ladder`]). Cluster mode only.
     pub backoff: Backoff,
@@ -94,7 +92,7 @@ impl Default for GroupConfig {
     fn default() -> Self {
         GroupConfig {
             mode: GroupMode::Cluster,
-            max_attempts: DEFAULT_GROUP_MAX_ATTEMPTS,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             backoff: default_group_ladder(),
             consume_timeout: None,
         }
@@ -102,6 +100,16 @@ impl Default for GroupConfig {
 }
 
 impl GroupConfig {
+    /// Default failed attempts before a cluster group's record is dead-lettered: 16
+    /// (RocketMQ's; see [`GroupConfig::max_attempts`](GroupConfig#structfield.max_attempts)).
+    ///
+    /// ```
+    /// use sqlmq::GroupConfig;
+    /// assert_eq!(GroupConfig::DEFAULT_MAX_ATTEMPTS, 16);
+    /// assert_eq!(GroupConfig::default().max_attempts, GroupConfig::DEFAULT_MAX_ATTEMPTS);
+    /// ```
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 16;
+
     /// A broadcast group's settings.
     ///
     /// ```

@@ -80,14 +80,6 @@ pub struct MemberLag {
     pub silent: bool,
 }
 
-/// How long a broadcast member may go without a checkpoint before lag reports leave it out
-/// ([`Group::lag`](crate::Group::lag); see [`Group::lag_with`](crate::Group::lag_with)).
-///
-/// ```
-/// assert_eq!(sqlmq::DEFAULT_MEMBER_SILENCE, std::time::Duration::from_secs(3600));
-/// ```
-pub const DEFAULT_MEMBER_SILENCE: Duration = Duration::from_secs(3600);
-
 /// A group's lag: what it has not consumed yet, and how old the oldest of that is.
 ///
 /// ```no_run

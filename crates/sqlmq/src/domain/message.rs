@@ -125,7 +125,8 @@ impl Message {
     }
 
     /// Strict FIFO among messages with the same key: none is handed out while an earlier one with
-    /// this key is unacked (like SQS FIFO message groups). 1 to 128 bytes.
+    /// this key is unacked (like SQS FIFO message groups). 1 to 128 bytes
+    /// ([`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN)).
     ///
     /// ```
     /// let m = sqlmq::Message::new("debit 10").ordering_key("account-7");
@@ -138,7 +139,7 @@ impl Message {
 
     /// Make the send idempotent: while the queue remembers this key (its dedup window, 24 h by
     /// default), sending a message with the same key again is a no-op that returns the original
-    /// message's id. 1 to 128 bytes.
+    /// message's id. 1 to 128 bytes ([`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN)).
     ///
     /// ```
     /// let m = sqlmq::Message::new("receipt").idempotency_key("order-42");

@@ -39,34 +39,30 @@ mod settle;
 mod topic_config;
 mod trace;
 
-pub use backoff::{Backoff, DEFAULT_MAX_ATTEMPTS};
+pub use backoff::Backoff;
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
 pub use grants::GrantRole;
 pub(crate) use grants::{MIGRATION_GRANTS_NEEDED, RUNTIME_GRANTS_NEEDED};
-pub use group_config::{
-    DEFAULT_GROUP_MAX_ATTEMPTS, GroupConfig, GroupMode, StartAt, default_group_ladder,
-};
+pub use group_config::{GroupConfig, GroupMode, StartAt, default_group_ladder};
 pub use id::{MessageId, Receipt};
-pub use lag::{
-    DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats,
-};
+pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{
     MAX_ERROR_HISTORY, TAKEN_TOKEN, append_error, check_headers, encode_errors, error_json,
     micros_of, parse_errors, time_from_micros,
 };
-pub use name::{MAX_NAME_LEN, validate_name};
-pub(crate) use name::{validate_key, validate_table_prefix};
+pub use name::validate_name;
+pub(crate) use name::{MAX_NAME_LEN, validate_key, validate_table_prefix};
 pub use process::ProcessInfo;
-pub use queue_config::{DEFAULT_DEDUP_WINDOW, QueueConfig};
+pub use queue_config::QueueConfig;
 pub use queue_stats::QueueStats;
-pub use record::{MAX_KEY_LEN, Published, Record, StreamRecord, partition_for_key};
+pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
 pub use server::{Flavor, ServerInfo};
 pub use settle::{Decide, Failure, Released, Settlement};
-pub use topic_config::{MAX_PARTITIONS, TopicConfig};
+pub use topic_config::TopicConfig;
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
 pub(crate) use trace::{parse_events, rfc3339};

@@ -5,10 +5,12 @@
 
 use super::error::{Error, Result};
 
-/// Longest accepted queue name.
-pub const MAX_NAME_LEN: usize = 128;
+/// Longest accepted name (queue, topic, group, member) and message key (ordering,
+/// idempotency); public as [`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN).
+pub(crate) const MAX_NAME_LEN: usize = 128;
 
-/// Check a queue (or topic, group) name: 1 to 128 characters of `[A-Za-z0-9._-]`.
+/// Check a queue (or topic, group) name: 1 to 128 characters
+/// ([`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN)) of `[A-Za-z0-9._-]`.
 ///
 /// ```
 /// assert!(sqlmq::validate_name("queue", "emails.high-priority_2").is_ok());

@@ -4,11 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::backoff::{Backoff, DEFAULT_MAX_ATTEMPTS};
+use super::backoff::Backoff;
 use super::error::{Error, Result};
-
-/// Default time an idempotency key is remembered.
-pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// Per-queue settings.
 ///
@@ -23,26 +20,53 @@ pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct QueueConfig {
-    /// Deliveries before a failing message becomes a dead letter (default 25). Every claim
-    /// counts, so a message whose consumer keeps crashing also ends up dead instead of looping.
+    /// Deliveries before a failing message becomes a dead letter (default 25,
+    /// [`QueueConfig::DEFAULT_MAX_ATTEMPTS`]). Every claim counts, so a message whose consumer
+    /// keeps crashing also ends up dead instead of looping.
     pub max_attempts: u32,
     /// Wait before the next attempt after a nack without an explicit delay.
     pub backoff: Backoff,
-    /// How long an idempotency key is remembered (default 24 h).
+    /// How long an idempotency key is remembered (default 24 h,
+    /// [`QueueConfig::DEFAULT_DEDUP_WINDOW`]).
     pub dedup_window: Duration,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
-            dedup_window: DEFAULT_DEDUP_WINDOW,
+            dedup_window: Self::DEFAULT_DEDUP_WINDOW,
         }
     }
 }
 
 impl QueueConfig {
+    /// Default number of attempts before a queue's message is dead-lettered: 25 (River's and
+    /// delayed_job's default; see [`QueueConfig::max_attempts`]).
+    ///
+    /// ```
+    /// use sqlmq::QueueConfig;
+    /// assert_eq!(QueueConfig::DEFAULT_MAX_ATTEMPTS, 25);
+    /// assert_eq!(QueueConfig::default().max_attempts, QueueConfig::DEFAULT_MAX_ATTEMPTS);
+    /// // Fewer retries for a queue of cheap, idempotent jobs:
+    /// let c = QueueConfig::default().max_attempts(QueueConfig::DEFAULT_MAX_ATTEMPTS / 5);
+    /// # let _ = c;
+    /// ```
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 25;
+
+    /// Default time an idempotency key is remembered: 24 h (see
+    /// [`QueueConfig::dedup_window`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::QueueConfig;
+    /// assert_eq!(QueueConfig::DEFAULT_DEDUP_WINDOW, Duration::from_secs(24 * 3600));
+    /// let c = QueueConfig::default().dedup_window(7 * QueueConfig::DEFAULT_DEDUP_WINDOW);
+    /// # let _ = c;
+    /// ```
+    pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
     /// Set the attempts before dead-lettering (at least 1).
     ///
     /// ```

@@ -9,9 +9,6 @@ use serde::Serialize;
 use super::error::{Error, Result};
 use super::id::MessageId;
 
-/// Longest record key, in bytes.
-pub const MAX_KEY_LEN: usize = 255;
-
 /// A record to publish on a topic.
 ///
 /// ```
@@ -30,6 +27,19 @@ pub struct Record {
 }
 
 impl Record {
+    /// Longest record key: 255 bytes, without control characters (see [`Record::key`]); a
+    /// longer key fails the publish with [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use sqlmq::Record;
+    /// assert_eq!(Record::MAX_KEY_LEN, 255);
+    /// let long = "customer-".repeat(40);
+    /// let key = &long[..long.len().min(Record::MAX_KEY_LEN)];
+    /// let r = Record::new("order paid").key(key);
+    /// # let _ = r;
+    /// ```
+    pub const MAX_KEY_LEN: usize = 255;
+
     /// A record with this body, no key (a random partition).
     ///
     /// ```
@@ -57,7 +67,8 @@ impl Record {
     }
 
     /// The key: records with the same key go to the same partition (FNV-1a hash of the key
-    /// modulo the partition count), so they keep their order. Up to 255 bytes.
+    /// modulo the partition count), so they keep their order. Up to 255 bytes
+    /// ([`Record::MAX_KEY_LEN`]).
     ///
     /// ```
     /// let r = sqlmq::Record::new("x").key("account-9");
@@ -119,10 +130,11 @@ impl Record {
             });
         }
         if let Some(key) = &self.key
-            && (key.len() > MAX_KEY_LEN || key.chars().any(char::is_control))
+            && (key.len() > Self::MAX_KEY_LEN || key.chars().any(char::is_control))
         {
             return Err(Error::InvalidArgument(format!(
-                "a record key is at most {MAX_KEY_LEN} bytes without control characters"
+                "a record key is at most {} bytes without control characters",
+                Self::MAX_KEY_LEN
             )));
         }
         if let Some(p) = self.partition

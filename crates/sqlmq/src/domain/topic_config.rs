@@ -6,9 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
 
-/// Most partitions a topic may have.
-pub const MAX_PARTITIONS: u32 = 1024;
-
 /// Per-topic settings.
 ///
 /// ```
@@ -49,7 +46,33 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
-    /// Set the partition count.
+    /// Most partitions a topic may have: 1024 (see [`TopicConfig::partitions`]).
+    ///
+    /// ```
+    /// use sqlmq::TopicConfig;
+    /// assert_eq!(TopicConfig::MAX_PARTITIONS, 1024);
+    /// let widest = TopicConfig::default().partitions(TopicConfig::MAX_PARTITIONS);
+    /// # let _ = widest;
+    /// ```
+    pub const MAX_PARTITIONS: u32 = 1024;
+
+    /// How often a client applies a topic's retention on its own, from its groups' maintenance:
+    /// once a minute (see [`TopicConfig::retention`] and
+    /// [`Topic::apply_retention`](crate::Topic::apply_retention)). A record past its retention
+    /// is thus deleted up to about this much later.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::TopicConfig;
+    /// assert_eq!(TopicConfig::RETENTION_INTERVAL, Duration::from_secs(60));
+    /// // Keep an hour of records, give or take the retention interval:
+    /// let hour = Duration::from_secs(3600);
+    /// let c = TopicConfig::default().retention(hour - TopicConfig::RETENTION_INTERVAL);
+    /// # let _ = c;
+    /// ```
+    pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
+
+    /// Set the partition count (1 to [`TopicConfig::MAX_PARTITIONS`]).
     ///
     /// ```
     /// let c = sqlmq::TopicConfig::default().partitions(4);
@@ -105,9 +128,10 @@ impl TopicConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+        if self.partitions == 0 || self.partitions > Self::MAX_PARTITIONS {
             return Err(Error::InvalidArgument(format!(
-                "partitions must be 1..={MAX_PARTITIONS}, got {}",
+                "partitions must be 1..={}, got {}",
+                Self::MAX_PARTITIONS,
                 self.partitions
             )));
         }

@@ -10,8 +10,40 @@ use crate::store::rows::ClaimRequest;
 use crate::store::{Backend, Server};
 use crate::tx;
 
+/// The limits of a claim, the same on every backend (declared on the default backend's
+/// `Queue` so that `Queue::MAX_RECEIVE` needs no type annotation).
+impl Queue {
+    /// Most messages one claim may ask for: 1000. It bounds `n` of [`Queue::receive`],
+    /// [`Queue::receive_in`], [`Queue::take_in`], [`Group::receive`](crate::Group::receive) and
+    /// [`BroadcastReader::poll`](crate::BroadcastReader::poll), and a worker's
+    /// [`max_batch`](crate::WorkerBuilder::max_batch).
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// use sqlmq::Queue;
+    /// assert_eq!(Queue::MAX_RECEIVE, 1000);
+    /// let all_we_may = q.receive(Queue::MAX_RECEIVE, std::time::Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub const MAX_RECEIVE: usize = crate::consume::MAX_RECEIVE;
+
+    /// Longest lease one claim or extension may take: 24 h. It bounds the `lease` of
+    /// [`Queue::receive`], [`Queue::receive_in`], [`Group::receive`](crate::Group::receive) and
+    /// of the `extend` methods, and a worker's [`lease`](crate::WorkerBuilder::lease).
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// use sqlmq::Queue;
+    /// assert_eq!(Queue::MAX_LEASE, std::time::Duration::from_secs(24 * 3600));
+    /// let overnight = q.receive(1, Queue::MAX_LEASE).await?;
+    /// # Ok(()) }
+    /// ```
+    pub const MAX_LEASE: Duration = crate::consume::MAX_LEASE;
+}
+
 impl<B: Backend> Queue<B> {
-    /// Claim up to `n` (1 to 1000) ready messages for `lease`. Returns at once, with an empty
+    /// Claim up to `n` (1 to 1000, [`Queue::MAX_RECEIVE`]) ready messages for `lease` (at most
+    /// [`Queue::MAX_LEASE`]). Returns at once, with an empty
     /// vector when nothing is ready or the queue is paused. Each delivery carries a new fencing
     /// token; settle it with `ack`/`nack` before the lease ends, or `extend` it.
     ///
@@ -27,7 +59,8 @@ impl<B: Backend> Queue<B> {
         self.claim(n, lease).await
     }
 
-    /// Claim up to `n` (1 to 1000) ready messages inside the caller's transaction: the
+    /// Claim up to `n` (1 to 1000, [`Queue::MAX_RECEIVE`]) ready messages inside the caller's
+    /// transaction: the
     /// lock-held mode. The claimed rows stay locked until that transaction ends, so handle
     /// the messages, write their effects and [`ack_batch_in`](Queue::ack_batch_in) them in the
     /// same transaction, then commit: one transaction, one commit, for the whole batch, and

@@ -171,8 +171,9 @@ impl<B: Backend> BroadcastReader<B> {
         Ok(())
     }
 
-    /// Read up to `n` (1 to 1000) records, continuing from the member's positions: in offset
-    /// order within each partition, partitions taken in turn. Empty when the member is at the
+    /// Read up to `n` (1 to 1000, [`Queue::MAX_RECEIVE`](crate::Queue::MAX_RECEIVE)) records,
+    /// continuing from the member's positions: in offset order within each partition,
+    /// partitions taken in turn. Empty when the member is at the
     /// end of every partition.
     ///
     /// ```no_run
@@ -181,10 +182,10 @@ impl<B: Backend> BroadcastReader<B> {
     /// # Ok(()) }
     /// ```
     pub async fn poll(&mut self, n: usize) -> Result<Vec<StreamRecord>> {
-        if n == 0 || n > crate::MAX_RECEIVE {
+        if n == 0 || n > crate::consume::MAX_RECEIVE {
             return Err(Error::InvalidArgument(format!(
                 "n must be 1..={}, got {n}",
-                crate::MAX_RECEIVE
+                crate::consume::MAX_RECEIVE
             )));
         }
         let out = self.read(n).await?;

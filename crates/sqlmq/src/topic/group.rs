@@ -126,9 +126,10 @@ impl<B: Backend> Group<B> {
         }
     }
 
-    /// Claim up to `n` (1 to 1000) records for `lease`: due retries first, then records not
-    /// yet handed out, from any partition. Returns at once, empty when there is nothing.
-    /// Each delivery carries its partition and offset, and a fencing token.
+    /// Claim up to `n` (1 to 1000, [`Queue::MAX_RECEIVE`](crate::Queue::MAX_RECEIVE)) records
+    /// for `lease` (at most [`Queue::MAX_LEASE`](crate::Queue::MAX_LEASE)): due retries first,
+    /// then records not yet handed out, from any partition. Returns at once, empty when there
+    /// is nothing. Each delivery carries its partition and offset, and a fencing token.
     ///
     /// ```no_run
     /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {

@@ -9,16 +9,35 @@ use crate::domain::GroupMode;
 use crate::domain::MessageId;
 use crate::domain::rfc3339 as rfc;
 use crate::domain::{Error, Result};
-use crate::domain::{GroupTrace, MAX_PARTITIONS, StartAt, StreamRecord, Trace, TraceState};
+use crate::domain::{GroupTrace, StartAt, StreamRecord, TopicConfig, Trace, TraceState};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::HistoryState;
 
-/// Most records one query returns.
-pub const MAX_QUERY: usize = 10_000;
+/// The limit of a query, the same on every backend (declared on the default backend's `Topic`
+/// so that `Topic::MAX_QUERY` needs no type annotation).
+impl Topic {
+    /// Most records one query returns: 10 000. A larger `limit` of [`Topic::query_offsets`],
+    /// [`Topic::query_key`] or [`Topic::query_time`] is lowered to it; page through more with
+    /// `query_offsets`.
+    ///
+    /// ```no_run
+    /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// use sqlmq::Topic;
+    /// assert_eq!(Topic::MAX_QUERY, 10_000);
+    /// let mut next = 0;
+    /// loop {
+    ///     let page = t.query_offsets(0, next, Topic::MAX_QUERY).await?;
+    ///     let Some(last) = page.last() else { break };
+    ///     next = last.offset + 1;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub const MAX_QUERY: usize = 10_000;
+}
 
 impl<B: Backend> Topic<B> {
-    /// Up to `limit` records of `partition` from `offset` on.
+    /// Up to `limit` records of `partition` from `offset` on (at most [`Topic::MAX_QUERY`]).
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
@@ -42,12 +61,12 @@ impl<B: Backend> Topic<B> {
                 self.id(),
                 partition as i32,
                 offset,
-                limit.min(MAX_QUERY),
+                limit.min(Topic::MAX_QUERY),
             )
             .await
     }
 
-    /// Up to `limit` records with `key`, by partition and offset.
+    /// Up to `limit` records with `key` (at most [`Topic::MAX_QUERY`]), by partition and offset.
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
@@ -60,11 +79,12 @@ impl<B: Backend> Topic<B> {
         self.client
             .inner
             .store
-            .records_by_key(&mut conn, self.id(), key, limit.min(MAX_QUERY))
+            .records_by_key(&mut conn, self.id(), key, limit.min(Topic::MAX_QUERY))
             .await
     }
 
-    /// Up to `limit` records sequenced in `[from, to)`, oldest first across partitions.
+    /// Up to `limit` records (at most [`Topic::MAX_QUERY`]) sequenced in `[from, to)`, oldest
+    /// first across partitions.
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
@@ -80,7 +100,7 @@ impl<B: Backend> Topic<B> {
         limit: usize,
     ) -> Result<Vec<StreamRecord>> {
         self.client.require_schema()?;
-        let limit = limit.min(MAX_QUERY);
+        let limit = limit.min(Topic::MAX_QUERY);
         let store = self.client.store();
         let mut conn = self.client.reader().acquire().await?;
         let starts = offsets_at::<B>(store, &mut conn, self.id(), StartAt::Time(from)).await?;
@@ -198,7 +218,7 @@ impl<B: Backend> Topic<B> {
     }
 
     pub(crate) fn check_partition(&self, partition: u32) -> Result<()> {
-        if partition >= MAX_PARTITIONS {
+        if partition >= TopicConfig::MAX_PARTITIONS {
             return Err(Error::InvalidArgument(format!(
                 "partition {partition} is out of range"
             )));

@@ -9,13 +9,32 @@ use crate::client::Client;
 use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::time_from_micros;
-use crate::domain::{DEFAULT_MEMBER_SILENCE, GroupLag, MemberLag, PartitionLag, TopicStats};
+use crate::domain::{GroupLag, MemberLag, PartitionLag, TopicStats};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::GroupTable;
 
+/// The default of a lag report, the same on every backend (declared on the default backend's
+/// `Group` so that `Group::DEFAULT_MEMBER_SILENCE` needs no type annotation).
+impl Group {
+    /// How long a broadcast member may go without a checkpoint before [`Group::lag`] leaves it
+    /// out of the group's backlog: one hour (choose another with [`Group::lag_with`]).
+    ///
+    /// ```no_run
+    /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+    /// use sqlmq::Group;
+    /// assert_eq!(Group::DEFAULT_MEMBER_SILENCE, std::time::Duration::from_secs(3600));
+    /// // Members silent for a day still count:
+    /// let lag = g.lag_with(24 * Group::DEFAULT_MEMBER_SILENCE).await?;
+    /// # let _ = lag;
+    /// # Ok(()) }
+    /// ```
+    pub const DEFAULT_MEMBER_SILENCE: Duration = Duration::from_secs(3600);
+}
+
 impl<B: Backend> Group<B> {
-    /// The group's lag (see [`GroupLag`]).
+    /// The group's lag (see [`GroupLag`]), leaving out broadcast members silent for longer than
+    /// [`Group::DEFAULT_MEMBER_SILENCE`].
     ///
     /// ```no_run
     /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
@@ -23,7 +42,7 @@ impl<B: Backend> Group<B> {
     /// # Ok(()) }
     /// ```
     pub async fn lag(&self) -> Result<GroupLag> {
-        self.lag_with(DEFAULT_MEMBER_SILENCE).await
+        self.lag_with(Group::DEFAULT_MEMBER_SILENCE).await
     }
 
     /// The group's lag, leaving out broadcast members silent (no checkpoint) for longer than

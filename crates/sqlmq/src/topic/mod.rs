@@ -31,8 +31,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
-pub use inspect::MAX_QUERY;
-pub use retention::RETENTION_INTERVAL;
 pub(crate) use sequencer::sequence_partition;
 
 use crate::client::{Client, Subject};

@@ -3,13 +3,12 @@
 //! the topic keeps unconsumed records), then the removal in chunks.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use super::Topic;
 use super::position::offset_for_time;
 use crate::domain::GroupMode;
 use crate::domain::Result;
-use crate::domain::RetentionReport;
+use crate::domain::{RetentionReport, TopicConfig};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{GroupTable, RangeRemoval};
@@ -21,14 +20,12 @@ const RETENTION_CHUNK: i64 = 500;
 /// Body sizes read per statement while looking for the cut by bytes.
 const BODY_SIZES_CHUNK: usize = 500;
 
-/// How often a client applies a topic's retention on its own (from group maintenance).
-pub const RETENTION_INTERVAL: Duration = Duration::from_secs(60);
-
 impl<B: Backend> Topic<B> {
     /// Remove the records the topic's retention (age, bytes) no longer keeps, oldest first,
     /// in transactions of at most 500 offsets. With `retention_keeps_unconsumed`, records a
     /// group has not consumed (not handed out, in flight, retrying, dead) or a broadcast
-    /// member's checkpoint has not passed are kept. Group maintenance runs it once a minute.
+    /// member's checkpoint has not passed are kept. Group maintenance runs it once a minute
+    /// ([`TopicConfig::RETENTION_INTERVAL`]).
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
@@ -179,10 +176,10 @@ impl<B: Backend> Topic<B> {
 
     /// Apply retention if this client has not done so for this topic in the last minute.
     pub(crate) async fn retention_if_due(&self) -> Result<()> {
-        if self
-            .client
-            .due(crate::client::Subject::Topic(self.id()), RETENTION_INTERVAL)
-        {
+        if self.client.due(
+            crate::client::Subject::Topic(self.id()),
+            TopicConfig::RETENTION_INTERVAL,
+        ) {
             self.apply_retention().await?;
         }
         Ok(())

@@ -2,8 +2,9 @@
 //! transaction.
 //!
 //! Batching is natural rather than timed: the acker takes the first waiting ack plus whatever
-//! else is already queued (up to [`MAX_ACK_BATCH`]) and commits them together, so an idle
-//! worker acks at once and a busy one pays one commit per batch instead of one per message.
+//! else is already queued (up to [`WorkerBuilder::MAX_ACK_BATCH`]) and commits them together,
+//! so an idle worker acks at once and a busy one pays one commit per batch instead of one per
+//! message.
 //!
 //! A handled message frees its slot as soon as its ack is queued here, so that claims overlap
 //! with ack commits instead of waiting for them. Back-pressure: the queue is bounded, so when the
@@ -16,14 +17,12 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::WorkerBuilder;
 use super::execute::Settled;
 use super::tally::Tally;
 use crate::domain::Receipt;
 use crate::source::Source;
 use crate::store::Backend;
-
-/// Most receipts per `ack_batch` transaction.
-pub const MAX_ACK_BATCH: usize = 256;
 
 /// The jobs' handle to a source's acker task.
 #[derive(Clone)]
@@ -37,7 +36,7 @@ impl Acker {
         source: Source<B>,
         tally: Arc<Tally>,
     ) -> (Acker, JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(MAX_ACK_BATCH * 4);
+        let (tx, rx) = mpsc::channel(WorkerBuilder::MAX_ACK_BATCH * 4);
         (Acker { requests: tx }, tokio::spawn(run(source, rx, tally)))
     }
 
@@ -53,10 +52,14 @@ async fn run<B: Backend>(
     mut requests: mpsc::Receiver<Receipt>,
     tally: Arc<Tally>,
 ) {
-    let mut batch: Vec<Receipt> = Vec::with_capacity(MAX_ACK_BATCH);
+    let mut batch: Vec<Receipt> = Vec::with_capacity(WorkerBuilder::MAX_ACK_BATCH);
     let (label, name) = source.metric_label();
     let batch_size = metrics::histogram!("sqlmq_ack_batch_size", label => name.clone());
-    while requests.recv_many(&mut batch, MAX_ACK_BATCH).await > 0 {
+    while requests
+        .recv_many(&mut batch, WorkerBuilder::MAX_ACK_BATCH)
+        .await
+        > 0
+    {
         batch_size.record(batch.len() as f64);
         match source.ack_batch(&batch).await {
             Ok(report) => {

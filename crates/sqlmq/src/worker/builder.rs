@@ -52,6 +52,165 @@ pub struct WorkerBuilder<B: Backend = MySql> {
     pub(super) kill: Option<CancellationToken>,
 }
 
+/// A worker's defaults and fixed limits, the same on every backend (declared on the default
+/// backend's `WorkerBuilder` so that `WorkerBuilder::DEFAULT_LEASE` needs no type annotation).
+impl WorkerBuilder {
+    /// Default handlers running at once per queue: 10 (see [`WorkerBuilder::concurrency`]).
+    ///
+    /// ```
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_CONCURRENCY, 10);
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.concurrency(4 * WorkerBuilder::DEFAULT_CONCURRENCY)
+    /// # }
+    /// ```
+    pub const DEFAULT_CONCURRENCY: usize = 10;
+
+    /// Default lease of a claim: 30 s, extended automatically while the handler runs (see
+    /// [`WorkerBuilder::lease`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_LEASE, Duration::from_secs(30));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.lease(2 * WorkerBuilder::DEFAULT_LEASE)
+    /// # }
+    /// ```
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+    /// Default time a handler may run before it is stopped and its message retried: 10 min
+    /// (see [`WorkerBuilder::timeout`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_TIMEOUT, Duration::from_secs(600));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.timeout(WorkerBuilder::DEFAULT_TIMEOUT / 10)
+    /// # }
+    /// ```
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+    /// Default time in-flight handlers get to finish at shutdown: 30 s (see
+    /// [`WorkerBuilder::shutdown_grace`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_SHUTDOWN_GRACE, Duration::from_secs(30));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.shutdown_grace(WorkerBuilder::DEFAULT_SHUTDOWN_GRACE / 3)
+    /// # }
+    /// ```
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+    /// Default most messages per claim: 100; claims are also limited to the free slots (see
+    /// [`WorkerBuilder::max_batch`]).
+    ///
+    /// ```
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_MAX_BATCH, 100);
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.max_batch(WorkerBuilder::DEFAULT_MAX_BATCH / 10)
+    /// # }
+    /// ```
+    pub const DEFAULT_MAX_BATCH: usize = 100;
+
+    /// Default claim loops per queue: 2 (see [`WorkerBuilder::claimers`]). A claim is a short
+    /// transaction whose time is mostly round trips and a commit on one server thread; a second
+    /// loop overlaps one claim's waits with the next claim's work (measured by `sqlmq bench
+    /// worker.e2e`: about 1.3× the throughput of one loop on a 2-core server; more loops only
+    /// added contention there).
+    ///
+    /// ```
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_CLAIMERS, 2);
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.claimers(WorkerBuilder::DEFAULT_CLAIMERS + 1)
+    /// # }
+    /// ```
+    pub const DEFAULT_CLAIMERS: usize = 2;
+
+    /// Default shortest wait between probes (while work keeps turning up): 10 ms (see
+    /// [`WorkerBuilder::poll_interval`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_POLL_FLOOR, Duration::from_millis(10));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.poll_interval(WorkerBuilder::DEFAULT_POLL_FLOOR, Duration::from_secs(1))
+    /// # }
+    /// ```
+    pub const DEFAULT_POLL_FLOOR: Duration = Duration::from_millis(10);
+
+    /// Default longest wait between probes of an idle process: 100 ms (see
+    /// [`WorkerBuilder::poll_interval`]). It bounds the wakeup latency of a message sent by
+    /// another process (about half of it on average), and costs about one query per interval.
+    /// See the trade-off table in docs/BENCHMARKS.md.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_POLL_CEILING, Duration::from_millis(100));
+    /// // A tenth of the idle queries, for up to a second of wakeup latency:
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.poll_interval(WorkerBuilder::DEFAULT_POLL_FLOOR, 10 * WorkerBuilder::DEFAULT_POLL_CEILING)
+    /// # }
+    /// ```
+    pub const DEFAULT_POLL_CEILING: Duration = Duration::from_millis(100);
+
+    /// Default longest wait between two maintenance runs (promotion of due messages, release
+    /// of expired leases) of a busy process: 1 s (see [`WorkerBuilder::maintenance_interval`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL, Duration::from_secs(1));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.maintenance_interval(WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL / 2)
+    /// # }
+    /// ```
+    pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
+
+    /// Default interval between heartbeats: 5 s (EMS renews client leases every 5 s; see
+    /// [`WorkerBuilder::heartbeat_interval`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL, Duration::from_secs(5));
+    /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
+    /// b.heartbeat_interval(WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL / 5)
+    /// # }
+    /// ```
+    pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+
+    /// Heartbeats a process may miss before its peers declare it dead and release its claims:
+    /// 3. A dead worker's messages thus come back after about three
+    /// [heartbeat intervals](WorkerBuilder::heartbeat_interval), however long their leases.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sqlmq::WorkerBuilder;
+    /// let silence = WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL * WorkerBuilder::MISSED_HEARTBEATS;
+    /// assert_eq!(silence, Duration::from_secs(15));
+    /// ```
+    pub const MISSED_HEARTBEATS: u32 = 3;
+
+    /// Most receipts a worker acks in one transaction: 256. Acks of handlers that finish at
+    /// about the same time share a transaction, up to this many.
+    ///
+    /// ```
+    /// use sqlmq::WorkerBuilder;
+    /// assert_eq!(WorkerBuilder::MAX_ACK_BATCH, 256);
+    /// // A full default claim is acked in one transaction when its handlers end together:
+    /// assert!(WorkerBuilder::DEFAULT_MAX_BATCH <= WorkerBuilder::MAX_ACK_BATCH);
+    /// ```
+    pub const MAX_ACK_BATCH: usize = 256;
+}
+
 impl<B: Backend> WorkerBuilder<B> {
     /// Handle the typed jobs `J` of queue `name` with `handler` (a [`Handler<J>`] or an `async`
     /// closure `|job: J, ctx: JobContext| async move { … }`). Messages of another job type, or
@@ -247,7 +406,7 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// Handlers running at once, per queue, for every queue without its own setting (default
-    /// 10).
+    /// 10, [`WorkerBuilder::DEFAULT_CONCURRENCY`]).
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.concurrency(32); }
@@ -267,7 +426,9 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Lease of each claim (default 30 s), extended every third of it while the handler runs.
+    /// Lease of each claim (default 30 s, [`WorkerBuilder::DEFAULT_LEASE`]; 300 ms to
+    /// [`Queue::MAX_LEASE`](crate::Queue::MAX_LEASE)), extended every third of it while the
+    /// handler runs.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.lease(std::time::Duration::from_secs(120)); }
@@ -277,7 +438,8 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Longest a handler may run (default 10 min); then it is stopped and its message retried.
+    /// Longest a handler may run (default 10 min, [`WorkerBuilder::DEFAULT_TIMEOUT`]); then it
+    /// is stopped and its message retried.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.timeout(std::time::Duration::from_secs(60)); }
@@ -287,7 +449,8 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Most messages per claim (default 100; claims never exceed the free slots).
+    /// Most messages per claim (default 100, [`WorkerBuilder::DEFAULT_MAX_BATCH`]; at most
+    /// [`Queue::MAX_RECEIVE`](crate::Queue::MAX_RECEIVE); claims never exceed the free slots).
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.max_batch(20); }
@@ -297,7 +460,8 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Claim loops per queue (default 2); the queue's slots are split between them.
+    /// Claim loops per queue (default 2, [`WorkerBuilder::DEFAULT_CLAIMERS`]); the queue's slots
+    /// are split between them.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.claimers(1); }
@@ -307,9 +471,11 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Polling of an idle worker: from `floor` (default 10 ms) doubling up to `ceiling`
-    /// (default 100 ms). The ceiling bounds how long a message sent by another process waits
-    /// for an idle worker; an idle process sends about one query per ceiling.
+    /// Polling of an idle worker: from `floor` (default 10 ms,
+    /// [`WorkerBuilder::DEFAULT_POLL_FLOOR`]) doubling up to `ceiling` (default 100 ms,
+    /// [`WorkerBuilder::DEFAULT_POLL_CEILING`]). The ceiling bounds how long a message sent by
+    /// another process waits for an idle worker; an idle process sends about one query per
+    /// ceiling.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.poll_interval(std::time::Duration::from_millis(10), std::time::Duration::from_secs(1)); }
@@ -320,8 +486,9 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Longest wait between maintenance runs of a busy worker (default 1 s): promotion of due
-    /// delayed messages and release of expired leases.
+    /// Longest wait between maintenance runs of a busy worker (default 1 s,
+    /// [`WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL`]): promotion of due delayed messages and
+    /// release of expired leases.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.maintenance_interval(std::time::Duration::from_millis(500)); }
@@ -331,8 +498,9 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Heartbeat interval (default 5 s). A process that misses three heartbeats is declared dead
-    /// by its peers, which release its claims.
+    /// Heartbeat interval (default 5 s, [`WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL`]). A
+    /// process that misses three heartbeats ([`WorkerBuilder::MISSED_HEARTBEATS`]) is declared
+    /// dead by its peers, which release its claims.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.heartbeat_interval(std::time::Duration::from_secs(2)); }
@@ -342,8 +510,9 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Time in-flight handlers get to finish at shutdown (default 30 s); those still running
-    /// then are stopped and their messages released for an immediate retry.
+    /// Time in-flight handlers get to finish at shutdown (default 30 s,
+    /// [`WorkerBuilder::DEFAULT_SHUTDOWN_GRACE`]); those still running then are stopped and
+    /// their messages released for an immediate retry.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.shutdown_grace(std::time::Duration::from_secs(5)); }
@@ -425,10 +594,13 @@ impl<B: Backend> WorkerBuilder<B> {
         if self.claimers == 0 || self.claimers > 64 {
             return bad("claimers must be 1..=64".into());
         }
-        if self.max_batch == 0 || self.max_batch > crate::MAX_RECEIVE {
-            return bad(format!("max_batch must be 1..={}", crate::MAX_RECEIVE));
+        if self.max_batch == 0 || self.max_batch > crate::consume::MAX_RECEIVE {
+            return bad(format!(
+                "max_batch must be 1..={}",
+                crate::consume::MAX_RECEIVE
+            ));
         }
-        if self.lease < Duration::from_millis(300) || self.lease > crate::MAX_LEASE {
+        if self.lease < Duration::from_millis(300) || self.lease > crate::consume::MAX_LEASE {
             return bad("the worker's lease must be between 300 ms and 24 h".into());
         }
         if self.poll_floor.is_zero()

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::context::JobContext;
-use crate::domain::Delivery;
-use crate::job::{JOB_HEADER, Job};
+use crate::domain::{Delivery, Message};
+use crate::job::Job;
 use crate::store::Backend;
 use sqlx::MySql;
 
@@ -138,7 +138,7 @@ impl<B: Backend, J: Job, H: Handler<J, B>> DynHandler<B> for Typed<J, H> {
         // (the context holds the headers: see `JobContext::new`)
         if let Some(name) = ctx
             .headers()
-            .get(JOB_HEADER)
+            .get(Message::JOB_HEADER)
             .filter(|n| n.as_str() != J::NAME)
         {
             let reason = format!("job {name:?} sent to a worker of {:?}", J::NAME);

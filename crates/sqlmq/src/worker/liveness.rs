@@ -15,6 +15,7 @@ use std::time::Duration;
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
+use super::WorkerBuilder;
 use crate::client::Client;
 use crate::consume::Consumer;
 use crate::consume::SourceId;
@@ -23,11 +24,6 @@ use crate::source::Source;
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::ProcessRegistration;
-
-/// Default interval between heartbeats (EMS renews client leases every 5 s).
-pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
-/// Heartbeats a process may miss before it is declared dead.
-pub const MISSED_HEARTBEATS: u32 = 3;
 
 /// Rows released per transaction.
 const RELEASE_BATCH: usize = 500;
@@ -42,7 +38,8 @@ pub(crate) struct Registration<B: Backend> {
 impl<B: Backend> Registration<B> {
     fn silence(&self) -> Duration {
         // Saturating: an interval of `Duration::MAX` (never silent for long enough) is valid.
-        self.interval.saturating_mul(MISSED_HEARTBEATS)
+        self.interval
+            .saturating_mul(WorkerBuilder::MISSED_HEARTBEATS)
     }
 
     fn queue_ids(&self) -> Vec<i32> {

@@ -22,8 +22,8 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | [`Worker`], the defaults, [`shutdown_on_signals`] |
-//! | `builder.rs` | [`WorkerBuilder`]: sources, handlers, settings, `run` |
+//! | `mod.rs` | [`Worker`], [`shutdown_on_signals`] |
+//! | `builder.rs` | [`WorkerBuilder`]: sources, handlers, settings and their defaults, `run` |
 //! | `start.rs` | starting: resolve, register, spawn every task |
 //! | `shutdown.rs` | the shutdown protocol: stop claiming, drain, flush acks, deregister |
 //! | `handler.rs` | [`Handler`], [`Outcome`], type erasure of typed and raw handlers |
@@ -55,32 +55,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use acker::MAX_ACK_BATCH;
 pub use builder::WorkerBuilder;
 pub use context::{JobContext, JobTransaction};
 pub use handler::{Handler, Outcome};
-pub use liveness::{DEFAULT_HEARTBEAT_INTERVAL, MISSED_HEARTBEATS};
-pub use poll::{DEFAULT_MAINTENANCE_INTERVAL, DEFAULT_POLL_CEILING, DEFAULT_POLL_FLOOR};
 pub use tally::WorkerReport;
 
 use crate::client::Client;
 use crate::store::Backend;
-
-/// Default handlers running at once per queue.
-pub const DEFAULT_CONCURRENCY: usize = 10;
-/// Default lease of a claim; extended automatically while the handler runs.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-/// Default time a handler may run before it is stopped and its message retried.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default time in-flight handlers get to finish at shutdown.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-/// Default most messages per claim (claims are also limited to the free slots).
-pub const DEFAULT_MAX_BATCH: usize = 100;
-/// Default claim loops per queue. A claim is a short transaction whose time is mostly round
-/// trips and a commit on one server thread; a second loop overlaps one claim's waits with the
-/// next claim's work (measured by `sqlmq bench worker.e2e`: about 1.3× the throughput of one
-/// loop on a 2-core server; more loops only added contention there).
-pub const DEFAULT_CLAIMERS: usize = 2;
 
 /// The worker runtime. Build one with [`Worker::builder`].
 ///
@@ -112,17 +93,17 @@ impl Worker {
                 every: 1,
                 interval: Duration::from_secs(1),
             },
-            concurrency: DEFAULT_CONCURRENCY,
+            concurrency: WorkerBuilder::DEFAULT_CONCURRENCY,
             per_queue_concurrency: Default::default(),
-            lease: DEFAULT_LEASE,
-            timeout: DEFAULT_TIMEOUT,
-            max_batch: DEFAULT_MAX_BATCH,
-            claimers: DEFAULT_CLAIMERS,
-            poll_floor: DEFAULT_POLL_FLOOR,
-            poll_ceiling: DEFAULT_POLL_CEILING,
-            maintenance_interval: DEFAULT_MAINTENANCE_INTERVAL,
-            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
-            grace: DEFAULT_SHUTDOWN_GRACE,
+            lease: WorkerBuilder::DEFAULT_LEASE,
+            timeout: WorkerBuilder::DEFAULT_TIMEOUT,
+            max_batch: WorkerBuilder::DEFAULT_MAX_BATCH,
+            claimers: WorkerBuilder::DEFAULT_CLAIMERS,
+            poll_floor: WorkerBuilder::DEFAULT_POLL_FLOOR,
+            poll_ceiling: WorkerBuilder::DEFAULT_POLL_CEILING,
+            maintenance_interval: WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL,
+            heartbeat_interval: WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL,
+            grace: WorkerBuilder::DEFAULT_SHUTDOWN_GRACE,
             stop_when_drained: false,
             max_messages: None,
             kill: None,

@@ -26,15 +26,6 @@ use crate::source::Source;
 use crate::store::Backend;
 use crate::topic::Group;
 
-/// Default shortest wait between probes (while work keeps turning up).
-pub const DEFAULT_POLL_FLOOR: Duration = Duration::from_millis(10);
-/// Default longest wait between probes of an idle process: bounds the wakeup latency of a
-/// message sent by another process (about half of it on average), and costs about one query per
-/// interval. See the trade-off table in docs/BENCHMARKS.md.
-pub const DEFAULT_POLL_CEILING: Duration = Duration::from_millis(100);
-/// Default longest wait between two maintenance runs (promotion of due messages, release of
-/// expired leases) of a busy process.
-pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(1);
 /// Relative jitter of poll delays, so that processes started together do not poll together.
 const JITTER: f64 = 0.2;
 

@@ -18,7 +18,7 @@ use super::execute::SourceRuntime;
 use super::liveness::Registration;
 use super::poll::{self, PollState, ProberConfig};
 use super::tally::Tally;
-use crate::domain::{Error, GroupMode, MAX_PARTITIONS, Result};
+use crate::domain::{Error, GroupMode, Result, TopicConfig};
 use crate::store::Backend;
 
 /// A started worker: its tasks, and the signals that stop them (see `shutdown.rs`).
@@ -137,7 +137,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 .unwrap_or(self.concurrency);
             // One task per partition, each holding a slot while it lives (the drain waits
             // for their last checkpoints).
-            let alive = Arc::new(Slots::new(MAX_PARTITIONS as usize));
+            let alive = Arc::new(Slots::new(TopicConfig::MAX_PARTITIONS as usize));
             all_slots.push(Arc::clone(&alive));
             let rt = Arc::new(MemberRuntime {
                 handler_seconds: metrics::histogram!("sqlmq_handler_seconds", "group" => spec.label()),

@@ -119,7 +119,7 @@ pub(crate) async fn bad_messages_are_rejected_and_nothing_is_written<B: TestBack
 
 pub(crate) async fn out_of_range_arguments_are_rejected<B: TestBackend>() {
     let (db, client, q) = queue::<B>(QueueConfig::default()).await;
-    for n in [0, sqlmq::MAX_RECEIVE + 1] {
+    for n in [0, sqlmq::Queue::MAX_RECEIVE + 1] {
         assert!(
             matches!(
                 q.receive(n, Duration::from_secs(1)).await,
@@ -128,7 +128,10 @@ pub(crate) async fn out_of_range_arguments_are_rejected<B: TestBackend>() {
             "n={n}"
         );
     }
-    for lease in [Duration::ZERO, sqlmq::MAX_LEASE + Duration::from_secs(1)] {
+    for lease in [
+        Duration::ZERO,
+        sqlmq::Queue::MAX_LEASE + Duration::from_secs(1),
+    ] {
         assert!(
             matches!(q.receive(1, lease).await, Err(Error::InvalidArgument(_))),
             "{lease:?}"

@@ -66,7 +66,7 @@ pub(crate) async fn typed_jobs_and_every_outcome<B: TestBackend>() {
         q.enqueue(&task(n, action)).await.unwrap();
     }
     q.send(Message::new("not json")).await.unwrap();
-    q.send(Message::new("{}").header(sqlmq::JOB_HEADER, "other_job"))
+    q.send(Message::new("{}").header(Message::JOB_HEADER, "other_job"))
         .await
         .unwrap();
 

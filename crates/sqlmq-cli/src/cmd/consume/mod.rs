@@ -91,10 +91,14 @@ impl ExecOptions {
         if self.concurrency == 0 || self.concurrency > 1000 {
             return Err(UsageError("--concurrency must be 1 to 1000".into()).into());
         }
-        if batch == 0 || batch > sqlmq::MAX_RECEIVE {
-            return Err(UsageError(format!("--batch must be 1 to {}", sqlmq::MAX_RECEIVE)).into());
+        if batch == 0 || batch > sqlmq::Queue::MAX_RECEIVE {
+            return Err(UsageError(format!(
+                "--batch must be 1 to {}",
+                sqlmq::Queue::MAX_RECEIVE
+            ))
+            .into());
         }
-        if self.lease < MIN_LEASE || self.lease > sqlmq::MAX_LEASE {
+        if self.lease < MIN_LEASE || self.lease > sqlmq::Queue::MAX_LEASE {
             return Err(UsageError(format!(
                 "--lease must be between {} and 24h",
                 short_duration(MIN_LEASE)

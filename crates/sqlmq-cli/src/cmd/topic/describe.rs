@@ -67,7 +67,7 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         &client,
         Some(topic.name()),
         None,
-        sqlmq::DEFAULT_MEMBER_SILENCE,
+        sqlmq::Group::DEFAULT_MEMBER_SILENCE,
     )
     .await?;
     let config = topic.config();
