@@ -230,6 +230,8 @@ impl ClientBuilder {
             connect_timeout: self.connect_timeout,
             lock_wait_timeout: self.lock_wait_timeout,
         };
+        // The backend's error classes from the first connection attempt on.
+        crate::store::register::<B>();
         let pools = B::Store::connect(url, &options).await?;
         self.build(pools).await
     }

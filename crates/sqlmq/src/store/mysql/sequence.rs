@@ -28,12 +28,12 @@ use std::collections::HashSet;
 
 use sqlx::{MySqlConnection, Row};
 
-use super::{MySqlStore, exec_id_list, id_at, micros};
+use super::{MySqlStore, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
 use crate::failpoints::hit;
 use crate::store::Publish;
-use crate::store::body::Statement;
+use crate::store::body::{Columns, Statement};
 use crate::store::rows::PendingBatch;
 use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
@@ -93,7 +93,7 @@ impl Publish<MySql> for MySqlStore {
                 }
             }
             for row in q.fetch_all(&mut *conn).await? {
-                known.insert(id_at(&row, 0)?);
+                known.insert(row.id_at(0)?);
             }
         }
         Ok(known)
@@ -158,7 +158,7 @@ impl Publish<MySql> for MySqlStore {
         let mut all = Vec::with_capacity(rows.len());
         let mut bytes = 0i64;
         for row in &rows {
-            let id = id_at(row, 0)?;
+            let id = row.id_at(0)?;
             all.push(id);
             if row.try_get::<i64, _>(2)? == 0 {
                 fresh.push(id);
@@ -189,7 +189,7 @@ impl Publish<MySql> for MySqlStore {
             rest = tail;
         }
         hit("sequence.logged").await;
-        exec_id_list(&self.st, conn, DELETE_PENDING, &all).await?;
+        self.exec_id_list(conn, DELETE_PENDING, &all).await?;
         hit("sequence.deleted").await;
         sqlx::query(self.st.get(ADVANCE))
             .bind(fresh.len() as i64)

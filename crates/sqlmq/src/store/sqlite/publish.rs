@@ -28,10 +28,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use sqlx::{Row, Sqlite, SqliteConnection};
 
-use super::{SqliteStore, fetch_id_list, id_at, now_us};
+use super::{SqliteStore, now_us};
 use crate::domain::{Error, MessageId, Result};
 use crate::store::Publish;
-use crate::store::body::Statement;
+use crate::store::body::{Columns, Statement};
 use crate::store::rows::{PendingBatch, PendingRow};
 
 /// Ids of `ids` already published (by the unique index on `topic_log.id`).
@@ -71,10 +71,10 @@ impl Publish<Sqlite> for SqliteStore {
         conn: &mut SqliteConnection,
         ids: &[MessageId],
     ) -> Result<HashSet<MessageId>> {
-        fetch_id_list(&self.st, conn, KNOWN_IDS, ids)
+        self.fetch_id_list(conn, KNOWN_IDS, ids)
             .await?
             .iter()
-            .map(|row| id_at(row, 0))
+            .map(|row| row.id_at(0))
             .collect()
     }
 
