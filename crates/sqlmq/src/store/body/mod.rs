@@ -12,8 +12,10 @@
 //! |---|---|
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
 //! | `processes.rs` | `Processes` |
+//! | `group_state.rs` | `GroupState` |
 
 mod db;
+mod group_state;
 mod processes;
 
 use std::collections::BTreeMap;
@@ -21,6 +23,7 @@ use std::marker::PhantomData;
 
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub use group_state::GroupStateSql;
 pub use processes::ProcessSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
@@ -61,6 +64,9 @@ pub trait Dialect: Driver + Types {
 
     /// The process registry's statements.
     const PROCESSES: ProcessSql;
+
+    /// Where a cluster group stands.
+    const GROUP_STATE: GroupStateSql;
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

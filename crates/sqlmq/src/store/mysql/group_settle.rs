@@ -47,9 +47,6 @@ pub(crate) const CLAIM_GROUP_OWNED: &str = concat!(
     lease_columns!(),
     "FORCE INDEX (expiry) WHERE group_id = ? AND owner = ? LIMIT ? FOR UPDATE SKIP LOCKED"
 );
-/// Groups in which `owner` holds leases (the in-flight rows of every group: small).
-pub(crate) const OWNER_GROUPS: &str =
-    "SELECT DISTINCT group_id FROM {p}group_leases WHERE owner = ?";
 pub(crate) const DELETE_GROUP_LEASES: &str = "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}group_leases t \
     FORCE INDEX (PRIMARY) ON t.group_id = ? AND t.id = v.id";
 pub(crate) const UPSERT_HISTORY: &str = "INSERT INTO {p}group_history \
@@ -72,14 +69,6 @@ const DEAD_ROW: &str = "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? 
 pub(crate) const GROUP_EXTEND: &str = "UPDATE {p}group_leases FORCE INDEX (PRIMARY) \
     SET lease_until = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND) \
     WHERE group_id = ? AND id = ? AND token = ? AND lease_until > UTC_TIMESTAMP(6)";
-/// Leases held longer than `?` microseconds (the group's in-flight rows).
-pub(crate) const HELD_TOO_LONG: &str = concat!(
-    "SELECT id, partition_no, msg_offset, token, owner, ",
-    "TIMESTAMPDIFF(MICROSECOND, claimed_at, UTC_TIMESTAMP(6)) ",
-    "FROM {p}group_leases FORCE INDEX (PRIMARY) WHERE group_id = ? ",
-    "AND claimed_at < DATE_SUB(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)"
-);
-
 /// `group_history.state`: waiting for a retry.
 pub(crate) const STATE_RETRYING: i8 = 0;
 /// `group_history.state`: acked.

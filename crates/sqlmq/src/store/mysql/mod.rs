@@ -112,6 +112,7 @@ pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 impl crate::store::body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
 }
 
 impl Backend for MySql {

@@ -47,9 +47,6 @@ pub(crate) const GROUP_EXPIRED: &str = concat!(
 /// A group's leases held by one owner: the group's in-flight rows, filtered (rare: a member
 /// died or left).
 const GROUP_OWNED: &str = concat!(lease_columns!(), "WHERE group_id = ? AND owner = ? LIMIT ?");
-/// Groups in which `owner` holds leases (the in-flight rows of every group: small).
-pub(crate) const OWNER_GROUPS: &str =
-    "SELECT DISTINCT group_id FROM {p}group_leases WHERE owner = ?";
 const DELETE_GROUP_LEASES: &str =
     "DELETE FROM {p}group_leases WHERE group_id = ? AND id IN ({list})";
 /// The events of history rows about to get one more (row values through a subquery, for the
@@ -80,15 +77,6 @@ const GROUP_EXTEND: &str = concat!(
     " + ? WHERE group_id = ? AND id = ? AND token = ? AND lease_until > ",
     now_us!()
 );
-/// Leases held longer than `?` microseconds (the group's in-flight rows).
-pub(crate) const HELD_TOO_LONG: &str = concat!(
-    "SELECT id, partition_no, msg_offset, token, owner, ",
-    now_us!(),
-    " - claimed_at FROM {p}group_leases WHERE group_id = ? AND claimed_at < ",
-    now_us!(),
-    " - ?"
-);
-
 /// `group_history.state`: waiting for a retry.
 pub(crate) const STATE_RETRYING: i64 = 0;
 /// `group_history.state`: acked.

@@ -48,7 +48,7 @@
 //! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
 //! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
-//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace) |
+//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
@@ -112,6 +112,7 @@ pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
 impl crate::store::body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
 }
 
 impl Backend for Sqlite {
