@@ -12,9 +12,13 @@
 //! |---|---|
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
 //! | `processes.rs` | `Processes` |
+//! | `group_ids.rs` | statements over a list of a cluster group's ids |
+//! | `group_settle.rs` | `GroupSettle` |
 //! | `group_state.rs` | `GroupState` |
 
 mod db;
+mod group_ids;
+mod group_settle;
 mod group_state;
 mod processes;
 
@@ -23,6 +27,8 @@ use std::marker::PhantomData;
 
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub(crate) use group_ids::GroupIds;
+pub use group_settle::{GroupSettleSql, HistoryRow};
 pub use group_state::GroupStateSql;
 pub use processes::ProcessSql;
 
@@ -65,8 +71,27 @@ pub trait Dialect: Driver + Types {
     /// The process registry's statements.
     const PROCESSES: ProcessSql;
 
+    /// Settling a cluster group's claims.
+    const GROUP_SETTLE: GroupSettleSql;
+
     /// Where a cluster group stands.
     const GROUP_STATE: GroupStateSql;
+
+    /// Make the `events` of history rows about to be written (each holds its new event's
+    /// line) what `GROUP_SETTLE.upsert_history` binds. By default they stay as they are: the
+    /// upsert appends them to the stored events and keeps the last ones (MySQL). A backend
+    /// whose SQL cannot trim the events reads the stored ones here and appends (SQLite).
+    fn group_history_events(
+        _store: &SqlStore<Self>,
+        _conn: &mut Self::Connection,
+        _group_id: i32,
+        _rows: &mut [HistoryRow<'_>],
+    ) -> impl std::future::Future<Output = Result<()>> + Send
+    where
+        Self: crate::store::Backend,
+    {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

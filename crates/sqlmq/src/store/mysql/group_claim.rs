@@ -24,6 +24,7 @@ use super::{MySqlStore, headers_at, id_at, insert_values, micros, opt_text_at};
 use crate::domain::MessageId;
 use crate::domain::Result;
 use crate::store::GroupClaim;
+use crate::store::body::GroupIds;
 use crate::store::rows::Cursor;
 use crate::store::rows::CursorScan;
 use crate::store::rows::DueRetry;
@@ -144,7 +145,7 @@ impl GroupClaim<MySql> for MySqlStore {
             .collect::<Result<Vec<_>>>()?;
         if !retries.is_empty() {
             let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
-            self.exec_group_ids(conn, DELETE_RETRIES, group_id, &ids)
+            self.exec_group_ids(conn, DELETE_RETRIES, GroupIds::GroupLast, group_id, &ids)
                 .await?;
         }
         Ok(retries)
@@ -374,31 +375,6 @@ impl GroupClaim<MySql> for MySqlStore {
             rest = tail;
         }
         Ok(out)
-    }
-}
-
-impl MySqlStore {
-    /// Run `template` (`{ids}` first, then the group id) over `ids` in padded chunks.
-    pub(crate) async fn exec_group_ids(
-        &self,
-        conn: &mut MySqlConnection,
-        template: &'static str,
-        group_id: i32,
-        ids: &[MessageId],
-    ) -> Result<u64> {
-        let mut affected = 0;
-        for chunk in ids.chunks(MAX_LIST) {
-            let mut q = sqlx::query(self.st.list(
-                template,
-                crate::store::statements::ID_ROW,
-                bucket(chunk.len()),
-            ));
-            for id in padded(chunk) {
-                q = q.bind(id.bytes());
-            }
-            affected += q.bind(group_id).execute(&mut *conn).await?.rows_affected();
-        }
-        Ok(affected)
     }
 }
 

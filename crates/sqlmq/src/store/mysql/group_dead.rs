@@ -9,6 +9,7 @@ use crate::domain::Result;
 use crate::domain::parse_events;
 use crate::domain::{AttemptError, DeadLetter, MessageId, time_from_micros};
 use crate::store::GroupDead;
+use crate::store::body::GroupIds;
 use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
@@ -149,8 +150,14 @@ impl GroupDead<MySql> for MySqlStore {
             q.bind(group_id).execute(&mut *conn).await?;
             rest = tail;
         }
-        self.exec_group_ids(conn, DELETE_GROUP_DEAD, group_id, &found)
-            .await?;
+        self.exec_group_ids(
+            conn,
+            DELETE_GROUP_DEAD,
+            GroupIds::GroupLast,
+            group_id,
+            &found,
+        )
+        .await?;
         Ok(found)
     }
 
@@ -160,7 +167,7 @@ impl GroupDead<MySql> for MySqlStore {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<u64> {
-        self.exec_group_ids(conn, DELETE_GROUP_DEAD, group_id, ids)
+        self.exec_group_ids(conn, DELETE_GROUP_DEAD, GroupIds::GroupLast, group_id, ids)
             .await
     }
 

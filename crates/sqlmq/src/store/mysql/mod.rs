@@ -34,7 +34,7 @@
 //! | `retention.rs` | `Retention` | removing old records in primary-key-range chunks |
 //! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
 //! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
-//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events trimmed in SQL |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
 //! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 //! | `plans.rs`, `plans_topics.rs` | | the EXPLAIN test of every hot statement |
@@ -112,6 +112,7 @@ pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 impl crate::store::body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const GROUP_SETTLE: crate::store::body::GroupSettleSql = group_settle::SQL;
     const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
 }
 

@@ -392,17 +392,22 @@ mod plans {
             ),
             (
                 "settle: leases",
-                st.list(group_settle::GROUP_LEASES, "?", 4),
+                st.list(group_settle::SQL.lock_leases, "?", 4),
+                "PRIMARY KEY (group_id=? AND id=?)",
+            ),
+            (
+                "settle: delete leases",
+                st.list(group_settle::SQL.delete_leases, "?", 4),
                 "PRIMARY KEY (group_id=? AND id=?)",
             ),
             (
                 "settle: history events",
-                st.list(group_settle::HISTORY_EVENTS, POSITION_ROW, 4),
+                st.list(group_settle::HISTORY_EVENTS, group_settle::POSITION_ROW, 4),
                 "PRIMARY KEY (group_id=? AND partition_no=? AND msg_offset=?)",
             ),
             (
                 "expiry: expired leases",
-                st.get(group_settle::GROUP_EXPIRED),
+                st.get(group_settle::SQL.claim_expired),
                 "sqlmq_group_leases_expiry (group_id=? AND lease_until<?)",
             ),
         ];

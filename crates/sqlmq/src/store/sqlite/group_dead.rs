@@ -11,6 +11,7 @@ use crate::domain::{
     AttemptError, DeadLetter, MessageId, PendingRetry, Result, parse_events, time_from_micros,
 };
 use crate::store::GroupDead;
+use crate::store::body::GroupIds;
 use crate::store::statements::{MAX_LIST, bucket, padded};
 
 const LIST_GROUP_DEAD: &str = "SELECT d.id, d.partition_no, d.msg_offset, d.attempts, d.died_at, \
@@ -138,7 +139,7 @@ impl GroupDead<Sqlite> for SqliteStore {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<Vec<MessageId>> {
-        self.exec_group_ids(conn, DEAD_TO_RETRIES, group_id, ids)
+        self.exec_group_ids(conn, DEAD_TO_RETRIES, GroupIds::GroupFirst, group_id, ids)
             .await?;
         self.take_group_dead(conn, group_id, ids).await
     }
@@ -199,7 +200,8 @@ impl GroupDead<Sqlite> for SqliteStore {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<u64> {
-        self.exec_group_ids(conn, RETRY_NOW, group_id, ids).await
+        self.exec_group_ids(conn, RETRY_NOW, GroupIds::GroupFirst, group_id, ids)
+            .await
     }
 
     /// Replay offsets `[from, to)` of one partition into the group (at most a few thousand per

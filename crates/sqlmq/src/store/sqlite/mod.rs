@@ -46,7 +46,7 @@
 //! | `retention.rs` | `Retention` | removing old records |
 //! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
 //! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
-//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events appended in Rust (a hook) |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
 //! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 
@@ -112,7 +112,17 @@ pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
 impl crate::store::body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const GROUP_SETTLE: crate::store::body::GroupSettleSql = group_settle::SQL;
     const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
+
+    fn group_history_events(
+        store: &SqliteStore,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        rows: &mut [crate::store::body::HistoryRow<'_>],
+    ) -> impl std::future::Future<Output = Result<()>> + Send {
+        group_settle::history_events(store, conn, group_id, rows)
+    }
 }
 
 impl Backend for Sqlite {

@@ -22,7 +22,7 @@ use crate::domain::{Decide, Error, MessageId, NackOutcome, Receipt, Released, Re
 use crate::store::rows::Entry;
 use std::sync::Mutex;
 
-use crate::store::{Enqueue, GroupSettle, QueueSettle, ack_in_own_transaction};
+use crate::store::{Enqueue, QueueSettle, ack_in_own_transaction};
 
 const LEASES: &str = concat!(
     "SELECT id, queue_id, priority, token, attempts, ordering_key, lease_until > ",
@@ -373,81 +373,6 @@ impl QueueSettle<Sqlite> for SqliteStore {
         decide: &Decide<'_>,
     ) -> Result<Released> {
         SqliteStore::release_queue_owned(self, conn, queue_id, owner, limit, decide).await
-    }
-}
-
-impl GroupSettle<Sqlite> for SqliteStore {
-    async fn ack_group(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        receipts: &[Receipt],
-    ) -> Result<Vec<Receipt>> {
-        SqliteStore::ack_group(self, conn, group_id, receipts).await
-    }
-
-    async fn ack_group_own(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        receipts: &[Receipt],
-        acked: &Mutex<Vec<Receipt>>,
-        op: &'static str,
-    ) -> Result<Vec<Receipt>> {
-        type B = Sqlite;
-        ack_in_own_transaction!(conn, receipts, acked, op, |tx| SqliteStore::ack_group(
-            self, &mut tx, group_id, receipts
-        ))
-    }
-
-    async fn group_acks_committed(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        acked: &[Receipt],
-    ) -> Result<bool> {
-        SqliteStore::group_acks_committed(self, conn, group_id, acked).await
-    }
-
-    async fn fail_group(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        receipt: &Receipt,
-        decide: &Decide<'_>,
-    ) -> Result<NackOutcome> {
-        SqliteStore::fail_group(self, conn, group_id, receipt, decide).await
-    }
-
-    async fn extend_group(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        receipt: &Receipt,
-        lease: Duration,
-    ) -> Result<bool> {
-        SqliteStore::extend_group(self, conn, group_id, receipt, lease).await
-    }
-
-    async fn release_group_expired(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        limit: usize,
-        decide: &Decide<'_>,
-    ) -> Result<Released> {
-        SqliteStore::release_group_expired(self, conn, group_id, limit, decide).await
-    }
-
-    async fn release_group_owned(
-        &self,
-        conn: &mut SqliteConnection,
-        group_id: i32,
-        owner: &str,
-        limit: usize,
-        decide: &Decide<'_>,
-    ) -> Result<Released> {
-        SqliteStore::release_group_owned(self, conn, group_id, owner, limit, decide).await
     }
 }
 
