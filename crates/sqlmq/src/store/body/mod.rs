@@ -14,9 +14,11 @@
 //! | `processes.rs` | `Processes` |
 //! | `group_ids.rs` | statements over a list of a cluster group's ids |
 //! | `group_settle.rs` | `GroupSettle` |
+//! | `group_dead.rs` | `GroupDead` |
 //! | `group_state.rs` | `GroupState` |
 
 mod db;
+mod group_dead;
 mod group_ids;
 mod group_settle;
 mod group_state;
@@ -27,6 +29,7 @@ use std::marker::PhantomData;
 
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub use group_dead::GroupDeadSql;
 pub(crate) use group_ids::GroupIds;
 pub use group_settle::{GroupSettleSql, HistoryRow};
 pub use group_state::GroupStateSql;
@@ -73,6 +76,9 @@ pub trait Dialect: Driver + Types {
 
     /// Settling a cluster group's claims.
     const GROUP_SETTLE: GroupSettleSql;
+
+    /// A cluster group's dead letters, waiting retries and replays.
+    const GROUP_DEAD: GroupDeadSql;
 
     /// Where a cluster group stands.
     const GROUP_STATE: GroupStateSql;

@@ -113,6 +113,7 @@ impl crate::store::body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
     const GROUP_SETTLE: crate::store::body::GroupSettleSql = group_settle::SQL;
+    const GROUP_DEAD: crate::store::body::GroupDeadSql = group_dead::SQL;
     const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
 
     fn group_history_events(
