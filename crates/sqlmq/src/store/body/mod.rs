@@ -13,11 +13,13 @@
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
 //! | `processes.rs` | `Processes` |
 //! | `group_ids.rs` | statements over a list of a cluster group's ids |
+//! | `group_claim.rs` | `GroupClaim` (the cluster claim's reads and writes) |
 //! | `group_settle.rs` | `GroupSettle` |
 //! | `group_dead.rs` | `GroupDead` |
 //! | `group_state.rs` | `GroupState` |
 
 mod db;
+mod group_claim;
 mod group_dead;
 mod group_ids;
 mod group_settle;
@@ -29,8 +31,9 @@ use std::marker::PhantomData;
 
 pub use db::{Bind, Driver, Get, Run};
 pub(crate) use db::{Query, db_error};
+pub use group_claim::GroupClaimSql;
+pub(crate) use group_claim::{cursor_select, partition_end};
 pub use group_dead::GroupDeadSql;
-pub(crate) use group_ids::GroupIds;
 pub use group_settle::{GroupSettleSql, HistoryRow};
 pub use group_state::GroupStateSql;
 pub use processes::ProcessSql;
@@ -73,6 +76,9 @@ pub trait Dialect: Driver + Types {
 
     /// The process registry's statements.
     const PROCESSES: ProcessSql;
+
+    /// The cluster-group claim's reads and writes.
+    const GROUP_CLAIM: GroupClaimSql;
 
     /// Settling a cluster group's claims.
     const GROUP_SETTLE: GroupSettleSql;

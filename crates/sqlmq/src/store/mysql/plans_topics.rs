@@ -38,13 +38,13 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
         ),
         c(
             "group claim: due retries",
-            st.get(group_claim::CLAIM_RETRIES),
+            st.get(group_claim::SQL.claim_retries),
             vec![Int(group), Int(100)],
             ("group_retries", "due"),
         ),
         c(
             "group claim: lock cursors",
-            st.get(group_claim::LOCK_CURSORS),
+            st.get(group_claim::SQL.lock_cursors),
             vec![
                 Int(topic),
                 Int(topic),
@@ -58,13 +58,13 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
         ),
         c(
             "group claim: log range",
-            st.get(group_claim::LOG_RANGE),
+            st.get(group_claim::SQL.log_range),
             vec![Int(topic), Int(0), Int(10), Int(110)],
             ("topic_log", "PRIMARY"),
         ),
         c(
             "group claim: past tokens",
-            st.get(group_claim::PAST_TOKENS),
+            st.get(group_claim::SQL.past_tokens),
             vec![Int(group), Int(0), Int(10), Int(110)],
             ("group_history", "PRIMARY"),
         ),

@@ -45,7 +45,7 @@
 //! | `stream.rs` | `Stream` | plain log reads, offsets by time, checkpoints |
 //! | `retention.rs` | `Retention` | removing old records |
 //! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
-//! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
+//! | `group_claim.rs` | `GroupClaim` | the cluster claim's statements (plain reads: one writer) |
 //! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events appended in Rust (a hook) |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
 //! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
@@ -112,6 +112,7 @@ pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
 impl crate::store::body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
     const PROCESSES: crate::store::body::ProcessSql = processes::SQL;
+    const GROUP_CLAIM: crate::store::body::GroupClaimSql = group_claim::SQL;
     const GROUP_SETTLE: crate::store::body::GroupSettleSql = group_settle::SQL;
     const GROUP_DEAD: crate::store::body::GroupDeadSql = group_dead::SQL;
     const GROUP_STATE: crate::store::body::GroupStateSql = group_state::SQL;
