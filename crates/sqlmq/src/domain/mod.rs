@@ -65,4 +65,4 @@ pub use server::{Flavor, ServerInfo};
 pub use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::TopicConfig;
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
-pub(crate) use trace::{parse_events, rfc3339};
+pub(crate) use trace::{GROUP_EVENTS_KEPT, group_events_kept, parse_events, rfc3339};

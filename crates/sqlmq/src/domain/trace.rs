@@ -38,6 +38,20 @@ pub struct DeliveryEvent {
     pub error: Option<String>,
 }
 
+/// Settled deliveries kept per record in a group's history (`group_history.events`, the last
+/// ones), as a literal for statement texts built with `concat!` (MySQL trims the events in
+/// SQL); Rust code reads [`GROUP_EVENTS_KEPT`].
+macro_rules! group_events_kept {
+    () => {
+        20
+    };
+}
+pub(crate) use group_events_kept;
+
+/// Settled deliveries kept per record in a group's history (`group_history.events`, the last
+/// ones): what `trace` shows and what a group's dead letter lists errors from.
+pub(crate) const GROUP_EVENTS_KEPT: usize = group_events_kept!();
+
 /// Parse an events column.
 pub(crate) fn parse_events(text: &[u8]) -> Vec<DeliveryEvent> {
     String::from_utf8_lossy(text)

@@ -102,14 +102,33 @@ pub trait GroupClaim<B: Backend> {
         positions: &[(i32, i64)],
     ) -> impl Future<Output = Result<Vec<LoggedRow>>> + Send;
 
-    /// Lock cursors with work from `scan.start` on (wrapping): a locked cursor is the right to
-    /// hand out its partition's next offsets. Cursors other claims hold are skipped; only when
-    /// all are busy does it wait for one.
+    /// Lock up to `scan.limit` cursors with work among partitions `[scan.from, scan.to)`, by
+    /// partition: a locked cursor is the right to hand out its partition's next offsets.
+    /// Cursors other claims hold are skipped.
     fn lock_cursors(
         &self,
         conn: &mut B::Connection,
         scan: &CursorScan,
     ) -> impl Future<Output = Result<Vec<Cursor>>> + Send;
+
+    /// A partition with work, whoever holds its cursor (after [`GroupClaim::lock_cursors`]
+    /// found none free: one whose cursor another claim holds).
+    fn busy_cursor(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        topic_id: i32,
+    ) -> impl Future<Output = Result<Option<i32>>> + Send;
+
+    /// Lock one partition's cursor, waiting for another claim's to end; with the partition's
+    /// end and first offset as they are after the wait. `None` when the cursor is gone.
+    fn wait_cursor(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        topic_id: i32,
+        partition: i32,
+    ) -> impl Future<Output = Result<Option<Cursor>>> + Send;
 
     /// Partitions among `parts` with a record in flight or waiting to retry.
     fn occupied(

@@ -174,18 +174,14 @@ pub struct Cursor {
     pub now_us: i64,
 }
 
-/// Where a claim looks for cursors with work.
+/// Where a claim looks for cursors with work: partitions `[from, to)`, at most `limit` of them.
 #[derive(Clone, Copy, Debug)]
 pub struct CursorScan {
     pub group_id: i32,
     pub topic_id: i32,
-    /// The topic's partition count as the claimer knows it (it may be stale: partitions only
-    /// grow).
-    pub partitions: u32,
-    /// The partition to look at first (spreads members over partitions).
-    pub start: i32,
-    /// Records the claim still wants.
-    pub want: usize,
+    pub from: i32,
+    pub to: i32,
+    pub limit: i64,
 }
 
 /// A retry taken for delivery (its row already deleted).

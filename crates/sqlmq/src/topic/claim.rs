@@ -12,8 +12,9 @@
 //! 3. One lease per record, with a fencing token one above the record's last.
 //!
 //! Cursors move independently of acks: a slow or failing record holds up nothing but itself,
-//! unless the topic asks for strict order. The backend supplies the reads and writes (see
-//! `store/mysql/group_claim.rs`); every decision above is made here.
+//! unless the topic asks for strict order. The store supplies the reads and writes (see
+//! `store/body/group_claim.rs`); every decision above is made here, including which cursors to
+//! lock and when to wait for one ([`cursors_with_work`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -22,7 +23,10 @@ use crate::domain::{Delivery, MessageId, Result, micros_of, time_from_micros};
 
 use crate::store::Backend;
 use crate::store::prelude::*;
-use crate::store::rows::{CursorScan, LoggedRow, NewGroupLeases};
+use crate::store::rows::{Cursor, CursorScan, LoggedRow, NewGroupLeases};
+
+/// Cursors locked per statement when the first one locked did not fill the claim.
+const MORE_CURSORS: i64 = 3;
 
 /// What a claim asks for.
 pub(crate) struct GroupClaimRequest<'a> {
@@ -95,14 +99,7 @@ pub(crate) async fn claim<B: Backend>(
     let mut moved = Vec::new();
     let mut want = req.n - again.len();
     if want > 0 {
-        let scan = CursorScan {
-            group_id: req.group_id,
-            topic_id: req.topic_id,
-            partitions: req.partitions,
-            start: req.start,
-            want,
-        };
-        let cursors = store.lock_cursors(conn, &scan).await?;
+        let cursors = cursors_with_work::<B>(store, conn, req, want).await?;
         let busy = if req.strict {
             // Partitions with a record in flight or waiting, including the retries taken just
             // above (their leases are not written yet).
@@ -188,6 +185,69 @@ pub(crate) async fn claim<B: Backend>(
         deliveries,
         skipped,
     })
+}
+
+/// Lock cursors with work: the first from `req.start` on (wrapping), then a few more at a time
+/// if they do not hold `want` records. Cursors other claims hold are skipped; only when every
+/// partition with work is held does the claim wait for one (a queue of claims, instead of
+/// members polling a lock). SQLite's claim has the database to itself: no cursor is ever held
+/// there, and the wait never happens.
+async fn cursors_with_work<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    req: &GroupClaimRequest<'_>,
+    want: usize,
+) -> Result<Vec<Cursor>> {
+    // `partitions` may be stale (partitions only grow): the first range is open-ended.
+    let start = req.start.rem_euclid(req.partitions.max(1) as i32);
+    let mut ranges = vec![(start, i32::MAX)];
+    if start > 0 {
+        ranges.push((0, start));
+    }
+    let available =
+        |locked: &[Cursor]| -> i64 { locked.iter().map(|c| c.end - c.next.max(c.low)).sum() };
+    let mut locked: Vec<Cursor> = Vec::new();
+    let mut limit = 1;
+    'ranges: for (lo, hi) in ranges {
+        let mut from = lo;
+        while from < hi {
+            let scan = CursorScan {
+                group_id: req.group_id,
+                topic_id: req.topic_id,
+                from,
+                to: hi,
+                limit,
+            };
+            let got = store.lock_cursors(conn, &scan).await?;
+            let n = got.len() as i64;
+            for c in got {
+                from = c.partition + 1;
+                locked.push(c);
+            }
+            if available(&locked) >= want as i64 {
+                break 'ranges;
+            }
+            if n < limit {
+                break; // nothing more with work in this range
+            }
+            limit = MORE_CURSORS;
+        }
+    }
+    if !locked.is_empty() {
+        return Ok(locked);
+    }
+    // Every partition with work is being claimed by someone else: queue up for one.
+    let Some(partition) = store.busy_cursor(conn, req.group_id, req.topic_id).await? else {
+        return Ok(Vec::new());
+    };
+    let cursor = store
+        .wait_cursor(conn, req.group_id, req.topic_id, partition)
+        .await?;
+    // The other claim may have taken what there was.
+    Ok(cursor
+        .filter(|c| c.next.max(c.low) < c.end || c.next < c.low)
+        .into_iter()
+        .collect())
 }
 
 /// The deliveries of `found`: the next attempt, and a token one above the record's last.

@@ -27,12 +27,22 @@
 //! | `stream.rs` | `Stream` |
 //! | `retention.rs` | `Retention` |
 //! | `member_dead.rs` | `MemberDead` |
+//! | `group_ids.rs` | statements over a list of a cluster group's ids |
+//! | `group_claim.rs` | `GroupClaim` (the cluster claim's reads and writes) |
+//! | `group_settle.rs` | `GroupSettle` |
+//! | `group_dead.rs` | `GroupDead` |
+//! | `group_state.rs` | `GroupState` |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
 mod db;
 mod dead;
 pub(crate) mod enqueue;
+mod group_claim;
+mod group_dead;
+mod group_ids;
+mod group_settle;
+mod group_state;
 mod groups;
 pub(crate) mod keys;
 mod maintain;
@@ -54,6 +64,11 @@ pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Run};
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
+pub use group_claim::GroupClaimSql;
+pub(crate) use group_claim::{cursor_select, partition_end};
+pub use group_dead::GroupDeadSql;
+pub use group_settle::{GroupSettleSql, HistoryRow};
+pub use group_state::GroupStateSql;
 pub use groups::GroupSql;
 pub use keys::KeySql;
 pub use maintain::MaintainSql;
@@ -170,6 +185,34 @@ pub trait Dialect: Driver + Types {
 
     /// Broadcast members' dead letters.
     const MEMBER_DEAD: MemberDeadSql;
+
+    /// The cluster-group claim's reads and writes.
+    const GROUP_CLAIM: GroupClaimSql;
+
+    /// Settling a cluster group's claims.
+    const GROUP_SETTLE: GroupSettleSql;
+
+    /// A cluster group's dead letters, waiting retries and replays.
+    const GROUP_DEAD: GroupDeadSql;
+
+    /// Where a cluster group stands.
+    const GROUP_STATE: GroupStateSql;
+
+    /// Make the `events` of history rows about to be written (each holds its new event's
+    /// line) what `GROUP_SETTLE.upsert_history` binds. By default they stay as they are: the
+    /// upsert appends them to the stored events and keeps the last ones (MySQL). A backend
+    /// whose SQL cannot trim the events reads the stored ones here and appends (SQLite).
+    fn group_history_events(
+        _store: &SqlStore<Self>,
+        _conn: &mut Self::Connection,
+        _group_id: i32,
+        _rows: &mut [HistoryRow<'_>],
+    ) -> impl std::future::Future<Output = Result<()>> + Send
+    where
+        Self: crate::store::Backend,
+    {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// The value types the body binds and reads, for any backend whose driver handles them.

@@ -33,8 +33,8 @@
 //! | `stream.rs` | `Stream` | plain log reads: broadcast, queries, offsets by time, checkpoints |
 //! | `retention.rs` | `Retention` | removing old records in primary-key-range chunks |
 //! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
-//! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
-//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_claim.rs` | `GroupClaim` | the cluster claim's statements (`SKIP LOCKED` retries and cursors) |
+//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events trimmed in SQL |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
 //! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 //! | `plans.rs`, `plans_topics.rs` | | the EXPLAIN test of every hot statement |
@@ -73,12 +73,9 @@ pub(crate) mod settle;
 pub(crate) mod stream;
 pub(crate) mod topics;
 
-use sqlx::mysql::MySqlRow;
-use sqlx::{MySql, MySqlConnection, Row};
+use sqlx::{MySql, MySqlConnection};
 
-use crate::domain::MessageId;
-use crate::domain::{Error, Result};
-use crate::store::statements::{MAX_LIST, Statements, bucket};
+use crate::domain::Result;
 use crate::store::{Backend, body};
 
 /// Statement that opens a transaction of sqlmq's on a connection it does not own (a caller's,
@@ -126,6 +123,10 @@ impl body::Dialect for MySql {
     const STREAM: body::StreamSql = stream::SQL;
     const RETENTION: body::RetentionSql = retention::SQL;
     const MEMBER_DEAD: body::MemberDeadSql = member_dead::SQL;
+    const GROUP_CLAIM: body::GroupClaimSql = group_claim::SQL;
+    const GROUP_SETTLE: body::GroupSettleSql = group_settle::SQL;
+    const GROUP_DEAD: body::GroupDeadSql = group_dead::SQL;
+    const GROUP_STATE: body::GroupStateSql = group_state::SQL;
 
     fn grants(
         store: &MySqlStore,
@@ -155,108 +156,3 @@ impl Backend for MySql {
 }
 
 impl crate::store::sealed::Sealed for MySql {}
-
-/// Read a `BINARY(16)` message id from column `idx`.
-pub(crate) fn id_at(row: &MySqlRow, idx: usize) -> Result<MessageId> {
-    MessageId::from_slice(row.try_get::<&[u8], _>(idx)?)
-}
-
-/// Read an optional `VARBINARY` text column.
-pub(crate) fn opt_text_at(row: &MySqlRow, idx: usize) -> Result<Option<String>> {
-    match row.try_get::<Option<Vec<u8>>, _>(idx)? {
-        None => Ok(None),
-        Some(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| Error::Corrupt(format!("column {idx} is not UTF-8: {e}"))),
-    }
-}
-
-/// Headers are stored as a JSON object, NULL when empty.
-pub(crate) fn headers_at(
-    row: &MySqlRow,
-    idx: usize,
-) -> Result<std::collections::BTreeMap<String, String>> {
-    match row.try_get::<Option<&[u8]>, _>(idx)? {
-        None => Ok(Default::default()),
-        Some(bytes) => serde_json::from_slice(bytes)
-            .map_err(|e| Error::Corrupt(format!("headers are not a JSON object: {e}"))),
-    }
-}
-
-/// The statement `template` (one `{list}` of `?`) bound to `chunk` (at most `MAX_LIST` ids),
-/// padded to its bucket by repeating the last id, which changes nothing in an `IN` list.
-fn id_list_query<'q>(
-    st: &Statements,
-    template: &'static str,
-    chunk: &'q [MessageId],
-) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
-    let n = bucket(chunk.len());
-    let mut q = sqlx::query(st.list(template, "?", n));
-    for i in 0..n {
-        q = q.bind(chunk[i.min(chunk.len() - 1)].bytes());
-    }
-    q
-}
-
-/// Run `template` over `ids` in bucketed chunks; returns the total rows affected.
-pub(crate) async fn exec_id_list(
-    st: &Statements,
-    conn: &mut MySqlConnection,
-    template: &'static str,
-    ids: &[MessageId],
-) -> Result<u64> {
-    let mut affected = 0;
-    for chunk in ids.chunks(MAX_LIST) {
-        affected += id_list_query(st, template, chunk)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-    }
-    Ok(affected)
-}
-
-/// Fetch the rows of `template` for `ids` in bucketed chunks (`IN` matches a row once, so the
-/// padding never duplicates rows).
-pub(crate) async fn fetch_id_list(
-    st: &Statements,
-    conn: &mut MySqlConnection,
-    template: &'static str,
-    ids: &[MessageId],
-) -> Result<Vec<MySqlRow>> {
-    let mut rows = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(MAX_LIST) {
-        rows.extend(
-            id_list_query(st, template, chunk)
-                .fetch_all(&mut *conn)
-                .await?,
-        );
-    }
-    Ok(rows)
-}
-
-/// A query being built for MySQL.
-pub(crate) type Q<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
-
-/// Insert `rows` with a multi-row `VALUES` statement (`{list}` of `item`), split into bucket-sized
-/// statements of at most `max_rows` rows each.
-pub(crate) async fn insert_values<T>(
-    st: &Statements,
-    conn: &mut MySqlConnection,
-    template: &'static str,
-    item: &'static str,
-    rows: &[T],
-    max_rows: usize,
-    bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
-) -> Result<()> {
-    let mut rest = rows;
-    for size in crate::store::statements::split_into_buckets(rows.len(), max_rows) {
-        let (chunk, tail) = rest.split_at(size);
-        let mut q = sqlx::query(st.list(template, item, size));
-        for row in chunk {
-            q = bind(q, row);
-        }
-        q.execute(&mut *conn).await?;
-        rest = tail;
-    }
-    Ok(())
-}

@@ -3,17 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
-
-use sqlx::{MySql, MySqlConnection};
 
 use super::MySqlStore;
 use super::script::{Lit, Script, rolled_back};
-use crate::domain::{Decide, MessageId, NackOutcome, Receipt, Released, Result};
+use crate::domain::{MessageId, Receipt, Result};
 use crate::store::body::settle::{Lease, split_acks};
 use crate::store::body::{ErrorHistory, SettleSql};
+use crate::store::receipts_except;
 use crate::store::statements::MAX_LIST;
-use crate::store::{GroupSettle, ack_in_own_transaction, receipts_except};
 
 pub(super) const SQL: SettleSql = SettleSql {
     lock_leases: LOCK_LEASES,
@@ -86,88 +83,4 @@ pub(super) async fn ack_queue_own(
     crate::failpoints::before_commit(op).await;
     write.run(conn).await?;
     Ok(lost)
-}
-
-impl GroupSettle<MySql> for MySqlStore {
-    async fn ack_group(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        receipts: &[Receipt],
-    ) -> Result<Vec<Receipt>> {
-        MySqlStore::ack_group(self, conn, group_id, receipts).await
-    }
-
-    async fn ack_group_own(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        receipts: &[Receipt],
-        acked: &Mutex<Vec<Receipt>>,
-        op: &'static str,
-    ) -> Result<Vec<Receipt>> {
-        type B = MySql;
-        ack_in_own_transaction!(conn, receipts, acked, op, |tx| MySqlStore::ack_group(
-            self, &mut tx, group_id, receipts
-        ))
-    }
-
-    async fn group_acks_committed(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        acked: &[Receipt],
-    ) -> Result<bool> {
-        let ids: Vec<MessageId> = acked.iter().map(|r| r.id).collect();
-        if ids.is_empty() {
-            return Ok(true);
-        }
-        // An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
-        // committed.
-        let left = self.lock_group_leases(conn, group_id, &ids).await?;
-        Ok(acked
-            .iter()
-            .all(|r| left.get(&r.id).is_none_or(|l| l.token as u64 != r.token)))
-    }
-
-    async fn fail_group(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        receipt: &Receipt,
-        decide: &Decide<'_>,
-    ) -> Result<NackOutcome> {
-        MySqlStore::fail_group(self, conn, group_id, receipt, decide).await
-    }
-
-    async fn extend_group(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        receipt: &Receipt,
-        lease: Duration,
-    ) -> Result<bool> {
-        MySqlStore::extend_group(self, conn, group_id, receipt, lease).await
-    }
-
-    async fn release_group_expired(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        limit: usize,
-        decide: &Decide<'_>,
-    ) -> Result<Released> {
-        MySqlStore::release_group_expired(self, conn, group_id, limit, decide).await
-    }
-
-    async fn release_group_owned(
-        &self,
-        conn: &mut MySqlConnection,
-        group_id: i32,
-        owner: &str,
-        limit: usize,
-        decide: &Decide<'_>,
-    ) -> Result<Released> {
-        MySqlStore::release_group_owned(self, conn, group_id, owner, limit, decide).await
-    }
 }

@@ -45,10 +45,10 @@
 //! | `stream.rs` | `Stream` | plain log reads, offsets by time, checkpoints |
 //! | `retention.rs` | `Retention` | removing old records |
 //! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
-//! | `group_claim.rs` | `GroupClaim` | the cluster claim's reads and writes |
-//! | `group_settle.rs` | | group ack, failure, extend, lease releases, history events |
+//! | `group_claim.rs` | `GroupClaim` | the cluster claim's statements (plain reads: one writer) |
+//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events appended in Rust (a hook) |
 //! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
-//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace) |
+//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 
 pub(crate) mod admin;
 pub(crate) mod claim;
@@ -76,13 +76,9 @@ pub(crate) mod settle;
 pub(crate) mod stream;
 pub(crate) mod topics;
 
-use std::collections::BTreeMap;
+use sqlx::{Sqlite, SqliteConnection};
 
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Row, Sqlite, SqliteConnection};
-
-use crate::domain::{Error, MessageId, Result};
-use crate::store::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
+use crate::domain::Result;
 use crate::store::{Backend, body};
 
 /// Statement that opens every transaction sqlmq owns (see the module documentation).
@@ -126,6 +122,19 @@ impl body::Dialect for Sqlite {
     const STREAM: body::StreamSql = stream::SQL;
     const RETENTION: body::RetentionSql = retention::SQL;
     const MEMBER_DEAD: body::MemberDeadSql = member_dead::SQL;
+    const GROUP_CLAIM: body::GroupClaimSql = group_claim::SQL;
+    const GROUP_SETTLE: body::GroupSettleSql = group_settle::SQL;
+    const GROUP_DEAD: body::GroupDeadSql = group_dead::SQL;
+    const GROUP_STATE: body::GroupStateSql = group_state::SQL;
+
+    fn group_history_events(
+        store: &SqliteStore,
+        conn: &mut SqliteConnection,
+        group_id: i32,
+        rows: &mut [crate::store::body::HistoryRow<'_>],
+    ) -> impl std::future::Future<Output = Result<()>> + Send {
+        group_settle::history_events(store, conn, group_id, rows)
+    }
 }
 
 impl Backend for Sqlite {
@@ -135,102 +144,5 @@ impl Backend for Sqlite {
 
 impl crate::store::sealed::Sealed for Sqlite {}
 
-/// A query being built for SQLite.
-pub(crate) type Q<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments>;
-
-/// Read a 16-byte message id from column `idx`.
-pub(crate) fn id_at(row: &SqliteRow, idx: usize) -> Result<MessageId> {
-    MessageId::from_slice(row.try_get::<&[u8], _>(idx)?)
-}
-
-/// Read an optional text column stored as a BLOB of UTF-8 (keys, owners).
-pub(crate) fn opt_text_at(row: &SqliteRow, idx: usize) -> Result<Option<String>> {
-    match row.try_get::<Option<Vec<u8>>, _>(idx)? {
-        None => Ok(None),
-        Some(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| Error::Corrupt(format!("column {idx} is not UTF-8: {e}"))),
-    }
-}
-
-/// Headers are stored as a JSON object, NULL when empty.
-pub(crate) fn headers_at(row: &SqliteRow, idx: usize) -> Result<BTreeMap<String, String>> {
-    match row.try_get::<Option<&[u8]>, _>(idx)? {
-        None => Ok(Default::default()),
-        Some(bytes) => serde_json::from_slice(bytes)
-            .map_err(|e| Error::Corrupt(format!("headers are not a JSON object: {e}"))),
-    }
-}
-
-/// The statement `template` (one `{list}` of `?`) bound to the ids of `chunk` (at most
-/// [`MAX_LIST`]), padded to its bucket.
-fn id_list_query<'q>(st: &Statements, template: &'static str, chunk: &'q [MessageId]) -> Q<'q> {
-    let mut q = sqlx::query(st.list(template, "?", bucket(chunk.len())));
-    for id in padded(chunk) {
-        q = q.bind(id.bytes());
-    }
-    q
-}
-
-/// Run `template` (`… IN ({list})`) over `ids` in chunks; returns the total rows affected.
-pub(crate) async fn exec_id_list(
-    st: &Statements,
-    conn: &mut SqliteConnection,
-    template: &'static str,
-    ids: &[MessageId],
-) -> Result<u64> {
-    let mut affected = 0;
-    for chunk in ids.chunks(MAX_LIST) {
-        affected += id_list_query(st, template, chunk)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-    }
-    Ok(affected)
-}
-
-/// Fetch the rows of `template` (`… IN ({list})`) for `ids` in chunks (`IN` matches a row
-/// once, so the padding never duplicates rows).
-pub(crate) async fn fetch_id_list(
-    st: &Statements,
-    conn: &mut SqliteConnection,
-    template: &'static str,
-    ids: &[MessageId],
-) -> Result<Vec<SqliteRow>> {
-    let mut rows = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(MAX_LIST) {
-        rows.extend(
-            id_list_query(st, template, chunk)
-                .fetch_all(&mut *conn)
-                .await?,
-        );
-    }
-    Ok(rows)
-}
-
 /// SQLite's limit of bound parameters per statement (`SQLITE_MAX_VARIABLE_NUMBER`).
 pub(crate) const MAX_PARAMS: usize = 32_766;
-
-/// Insert `rows` with a multi-row `VALUES` statement (`{list}` of `item`, which has `params`
-/// placeholders), split into bucket-sized statements within SQLite's parameter limit.
-pub(crate) async fn insert_values<T>(
-    st: &Statements,
-    conn: &mut SqliteConnection,
-    template: &'static str,
-    item: &'static str,
-    params: usize,
-    rows: &[T],
-    bind: impl for<'q> Fn(Q<'q>, &'q T) -> Q<'q>,
-) -> Result<()> {
-    let mut rest = rows;
-    for size in split_into_buckets(rows.len(), MAX_PARAMS / params.max(1)) {
-        let (chunk, tail) = rest.split_at(size);
-        let mut q = sqlx::query(st.list(template, item, size));
-        for row in chunk {
-            q = bind(q, row);
-        }
-        q.execute(&mut *conn).await?;
-        rest = tail;
-    }
-    Ok(())
-}
