@@ -5,11 +5,17 @@
 //! its contract, edge values included (empty lists, the largest batch, huge durations), so
 //! that the backends cannot drift apart behind an API that happens not to notice.
 //!
+//! Nothing here names a backend: every scenario is generic over [`SuiteBackend`]. The
+//! consumer-group traits (`Groups`, `GroupClaim`, `GroupSettle`, `GroupDead`, `GroupState`) are
+//! not covered yet.
+//!
 //! | file | traits |
 //! |---|---|
 //! | `processes.rs` | `Processes` |
+//! | `queues.rs` | `Queues` |
 
 mod processes;
+mod queues;
 
 use sqlmq_testkit::{TestBackend, TestDb};
 
