@@ -14,7 +14,9 @@
 //! | `processes.rs` | `Processes` |
 //! | `queues.rs` | `Queues` |
 //! | `enqueue.rs` | `Enqueue`, `ScriptedSend` |
+//! | `claim.rs` | `Claim` |
 
+mod claim;
 mod enqueue;
 mod processes;
 mod queues;
@@ -24,8 +26,8 @@ use std::time::Duration;
 use sqlmq_testkit::{TestBackend, TestDb, Value};
 
 use crate::Client;
-use crate::domain::{Delivery, Message, MessageId, QueueConfig};
-use crate::store::rows::{ClaimRequest, Entry, MessageRow};
+use crate::domain::{Delivery, Message, MessageId, QueueConfig, Settlement};
+use crate::store::rows::{ClaimRequest, Entry, Keyed, MessageRow};
 use crate::store::statements::{MAX_LIST, split_into_buckets};
 use crate::store::{Backend, Claim, Enqueue, Queues};
 
@@ -118,6 +120,30 @@ pub(crate) async fn insert_rows<B: SuiteBackend>(
     }
 }
 
+/// Store `msgs` in one committed transaction through the store's own statements: the rows,
+/// then each message in `ready`, in `scheduled` (its delay) or behind its ordering key.
+pub(crate) async fn put<B: SuiteBackend>(client: &Client<B>, queue_id: i32, msgs: &[Message]) {
+    let store = client.store();
+    let mut tx = client.begin().await.unwrap();
+    insert_rows(client, &mut tx, queue_id, msgs).await;
+    let mut placed = Vec::new();
+    let mut keyed = Vec::new();
+    for m in msgs {
+        let delay_us = crate::domain::micros_of(m.delay);
+        match &m.ordering_key {
+            None => placed.push((entry(m), delay_us)),
+            Some(key) => keyed.push(Keyed {
+                key: key.clone(),
+                entry: entry(m),
+                delay_us,
+            }),
+        }
+    }
+    store.place(&mut tx, queue_id, &placed).await.unwrap();
+    store.enqueue_keyed(&mut tx, queue_id, keyed).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
 /// A claim of up to `n` messages leased for `lease` by `owner`, in a transaction of its own.
 pub(crate) async fn claim_as<B: SuiteBackend>(
     client: &Client<B>,
@@ -148,6 +174,17 @@ pub(crate) async fn claim<B: SuiteBackend>(
     lease: Duration,
 ) -> Vec<Delivery> {
     claim_as(client, queue_id, n, lease, "suite").await
+}
+
+/// A settlement that puts the message back after `after`, counting the attempt, and records
+/// `error`.
+pub(crate) fn retry(attempts: u32, after: Duration, error: &str) -> Settlement<'_> {
+    Settlement {
+        retry_after: Some(after),
+        attempts,
+        error: Some(error),
+        outcome: "failed",
+    }
 }
 
 /// A message id read back from a test query (binary columns may decode as text).
@@ -181,4 +218,12 @@ pub(crate) async fn row_of<B: SuiteBackend>(
         )
         .await;
     rows.first().map(|r| r.iter().map(Value::int).collect())
+}
+
+/// The database clock, in microseconds since the epoch (on a reader).
+pub(crate) async fn now_us<B: SuiteBackend>(client: &Client<B>) -> i64 {
+    let mut conn = client.reader().acquire().await.unwrap();
+    crate::store::Server::now_us(client.store(), &mut conn)
+        .await
+        .unwrap()
 }
