@@ -15,18 +15,20 @@
 //! | `queues.rs` | `Queues` |
 //! | `enqueue.rs` | `Enqueue`, `ScriptedSend` |
 //! | `claim.rs` | `Claim` |
+//! | `settle.rs` | `QueueSettle` |
 
 mod claim;
 mod enqueue;
 mod processes;
 mod queues;
+mod settle;
 
 use std::time::Duration;
 
 use sqlmq_testkit::{TestBackend, TestDb, Value};
 
 use crate::Client;
-use crate::domain::{Delivery, Message, MessageId, QueueConfig, Settlement};
+use crate::domain::{Delivery, Message, MessageId, QueueConfig, Receipt, Settlement};
 use crate::store::rows::{ClaimRequest, Entry, Keyed, MessageRow};
 use crate::store::statements::{MAX_LIST, split_into_buckets};
 use crate::store::{Backend, Claim, Enqueue, Queues};
@@ -50,6 +52,9 @@ pub(crate) const LONG: Duration = Duration::from_secs(3600);
 /// The longest span given to the database's date arithmetic: a thousand years (the domain's
 /// `MAX_DATE_SPAN`, private to its module; `micros_of` caps every duration to it).
 pub(crate) const MAX_DATE_SPAN: Duration = Duration::from_secs(1000 * 366 * 24 * 3600);
+
+/// The deadline of the suite's waits on the database clock.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(10);
 
 /// A queue named `name` with the default configuration; its id.
 pub(crate) async fn queue<B: SuiteBackend>(client: &Client<B>, name: &str) -> i32 {
@@ -176,6 +181,11 @@ pub(crate) async fn claim<B: SuiteBackend>(
     claim_as(client, queue_id, n, lease, "suite").await
 }
 
+/// The receipts of `deliveries`.
+pub(crate) fn receipts(deliveries: &[Delivery]) -> Vec<Receipt> {
+    deliveries.iter().map(Delivery::receipt).collect()
+}
+
 /// A settlement that puts the message back after `after`, counting the attempt, and records
 /// `error`.
 pub(crate) fn retry(attempts: u32, after: Duration, error: &str) -> Settlement<'_> {
@@ -184,6 +194,16 @@ pub(crate) fn retry(attempts: u32, after: Duration, error: &str) -> Settlement<'
         attempts,
         error: Some(error),
         outcome: "failed",
+    }
+}
+
+/// A settlement that makes the message a dead letter, recording `error`.
+pub(crate) fn bury(attempts: u32, error: &str) -> Settlement<'_> {
+    Settlement {
+        retry_after: None,
+        attempts,
+        error: Some(error),
+        outcome: "dead",
     }
 }
 
