@@ -16,9 +16,11 @@
 //! | `enqueue.rs` | `Enqueue`, `ScriptedSend` |
 //! | `claim.rs` | `Claim` |
 //! | `settle.rs` | `QueueSettle` |
+//! | `maintain.rs` | `Maintain` |
 
 mod claim;
 mod enqueue;
+mod maintain;
 mod processes;
 mod queues;
 mod settle;
@@ -238,6 +240,18 @@ pub(crate) async fn row_of<B: SuiteBackend>(
         )
         .await;
     rows.first().map(|r| r.iter().map(Value::int).collect())
+}
+
+/// Wait until the database clock has passed `us` (µs since the epoch).
+pub(crate) async fn wait_past<B: SuiteBackend>(client: &Client<B>, us: i64) {
+    sqlmq_testkit::eventually_async(DEADLINE, "the database clock to pass", || async move {
+        let mut conn = client.reader().acquire().await.unwrap();
+        let now = crate::store::Server::now_us(client.store(), &mut conn)
+            .await
+            .unwrap();
+        (now > us).then_some(())
+    })
+    .await;
 }
 
 /// The database clock, in microseconds since the epoch (on a reader).
