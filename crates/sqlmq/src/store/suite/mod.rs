@@ -17,7 +17,9 @@
 //! | `claim.rs` | `Claim` |
 //! | `settle.rs` | `QueueSettle` |
 //! | `maintain.rs` | `Maintain` |
+//! | `admin.rs` | `Admin` |
 
+mod admin;
 mod claim;
 mod enqueue;
 mod maintain;
