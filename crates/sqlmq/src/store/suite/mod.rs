@@ -18,9 +18,11 @@
 //! | `settle.rs` | `QueueSettle` |
 //! | `maintain.rs` | `Maintain` |
 //! | `admin.rs` | `Admin` |
+//! | `dead.rs` | `DeadLetters` |
 
 mod admin;
 mod claim;
+mod dead;
 mod enqueue;
 mod maintain;
 mod processes;
