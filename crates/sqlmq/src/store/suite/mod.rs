@@ -19,12 +19,14 @@
 //! | `maintain.rs` | `Maintain` |
 //! | `admin.rs` | `Admin` |
 //! | `dead.rs` | `DeadLetters` |
+//! | `probe.rs` | `Probe` |
 
 mod admin;
 mod claim;
 mod dead;
 mod enqueue;
 mod maintain;
+mod probe;
 mod processes;
 mod queues;
 mod settle;
