@@ -20,6 +20,7 @@
 //! | `admin.rs` | `Admin` |
 //! | `dead.rs` | `DeadLetters` |
 //! | `probe.rs` | `Probe` |
+//! | `topics.rs` | `Topics`, `Publish`, `Stream`, `Retention` |
 
 mod admin;
 mod claim;
@@ -30,6 +31,7 @@ mod probe;
 mod processes;
 mod queues;
 mod settle;
+mod topics;
 
 use std::time::Duration;
 
