@@ -21,12 +21,14 @@
 //! | `dead.rs` | `DeadLetters` |
 //! | `probe.rs` | `Probe` |
 //! | `topics.rs` | `Topics`, `Publish`, `Stream`, `Retention` |
+//! | `member_dead.rs` | `MemberDead` |
 
 mod admin;
 mod claim;
 mod dead;
 mod enqueue;
 mod maintain;
+mod member_dead;
 mod probe;
 mod processes;
 mod queues;
