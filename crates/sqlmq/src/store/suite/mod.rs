@@ -22,6 +22,7 @@
 //! | `probe.rs` | `Probe` |
 //! | `topics.rs` | `Topics`, `Publish`, `Stream`, `Retention` |
 //! | `member_dead.rs` | `MemberDead` |
+//! | `schema.rs` | `Schema`, `Server::now_us` |
 
 mod admin;
 mod claim;
@@ -32,6 +33,7 @@ mod member_dead;
 mod probe;
 mod processes;
 mod queues;
+mod schema;
 mod settle;
 mod topics;
 
