@@ -12,18 +12,27 @@
 /// async fn sends_and_receives<B: TestBackend>() { /* … */ }
 /// sqlmq_testkit::conformance!(async: [sends_and_receives]);
 /// ```
+///
+/// Attributes written before an async scenario's name go on each of its tests (an
+/// `#[ignore = "why"]` for a known difference between backends, say):
+///
+/// ```ignore
+/// sqlmq_testkit::conformance!(async: [#[ignore = "backends differ: …"] drifts]);
+/// ```
 #[macro_export]
 macro_rules! conformance {
-    (async: [$($a:ident),* $(,)?] $(, sync: [$($s:ident),* $(,)?])? $(,)?) => {
+    (async: [$($(#[$m:meta])* $a:ident),* $(,)?] $(, sync: [$($s:ident),* $(,)?])? $(,)?) => {
         $crate::conformance!(@backend mysql, sqlx::MySql, "MySQL/MariaDB",
-            [$($a),*], [$($($s),*)?]);
+            [$($(#[$m])* $a),*], [$($($s),*)?]);
         $crate::conformance!(@backend sqlite, sqlx::Sqlite, "SQLite",
-            [$($a),*], [$($($s),*)?]);
+            [$($(#[$m])* $a),*], [$($($s),*)?]);
     };
-    (@backend $module:ident, $backend:ty, $label:literal, [$($a:ident),*], [$($s:ident),*]) => {
+    (@backend $module:ident, $backend:ty, $label:literal, [$($(#[$m:meta])* $a:ident),*],
+        [$($s:ident),*]) => {
         #[doc = concat!("The scenarios of this module on ", $label, ".")]
         mod $module {
             $(
+                $(#[$m])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $a() {
                     super::$a::<$backend>().await
