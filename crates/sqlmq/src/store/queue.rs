@@ -10,7 +10,9 @@ use super::rows::{
 };
 use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result};
 
-/// Queue rows.
+/// Queue rows. Names are compared by the backend's rules (MySQL's `ascii_bin` ignores
+/// trailing spaces, SQLite compares bytes); the engine passes validated names only, which have
+/// no spaces.
 pub trait Queues<B: Backend> {
     /// Create the queue, or update the configuration of an existing one.
     fn upsert_queue(

@@ -8,7 +8,8 @@ use super::Backend;
 use super::rows::{PartitionRow, PendingBatch, PositionRow, RangeRemoval, TopicCursor, TopicRow};
 use crate::domain::{MessageId, Result, StreamRecord, TopicConfig};
 
-/// Topic rows and their partitions' counters.
+/// Topic rows and their partitions' counters. Names are compared by the backend's rules, as
+/// queue names are ([`Queues`](super::Queues)).
 pub trait Topics<B: Backend> {
     /// Create the topic (with its partitions and its groups' cursors for new partitions), or
     /// update its configuration; partitions only grow.

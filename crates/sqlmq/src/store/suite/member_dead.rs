@@ -50,7 +50,6 @@ async fn topic_with_two<B: SuiteBackend>(client: &Client<B>) -> (i32, [MessageId
     let batch = PendingBatch {
         topic_id: t,
         rows: &rows,
-        budget: 1 << 20,
     };
     store.insert_pending(&mut tx, &batch).await.unwrap();
     tx.commit().await.unwrap();
