@@ -24,6 +24,12 @@ impl<B: Backend> Client<B> {
         self.inner.store.probe_groups(&mut conn, group_ids).await
     }
 
+    /// Every registered worker process.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for p in client.processes().await? { println!("{} {:?}", p.id, p.silent_for) }
+    /// # Ok(()) }
     /// ```
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.require_schema()?;

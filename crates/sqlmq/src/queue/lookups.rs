@@ -8,6 +8,15 @@ use crate::store::Backend;
 use crate::store::prelude::*;
 
 impl<B: Backend> Client<B> {
+    /// Create a queue, or update the configuration of an existing one (its messages are kept).
+    /// Declaring queues at application start-up is the intended use.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// use sqlmq::{Backoff, QueueConfig};
+    /// let config = QueueConfig::default().max_attempts(5).backoff("10s,1m,10m".parse()?);
+    /// let q = client.create_queue("webhooks", config).await?;
+    /// # Ok(()) }
     /// ```
     pub async fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue<B>> {
         validate_name("queue", name)?;
@@ -22,6 +31,16 @@ impl<B: Backend> Client<B> {
         Ok(Queue::new(self.clone(), row.id, row.name))
     }
 
+    /// A handle to an existing queue.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// match client.queue("emails").await {
+    ///     Ok(q) => println!("found {}", q.name()),
+    ///     Err(sqlmq::Error::UnknownQueue(name)) => println!("no queue {name}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
     /// ```
     pub async fn queue(&self, name: &str) -> Result<Queue<B>> {
         validate_name("queue", name)?;
@@ -33,6 +52,12 @@ impl<B: Backend> Client<B> {
         }
     }
 
+    /// The configuration of every queue, by name.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for (name, config) in client.queue_configs().await? { println!("{name}: {config:?}") }
+    /// # Ok(()) }
     /// ```
     pub async fn queue_configs(&self) -> Result<Vec<(String, QueueConfig)>> {
         self.require_schema()?;
@@ -41,6 +66,12 @@ impl<B: Backend> Client<B> {
         Ok(rows.into_iter().map(|r| (r.name, r.config)).collect())
     }
 
+    /// Counts of every queue's messages by state, sorted by name.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for s in client.queue_stats().await? { println!("{} {}", s.name, s.ready) }
+    /// # Ok(()) }
     /// ```
     pub async fn queue_stats(&self) -> Result<Vec<QueueStats>> {
         self.require_schema()?;
@@ -70,6 +101,15 @@ impl<B: Backend> Client<B> {
         Ok(out)
     }
 
+    /// Delete a queue with all its messages and dead letters. Stop its producers first: a
+    /// message sent while the queue is being deleted may be lost with it, and a `Queue` handle
+    /// taken before the deletion is not re-checked on send (its messages would be orphans, never
+    /// delivered).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// client.delete_queue("old-jobs").await?;
+    /// # Ok(()) }
     /// ```
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
         let queue = self.queue(name).await?;

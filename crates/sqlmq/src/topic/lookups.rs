@@ -8,6 +8,12 @@ use crate::store::Backend;
 use crate::store::prelude::*;
 
 impl<B: Backend> Client<B> {
+    /// Create a topic, or update the configuration of an existing one (partitions only grow).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let t = client.create_topic("orders", sqlmq::TopicConfig::default().partitions(8)).await?;
+    /// # Ok(()) }
     /// ```
     pub async fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<B>> {
         validate_name("topic", name)?;
@@ -22,6 +28,12 @@ impl<B: Backend> Client<B> {
         Ok(Topic::new(self.clone(), row.id, row.name, row.config))
     }
 
+    /// A handle to an existing topic.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let t = client.topic("orders").await?;
+    /// # Ok(()) }
     /// ```
     pub async fn topic(&self, name: &str) -> Result<Topic<B>> {
         validate_name("topic", name)?;
@@ -33,6 +45,12 @@ impl<B: Backend> Client<B> {
         }
     }
 
+    /// Handles to every topic, by name.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for t in client.topics().await? { println!("{} ({} partitions)", t.name(), t.config().partitions) }
+    /// # Ok(()) }
     /// ```
     pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
         self.require_schema()?;
