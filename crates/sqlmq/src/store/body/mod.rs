@@ -215,50 +215,53 @@ pub trait Dialect: Driver + Types {
     }
 }
 
-/// The value types the body binds and reads, for any backend whose driver handles them.
-pub trait Types:
-    Run
-    + Bind<i64>
-    + Bind<i32>
-    + Bind<i16>
-    + Bind<String>
-    + for<'a> Bind<&'a str>
-    + for<'a> Bind<&'a [u8]>
-    + for<'a> Bind<Option<&'a [u8]>>
-    + Bind<Option<i64>>
-    + Get<i64>
-    + Get<i32>
-    + Get<i16>
-    + Get<i8>
-    + Get<String>
-    + Get<Vec<u8>>
-    + Get<Option<i64>>
-    + Get<Option<String>>
-    + Get<Option<Vec<u8>>>
-{
+/// Declare [`Types`] with its bounds, and its blanket implementation, from one list (each
+/// bound in brackets).
+macro_rules! value_types {
+    ($([$($bound:tt)+])+) => {
+        /// The statement tables of a backend's `impl Dialect`, each the `SQL` constant of the
+/// backend's file named as the body's (`queues::SQL`, `settle::SQL`, …): one list, so that every
+/// backend has the same files, and a new concept is added once here.
+macro_rules! statement_tables {
+    () => {
+        const QUEUES: $crate::store::body::QueueSql = queues::SQL;
+        const ENQUEUE: $crate::store::body::EnqueueSql = enqueue::SQL;
+        const KEYS: $crate::store::body::KeySql = keys::SQL;
+        const SETTLE: $crate::store::body::SettleSql = settle::SQL;
+        const MAINTAIN: $crate::store::body::MaintainSql = maintain::SQL;
+        const ADMIN: $crate::store::body::AdminSql = admin::SQL;
+        const DEAD: $crate::store::body::DeadSql = dead::SQL;
+        const PROBE: $crate::store::body::ProbeSql = probe::SQL;
+        const PROCESSES: $crate::store::body::ProcessSql = processes::SQL;
+        const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
+        const TOPICS: $crate::store::body::TopicSql = topics::SQL;
+        const GROUPS: $crate::store::body::GroupSql = groups::SQL;
+        const STREAM: $crate::store::body::StreamSql = stream::SQL;
+        const RETENTION: $crate::store::body::RetentionSql = retention::SQL;
+        const MEMBER_DEAD: $crate::store::body::MemberDeadSql = member_dead::SQL;
+        const GROUP_CLAIM: $crate::store::body::GroupClaimSql = group_claim::SQL;
+        const GROUP_SETTLE: $crate::store::body::GroupSettleSql = group_settle::SQL;
+        const GROUP_DEAD: $crate::store::body::GroupDeadSql = group_dead::SQL;
+        const GROUP_STATE: $crate::store::body::GroupStateSql = group_state::SQL;
+    };
+}
+pub(crate) use statement_tables;
+
+/// The value types the body binds and reads, for any backend whose driver handles
+        /// them.
+        pub trait Types: Run $(+ $($bound)+)+ {}
+
+        impl<DB> Types for DB where DB: Run $(+ $($bound)+)+ {}
+    };
 }
 
-impl<DB> Types for DB where
-    DB: Run
-        + Bind<i64>
-        + Bind<i32>
-        + Bind<i16>
-        + Bind<String>
-        + for<'a> Bind<&'a str>
-        + for<'a> Bind<&'a [u8]>
-        + for<'a> Bind<Option<&'a [u8]>>
-        + Bind<Option<i64>>
-        + Get<i64>
-        + Get<i32>
-        + Get<i16>
-        + Get<i8>
-        + Get<String>
-        + Get<Vec<u8>>
-        + Get<Option<i64>>
-        + Get<Option<String>>
-        + Get<Option<Vec<u8>>>
-{
-}
+value_types!(
+    [Bind<i64>] [Bind<i32>] [Bind<i16>] [Bind<String>]
+    [for<'a> Bind<&'a str>] [for<'a> Bind<&'a [u8]>] [for<'a> Bind<Option<&'a [u8]>>]
+    [Bind<Option<i64>>]
+    [Get<i64>] [Get<i32>] [Get<i16>] [Get<i8>] [Get<String>] [Get<Vec<u8>>]
+    [Get<Option<i64>>] [Get<Option<String>>] [Get<Option<Vec<u8>>>]
+);
 
 /// A statement of `B` with its parameters bound, ready to run.
 pub(crate) trait Statement<'q, B: Run>: Sized {

@@ -108,25 +108,7 @@ pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 
 impl body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
-    const QUEUES: body::QueueSql = queues::SQL;
-    const ENQUEUE: body::EnqueueSql = enqueue::SQL;
-    const KEYS: body::KeySql = keys::SQL;
-    const SETTLE: body::SettleSql = settle::SQL;
-    const MAINTAIN: body::MaintainSql = maintain::SQL;
-    const ADMIN: body::AdminSql = admin::SQL;
-    const DEAD: body::DeadSql = dead::SQL;
-    const PROBE: body::ProbeSql = probe::SQL;
-    const PROCESSES: body::ProcessSql = processes::SQL;
-    const MIGRATE: body::MigrateSql = migrate::SQL;
-    const TOPICS: body::TopicSql = topics::SQL;
-    const GROUPS: body::GroupSql = groups::SQL;
-    const STREAM: body::StreamSql = stream::SQL;
-    const RETENTION: body::RetentionSql = retention::SQL;
-    const MEMBER_DEAD: body::MemberDeadSql = member_dead::SQL;
-    const GROUP_CLAIM: body::GroupClaimSql = group_claim::SQL;
-    const GROUP_SETTLE: body::GroupSettleSql = group_settle::SQL;
-    const GROUP_DEAD: body::GroupDeadSql = group_dead::SQL;
-    const GROUP_STATE: body::GroupStateSql = group_state::SQL;
+    body::statement_tables!();
 
     fn grants(
         store: &MySqlStore,
