@@ -24,6 +24,7 @@
 //! | `member_dead.rs` | `MemberDead` |
 //! | `groups.rs` | `Groups` |
 //! | `group_claim.rs` | `GroupClaim` |
+//! | `group_settle.rs` | `GroupSettle` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
 
 mod admin;
@@ -31,6 +32,7 @@ mod claim;
 mod dead;
 mod enqueue;
 mod group_claim;
+mod group_settle;
 mod groups;
 mod maintain;
 mod member_dead;
@@ -596,4 +598,14 @@ pub(crate) async fn lease_at<B: SuiteBackend>(
     store.insert_group_leases(&mut tx, &leases).await.unwrap();
     tx.commit().await.unwrap();
     deliveries
+}
+
+/// A settlement that delivers the record again after `after` without counting the attempt.
+pub(crate) fn snooze(attempts: u32, after: Duration) -> Settlement<'static> {
+    Settlement {
+        retry_after: Some(after),
+        attempts: attempts.saturating_sub(1),
+        error: None,
+        outcome: "snoozed",
+    }
 }
