@@ -25,6 +25,7 @@
 //! | `groups.rs` | `Groups` |
 //! | `group_claim.rs` | `GroupClaim` |
 //! | `group_settle.rs` | `GroupSettle` |
+//! | `group_dead.rs` | `GroupDead` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
 
 mod admin;
@@ -32,6 +33,7 @@ mod claim;
 mod dead;
 mod enqueue;
 mod group_claim;
+mod group_dead;
 mod group_settle;
 mod groups;
 mod maintain;
