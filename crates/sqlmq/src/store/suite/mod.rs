@@ -26,6 +26,7 @@
 //! | `group_claim.rs` | `GroupClaim` |
 //! | `group_settle.rs` | `GroupSettle` |
 //! | `group_dead.rs` | `GroupDead` |
+//! | `group_state.rs` | `GroupState` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
 
 mod admin;
@@ -35,6 +36,7 @@ mod enqueue;
 mod group_claim;
 mod group_dead;
 mod group_settle;
+mod group_state;
 mod groups;
 mod maintain;
 mod member_dead;
