@@ -295,6 +295,11 @@ pub(crate) async fn now_us<B: SuiteBackend>(client: &Client<B>) -> i64 {
 
 // Consumer groups.
 
+/// Whether backend `B` gives offsets at publish (nothing is ever pending there).
+pub(crate) fn offsets_at_publish<B: SuiteBackend>() -> bool {
+    <<B as Backend>::Store as Publish<B>>::OFFSETS_AT_PUBLISH
+}
+
 /// Whether backend `B` admits one write transaction at a time (no claim ever finds a cursor
 /// another claim holds there).
 pub(crate) fn one_writer<B: SuiteBackend>() -> bool {
