@@ -5,9 +5,9 @@
 //! its contract, edge values included (empty lists, the largest batch, huge durations), so
 //! that the backends cannot drift apart behind an API that happens not to notice.
 //!
-//! Nothing here names a backend: every scenario is generic over [`SuiteBackend`]. The
-//! consumer-group traits (`Groups`, `GroupClaim`, `GroupSettle`, `GroupDead`, `GroupState`) are
-//! not covered yet.
+//! Nothing here names a backend: every scenario is generic over [`SuiteBackend`]; where the
+//! backends differ by design, a scenario branches on the constant a trait declares for it
+//! (`Publish::OFFSETS_AT_PUBLISH`, `Server::ONE_WRITER`).
 //!
 //! | file | traits |
 //! |---|---|
@@ -22,12 +22,22 @@
 //! | `probe.rs` | `Probe` |
 //! | `topics.rs` | `Topics`, `Publish`, `Stream`, `Retention` |
 //! | `member_dead.rs` | `MemberDead` |
+//! | `groups.rs` | `Groups` |
+//! | `group_claim.rs` | `GroupClaim` |
+//! | `group_settle.rs` | `GroupSettle` |
+//! | `group_dead.rs` | `GroupDead` |
+//! | `group_state.rs` | `GroupState` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
 
 mod admin;
 mod claim;
 mod dead;
 mod enqueue;
+mod group_claim;
+mod group_dead;
+mod group_settle;
+mod group_state;
+mod groups;
 mod maintain;
 mod member_dead;
 mod probe;
@@ -37,15 +47,24 @@ mod schema;
 mod settle;
 mod topics;
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
 
 use sqlmq_testkit::{TestBackend, TestDb, Value};
 
 use crate::Client;
-use crate::domain::{Delivery, Message, MessageId, QueueConfig, Receipt, Settlement};
-use crate::store::rows::{ClaimRequest, Entry, Keyed, MessageRow};
-use crate::store::statements::{MAX_LIST, split_into_buckets};
-use crate::store::{Backend, Claim, Enqueue, Queues};
+use crate::domain::{
+    Decide, Delivery, GroupConfig, Message, MessageId, NackOutcome, QueueConfig, Receipt,
+    Settlement, StartAt, TopicConfig, time_from_micros,
+};
+use crate::store::rows::{
+    ClaimRequest, CursorScan, Entry, Keyed, MessageRow, NewGroupLeases, PendingBatch, PendingRow,
+    RecordRows,
+};
+use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
+use crate::store::{
+    Backend, Claim, Enqueue, GroupClaim, GroupSettle, GroupState, Groups, Publish, Queues, Server,
+};
 
 /// A backend the suite runs on: sqlmq's, with the test kit's throwaway databases.
 pub(crate) trait SuiteBackend: Backend + TestBackend {}
@@ -272,4 +291,330 @@ pub(crate) async fn now_us<B: SuiteBackend>(client: &Client<B>) -> i64 {
     crate::store::Server::now_us(client.store(), &mut conn)
         .await
         .unwrap()
+}
+
+// Consumer groups.
+
+/// Whether backend `B` gives offsets at publish (nothing is ever pending there).
+pub(crate) fn offsets_at_publish<B: SuiteBackend>() -> bool {
+    <<B as Backend>::Store as Publish<B>>::OFFSETS_AT_PUBLISH
+}
+
+/// Whether backend `B` admits one write transaction at a time (no claim ever finds a cursor
+/// another claim holds there).
+pub(crate) fn one_writer<B: SuiteBackend>() -> bool {
+    <<B as Backend>::Store as Server<B>>::ONE_WRITER
+}
+
+/// A topic `name` of `partitions` (strict order or not) with a cluster group "g" of `config`
+/// reading from the start, made through the public API; `(topic id, group id)`.
+pub(crate) async fn cluster<B: SuiteBackend>(
+    client: &Client<B>,
+    name: &str,
+    partitions: u32,
+    strict: bool,
+    config: GroupConfig,
+) -> (i32, i32) {
+    let topic = client
+        .create_topic(
+            name,
+            TopicConfig::default()
+                .partitions(partitions)
+                .strict_order(strict),
+        )
+        .await
+        .unwrap();
+    let group = topic
+        .create_group("g", config, StartAt::Earliest)
+        .await
+        .unwrap();
+    (topic.id(), group.id())
+}
+
+/// A record to publish: partition, key, headers (JSON), body.
+pub(crate) type Rec<'a> = (i32, Option<&'a str>, Option<&'a str>, &'a [u8]);
+
+/// Publish `recs` in one committed transaction through the store, then (where offsets come
+/// later) run sequencing steps until every partition of the topic is sequenced: the records
+/// are in the log, in order. Their ids.
+pub(crate) async fn log_records<B: SuiteBackend>(
+    client: &Client<B>,
+    topic_id: i32,
+    recs: &[Rec<'_>],
+) -> Vec<MessageId> {
+    let store = client.store();
+    let ids: Vec<MessageId> = recs.iter().map(|_| MessageId::new()).collect();
+    let rows: Vec<PendingRow<'_>> = recs
+        .iter()
+        .zip(&ids)
+        .map(|(&(partition, key, headers, body), &id)| PendingRow {
+            partition,
+            id,
+            key: key.map(str::as_bytes),
+            headers: headers.map(str::to_owned),
+            body,
+        })
+        .collect();
+    let mut tx = client.begin().await.unwrap();
+    let mut start = 0;
+    while start < rows.len() {
+        let end = run_within(start, rows.len(), MAX_LIST, 1 << 24, |i| rows[i].bytes());
+        let batch = PendingBatch {
+            topic_id,
+            rows: &rows[start..end],
+        };
+        store.insert_pending(&mut tx, &batch).await.unwrap();
+        start = end;
+    }
+    tx.commit().await.unwrap();
+    let mut partitions: Vec<i32> = recs.iter().map(|r| r.0).collect();
+    partitions.sort_unstable();
+    partitions.dedup();
+    for p in partitions {
+        loop {
+            let mut tx = client.begin().await.unwrap();
+            let n = store
+                .sequence_step(&mut tx, topic_id, p, MAX_LIST)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    ids
+}
+
+/// `n` plain records in `partition` (bodies `"<partition>.<i>"`); their ids, in offset order.
+pub(crate) async fn log_plain<B: SuiteBackend>(
+    client: &Client<B>,
+    topic_id: i32,
+    partition: i32,
+    n: usize,
+) -> Vec<MessageId> {
+    let bodies: Vec<String> = (0..n).map(|i| format!("{partition}.{i}")).collect();
+    let recs: Vec<Rec<'_>> = bodies
+        .iter()
+        .map(|b| (partition, None, None, b.as_bytes()))
+        .collect();
+    log_records(client, topic_id, &recs).await
+}
+
+/// A cluster group's claim made of the store's steps as the engine makes it (`topic/claim.rs`),
+/// reduced to what the suite needs: due retries first (their attempts and tokens continue),
+/// then fresh offsets from the cursors with work, in partition order (tokens above the
+/// offsets' past ones); leases of `lease` for `owner`. No strict order and no check of what is
+/// in flight: a scenario that needs those makes the steps itself. One committed transaction.
+pub(crate) async fn group_claim<B: SuiteBackend>(
+    client: &Client<B>,
+    topic_id: i32,
+    group_id: i32,
+    n: usize,
+    lease: Duration,
+    owner: &str,
+) -> Vec<Delivery> {
+    let store = client.store();
+    let mut tx = client.begin().await.unwrap();
+    let retries = store.take_due_retries(&mut tx, group_id, n).await.unwrap();
+    let mut now_us = retries.first().map_or(0, |r| r.now_us);
+    let previous: HashMap<(i32, i64), (i32, i64)> = retries
+        .iter()
+        .map(|r| ((r.partition, r.offset), (r.attempts, r.token)))
+        .collect();
+    let positions: Vec<(i32, i64)> = retries.iter().map(|r| (r.partition, r.offset)).collect();
+    let mut found = store
+        .records_at(&mut tx, topic_id, &positions)
+        .await
+        .unwrap();
+    let mut want = n - retries.len();
+    if want > 0 {
+        let scan = CursorScan {
+            group_id,
+            topic_id,
+            from: 0,
+            to: i32::MAX,
+            limit: 1 << 20,
+        };
+        let mut moved = Vec::new();
+        for c in store.lock_cursors(&mut tx, &scan).await.unwrap() {
+            now_us = c.now_us;
+            let from = c.next.max(c.low);
+            let to = c.end.min(from + want as i64).max(from);
+            if to > c.next {
+                moved.push((c.partition, to));
+            }
+            if to == from {
+                continue;
+            }
+            want -= (to - from) as usize;
+            let tokens = store
+                .past_tokens(&mut tx, group_id, c.partition, from, to)
+                .await
+                .unwrap();
+            for mut r in store
+                .log_range(&mut tx, topic_id, c.partition, from, to)
+                .await
+                .unwrap()
+            {
+                r.token = tokens.get(&r.offset).copied().unwrap_or(0);
+                found.push(r);
+            }
+            if want == 0 {
+                break;
+            }
+        }
+        store.set_cursors(&mut tx, group_id, &moved).await.unwrap();
+    }
+    let until_us = now_us.saturating_add(crate::domain::micros_of(lease));
+    let deliveries: Vec<Delivery> = found
+        .into_iter()
+        .map(|r| {
+            let (attempts, token) = previous
+                .get(&(r.partition, r.offset))
+                .copied()
+                .unwrap_or((0, r.token));
+            Delivery {
+                id: r.id,
+                token: (token + 1) as u64,
+                attempt: (attempts + 1) as u32,
+                priority: 0,
+                ordering_key: r.key,
+                idempotency_key: None,
+                headers: r.headers,
+                body: r.body,
+                enqueued_at: time_from_micros(r.published_us),
+                lease_expires_at: time_from_micros(until_us),
+                partition: Some(r.partition as u32),
+                offset: Some(r.offset),
+            }
+        })
+        .collect();
+    if !deliveries.is_empty() {
+        let leases = NewGroupLeases {
+            group_id,
+            deliveries: &deliveries,
+            claimed_us: now_us,
+            until_us,
+            owner,
+        };
+        store.insert_group_leases(&mut tx, &leases).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    deliveries
+}
+
+/// `t` in microseconds since the epoch.
+pub(crate) fn micros(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// Ack `receipts` in group `group_id`, in a committed transaction; the receipts lost.
+pub(crate) async fn group_ack<B: SuiteBackend>(
+    client: &Client<B>,
+    group_id: i32,
+    receipts: &[Receipt],
+) -> Vec<Receipt> {
+    let mut tx = client.begin().await.unwrap();
+    let lost = client
+        .store()
+        .ack_group(&mut tx, group_id, receipts)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    lost
+}
+
+/// `fail_group` in a committed transaction (rolled back on an error).
+pub(crate) async fn group_fail<B: SuiteBackend>(
+    client: &Client<B>,
+    group_id: i32,
+    receipt: &Receipt,
+    decide: &Decide<'_>,
+) -> crate::domain::Result<NackOutcome> {
+    let mut tx = client.begin().await.unwrap();
+    let outcome = client
+        .store()
+        .fail_group(&mut tx, group_id, receipt, decide)
+        .await;
+    match outcome {
+        Ok(_) => tx.commit().await.unwrap(),
+        Err(_) => tx.rollback().await.unwrap(),
+    }
+    outcome
+}
+
+/// One record's rows in a group (on a reader).
+pub(crate) async fn rows_of<B: SuiteBackend>(
+    client: &Client<B>,
+    group_id: i32,
+    d: &Delivery,
+) -> RecordRows {
+    let mut conn = client.reader().acquire().await.unwrap();
+    let position = (d.partition.unwrap() as i32, d.offset.unwrap());
+    client
+        .store()
+        .record_rows(&mut conn, group_id, d.id, position)
+        .await
+        .unwrap()
+}
+
+/// Lease the records at `positions` in group `group_id` to `owner` for `lease`, as a claim
+/// would hand them out first (attempt 1, token 1), without moving cursors: for scenarios that
+/// need records in flight exactly where they say. One committed transaction.
+pub(crate) async fn lease_at<B: SuiteBackend>(
+    client: &Client<B>,
+    (topic_id, group_id): (i32, i32),
+    positions: &[(i32, i64)],
+    lease: Duration,
+    owner: &str,
+) -> Vec<Delivery> {
+    let now = now_us(client).await;
+    let until_us = now.saturating_add(crate::domain::micros_of(lease));
+    let store = client.store();
+    let mut tx = client.begin().await.unwrap();
+    let mut found = store
+        .records_at(&mut tx, topic_id, positions)
+        .await
+        .unwrap();
+    found.sort_by_key(|r| (r.partition, r.offset));
+    let deliveries: Vec<Delivery> = found
+        .into_iter()
+        .map(|r| Delivery {
+            id: r.id,
+            token: 1,
+            attempt: 1,
+            priority: 0,
+            ordering_key: r.key,
+            idempotency_key: None,
+            headers: r.headers,
+            body: r.body,
+            enqueued_at: time_from_micros(r.published_us),
+            lease_expires_at: time_from_micros(until_us),
+            partition: Some(r.partition as u32),
+            offset: Some(r.offset),
+        })
+        .collect();
+    let leases = NewGroupLeases {
+        group_id,
+        deliveries: &deliveries,
+        claimed_us: now,
+        until_us,
+        owner,
+    };
+    store.insert_group_leases(&mut tx, &leases).await.unwrap();
+    tx.commit().await.unwrap();
+    deliveries
+}
+
+/// A settlement that delivers the record again after `after` without counting the attempt.
+pub(crate) fn snooze(attempts: u32, after: Duration) -> Settlement<'static> {
+    Settlement {
+        retry_after: Some(after),
+        attempts: attempts.saturating_sub(1),
+        error: None,
+        outcome: "snoozed",
+    }
 }

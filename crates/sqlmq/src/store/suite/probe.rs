@@ -1,16 +1,18 @@
-//! `Probe`: the idle worker's wakeup probe — one read telling which queues have work.
-//! (`probe_groups` is covered for its edge lists only: the consumer groups are being
-//! rewritten.)
+//! `Probe`: the idle worker's wakeup probes — one read telling which queues have work, one
+//! telling which cluster groups do.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{DEADLINE, LONG, SuiteBackend, claim, fixture, messages, put, queue};
+use super::{
+    DEADLINE, LONG, SuiteBackend, claim, fixture, group_ack, group_fail, lease_at, log_plain,
+    messages, offsets_at_publish, put, queue, retry,
+};
 use crate::Client;
-use crate::domain::{Message, QueueConfig};
-use crate::store::rows::QueueSignal;
+use crate::domain::{GroupConfig, Message, MessageId, QueueConfig, TopicConfig};
+use crate::store::rows::{GroupSignal, PendingBatch, PendingRow, QueueSignal};
 use crate::store::statements::MAX_LIST;
-use crate::store::{Probe, Queues};
+use crate::store::{Groups, Probe, Publish, Queues, Topics};
 
 /// The signals of `ids`, by queue (each queue answered once).
 async fn probe<B: SuiteBackend>(client: &Client<B>, ids: &[i32]) -> HashMap<i32, QueueSignal> {
@@ -152,4 +154,237 @@ async fn the_largest_probe<B: SuiteBackend>() {
     db.drop().await;
 }
 
-sqlmq_testkit::conformance!(async: [nothing_for_nothing, the_flags, the_largest_probe]);
+/// The signals of group `ids`, by group (each group answered once; on a reader).
+async fn probe_groups<B: SuiteBackend>(
+    client: &Client<B>,
+    ids: &[i32],
+) -> HashMap<i32, GroupSignal> {
+    let mut conn = client.reader().acquire().await.unwrap();
+    let signals = client.store().probe_groups(&mut conn, ids).await.unwrap();
+    let by_group: HashMap<i32, GroupSignal> = signals.iter().map(|s| (s.group_id, *s)).collect();
+    assert_eq!(
+        by_group.len(),
+        signals.len(),
+        "one signal per group: {signals:?}"
+    );
+    by_group
+}
+
+/// A group signal.
+fn group_signal(group_id: i32, ready: bool, expired: bool, pending: bool) -> GroupSignal {
+    GroupSignal {
+        group_id,
+        ready,
+        expired,
+        pending,
+    }
+}
+
+/// Topic `name` (strict order or not, one partition) through the store; its id.
+async fn topic<B: SuiteBackend>(client: &Client<B>, name: &str, strict: bool) -> i32 {
+    let mut conn = client.pool().acquire().await.unwrap();
+    client
+        .store()
+        .upsert_topic(
+            &mut conn,
+            name,
+            &TopicConfig::default().strict_order(strict),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+/// Group `name` of topic `t` with its cursor at `next`; its id.
+async fn group<B: SuiteBackend>(client: &Client<B>, t: i32, name: &str, next: i64) -> i32 {
+    let mut conn = client.pool().acquire().await.unwrap();
+    let (row, _) = client
+        .store()
+        .create_group(&mut conn, t, name, &GroupConfig::default())
+        .await
+        .unwrap();
+    client
+        .store()
+        .set_cursors(&mut conn, row.id, &[(0, next)])
+        .await
+        .unwrap();
+    row.id
+}
+
+/// Each flag says what its group has: records to hand out (a cursor behind its partition's
+/// end — with strict order, only where nothing is in flight or waiting — or a due retry),
+/// expired leases, and, where offsets come after publishing, records waiting for theirs;
+/// consumed partitions, retries not due and live leases say nothing.
+async fn the_group_flags<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let (plain, strict) = (
+        topic(&client, "plain", false).await,
+        topic(&client, "strict", true).await,
+    );
+    log_plain(&client, plain, 0, 2).await;
+    log_plain(&client, strict, 0, 2).await;
+    let mut ids = HashMap::new();
+    for (name, t, next) in [
+        ("idle", plain, 2),
+        ("ready", plain, 1),
+        ("due", plain, 2),
+        ("later", plain, 2),
+        ("expired", plain, 2),
+        ("live", plain, 2),
+        ("loose", plain, 1),
+        ("strict", strict, 1),
+        ("strict waiting", strict, 1),
+        ("strict free", strict, 1),
+    ] {
+        ids.insert(name, group(&client, t, name, next).await);
+    }
+    // Heads: in flight for "loose", "strict" and "live"; waiting for "strict waiting" and
+    // "later"; due for "due"; acked for "strict free"; expired for "expired".
+    let head = |name: &'static str, t: i32, lease: Duration| {
+        let client = client.clone();
+        let g = ids[name];
+        async move {
+            lease_at(&client, (t, g), &[(0, 0)], lease, "m")
+                .await
+                .remove(0)
+        }
+    };
+    for (name, t) in [("loose", plain), ("strict", strict), ("live", plain)] {
+        head(name, t, LONG).await;
+    }
+    for (name, t, wait) in [
+        ("strict waiting", strict, LONG),
+        ("later", plain, LONG),
+        ("due", plain, Duration::ZERO),
+    ] {
+        let d = head(name, t, LONG).await;
+        group_fail(&client, ids[name], &d.receipt(), &|n| retry(n, wait, "x"))
+            .await
+            .unwrap();
+    }
+    let d = head("strict free", strict, LONG).await;
+    assert!(
+        group_ack(&client, ids["strict free"], &[d.receipt()])
+            .await
+            .is_empty()
+    );
+    head("expired", plain, Duration::from_millis(1)).await;
+
+    let all: Vec<i32> = ids.values().copied().collect();
+    let expected: HashMap<i32, GroupSignal> = [
+        ("idle", false, false),
+        ("ready", true, false),
+        ("due", true, false),
+        ("later", false, false),
+        ("expired", false, true),
+        ("live", false, false),
+        ("loose", true, false),
+        ("strict", false, false),
+        ("strict waiting", false, false),
+        ("strict free", true, false),
+    ]
+    .into_iter()
+    .map(|(name, ready, expired)| (ids[name], group_signal(ids[name], ready, expired, false)))
+    .collect();
+    let (client, all) = (&client, &all);
+    let expired = ids["expired"];
+    let got = sqlmq_testkit::eventually_async(DEADLINE, "the expired flag", || async move {
+        let got = probe_groups(client, all).await;
+        got[&expired].expired.then_some(got)
+    })
+    .await;
+    assert_eq!(got, expected);
+    // A repeated id, and ids of nothing: answered once, and not at all.
+    let asked = [ids["ready"], ids["ready"], i32::MAX, -1];
+    assert_eq!(
+        probe_groups(client, &asked).await,
+        HashMap::from([(ids["ready"], expected[&ids["ready"]])])
+    );
+
+    // A record published, not sequenced yet where offsets come later: pending, nothing to
+    // hand out yet; where offsets come at publish, at once to hand out.
+    let body = b"p";
+    let row = PendingRow {
+        partition: 0,
+        id: MessageId::new(),
+        key: None,
+        headers: None,
+        body,
+    };
+    let mut tx = client.begin().await.unwrap();
+    client
+        .store()
+        .insert_pending(
+            &mut tx,
+            &PendingBatch {
+                topic_id: plain,
+                rows: std::slice::from_ref(&row),
+            },
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let idle = ids["idle"];
+    let pending = !offsets_at_publish::<B>();
+    assert_eq!(
+        probe_groups(client, &[idle]).await[&idle],
+        group_signal(idle, !pending, false, pending)
+    );
+    db.drop().await;
+}
+
+/// The largest group probe: 1 024 groups at once, each answered.
+async fn the_largest_group_probe<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let t = topic(&client, "t", false).await;
+    log_plain(&client, t, 0, 1).await;
+    let mut tx = client.begin().await.unwrap();
+    let mut ids = Vec::with_capacity(MAX_LIST);
+    for i in 0..MAX_LIST {
+        let (row, _) = client
+            .store()
+            .create_group(&mut tx, t, &format!("g{i}"), &GroupConfig::default())
+            .await
+            .unwrap();
+        ids.push(row.id);
+    }
+    let targets: Vec<(i32, i64)> = vec![(0, 1)];
+    for &g in &ids[..MAX_LIST - 1] {
+        client
+            .store()
+            .set_cursors(&mut tx, g, &targets)
+            .await
+            .unwrap();
+    }
+    let last = ids[MAX_LIST - 1];
+    client
+        .store()
+        .set_cursors(&mut tx, last, &[(0, 0)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let got = probe_groups(&client, &ids).await;
+    assert_eq!(got.len(), MAX_LIST);
+    let ready: Vec<i32> = got
+        .values()
+        .filter(|s| s.ready)
+        .map(|s| s.group_id)
+        .collect();
+    assert_eq!(ready, [last]);
+    assert!(got.values().all(|s| !s.expired && !s.pending));
+    let mut mixed: Vec<i32> = (0..MAX_LIST as i32 - 1).map(|i| -i - 1).collect();
+    mixed.push(last);
+    assert_eq!(
+        probe_groups(&client, &mixed).await,
+        HashMap::from([(last, group_signal(last, true, false, false))])
+    );
+    db.drop().await;
+}
+
+sqlmq_testkit::conformance!(async: [
+    nothing_for_nothing,
+    the_flags,
+    the_largest_probe,
+    the_group_flags,
+    the_largest_group_probe,
+]);

@@ -13,7 +13,7 @@ use crate::Client;
 use crate::domain::{GroupConfig, MessageId, StartAt, TopicConfig, time_from_micros};
 use crate::store::rows::{PartitionRow, PendingBatch, PendingRow, RangeRemoval};
 use crate::store::statements::{MAX_LIST, run_within};
-use crate::store::{Backend, Publish, Retention, Stream, Topics};
+use crate::store::{Backend, GroupState, Groups, Publish, Retention, Stream, Topics};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -771,6 +771,93 @@ async fn remove_the_oldest_records<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// Removing a range removes the history of its offsets in each group named (the history of
+/// other offsets, other partitions and groups not named stays), and a trace then finds none.
+async fn removing_a_range_removes_its_group_history<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    let (t, g) = super::cluster(&client, "t", 2, false, GroupConfig::default()).await;
+    let mut conn = client.pool().acquire().await.unwrap();
+    let (h, _) = store
+        .create_group(&mut conn, t, "h", &GroupConfig::default())
+        .await
+        .unwrap();
+    drop(conn);
+    let h = h.id;
+    super::log_plain(&client, t, 0, 4).await;
+    super::log_plain(&client, t, 1, 2).await;
+    let everywhere: Vec<(i32, i64)> = (0..4).map(|o| (0, o)).chain([(1, 0), (1, 1)]).collect();
+    for group in [g, h] {
+        let d = super::lease_at(&client, (t, group), &everywhere, super::LONG, "m").await;
+        assert!(
+            super::group_ack(&client, group, &super::receipts(&d))
+                .await
+                .is_empty()
+        );
+    }
+    let history = || async {
+        let rows = db
+            .query(
+                "SELECT group_id, partition_no, msg_offset FROM sqlmq_group_history \
+                 ORDER BY group_id, partition_no, msg_offset",
+                &[],
+            )
+            .await;
+        rows.iter()
+            .map(|r| (r[0].int() as i32, r[1].int() as i32, r[2].int()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(history().await.len(), 12);
+    let remove = |partition: i32, from: i64, to: i64, group_ids: Vec<i32>| {
+        let client = client.clone();
+        async move {
+            let mut tx = client.begin().await.unwrap();
+            let range = RangeRemoval {
+                topic_id: t,
+                partition,
+                from,
+                to,
+                group_ids: &group_ids,
+            };
+            let removed = client.store().remove_range(&mut tx, &range).await.unwrap();
+            tx.commit().await.unwrap();
+            removed
+        }
+    };
+    assert_eq!(remove(0, 0, 2, vec![g]).await.0, 2);
+    let expected = |g_kept: &[(i32, i64)], h_kept: &[(i32, i64)]| -> Vec<(i32, i32, i64)> {
+        let mut all: Vec<(i32, i32, i64)> = g_kept
+            .iter()
+            .map(|&(p, o)| (g, p, o))
+            .chain(h_kept.iter().map(|&(p, o)| (h, p, o)))
+            .collect();
+        all.sort();
+        all
+    };
+    assert_eq!(
+        history().await,
+        expected(&everywhere[2..], &everywhere),
+        "g's history of 0..2 in partition 0 only"
+    );
+    // Nothing named, nothing of the history goes (the records do).
+    assert_eq!(remove(1, 0, 1, vec![]).await.0, 1);
+    assert_eq!(history().await, expected(&everywhere[2..], &everywhere));
+    // Both named, a range reaching past the end.
+    assert_eq!(remove(0, 2, 100, vec![g, h, i32::MAX]).await.0, 2);
+    assert_eq!(
+        history().await,
+        expected(&[(1, 0), (1, 1)], &[(0, 0), (0, 1), (1, 0), (1, 1)])
+    );
+    let mut conn = client.reader().acquire().await.unwrap();
+    let rows = store
+        .record_rows(&mut conn, g, MessageId::new(), (0, 3))
+        .await
+        .unwrap();
+    assert!(rows.history.is_none());
+    drop(conn);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
     topic_rows_and_partitions,
     growing_a_topic_extends_its_groups,
@@ -780,4 +867,5 @@ sqlmq_testkit::conformance!(async: [
     read_the_log,
     member_positions,
     remove_the_oldest_records,
+    removing_a_range_removes_its_group_history,
 ]);
