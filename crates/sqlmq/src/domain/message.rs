@@ -317,6 +317,13 @@ pub(crate) fn micros_of(d: Duration) -> i64 {
     d.min(MAX_DATE_SPAN).as_micros() as i64
 }
 
+/// `d` in milliseconds for a configuration column (retention, consume timeout, dedup window),
+/// capped at [`MAX_DATE_SPAN`] as [`micros_of`] is: a longer one means "practically never",
+/// and a wrapped conversion would read back as a short one.
+pub(crate) fn millis_of(d: Duration) -> i64 {
+    d.min(MAX_DATE_SPAN).as_millis() as i64
+}
+
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.
 pub(crate) fn time_from_micros(us: i64) -> SystemTime {
     if us >= 0 {

@@ -189,8 +189,13 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         positions: &[(i32, i64)],
     ) -> Result<Vec<LoggedRow>> {
         let sql = &B::GROUP_CLAIM;
+        // Each position once: a derived table of positions would join a repeated one twice
+        // (and exact bucket sizes, never padding, for the same reason).
+        let mut positions = positions.to_vec();
+        positions.sort_unstable();
+        positions.dedup();
         let mut out = Vec::with_capacity(positions.len());
-        let mut rest = positions;
+        let mut rest = positions.as_slice();
         for size in split_into_buckets(positions.len(), MAX_LIST) {
             let (chunk, tail) = rest.split_at(size);
             let mut q: Query<'static, B> =

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Backoff, Error, GroupConfig, GroupMode, Result};
+use crate::domain::{Backoff, Error, GroupConfig, GroupMode, Result, millis_of};
 use crate::store::rows::GroupRow;
 use crate::store::{Backend, Groups};
 
@@ -88,7 +88,7 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         config: &GroupConfig,
     ) -> Result<(GroupRow, bool)> {
         let backoff = serde_json::to_string(&config.backoff)?;
-        let timeout = config.consume_timeout.map(|d| d.as_millis() as i64);
+        let timeout = config.consume_timeout.map(millis_of);
         let created = self
             .query(B::GROUPS.insert)
             .arg(topic_id)

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Backoff, Error, QueueConfig, Result};
+use crate::domain::{Backoff, Error, QueueConfig, Result, millis_of};
 use crate::store::rows::QueueRow;
 use crate::store::{Backend, Queues};
 
@@ -57,8 +57,7 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
             .arg(name)
             .arg(i64::from(config.max_attempts))
             .arg(serde_json::to_string(&config.backoff)?)
-            // Validated to at most a year.
-            .arg(config.dedup_window.as_millis() as i64)
+            .arg(millis_of(config.dedup_window))
             .run(conn)
             .await?;
         self.queue_by_name(conn, name)

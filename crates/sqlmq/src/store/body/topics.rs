@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Error, Result, TopicConfig};
+use crate::domain::{Error, Result, TopicConfig, millis_of};
 use crate::store::rows::{PartitionRow, TopicRow};
 use crate::store::{Backend, Topics};
 
@@ -76,7 +76,7 @@ impl<B: Backend> Topics<B> for SqlStore<B> {
         self.query(B::TOPICS.upsert)
             .arg(name)
             .arg(config.partitions as i32)
-            .arg(config.retention.map(|d| d.as_millis() as i64))
+            .arg(config.retention.map(millis_of))
             .arg(config.retention_bytes.map(|b| b as i64))
             .arg(config.retention_keeps_unconsumed as i32)
             .arg(config.strict_order as i32)

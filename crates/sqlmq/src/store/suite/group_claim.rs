@@ -258,11 +258,6 @@ async fn records_at_positions<B: SuiteBackend>() {
 }
 
 /// A position asked for twice is one record, found once.
-///
-/// Left out of the list below: MySQL returns the record once per time it is asked for (its
-/// positions are a derived table joined to the log), SQLite once (an `IN` list). The engine
-/// never asks twice (a group's retries are one per record).
-#[allow(dead_code)]
 async fn records_at_a_repeated_position<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let (t, _) = cluster(&client, "t", 1, false, GroupConfig::default()).await;
@@ -550,7 +545,7 @@ sqlmq_testkit::conformance!(async: [
     take_due_retries_soonest_first,
     held_and_the_lease_rows,
     records_at_positions,
-    // records_at_a_repeated_position: left out, the backends differ (see it).
+    records_at_a_repeated_position,
     log_range_and_past_tokens,
     the_cursor_walk,
     a_claim_waits_for_a_held_cursor,

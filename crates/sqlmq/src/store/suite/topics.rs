@@ -858,7 +858,32 @@ async fn removing_a_range_removes_its_group_history<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// A retention of any length, up to `Duration::MAX` ("keep for ever"), is kept as a long one:
+/// read back it is never shorter than what was given (up to a thousand years) and never zero,
+/// which would let retention remove every record. (The conversion to milliseconds wrapped.)
+async fn huge_retentions_are_capped_not_wrapped<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    let mut conn = client.pool().acquire().await.unwrap();
+    let thousand_years = Duration::from_secs(1000 * 366 * 24 * 3600);
+    for (name, retention) in [
+        ("year", Duration::from_secs(366 * 24 * 3600)),
+        ("max", Duration::MAX),
+    ] {
+        let config = TopicConfig::default().retention(retention);
+        let row = store.upsert_topic(&mut conn, name, &config).await.unwrap();
+        let kept = row.config.retention.unwrap();
+        assert!(
+            kept >= retention.min(thousand_years),
+            "{name}: {retention:?} read back as {kept:?}"
+        );
+    }
+    drop(conn);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
+    huge_retentions_are_capped_not_wrapped,
     topic_rows_and_partitions,
     growing_a_topic_extends_its_groups,
     delete_a_topic_step_by_step,
