@@ -28,6 +28,7 @@
 //! | `group_dead.rs` | `GroupDead` |
 //! | `group_state.rs` | `GroupState` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
+//! | `server.rs` | `Server`: connect, detect, the locking self-test, the budget, the prefix |
 
 mod admin;
 mod claim;
@@ -44,6 +45,7 @@ mod probe;
 mod processes;
 mod queues;
 mod schema;
+mod server;
 mod settle;
 mod topics;
 

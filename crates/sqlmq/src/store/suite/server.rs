@@ -1,0 +1,81 @@
+//! `Server`: connecting, the server's facts, the locking self-test, the statement budget, the
+//! table prefix. (The database clock, `now_us`, is checked in `schema.rs`.)
+
+use sqlx::Connection;
+
+use super::{SuiteBackend, fixture};
+use crate::domain::{Error, ServerInfo};
+use crate::store::rows::ConnectOptions;
+use crate::store::{Backend, Server};
+
+/// The store type of backend `B`.
+type StoreOf<B> = <B as Backend>::Store;
+
+fn options() -> ConnectOptions {
+    ConnectOptions {
+        max_connections: 4,
+        connect_timeout: std::time::Duration::from_secs(10),
+        lock_wait_timeout: std::time::Duration::from_secs(5),
+    }
+}
+
+/// `connect` opens pools that run statements; a URL of another scheme is refused with
+/// `InvalidArgument`, before any connection is tried.
+async fn connect_and_refuse_other_schemes<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let pools = StoreOf::<B>::connect(&db.url, &options()).await.unwrap();
+    let mut conn = pools.read.acquire().await.unwrap();
+    let now = client.store().now_us(&mut conn).await.unwrap();
+    assert!(now > 0);
+    drop(conn);
+    let other = "postgres://localhost/x";
+    match StoreOf::<B>::connect(other, &options()).await {
+        Err(Error::InvalidArgument(_)) => {}
+        Err(e) => panic!("{other}: {e}"),
+        Ok(_) => panic!("{other} was taken for a {} URL", <B as Backend>::SCHEME),
+    }
+    pools.write.close().await;
+    pools.read.close().await;
+    db.drop().await;
+}
+
+/// `detect` reads the server's version and durability; the statement budget it gives is at
+/// least 64 KiB and within the packet limit; a pool opened by the application is
+/// adopted without error.
+async fn detect_budget_and_adopt<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let mut conn = B::Connection::connect(&db.url).await.unwrap();
+    let info: ServerInfo = StoreOf::<B>::detect(&mut conn).await.unwrap();
+    assert!(!info.version.is_empty());
+    let budget = StoreOf::<B>::statement_budget(&info);
+    assert!(budget >= 64 * 1024, "budget {budget}");
+    assert!((budget as u64) <= info.max_allowed_packet, "{info:?}");
+    conn.close().await.unwrap();
+    StoreOf::<B>::adopt(client.pool());
+    db.drop().await;
+}
+
+/// The locking self-test passes on the database sqlmq runs on, and runs again harmlessly.
+async fn verify_locking_passes<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    store.verify_locking(client.pool()).await.unwrap();
+    store.verify_locking(client.pool()).await.unwrap();
+    db.drop().await;
+}
+
+/// A store keeps the table prefix it was made with; statements of two prefixes are texts of
+/// their own.
+async fn prefixes_are_kept<B: SuiteBackend>() {
+    let a = StoreOf::<B>::new("app_");
+    let b = StoreOf::<B>::new("");
+    assert_eq!(a.prefix(), "app_");
+    assert_eq!(b.prefix(), "");
+}
+
+sqlmq_testkit::conformance!(async: [
+    connect_and_refuse_other_schemes,
+    detect_budget_and_adopt,
+    verify_locking_passes,
+    prefixes_are_kept,
+]);
