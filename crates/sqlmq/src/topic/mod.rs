@@ -15,7 +15,7 @@
 //! | `retention.rs` | removing old records in small chunks |
 
 mod broadcast;
-mod claim;
+pub(crate) mod claim;
 mod group;
 mod group_admin;
 mod inspect;

@@ -49,7 +49,6 @@ mod server;
 mod settle;
 mod topics;
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use sqlmq_testkit::{TestBackend, TestDb, Value};
@@ -60,13 +59,13 @@ use crate::domain::{
     Settlement, StartAt, TopicConfig, time_from_micros,
 };
 use crate::store::rows::{
-    ClaimRequest, CursorScan, Entry, Keyed, MessageRow, NewGroupLeases, PendingBatch, PendingRow,
-    RecordRows,
+    ClaimRequest, Entry, Keyed, MessageRow, NewGroupLeases, PendingBatch, PendingRow, RecordRows,
 };
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
 use crate::store::{
-    Backend, Claim, Enqueue, GroupClaim, GroupSettle, GroupState, Groups, Publish, Queues, Server,
+    Backend, Claim, Enqueue, GroupClaim, GroupSettle, GroupState, Publish, Queues, Server,
 };
+use crate::topic::claim::GroupClaimRequest;
 
 /// A backend the suite runs on: sqlmq's, with the test kit's throwaway databases.
 pub(crate) trait SuiteBackend: Backend + TestBackend {}
@@ -403,11 +402,10 @@ pub(crate) async fn log_plain<B: SuiteBackend>(
     log_records(client, topic_id, &recs).await
 }
 
-/// A cluster group's claim made of the store's steps as the engine makes it (`topic/claim.rs`),
-/// reduced to what the suite needs: due retries first (their attempts and tokens continue),
-/// then fresh offsets from the cursors with work, in partition order (tokens above the
-/// offsets' past ones); leases of `lease` for `owner`. No strict order and no check of what is
-/// in flight: a scenario that needs those makes the steps itself. One committed transaction.
+/// A cluster group's claim as the engine makes it (`topic::claim`, the store's steps without
+/// the housekeeping `Group::receive` runs first): due retries first (their attempts and tokens
+/// continue), then fresh offsets from the cursors with work, from partition 0 on; leases of
+/// `lease` for `owner`. No strict order. One committed transaction.
 pub(crate) async fn group_claim<B: SuiteBackend>(
     client: &Client<B>,
     topic_id: i32,
@@ -416,94 +414,22 @@ pub(crate) async fn group_claim<B: SuiteBackend>(
     lease: Duration,
     owner: &str,
 ) -> Vec<Delivery> {
-    let store = client.store();
     let mut tx = client.begin().await.unwrap();
-    let retries = store.take_due_retries(&mut tx, group_id, n).await.unwrap();
-    let mut now_us = retries.first().map_or(0, |r| r.now_us);
-    let previous: HashMap<(i32, i64), (i32, i64)> = retries
-        .iter()
-        .map(|r| ((r.partition, r.offset), (r.attempts, r.token)))
-        .collect();
-    let positions: Vec<(i32, i64)> = retries.iter().map(|r| (r.partition, r.offset)).collect();
-    let mut found = store
-        .records_at(&mut tx, topic_id, &positions)
+    let request = GroupClaimRequest {
+        group_id,
+        topic_id,
+        strict: false,
+        partitions: 1,
+        start: 0,
+        n,
+        lease,
+        owner,
+    };
+    let claimed = crate::topic::claim::claim::<B>(client.store(), &mut tx, &request)
         .await
         .unwrap();
-    let mut want = n - retries.len();
-    if want > 0 {
-        let scan = CursorScan {
-            group_id,
-            topic_id,
-            from: 0,
-            to: i32::MAX,
-            limit: 1 << 20,
-        };
-        let mut moved = Vec::new();
-        for c in store.lock_cursors(&mut tx, &scan).await.unwrap() {
-            now_us = c.now_us;
-            let from = c.next.max(c.low);
-            let to = c.end.min(from + want as i64).max(from);
-            if to > c.next {
-                moved.push((c.partition, to));
-            }
-            if to == from {
-                continue;
-            }
-            want -= (to - from) as usize;
-            let tokens = store
-                .past_tokens(&mut tx, group_id, c.partition, from, to)
-                .await
-                .unwrap();
-            for mut r in store
-                .log_range(&mut tx, topic_id, c.partition, from, to)
-                .await
-                .unwrap()
-            {
-                r.token = tokens.get(&r.offset).copied().unwrap_or(0);
-                found.push(r);
-            }
-            if want == 0 {
-                break;
-            }
-        }
-        store.set_cursors(&mut tx, group_id, &moved).await.unwrap();
-    }
-    let until_us = now_us.saturating_add(crate::domain::micros_of(lease));
-    let deliveries: Vec<Delivery> = found
-        .into_iter()
-        .map(|r| {
-            let (attempts, token) = previous
-                .get(&(r.partition, r.offset))
-                .copied()
-                .unwrap_or((0, r.token));
-            Delivery {
-                id: r.id,
-                token: (token + 1) as u64,
-                attempt: (attempts + 1) as u32,
-                priority: 0,
-                ordering_key: r.key,
-                idempotency_key: None,
-                headers: r.headers,
-                body: r.body,
-                enqueued_at: time_from_micros(r.published_us),
-                lease_expires_at: time_from_micros(until_us),
-                partition: Some(r.partition as u32),
-                offset: Some(r.offset),
-            }
-        })
-        .collect();
-    if !deliveries.is_empty() {
-        let leases = NewGroupLeases {
-            group_id,
-            deliveries: &deliveries,
-            claimed_us: now_us,
-            until_us,
-            owner,
-        };
-        store.insert_group_leases(&mut tx, &leases).await.unwrap();
-    }
     tx.commit().await.unwrap();
-    deliveries
+    claimed.deliveries
 }
 
 /// `t` in microseconds since the epoch.
