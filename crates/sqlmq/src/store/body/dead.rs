@@ -3,7 +3,7 @@
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{DeadLetter, MessageId, Result, parse_errors, time_from_micros};
 use crate::store::rows::{Entry, Keyed};
-use crate::store::{Backend, DeadLetters};
+use crate::store::{Backend, DeadLetters, Enqueue};
 
 /// The dead-letter statements.
 pub struct DeadSql {

@@ -159,38 +159,6 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         queue_id: i32,
         entries: &[(Entry, i64)],
     ) -> Result<()> {
-        SqlStore::place(self, conn, queue_id, entries).await
-    }
-
-    async fn enqueue_keyed(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        items: Vec<Keyed>,
-    ) -> Result<()> {
-        SqlStore::enqueue_keyed(self, conn, queue_id, items).await
-    }
-
-    async fn count_stored_messages(
-        &self,
-        conn: &mut B::Connection,
-        ids: &[MessageId],
-    ) -> Result<usize> {
-        let rows = self
-            .fetch_id_list(conn, B::ENQUEUE.stored_locking, ids)
-            .await?;
-        Ok(rows.len())
-    }
-}
-
-impl<B: Backend> SqlStore<B> {
-    /// Put entries into `ready` (no delay left) or `scheduled` (delay in microseconds).
-    pub(crate) async fn place(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        entries: &[(Entry, i64)],
-    ) -> Result<()> {
         let (now, later): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, delay)| *delay <= 0);
         self.insert_values(
             conn,
@@ -223,5 +191,25 @@ impl<B: Backend> SqlStore<B> {
             },
         )
         .await
+    }
+
+    async fn enqueue_keyed(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        items: Vec<Keyed>,
+    ) -> Result<()> {
+        SqlStore::enqueue_keyed(self, conn, queue_id, items).await
+    }
+
+    async fn count_stored_messages(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> Result<usize> {
+        let rows = self
+            .fetch_id_list(conn, B::ENQUEUE.stored_locking, ids)
+            .await?;
+        Ok(rows.len())
     }
 }

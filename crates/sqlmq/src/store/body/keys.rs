@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, Error, MessageId, Result};
-use crate::store::Backend;
 use crate::store::rows::{Entry, Keyed};
 use crate::store::statements::{MAX_LIST, bucket, padded};
+use crate::store::{Backend, Enqueue};
 
 /// The key protocol's statements that differ by backend.
 pub struct KeySql {

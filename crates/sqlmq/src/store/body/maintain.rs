@@ -8,7 +8,7 @@ use super::{Columns, SqlStore, Statement};
 use crate::domain::{MessageId, Result};
 use crate::store::rows::Entry;
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, Maintain};
+use crate::store::{Backend, Enqueue, Maintain};
 
 /// The time-driven moves' statements.
 pub struct MaintainSql {

@@ -19,7 +19,7 @@ use crate::domain::{
     Settlement, append_error, error_json, micros_of,
 };
 use crate::store::rows::Entry;
-use crate::store::{Backend, QueueSettle};
+use crate::store::{Backend, Enqueue, QueueSettle};
 
 /// How a backend adds an entry to a message's error history (keeping the last
 /// [`MAX_ERROR_HISTORY`]).
@@ -145,10 +145,7 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
             return Ok(true);
         }
         self.lock_leases(conn, &ids).await?;
-        let stored = self
-            .fetch_id_list(conn, B::ENQUEUE.stored_locking, &ids)
-            .await?;
-        Ok(stored.is_empty())
+        Ok(self.count_stored_messages(conn, &ids).await? == 0)
     }
 
     async fn fail_queue(
