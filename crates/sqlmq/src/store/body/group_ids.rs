@@ -1,10 +1,9 @@
 //! Running a statement over a list of a cluster group's ids, as the group concepts
-//! (`group_claim.rs`, `group_settle.rs`, `group_dead.rs`) do: the ids in bucketed, padded
-//! chunks, with the group id bound before them or after them.
+//! (`group_claim.rs`, `group_settle.rs`, `group_dead.rs`) do: the body's id lists
+//! (`exec_ids_beside`, `fetch_ids_beside`), with the group id bound before them or after them.
 
-use super::{Dialect, Query, SqlStore, Statement};
+use super::{Beside, Dialect, SqlStore};
 use crate::domain::{MessageId, Result};
-use crate::store::statements::{MAX_LIST, bucket, padded};
 
 /// Where a statement over a list of a group's ids binds the group id.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -16,29 +15,17 @@ pub(crate) enum GroupIds {
     GroupLast,
 }
 
-impl<B: Dialect> SqlStore<B> {
-    /// `template` (`{list}` of `?` or `{ids}`) for `chunk` (at most [`MAX_LIST`] ids of the
-    /// group), padded to its bucket by repeating the last id.
-    fn group_ids_query(
-        &self,
-        template: &'static str,
-        order: GroupIds,
-        group_id: i32,
-        chunk: &[MessageId],
-    ) -> Query<'static, B> {
-        let mut q = sqlx::query(self.st.list(template, "?", bucket(chunk.len())));
-        if order == GroupIds::GroupFirst {
-            q = q.arg(group_id);
+impl GroupIds {
+    /// `group_id`, bound where this order says.
+    fn beside(self, group_id: i32) -> Beside {
+        match self {
+            GroupIds::GroupFirst => Beside::Before(group_id),
+            GroupIds::GroupLast => Beside::After(group_id),
         }
-        for id in padded(chunk) {
-            q = q.arg(id.bytes());
-        }
-        if order == GroupIds::GroupLast {
-            q = q.arg(group_id);
-        }
-        q
     }
+}
 
+impl<B: Dialect> SqlStore<B> {
     /// Run `template` over the group's `ids` in padded chunks; returns the rows changed.
     pub(crate) async fn exec_group_ids(
         &self,
@@ -48,14 +35,8 @@ impl<B: Dialect> SqlStore<B> {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<u64> {
-        let mut affected = 0;
-        for chunk in ids.chunks(MAX_LIST) {
-            affected += self
-                .group_ids_query(template, order, group_id, chunk)
-                .run(conn)
-                .await?;
-        }
-        Ok(affected)
+        self.exec_ids_beside(conn, template, order.beside(group_id), ids)
+            .await
     }
 
     /// The rows of `template` for the group's `ids`, in padded chunks (`IN` matches a row
@@ -68,14 +49,7 @@ impl<B: Dialect> SqlStore<B> {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<Vec<B::Row>> {
-        let mut rows = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(MAX_LIST) {
-            rows.extend(
-                self.group_ids_query(template, order, group_id, chunk)
-                    .rows(conn)
-                    .await?,
-            );
-        }
-        Ok(rows)
+        self.fetch_ids_beside(conn, template, order.beside(group_id), ids)
+            .await
     }
 }

@@ -85,6 +85,16 @@ pub use topics::TopicSql;
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
 use crate::domain::{Error, MessageId, Result};
 
+/// A value a statement over a list of ids binds besides them (a group's id), and where.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Beside {
+    Nothing,
+    /// Before the ids: `… WHERE group_id = ? AND id IN ({list})`.
+    Before(i32),
+    /// After the ids: `… ({ids}) v STRAIGHT_JOIN t ON t.group_id = ? …`.
+    After(i32),
+}
+
 /// The store of backend `B`: the statement texts expanded for one table prefix. Every store
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
 pub struct SqlStore<B> {
@@ -396,11 +406,22 @@ impl<B: Dialect> SqlStore<B> {
 
     /// `template` (one `{list}` of `?`, or an `{ids}` derived table) for `chunk` (at most
     /// [`MAX_LIST`] ids), padded to its bucket by repeating the last id, which changes nothing
-    /// in an `IN` list or a join.
-    fn id_list_query(&self, template: &'static str, chunk: &[MessageId]) -> Query<'static, B> {
+    /// in an `IN` list or a join; `beside` is bound before or after the ids.
+    fn id_list_query(
+        &self,
+        template: &'static str,
+        beside: Beside,
+        chunk: &[MessageId],
+    ) -> Query<'static, B> {
         let mut q = self.list_query(template, "?", bucket(chunk.len()));
+        if let Beside::Before(v) = beside {
+            q = q.arg(v);
+        }
         for id in padded(chunk) {
             q = q.arg(id.bytes());
+        }
+        if let Beside::After(v) = beside {
+            q = q.arg(v);
         }
         q
     }
@@ -412,9 +433,24 @@ impl<B: Dialect> SqlStore<B> {
         template: &'static str,
         ids: &[MessageId],
     ) -> Result<u64> {
+        self.exec_ids_beside(conn, template, Beside::Nothing, ids)
+            .await
+    }
+
+    /// [`SqlStore::exec_id_list`] with a value bound beside each chunk's ids.
+    pub(crate) async fn exec_ids_beside(
+        &self,
+        conn: &mut B::Connection,
+        template: &'static str,
+        beside: Beside,
+        ids: &[MessageId],
+    ) -> Result<u64> {
         let mut affected = 0;
         for chunk in ids.chunks(MAX_LIST) {
-            affected += self.id_list_query(template, chunk).run(conn).await?;
+            affected += self
+                .id_list_query(template, beside, chunk)
+                .run(conn)
+                .await?;
         }
         Ok(affected)
     }
@@ -427,9 +463,25 @@ impl<B: Dialect> SqlStore<B> {
         template: &'static str,
         ids: &[MessageId],
     ) -> Result<Vec<B::Row>> {
+        self.fetch_ids_beside(conn, template, Beside::Nothing, ids)
+            .await
+    }
+
+    /// [`SqlStore::fetch_id_list`] with a value bound beside each chunk's ids.
+    pub(crate) async fn fetch_ids_beside(
+        &self,
+        conn: &mut B::Connection,
+        template: &'static str,
+        beside: Beside,
+        ids: &[MessageId],
+    ) -> Result<Vec<B::Row>> {
         let mut rows = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(MAX_LIST) {
-            rows.extend(self.id_list_query(template, chunk).rows(conn).await?);
+            rows.extend(
+                self.id_list_query(template, beside, chunk)
+                    .rows(conn)
+                    .await?,
+            );
         }
         Ok(rows)
     }
