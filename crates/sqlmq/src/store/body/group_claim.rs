@@ -10,8 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::group_ids::GroupIds;
-use super::{Columns, Query, SqlStore, Statement};
+use super::{Beside, Columns, Query, SqlStore, Statement};
 use crate::domain::{MessageId, Result};
 use crate::store::rows::{Cursor, CursorScan, DueRetry, LoggedRow, NewGroupLeases};
 use crate::store::statements::{MAX_LIST, bucket, padded, split_into_buckets};
@@ -152,14 +151,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
             .collect::<Result<Vec<_>>>()?;
         if !retries.is_empty() {
             let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
-            self.exec_group_ids(
-                conn,
-                sql.delete_retries,
-                GroupIds::GroupLast,
-                group_id,
-                &ids,
-            )
-            .await?;
+            self.exec_ids_beside(conn, sql.delete_retries, Beside::After(group_id), &ids)
+                .await?;
         }
         Ok(retries)
     }
@@ -171,13 +164,7 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         ids: &[MessageId],
     ) -> Result<HashSet<MessageId>> {
         let rows = self
-            .fetch_group_ids(
-                conn,
-                B::GROUP_CLAIM.held,
-                GroupIds::GroupFirst,
-                group_id,
-                ids,
-            )
+            .fetch_ids_beside(conn, B::GROUP_CLAIM.held, Beside::Before(group_id), ids)
             .await?;
         rows.iter().map(|r| r.id_at(0)).collect()
     }

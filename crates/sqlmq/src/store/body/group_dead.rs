@@ -3,8 +3,7 @@
 
 use std::ops::Range;
 
-use super::group_ids::GroupIds;
-use super::{Columns, Query, SqlStore, Statement};
+use super::{Beside, Columns, Query, SqlStore, Statement};
 use crate::domain::{
     AttemptError, DeadLetter, MessageId, PendingRetry, Result, parse_events, time_from_micros,
 };
@@ -104,7 +103,7 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
     ) -> Result<Vec<MessageId>> {
         let sql = &B::GROUP_DEAD;
         let rows = self
-            .fetch_group_ids(conn, sql.lock_dead, GroupIds::GroupFirst, group_id, ids)
+            .fetch_ids_beside(conn, sql.lock_dead, Beside::Before(group_id), ids)
             .await?;
         let found = rows
             .iter()
@@ -124,7 +123,7 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
             q.arg(group_id).run(conn).await?;
             rest = tail;
         }
-        self.exec_group_ids(conn, sql.delete_dead, GroupIds::GroupLast, group_id, &found)
+        self.exec_ids_beside(conn, sql.delete_dead, Beside::After(group_id), &found)
             .await?;
         Ok(found)
     }
@@ -150,11 +149,10 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<u64> {
-        self.exec_group_ids(
+        self.exec_ids_beside(
             conn,
             B::GROUP_DEAD.delete_dead,
-            GroupIds::GroupLast,
-            group_id,
+            Beside::After(group_id),
             ids,
         )
         .await
@@ -191,14 +189,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<u64> {
-        self.exec_group_ids(
-            conn,
-            B::GROUP_DEAD.retry_now,
-            GroupIds::GroupFirst,
-            group_id,
-            ids,
-        )
-        .await
+        self.exec_ids_beside(conn, B::GROUP_DEAD.retry_now, Beside::Before(group_id), ids)
+            .await
     }
 
     /// Replay offsets `range` of one partition into the group (at most a few thousand per

@@ -16,9 +16,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::group_ids::GroupIds;
 use super::group_state::{STATE_ACKED, STATE_DEAD, STATE_RETRYING};
-use super::{Columns, SqlStore, Statement};
+use super::{Beside, Columns, SqlStore, Statement};
 use crate::domain::{
     Decide, DeliveryEvent, Error, MessageId, NackOutcome, Receipt, Released, Result, Settlement,
     micros_of, rfc3339,
@@ -165,11 +164,10 @@ impl<B: Backend> SqlStore<B> {
         ids: &[MessageId],
     ) -> Result<HashMap<MessageId, GroupLease>> {
         let rows = self
-            .fetch_group_ids(
+            .fetch_ids_beside(
                 conn,
                 B::GROUP_SETTLE.lock_leases,
-                GroupIds::GroupFirst,
-                group_id,
+                Beside::Before(group_id),
                 ids,
             )
             .await?;
@@ -185,11 +183,10 @@ impl<B: Backend> SqlStore<B> {
         group_id: i32,
         ids: &[MessageId],
     ) -> Result<()> {
-        self.exec_group_ids(
+        self.exec_ids_beside(
             conn,
             B::GROUP_SETTLE.delete_leases,
-            GroupIds::GroupLast,
-            group_id,
+            Beside::After(group_id),
             ids,
         )
         .await?;

@@ -27,7 +27,6 @@
 //! | `stream.rs` | `Stream` |
 //! | `retention.rs` | `Retention` |
 //! | `member_dead.rs` | `MemberDead` |
-//! | `group_ids.rs` | statements over a list of a cluster group's ids |
 //! | `group_claim.rs` | `GroupClaim` (the cluster claim's reads and writes) |
 //! | `group_settle.rs` | `GroupSettle` |
 //! | `group_dead.rs` | `GroupDead` |
@@ -40,7 +39,6 @@ mod dead;
 pub(crate) mod enqueue;
 mod group_claim;
 mod group_dead;
-mod group_ids;
 mod group_settle;
 mod group_state;
 mod groups;
