@@ -76,6 +76,7 @@ mod job;
 /// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.
 #[doc(hidden)]
 pub mod nodelay;
+mod outage;
 mod queue;
 mod source;
 mod store;
@@ -93,6 +94,7 @@ pub use domain::{
     Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };
 pub use job::Job;
+pub use outage::{Outage, OutageReport};
 pub use queue::Queue;
 pub use source::{Source, SourceName};
 pub use sqlx::{MySql, Sqlite};

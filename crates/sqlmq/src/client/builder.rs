@@ -295,6 +295,7 @@ impl ClientBuilder {
                 wakeups: Mutex::default(),
                 sequencers: Mutex::default(),
                 last_dedup_prune: Mutex::new(Instant::now()),
+                outage: crate::Outage::default(),
             }),
         })
     }

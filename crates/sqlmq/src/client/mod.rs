@@ -77,6 +77,8 @@ pub(crate) struct Inner<B: Backend> {
     /// Background sequencers by (topic id, partition), started by local publishes.
     pub sequencers: Mutex<HashMap<(i32, i32), Arc<tokio::sync::Notify>>>,
     pub last_dedup_prune: Mutex<Instant>,
+    /// Whether this client's long-running users wait for the database (`Client::outage`).
+    pub outage: crate::Outage,
 }
 
 /// `host:pid:random`, recorded as the owner of the leases this client takes.
@@ -257,6 +259,21 @@ impl<B: Backend> Client<B> {
     /// ```
     pub fn max_payload_bytes(&self) -> usize {
         self.inner.max_payload_bytes
+    }
+
+    /// Whether this client's long-running users — the worker runtime, `sqlmq serve` — are
+    /// waiting for the database (unreachable, at its connection limit, out of space), and since
+    /// when. They retry rather than exit, and report here (see [`Outage`](crate::Outage)).
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// if let Some(outage) = client.outage().current() {
+    ///     eprintln!("waiting for the database since {:?}: {}", outage.since, outage.reason);
+    /// }
+    /// # }
+    /// ```
+    pub fn outage(&self) -> &crate::Outage {
+        &self.inner.outage
     }
 
     /// The id recorded as owner of the leases this client takes (`host:pid:random`).

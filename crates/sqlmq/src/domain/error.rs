@@ -136,6 +136,59 @@ pub enum Error {
     #[error("corrupt data in the database: {0}")]
     Corrupt(String),
 
+    /// The database server refused a new connection at one of its limits: MySQL/MariaDB
+    /// `max_connections` (error 1040), `max_user_connections` (1203) or a per-user resource
+    /// limit (1226). A moment's condition — a deploy starting many processes, another
+    /// application's spike — so it is retryable ([`ErrorClass::Busy`]): sqlmq's long-running
+    /// processes (workers, `sqlmq consume`, `subscribe`, `serve`) wait it out. For good, give
+    /// each process fewer connections ([`ClientBuilder::max_connections`](crate::ClientBuilder::max_connections),
+    /// `--max-connections`) or raise the server's limit.
+    ///
+    /// ```
+    /// let err = sqlmq::Error::ConnectionLimit {
+    ///     limit: "max_connections",
+    ///     source: sqlx::Error::Protocol("Too many connections".into()),
+    /// };
+    /// assert!(err.is_retryable());
+    /// assert!(err.to_string().contains("max_connections"));
+    /// ```
+    #[error(
+        "the database server refuses new connections: its {limit} is reached ({source}); \
+         sqlmq's long-running processes wait and retry. Lower the connections per process \
+         (--max-connections) or raise the server's limit"
+    )]
+    ConnectionLimit {
+        /// The server's limit that was reached (`max_connections`, ...).
+        limit: &'static str,
+        /// The server's refusal.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The database is out of space: MySQL/MariaDB "table is full" (1114) or "disk full"
+    /// (1021), SQLite's `SQLITE_FULL`. Nothing of the failed call was written (its
+    /// transaction rolled back). Sends fail until space is freed on the server — disk, or the
+    /// tablespace's limit — while claims, acks and purges keep working (they free space), and
+    /// sqlmq's workers retry. Retryable ([`ErrorClass::Busy`]), but only once space is back.
+    ///
+    /// ```
+    /// let err = sqlmq::Error::DatabaseFull {
+    ///     source: sqlx::Error::Protocol("The table 'sqlmq_messages' is full".into()),
+    /// };
+    /// assert!(err.is_retryable());
+    /// assert!(err.to_string().starts_with("the database is out of space"));
+    /// ```
+    #[error(
+        "the database is out of space ({source}): nothing of this call was written. Free disk \
+         space on the database server (or raise the tablespace's limit); sends fail until \
+         then, while consumers and acks keep working and sqlmq's workers retry"
+    )]
+    DatabaseFull {
+        /// The server's refusal.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// The database failed. `class` tells whether retrying can help.
     #[error("database error ({class:?}): {source}")]
     Database {
@@ -167,7 +220,10 @@ pub enum ErrorClass {
     /// 1836, 1047, 4031, I/O): discard it, reconnect and retry. If it happened during COMMIT the
     /// outcome is unknown and must be resolved (sqlmq does this through message ids).
     Reconnect,
-    /// The pool had no free connection in time: retry later.
+    /// The database cannot take the work now: the pool had no free connection in time, the
+    /// server is at its connection limit ([`Error::ConnectionLimit`]) or out of space
+    /// ([`Error::DatabaseFull`]). Retry later: sqlmq does not retry these within a call (the
+    /// wait is the caller's), and its long-running processes wait them out.
     Busy,
     /// Retrying will not help.
     Fatal,
@@ -192,13 +248,11 @@ impl Error {
     /// assert!(!err.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Database { class, .. } => class.is_retryable(),
-            _ => false,
-        }
+        self.class().is_some_and(ErrorClass::is_retryable)
     }
 
-    /// The class of a database error, `None` for other errors.
+    /// The class of a database error (including [`Error::ConnectionLimit`] and
+    /// [`Error::DatabaseFull`]), `None` for other errors.
     ///
     /// ```
     /// assert_eq!(sqlmq::Error::UnknownQueue("q".into()).class(), None);
@@ -206,6 +260,7 @@ impl Error {
     pub fn class(&self) -> Option<ErrorClass> {
         match self {
             Error::Database { class, .. } => Some(*class),
+            Error::ConnectionLimit { .. } | Error::DatabaseFull { .. } => Some(ErrorClass::Busy),
             _ => None,
         }
     }

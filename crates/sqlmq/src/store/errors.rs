@@ -11,7 +11,7 @@ use std::sync::RwLock;
 
 use sqlx::error::DatabaseError;
 
-use super::body::Driver;
+use super::body::{Driver, Refusal};
 use crate::domain::{Error, ErrorClass, RUNTIME_GRANTS_NEEDED};
 
 /// What to do about a driver error that is not a server's own: the same for every backend.
@@ -29,6 +29,7 @@ struct Facts {
     backend: TypeId,
     classify: fn(&dyn DatabaseError) -> Option<ErrorClass>,
     is_permission_denied: fn(&dyn DatabaseError) -> bool,
+    refusal: fn(&dyn DatabaseError) -> Option<Refusal>,
     connection_failed: fn(),
 }
 
@@ -38,6 +39,7 @@ impl Facts {
             backend: TypeId::of::<B>(),
             classify: B::classify,
             is_permission_denied: B::is_permission_denied,
+            refusal: B::refusal,
             connection_failed: B::connection_failed,
         }
     }
@@ -68,6 +70,14 @@ fn convert(err: sqlx::Error, drivers: &[Facts]) -> Error {
         return Error::PermissionDenied {
             needs: RUNTIME_GRANTS_NEEDED,
             source: err,
+        };
+    }
+    if let sqlx::Error::Database(db) = &err
+        && let Some(refusal) = drivers.iter().find_map(|d| (d.refusal)(db.as_ref()))
+    {
+        return match refusal {
+            Refusal::Connections(limit) => Error::ConnectionLimit { limit, source: err },
+            Refusal::Space => Error::DatabaseFull { source: err },
         };
     }
     let class = match &err {

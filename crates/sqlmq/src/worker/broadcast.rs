@@ -33,6 +33,7 @@ use super::poll::PollDelay;
 use super::tally::Tally;
 use crate::client::Subject;
 use crate::domain::{AttemptError, Delivery, Error, Result, StreamRecord, validate_name};
+use crate::outage::{pause, sleep_unless_stopped};
 use crate::store::Backend;
 use crate::topic::Group;
 
@@ -111,7 +112,9 @@ pub(crate) async fn run_member<B: Backend>(
         let reader = match rt.group.reader(&rt.member).await {
             Ok(reader) => Some(reader),
             Err(e) if e.is_retryable() => {
-                tracing::warn!(group = rt.group.label(), "cannot read positions: {e}");
+                if !rt.group.topic().client().outage().failed(&e) {
+                    tracing::warn!(group = rt.group.label(), "cannot read positions: {e}");
+                }
                 None
             }
             Err(e) => {
@@ -252,6 +255,7 @@ async fn run_partition<B: Backend>(
             }
         };
         failures = 0;
+        client.outage().succeeded();
         if batch.is_empty() {
             at.next = after; // (past records retention removed, if any)
             match rt.group.topic().sequence_pending().await {
@@ -321,16 +325,10 @@ async fn pause_after<B: Backend>(
         return false;
     }
     *failures += 1;
-    tracing::warn!(group = rt.group.label(), "read failed, retrying: {e}");
-    sleep_unless_stopped(Duration::from_millis(50 << (*failures).min(5)), stop).await
-}
-
-/// Sleep `wait`; false when `stop` came first.
-async fn sleep_unless_stopped(wait: Duration, stop: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
-        _ = stop.cancelled() => false,
+    if !rt.group.topic().client().outage().failed(&e) {
+        tracing::warn!(group = rt.group.label(), "read failed, retrying: {e}");
     }
+    sleep_unless_stopped(pause(*failures), stop).await
 }
 
 /// Run `record` through the handler until it passes: retried in place on the group's backoff

@@ -616,7 +616,10 @@ impl<B: Backend> WorkerBuilder<B> {
     /// in-flight handlers finish within the grace period, flush acks, deregister: see the
     /// protocol in `worker/shutdown.rs`) and return what was done. Fails at once on bad
     /// settings, an unknown queue or group, or a broadcast group; fails after a graceful
-    /// shutdown if a source became unusable while running (deleted, schema changed).
+    /// shutdown if a source became unusable while running (deleted, schema changed). Never
+    /// fails for a database that is unavailable for a while — unreachable, at its connection
+    /// limit, out of space — at start or while running: it waits, retries with backoff and
+    /// reports the wait once ([`Client::outage`](crate::Client::outage)).
     ///
     /// ```no_run
     /// # async fn f(builder: sqlmq::WorkerBuilder) -> sqlmq::Result<()> {
@@ -627,6 +630,10 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # Ok(()) }
     /// ```
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
-        self.start(shutdown).await?.until_stopped().await
+        match self.start(shutdown).await? {
+            Some(running) => running.until_stopped().await,
+            // Stopped while waiting for the database: nothing was claimed.
+            None => Ok(WorkerReport::default()),
+        }
     }
 }

@@ -18,6 +18,7 @@ use super::execute::{SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
 use crate::domain::Result;
+use crate::outage::{pause, sleep_unless_stopped};
 use crate::store::Backend;
 
 /// How one queue's claim loop runs.
@@ -121,6 +122,7 @@ pub(crate) async fn run_consumer<B: Backend>(
         match claimed {
             Ok(batch) if !batch.is_empty() => {
                 failures = 0;
+                rt.source.client().outage().succeeded();
                 poll.activity.store(true, Ordering::Relaxed);
                 for delivery in batch {
                     let permit = Arc::clone(&slots.free)
@@ -145,6 +147,7 @@ pub(crate) async fn run_consumer<B: Backend>(
             }
             Ok(_) => {
                 failures = 0;
+                rt.source.client().outage().succeeded();
                 poll.enter_idle();
                 tokio::select! {
                     _ = &mut notified => {}
@@ -157,12 +160,11 @@ pub(crate) async fn run_consumer<B: Backend>(
             }
             Err(e) if e.is_retryable() => {
                 failures += 1;
-                tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
-                let wait = Duration::from_millis(50 << failures.min(5));
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.cancelled() => {}
+                // An unavailable database is logged once, by the client's outage.
+                if !rt.source.client().outage().failed(&e) {
+                    tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
                 }
+                sleep_unless_stopped(pause(failures), stop).await;
             }
             Err(e) => {
                 tracing::error!(source = rt.source.name(), "claiming stopped: {e}");

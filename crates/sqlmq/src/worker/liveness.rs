@@ -78,10 +78,16 @@ impl<B: Backend> Registration<B> {
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.cancelled() => return,
             }
-            if let Err(e) = self.beat().await {
-                tracing::warn!("heartbeat failed: {e}");
+            let outage = self.client.outage();
+            match self.beat().await {
+                Ok(()) => outage.succeeded(),
+                // An unavailable database is logged once, by the client's outage.
+                Err(e) if outage.failed(&e) => continue,
+                Err(e) => tracing::warn!("heartbeat failed: {e}"),
             }
-            if let Err(e) = self.reap().await {
+            if let Err(e) = self.reap().await
+                && !outage.failed(&e)
+            {
                 tracing::warn!("releasing dead processes' claims failed: {e}");
             }
         }

@@ -133,7 +133,9 @@ pub(crate) async fn run_prober<B: Backend>(
         let signals = match client.probe(&ids).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!("probe failed: {e}");
+                if !client.outage().failed(&e) {
+                    tracing::warn!("probe failed: {e}");
+                }
                 continue;
             }
         };
@@ -170,7 +172,9 @@ async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> bool {
     let signals = match first.topic().client().probe_groups(&ids).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!("group probe failed: {e}");
+            if !first.topic().client().outage().failed(&e) {
+                tracing::warn!("group probe failed: {e}");
+            }
             return false;
         }
     };

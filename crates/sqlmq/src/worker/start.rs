@@ -47,19 +47,37 @@ pub(super) struct Running<B: Backend> {
 
 impl<B: Backend> WorkerBuilder<B> {
     /// Validate, resolve the sources (an unknown queue or group, or a broadcast group, is an
-    /// error here, before anything runs), register the process, and spawn every task.
-    pub(super) async fn start(self, shutdown: CancellationToken) -> Result<Running<B>> {
+    /// error here, before anything runs), register the process, and spawn every task. While
+    /// the database is unavailable this waits (`Outage::wait_out`); `None` when `shutdown` came
+    /// first.
+    pub(super) async fn start(self, shutdown: CancellationToken) -> Result<Option<Running<B>>> {
         self.validate()?;
-        let mut sources = Vec::new();
-        for (name, _) in &self.sources {
-            sources.push(name.resolve(&self.client).await?);
-        }
-        let registration = Registration {
-            client: self.client.clone(),
-            sources: sources.clone(),
-            interval: self.heartbeat_interval,
+        let this = &self;
+        let resolved = self
+            .client
+            .outage()
+            .wait_out(&shutdown, || async move {
+                let mut sources = Vec::new();
+                for (name, _) in &this.sources {
+                    sources.push(name.resolve(&this.client).await?);
+                }
+                let mut groups = Vec::new();
+                for (spec, _) in &this.members {
+                    let topic = this.client.topic(&spec.topic).await?;
+                    groups.push(topic.group(&spec.group).await?);
+                }
+                let registration = Registration {
+                    client: this.client.clone(),
+                    sources: sources.clone(),
+                    interval: this.heartbeat_interval,
+                };
+                registration.register().await?;
+                Ok((sources, groups, registration))
+            })
+            .await?;
+        let Some((sources, groups, registration)) = resolved else {
+            return Ok(None);
         };
-        registration.register().await?;
 
         let stop = shutdown.child_token();
         let services = CancellationToken::new();
@@ -117,13 +135,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 });
             }
         }
-        for (spec, handler) in self.members {
-            let group = self
-                .client
-                .topic(&spec.topic)
-                .await?
-                .group(&spec.group)
-                .await?;
+        for ((spec, handler), group) in self.members.into_iter().zip(groups) {
             if group.config().mode != GroupMode::Broadcast {
                 return Err(Error::InvalidArgument(format!(
                     "group {} is a cluster group: run it with topic_group",
@@ -180,7 +192,7 @@ impl<B: Backend> WorkerBuilder<B> {
             sources = sources.len(),
             "worker started"
         );
-        Ok(Running {
+        Ok(Some(Running {
             stop,
             services,
             kill,
@@ -193,6 +205,6 @@ impl<B: Backend> WorkerBuilder<B> {
             heartbeat,
             registration,
             tally,
-        })
+        }))
     }
 }

@@ -27,6 +27,12 @@ pub trait Driver: Database {
     /// What to do about a server error of this backend (`None`: not one of its errors).
     fn classify(db: &dyn sqlx::error::DatabaseError) -> Option<ErrorClass>;
 
+    /// Whether a server error refuses the work for want of a resource: a connection at the
+    /// server's limit, or space (see [`Refusal`]).
+    fn refusal(_db: &dyn sqlx::error::DatabaseError) -> Option<Refusal> {
+        None
+    }
+
     /// Whether a server error is a refusal for want of a privilege.
     fn is_permission_denied(_db: &dyn sqlx::error::DatabaseError) -> bool {
         false
@@ -38,6 +44,16 @@ pub trait Driver: Database {
     /// Called when a connection failed with an I/O error (the MySQL backend pings the
     /// connections that were idle since before it).
     fn connection_failed() {}
+}
+
+/// A resource the server refused the work for want of: a moment's condition, waited out by
+/// long-running processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No new connection: the server's limit of that name is reached.
+    Connections(&'static str),
+    /// No space for the rows.
+    Space,
 }
 
 /// A statement being built for backend `B`.

@@ -59,7 +59,7 @@ use std::marker::PhantomData;
 
 pub use admin::AdminSql;
 pub(crate) use db::Query;
-pub use db::{Bind, Driver, Get, Run};
+pub use db::{Bind, Driver, Get, Refusal, Run};
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
 pub use group_claim::GroupClaimSql;

@@ -9,7 +9,7 @@ use sqlx::error::DatabaseError;
 use sqlx::mysql::{MySqlDatabaseError, MySqlQueryResult};
 
 use crate::domain::{Error, ErrorClass};
-use crate::store::body::Driver;
+use crate::store::body::{Driver, Refusal};
 
 impl ErrorClass {
     /// Classify a MySQL or MariaDB server/client error number.
@@ -30,6 +30,8 @@ impl ErrorClass {
             1213 | 1020 | 3101 | 1615 => ErrorClass::RetryTransaction,
             // Server gone / lost, read-only after failover, node not ready, idle disconnect.
             2006 | 2013 | 1290 | 1792 | 1836 | 1047 | 4031 | 1053 | 1927 => ErrorClass::Reconnect,
+            // A limit of the server's (connections, space): wait, then retry (`refusal`).
+            1040 | 1203 | 1226 | 1114 | 1021 => ErrorClass::Busy,
             _ => ErrorClass::Fatal,
         }
     }
@@ -46,6 +48,13 @@ impl Error {
             Error::Database {
                 source: sqlx::Error::Database(db),
                 ..
+            }
+            | Error::ConnectionLimit {
+                source: sqlx::Error::Database(db),
+                ..
+            }
+            | Error::DatabaseFull {
+                source: sqlx::Error::Database(db),
             }
             | Error::PermissionDenied {
                 source: sqlx::Error::Database(db),
@@ -66,6 +75,21 @@ pub(crate) fn is_permission_denied(db: &dyn DatabaseError) -> bool {
         .is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1143 | 1227 | 1370))
 }
 
+/// The resource a server error refuses the work for want of: ER_CON_COUNT_ERROR (1040),
+/// ER_TOO_MANY_USER_CONNECTIONS (1203), ER_USER_LIMIT_REACHED (1226) — new connections;
+/// ER_RECORD_FILE_FULL (1114: InnoDB cannot extend a tablespace, on a full disk or at the
+/// data file's `max`), ER_DISK_FULL (1021) — space.
+pub(crate) fn refusal(db: &dyn DatabaseError) -> Option<Refusal> {
+    let number = db.try_downcast_ref::<MySqlDatabaseError>()?.number();
+    match number {
+        1040 => Some(Refusal::Connections("max_connections")),
+        1203 => Some(Refusal::Connections("max_user_connections")),
+        1226 => Some(Refusal::Connections("per-user resource limit")),
+        1114 | 1021 => Some(Refusal::Space),
+        _ => None,
+    }
+}
+
 /// The class of a server error, if it is a MySQL/MariaDB one.
 pub(crate) fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
     db.try_downcast_ref::<MySqlDatabaseError>()
@@ -83,6 +107,10 @@ impl Driver for sqlx::MySql {
 
     fn is_permission_denied(db: &dyn DatabaseError) -> bool {
         is_permission_denied(db)
+    }
+
+    fn refusal(db: &dyn DatabaseError) -> Option<Refusal> {
+        refusal(db)
     }
 
     /// ER_NO_SUCH_TABLE.
@@ -114,6 +142,11 @@ mod tests {
             (1792, Reconnect),
             (1836, Reconnect),
             (1047, Reconnect),
+            (1040, Busy),
+            (1203, Busy),
+            (1226, Busy),
+            (1114, Busy),
+            (1021, Busy),
             (1062, Fatal),
             (1146, Fatal),
         ] {

@@ -9,12 +9,14 @@ use sqlx::error::DatabaseError;
 use sqlx::sqlite::{SqliteError, SqliteQueryResult};
 
 use crate::domain::ErrorClass;
-use crate::store::body::Driver;
+use crate::store::body::{Driver, Refusal};
 
 /// `SQLITE_BUSY`
 const BUSY: i32 = 5;
 /// `SQLITE_LOCKED`
 const LOCKED: i32 = 6;
+/// `SQLITE_FULL`: the disk is full, or the database reached `max_page_count`.
+const FULL: i32 = 13;
 
 impl ErrorClass {
     /// Classify a SQLite result code (primary or extended).
@@ -23,11 +25,14 @@ impl ErrorClass {
     /// use sqlmq::ErrorClass;
     /// assert_eq!(ErrorClass::for_sqlite_code(5), ErrorClass::RetryTransaction); // SQLITE_BUSY
     /// assert_eq!(ErrorClass::for_sqlite_code(517), ErrorClass::RetryTransaction); // BUSY_SNAPSHOT
+    /// assert_eq!(ErrorClass::for_sqlite_code(13), ErrorClass::Busy); // SQLITE_FULL
     /// assert_eq!(ErrorClass::for_sqlite_code(2067), ErrorClass::Fatal); // CONSTRAINT_UNIQUE
     /// ```
     pub fn for_sqlite_code(code: i32) -> ErrorClass {
         match code & 0xff {
             BUSY | LOCKED => ErrorClass::RetryTransaction,
+            // Out of space: wait, then retry (`refusal`).
+            FULL => ErrorClass::Busy,
             _ => ErrorClass::Fatal,
         }
     }
@@ -52,6 +57,12 @@ impl Driver for sqlx::Sqlite {
 
     fn classify(db: &dyn DatabaseError) -> Option<ErrorClass> {
         classify(db)
+    }
+
+    fn refusal(db: &dyn DatabaseError) -> Option<Refusal> {
+        code(db)
+            .is_some_and(|c| c & 0xff == FULL)
+            .then_some(Refusal::Space)
     }
 
     /// `SQLITE_ERROR` with SQLite's message for it (a prepare that names no table).
