@@ -4,7 +4,7 @@
 //! default. clap merges the first two; the file is read here.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{ArgAction, Args};
@@ -39,8 +39,23 @@ pub struct GlobalArgs {
     #[arg(long, env = "SQLMQ_MAX_PAYLOAD_BYTES", global = true, value_name = "N")]
     pub max_payload_bytes: Option<usize>,
 
-    /// TOML file with database_url, table_prefix and max_payload_bytes (flags and environment
-    /// override it)
+    /// Most database connections this process opens [default: 3 for consume and subscribe, 16
+    /// otherwise]. Processes × connections must stay below the server's max_connections, with
+    /// room for the application
+    #[arg(long, env = "SQLMQ_MAX_CONNECTIONS", global = true, value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_connections: Option<u32>,
+
+    /// How long a one-shot command (send, recv, …) waits for a database that is unreachable or
+    /// at its connection limit before it gives up; also the longest wait for a pooled
+    /// connection. consume, subscribe and serve wait for the database as long as it takes
+    /// [default: 5s]
+    #[arg(long, env = "SQLMQ_CONNECT_TIMEOUT", global = true, value_name = "DUR",
+        value_parser = parse_timeout)]
+    pub connect_timeout: Option<Duration>,
+
+    /// TOML file with database_url, table_prefix, max_payload_bytes, max_connections and
+    /// connect_timeout (flags and environment override it)
     #[arg(long, env = "SQLMQ_CONFIG", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -57,6 +72,30 @@ struct FileConfig {
     database_url: Option<String>,
     table_prefix: Option<String>,
     max_payload_bytes: Option<usize>,
+    max_connections: Option<u32>,
+    /// A duration such as `"5s"`.
+    connect_timeout: Option<String>,
+}
+
+/// Default of `--connect-timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `--connect-timeout`'s value: a positive duration such as `5s` or `500ms`.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("the connect timeout must be positive".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (expected a duration such as 500ms, 5s or 1m)")),
+    }
+}
+
+/// How long a command waits for an unavailable database when it connects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Patience {
+    /// A one-shot command: up to the connect timeout, then an error naming the cause.
+    Bounded,
+    /// A long-running process (consume, subscribe, serve): as long as it takes.
+    Unbounded,
 }
 
 /// A database sqlmq can use, as named by a URL scheme.
@@ -77,6 +116,10 @@ pub struct Settings {
     pub table_prefix: String,
     /// Payload limit; `None` keeps the library's default.
     pub max_payload_bytes: Option<usize>,
+    /// Pool size; `None` keeps the command's default.
+    pub max_connections: Option<u32>,
+    /// How long a one-shot command waits for the database ([`Patience::Bounded`]).
+    pub connect_timeout: Duration,
     /// `-v` count.
     pub verbose: u8,
     /// Whether no flag, environment variable or config file named the database, so that
@@ -101,13 +144,34 @@ impl Settings {
                 .or(file.table_prefix)
                 .unwrap_or_else(|| sqlmq::ClientBuilder::DEFAULT_TABLE_PREFIX.to_owned()),
             max_payload_bytes: args.max_payload_bytes.or(file.max_payload_bytes),
+            max_connections: match args.max_connections.or(file.max_connections) {
+                Some(0) => bail!("max_connections must be at least 1"),
+                n => n,
+            },
+            connect_timeout: match (args.connect_timeout, file.connect_timeout) {
+                (Some(d), _) => d,
+                (None, Some(text)) => parse_timeout(&text).map_err(|e| {
+                    anyhow::anyhow!("invalid connect_timeout in the config file: {e}")
+                })?,
+                (None, None) => DEFAULT_CONNECT_TIMEOUT,
+            },
             verbose: args.verbose,
         })
     }
 
-    /// The client builder these settings describe.
+    /// The client builder these settings describe (its pool: `--max-connections`, else the
+    /// library's default).
     pub fn builder(&self) -> sqlmq::ClientBuilder {
-        let builder = sqlmq::Client::builder().table_prefix(&self.table_prefix);
+        self.builder_with_pool(sqlmq::ClientBuilder::DEFAULT_MAX_CONNECTIONS)
+    }
+
+    /// The client builder these settings describe, with a pool of `default_connections` unless
+    /// `--max-connections` says otherwise.
+    pub fn builder_with_pool(&self, default_connections: u32) -> sqlmq::ClientBuilder {
+        let builder = sqlmq::Client::builder()
+            .table_prefix(&self.table_prefix)
+            .max_connections(self.max_connections.unwrap_or(default_connections))
+            .connect_timeout(self.connect_timeout);
         match self.max_payload_bytes {
             Some(n) => builder.max_payload_bytes(n),
             None => builder,
@@ -146,25 +210,50 @@ impl Settings {
     }
 
     /// Connect to backend `B` with these settings (a SQLite database without sqlmq's tables
-    /// gets them).
+    /// gets them), waiting up to the connect timeout for an unavailable database.
     pub async fn connect<B: Backend>(&self) -> Result<Client<B>> {
-        self.connect_with(self.builder()).await
+        self.connect_with(self.builder(), Patience::Bounded).await
     }
 
-    /// Connect with a builder derived from [`Settings::builder`] (to tune the pool).
+    /// Connect with a builder derived from [`Settings::builder`] (to tune the pool). While the
+    /// database is unreachable, at its connection limit or out of space, this waits and retries
+    /// (logged once when the wait starts and once when it ends): for the connect timeout, or
+    /// as long as it takes with [`Patience::Unbounded`]. Other errors (a bad password, an
+    /// unknown database, an outdated schema) fail at once.
     pub async fn connect_with<B: Backend>(
         &self,
         builder: sqlmq::ClientBuilder,
+        patience: Patience,
     ) -> Result<Client<B>> {
         let context = || format!("cannot use {}", redact(&self.database_url));
         self.announce_default();
-        if self.backend()? == BackendKind::MySql {
-            reachable(&self.database_url).await.with_context(context)?;
-        }
-        let client = builder
-            .open::<B>(&self.database_url)
-            .await
-            .with_context(context)?;
+        let outage = sqlmq::Outage::default();
+        let started = Instant::now();
+        let mut failures = 0u32;
+        let client = loop {
+            let failure = match self.open::<B>(builder.clone()).await {
+                Ok(client) => break client,
+                Err(Failure::Final(e)) => return Err(e.context(context())),
+                Err(Failure::Transient(kind, e)) => (kind, e),
+            };
+            let (kind, error) = failure;
+            outage.begin(kind, &format!("{error:#}"));
+            failures += 1;
+            let mut pause = pause(failures);
+            if patience == Patience::Bounded {
+                let left = self.connect_timeout.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(error.context(format!(
+                        "{}: gave up after waiting {} (--connect-timeout)",
+                        context(),
+                        humantime::format_duration(round_ms(started.elapsed()))
+                    )));
+                }
+                pause = pause.min(left);
+            }
+            tokio::time::sleep(pause).await;
+        };
+        outage.end();
         // A SQLite file with no schema is one this tool just created (or an empty one): set
         // it up, so that sqlmq works on a machine with nothing installed without a `migrate`
         // first. A server database is migrated explicitly, by whoever owns its schema.
@@ -177,15 +266,50 @@ impl Settings {
         }
         Ok(client)
     }
+
+    /// One attempt to open a client.
+    async fn open<B: Backend>(&self, builder: sqlmq::ClientBuilder) -> Result<Client<B>, Failure> {
+        if self.backend().map_err(Failure::Final)? == BackendKind::MySql {
+            reachable(&self.database_url, self.connect_timeout)
+                .await
+                .map_err(|e| Failure::Transient("unreachable", e))?;
+        }
+        builder
+            .open::<B>(&self.database_url)
+            .await
+            .map_err(|e| match sqlmq::Outage::kind_of(&e) {
+                Some(kind) => Failure::Transient(kind, e.into()),
+                None => Failure::Final(e.into()),
+            })
+    }
 }
 
-/// How long the pre-flight TCP connect may take.
-const REACH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why an attempt to connect failed.
+enum Failure {
+    /// The database is unavailable for now (the outage kind): wait and try again.
+    Transient(&'static str, anyhow::Error),
+    /// Trying again cannot help.
+    Final(anyhow::Error),
+}
 
-/// Fail fast, with the real cause, when the server cannot be reached at all: the pool would
-/// retry for its whole acquire timeout (30 s) and then report only "pool timed out". URLs
-/// that sqlx cannot parse or that name a Unix socket are left to the library.
-async fn reachable(url: &str) -> Result<()> {
+/// The wait after `failures` failed attempts to connect: 100 ms doubling up to 2 s, jittered so
+/// that processes started together do not retry in step.
+fn pause(failures: u32) -> Duration {
+    let cap = Duration::from_millis(100)
+        .saturating_mul(1 << failures.min(5))
+        .min(Duration::from_secs(2));
+    cap.mul_f64(rand::random_range(0.5..1.0))
+}
+
+/// `d` to whole milliseconds, for messages.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+/// Fail fast, with the real cause, when the server cannot be reached at all (within `timeout`):
+/// the pool would retry for its whole acquire timeout and then report only "pool timed out".
+/// URLs that sqlx cannot parse or that name a Unix socket are left to the library.
+async fn reachable(url: &str, timeout: Duration) -> Result<()> {
     let Ok(options) = url.parse::<MySqlConnectOptions>() else {
         return Ok(());
     };
@@ -193,12 +317,12 @@ async fn reachable(url: &str) -> Result<()> {
         return Ok(());
     }
     let (host, port) = (options.get_host(), options.get_port());
-    match tokio::time::timeout(REACH_TIMEOUT, TcpStream::connect((host, port))).await {
+    match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => bail!("cannot reach the database server at {host}:{port}: {e}"),
         Err(_) => bail!(
             "cannot reach the database server at {host}:{port}: no answer within {}",
-            humantime::format_duration(REACH_TIMEOUT)
+            humantime::format_duration(timeout)
         ),
     }
 }
@@ -274,6 +398,8 @@ mod tests {
             database_url: url.into(),
             table_prefix: "sqlmq_".into(),
             max_payload_bytes: None,
+            max_connections: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             verbose: 0,
             defaulted: false,
         };
@@ -309,6 +435,8 @@ mod tests {
             database_url: None,
             table_prefix: Some("flag_".into()),
             max_payload_bytes: None,
+            max_connections: None,
+            connect_timeout: None,
             config: Some(path.clone()),
             verbose: 0,
         };

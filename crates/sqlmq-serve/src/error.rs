@@ -123,6 +123,8 @@ impl From<sqlmq::Error> for ApiError {
             E::SchemaTooNew { .. } | E::SchemaOutdated { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "schema_incompatible")
             }
+            E::ConnectionLimit { .. } => (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable"),
+            E::DatabaseFull { .. } => (StatusCode::SERVICE_UNAVAILABLE, "database_full"),
             E::Database { class, .. } => match class {
                 C::Fatal => (StatusCode::INTERNAL_SERVER_ERROR, "database_error"),
                 // Unreachable, failing over, out of pooled connections, or a deadlock that
@@ -131,7 +133,9 @@ impl From<sqlmq::Error> for ApiError {
             },
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        if status.is_server_error() {
+        // A database that is unavailable for a while is logged once, by the refresher's
+        // outage (`snapshot.rs`), not once per request.
+        if status.is_server_error() && sqlmq::Outage::kind_of(&err).is_none() {
             tracing::warn!(error = %message, code, "request failed");
         }
         ApiError {
@@ -193,5 +197,21 @@ mod tests {
         let response = ApiError::from(err).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn a_full_database_or_a_connection_limit_is_503_with_a_code_of_its_own() {
+        let full = sqlmq::Error::DatabaseFull {
+            source: sqlx::Error::Protocol("The table 'sqlmq_messages' is full".into()),
+        };
+        let e = ApiError::from(full);
+        assert_eq!((e.status.as_u16(), e.code), (503, "database_full"));
+        assert!(e.message.contains("out of space"), "{}", e.message);
+        let limit = sqlmq::Error::ConnectionLimit {
+            limit: "max_connections",
+            source: sqlx::Error::Protocol("Too many connections".into()),
+        };
+        let e = ApiError::from(limit);
+        assert_eq!((e.status.as_u16(), e.code), (503, "database_unavailable"));
     }
 }

@@ -32,6 +32,8 @@ pub struct Snapshot {
     pub up: bool,
     /// Why the last read failed.
     pub error: Option<String>,
+    /// Since when the reads fail (the first failed read after a good one).
+    pub down_since: Option<SystemTime>,
     /// Every queue's counts.
     pub queues: Vec<sqlmq::QueueStats>,
     /// Every topic's size and rate, busiest first.
@@ -71,6 +73,7 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
         taken_at: Some(SystemTime::now()),
         up: true,
         error: None,
+        down_since: None,
         queues,
         topics,
         groups,
@@ -83,17 +86,30 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
 pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
     let timeout = state.metrics_refresh.max(Duration::from_secs(5));
     let result = tokio::time::timeout(timeout, collect(&state.client)).await;
+    let outage = state.client.outage();
     let next = match result {
-        Ok(Ok(snapshot)) => snapshot,
+        Ok(Ok(snapshot)) => {
+            outage.succeeded();
+            snapshot
+        }
         failed => {
             let reason = match failed {
-                Ok(Err(e)) => e.to_string(),
-                _ => format!("no answer within {timeout:?}"),
+                // An unavailable database is logged once, when the outage starts.
+                Ok(Err(e)) if outage.failed(&e) => e.to_string(),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "reading the database gauges failed");
+                    e.to_string()
+                }
+                _ => {
+                    let reason = format!("no answer within {timeout:?}");
+                    outage.begin("unreachable", &reason);
+                    reason
+                }
             };
-            tracing::warn!(error = %reason, "reading the database gauges failed");
             let mut previous = (*state.snapshot()).clone();
             previous.up = false;
             previous.error = Some(reason);
+            previous.down_since = previous.down_since.or(Some(SystemTime::now()));
             previous
         }
     };
@@ -105,12 +121,21 @@ pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
     *state.snapshot.write().expect("poisoned") = std::sync::Arc::new(next);
 }
 
+/// While the database is down, how often the refresher looks whether it is back (so that the
+/// dashboard and the log say so soon).
+const DOWN_REFRESH: Duration = Duration::from_secs(1);
+
 /// The refresher: runs until the server shuts down.
 pub(crate) async fn run<B: Backend>(state: AppState<B>) {
     loop {
         refresh(&state).await;
+        let wait = if state.snapshot().up {
+            state.metrics_refresh
+        } else {
+            state.metrics_refresh.min(DOWN_REFRESH)
+        };
         tokio::select! {
-            _ = tokio::time::sleep(state.metrics_refresh) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = state.shutdown.cancelled() => return,
         }
     }

@@ -6,7 +6,10 @@
 //! | `backend.rs` | [`TestBackend`]: what the conformance suite needs from each backend, and plain SQL ([`Value`]) |
 //! | `db.rs` | [`TestDb`]: an async test's own database and client, on any backend |
 //! | `checks.rs` | the storage invariants, [`Recorder`] |
+//! | `full.rs` | [`fill_and_drain`]: the out-of-space scenario, on any backend |
 //! | `conformance.rs` | [`conformance!`]: one generic scenario, one test per backend |
+//! | `private_server.rs` | [`PrivateServer`]: a MariaDB of the test's own (ports, data directory, optionally on a small tmpfs) to kill, restart, fill or limit |
+//! | `tmpfs.rs` | [`Tmpfs`]: a small file system to fill (a full disk) |
 //! | `wait.rs` | [`eventually`], [`eventually_async`]: conditions with a deadline, never a fixed sleep |
 
 #![warn(missing_docs)]
@@ -15,16 +18,22 @@ mod backend;
 mod checks;
 mod conformance;
 mod db;
+mod full;
+mod private_server;
 mod proxy;
 mod server;
+mod tmpfs;
 mod wait;
 
 pub use backend::{TestBackend, Value};
 pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
+pub use full::fill_and_drain;
+pub use private_server::PrivateServer;
 pub use proxy::{Proxy, address_of};
 pub use server::{
     TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,
 };
+pub use tmpfs::Tmpfs;
 pub use wait::{eventually, eventually_async};

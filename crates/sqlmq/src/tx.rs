@@ -180,6 +180,10 @@ where
                 Ok(value) => return Ok(value),
                 Err(err) => err,
             };
+            if matches!(err, Error::DatabaseFull { .. }) {
+                out_of_space::<B>(conn).await;
+                break 'attempt err;
+            }
             if err.class() != Some(ErrorClass::Reconnect) {
                 break 'attempt err;
             }
@@ -199,6 +203,13 @@ where
             return Err(err);
         }
     }
+}
+
+/// Close the connection of a unit that failed for want of space: SQLite may have rolled the
+/// transaction back by itself (on `SQLITE_FULL`), and the driver, whose ROLLBACK then failed,
+/// would count it open forever — the connection's next BEGIN would fail.
+async fn out_of_space<B: Backend>(conn: PoolConnection<B>) {
+    let _ = conn.close().await;
 }
 
 /// Ask `resolve`, on a new connection, about a unit whose COMMIT outcome is unknown.
@@ -321,12 +332,18 @@ where
             Ok(mut conn) => match attempt::<B, T, F>(&mut conn, op, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
                 Attempt::Failed { err, healthy } => {
-                    if !healthy {
+                    if matches!(err, Error::DatabaseFull { .. }) {
+                        out_of_space::<B>(conn).await;
+                    } else if !healthy {
                         let _ = conn.close().await;
                     }
                     err
                 }
                 Attempt::CommitFailed(value, err) => {
+                    if matches!(err, Error::DatabaseFull { .. }) {
+                        out_of_space::<B>(conn).await;
+                        return Err(err);
+                    }
                     let _ = conn.close().await;
                     if err.class() == Some(ErrorClass::Reconnect) {
                         // Unknown outcome: never blindly replay a COMMIT.

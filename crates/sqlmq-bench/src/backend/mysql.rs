@@ -14,7 +14,7 @@ use sqlx::{AssertSqlSafe, MySql, MySqlConnection, MySqlPool, Row};
 use super::{Db, RawSql};
 use crate::machine::{MySqlFacts, ServerFacts};
 use crate::scratch::{Area, Scratch};
-use sqlmq_cli_common::settings::Settings;
+use sqlmq_cli_common::settings::{Patience, Settings};
 
 /// Settings reported beside the durability ones (missing ones are left out: they differ
 /// between MySQL and MariaDB).
@@ -68,6 +68,7 @@ impl Db for MySql {
                 sqlmq::Client::builder()
                     .table_prefix(format!("{name}_"))
                     .max_connections(2),
+                Patience::Bounded,
             )
             .await?;
         let create = sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{name}`")))

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use sqlmq::Backend;
 
 use crate::cmd::{UsageError, parse_duration};
-use crate::settings::Settings;
+use crate::settings::{Patience, Settings};
 
 /// Arguments of `sqlmq serve`.
 #[derive(clap::Args, Debug)]
@@ -87,7 +87,11 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         .into());
     }
     let config = config.prometheus(sqlmq_serve::install_prometheus_recorder());
-    let client = settings.connect::<B>().await?;
+    // A long-running process: it waits for an unavailable database at start (and its
+    // requests answer 503 with Retry-After while it is unavailable later).
+    let client = settings
+        .connect_with::<B>(settings.builder(), Patience::Unbounded)
+        .await?;
     let server = sqlmq_serve::Server::bind(client, config).await?;
     eprintln!(
         "sqlmq serve: listening on http://{} (dashboard at /, API under /v1, /metrics, /openapi.json)",

@@ -8,15 +8,15 @@ use std::io::Write;
 
 use anyhow::Result;
 use sqlmq::{
-    Backend, Backoff, Delivery, Error, Group, GroupConfig, GroupMode, Receipt, SourceName, StartAt,
-    Topic,
+    Backend, Backoff, CancellationToken, Delivery, Error, Group, GroupConfig, GroupMode, Receipt,
+    SourceName, StartAt, Topic,
 };
 
 use super::consume::{self, Checkpoints, ExecOptions, ExecSource, StopWhen};
 use super::topic::view::{JsonRecord, record_line};
 use super::{UsageError, parse_backoff, parse_duration, parse_start_at};
 use crate::poll::PollDelay;
-use crate::settings::Settings;
+use crate::settings::{Patience, Settings};
 
 /// Most records claimed or read at once when printing.
 const PRINT_BATCH: u64 = 100;
@@ -115,17 +115,30 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     if args.exec.is_some() {
         args.options.validate()?;
     }
-    let client = settings.connect::<B>().await?;
-    let topic = client.topic(&args.topic).await?;
+    // A long-running process: it waits out an unavailable database, at start as later.
+    let client = settings
+        .connect_with::<B>(
+            settings.builder_with_pool(consume::EXEC_WORKER_CONNECTIONS),
+            Patience::Unbounded,
+        )
+        .await?;
+    let stop = sqlmq::shutdown_on_signals();
+    let outage = client.outage();
+    let Some(topic) = outage.wait_out(&stop, || client.topic(&args.topic)).await? else {
+        return Ok(());
+    };
     let mut groups = Vec::new();
     for name in &args.groups {
-        groups.push(join(&topic, name, &args).await?);
+        let Some(group) = join(&topic, name, &args, &stop).await? else {
+            return Ok(());
+        };
+        groups.push(group);
     }
     let Some(exec) = &args.exec else {
         let group = &groups[0];
         return match group.config().mode {
-            GroupMode::Cluster => print_cluster(group, &args).await,
-            GroupMode::Broadcast => print_broadcast(group, &args).await,
+            GroupMode::Cluster => print_cluster(group, &args, &stop).await,
+            GroupMode::Broadcast => print_broadcast(group, &args, &stop).await,
         };
     };
     let member = args.member.clone().unwrap_or_else(host_name);
@@ -162,11 +175,32 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
 }
 
 /// The group `name`, created if missing (at `--from`, default latest), its retry settings
-/// updated if given.
-async fn join<B: Backend>(topic: &Topic<B>, name: &str, args: &Args) -> Result<Group<B>> {
+/// updated if given; `None` when `stop` came while waiting for the database.
+async fn join<B: Backend>(
+    topic: &Topic<B>,
+    name: &str,
+    args: &Args,
+    stop: &CancellationToken,
+) -> Result<Option<Group<B>>> {
     let label = format!("{}/{}", topic.name(), name);
-    match topic.group(name).await {
-        Ok(group) => {
+    let outage = topic.client().outage();
+    let lookup = || async {
+        match topic.group(name).await {
+            Ok(group) => Ok(Some(group)),
+            Err(Error::UnknownGroup { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let Some(found) = outage.wait_out(stop, lookup).await? else {
+        return Ok(None);
+    };
+    let create = |config: GroupConfig, start: StartAt| {
+        outage.wait_out(stop, move || {
+            topic.create_group(name, config.clone(), start)
+        })
+    };
+    match found {
+        Some(group) => {
             let mode = group.config().mode;
             if let Some(wanted) = args.mode
                 && wanted != mode
@@ -183,16 +217,18 @@ async fn join<B: Backend>(topic: &Topic<B>, name: &str, args: &Args) -> Result<G
                 );
             }
             if args.max_attempts.is_none() && args.backoff.is_none() {
-                return Ok(group);
+                return Ok(Some(group));
             }
             let config = retry_settings(group.config().clone(), args);
-            Ok(topic.create_group(name, config, StartAt::Latest).await?)
+            Ok(create(config, StartAt::Latest).await?)
         }
-        Err(Error::UnknownGroup { .. }) => {
+        None => {
             let mode = args.mode.unwrap_or_default();
             let config = retry_settings(GroupConfig::default().mode(mode), args);
             let start = args.from.unwrap_or_default();
-            let group = topic.create_group(name, config, start).await?;
+            let Some(group) = create(config, start).await? else {
+                return Ok(None);
+            };
             let from = match start {
                 StartAt::Latest => "latest (records published from now on)".to_owned(),
                 StartAt::Earliest => "earliest (every retained record)".to_owned(),
@@ -200,9 +236,8 @@ async fn join<B: Backend>(topic: &Topic<B>, name: &str, args: &Args) -> Result<G
                 StartAt::Time(t) => crate::output::timestamp(t),
             };
             eprintln!("created {mode} group {label}, starting at {from}");
-            Ok(group)
+            Ok(Some(group))
         }
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -238,7 +273,7 @@ fn print_record(json: bool, line: impl FnOnce() -> String, value: JsonRecord) ->
 }
 
 /// Wait for the next poll; false when a signal came first.
-async fn idle(delay: &mut PollDelay, stop: &sqlmq::CancellationToken) -> bool {
+async fn idle(delay: &mut PollDelay, stop: &CancellationToken) -> bool {
     tokio::select! {
         _ = stop.cancelled() => false,
         _ = tokio::time::sleep(delay.next_delay()) => true,
@@ -246,17 +281,23 @@ async fn idle(delay: &mut PollDelay, stop: &sqlmq::CancellationToken) -> bool {
 }
 
 /// Cluster group: claim, print, ack (at least once: a crash between printing and acking
-/// prints the record again elsewhere).
-async fn print_cluster<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> {
-    let stop = sqlmq::shutdown_on_signals();
+/// prints the record again elsewhere). Waits out an unavailable database.
+async fn print_cluster<B: Backend>(
+    group: &Group<B>,
+    args: &Args,
+    stop: &CancellationToken,
+) -> Result<()> {
+    let outage = group.topic().client().outage();
     let mut delay = PollDelay::default();
     let mut printed = 0u64;
     while args.count.is_none_or(|n| printed < n) && !stop.is_cancelled() {
-        let batch = group
-            .receive(next_batch(args.count, printed), args.options.lease)
-            .await?;
+        let want = next_batch(args.count, printed);
+        let receive = || group.receive(want, args.options.lease);
+        let Some(batch) = outage.wait_out(stop, receive).await? else {
+            break;
+        };
         if batch.is_empty() {
-            if !idle(&mut delay, &stop).await {
+            if !idle(&mut delay, stop).await {
                 break;
             }
             continue;
@@ -276,7 +317,9 @@ async fn print_cluster<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> 
         }
         printed += batch.len() as u64;
         let receipts: Vec<Receipt> = batch.iter().map(Delivery::receipt).collect();
-        let report = group.ack_batch(&receipts).await?;
+        let Some(report) = outage.wait_out(stop, || group.ack_batch(&receipts)).await? else {
+            break;
+        };
         if !report.lost.is_empty() {
             eprintln!(
                 "warning: {} record(s) printed too late to be acked (their lease ended): they \
@@ -293,17 +336,30 @@ async fn print_cluster<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> 
     Ok(())
 }
 
-/// Broadcast group: read as member `--member`, print, checkpoint after every batch.
-async fn print_broadcast<B: Backend>(group: &Group<B>, args: &Args) -> Result<()> {
+/// Broadcast group: read as member `--member`, print, checkpoint after every batch. Waits
+/// out an unavailable database.
+async fn print_broadcast<B: Backend>(
+    group: &Group<B>,
+    args: &Args,
+    stop: &CancellationToken,
+) -> Result<()> {
+    let outage = group.topic().client().outage();
     let member = args.member.clone().unwrap_or_else(host_name);
-    let mut reader = group.reader(&member).await?;
-    let stop = sqlmq::shutdown_on_signals();
+    let Some(reader) = outage.wait_out(stop, || group.reader(&member)).await? else {
+        return Ok(());
+    };
+    // Behind a lock so that each retry of a poll or a checkpoint can borrow it anew.
+    let reader = tokio::sync::Mutex::new(reader);
     let mut delay = PollDelay::default();
     let mut printed = 0u64;
     while args.count.is_none_or(|n| printed < n) && !stop.is_cancelled() {
-        let batch = reader.poll(next_batch(args.count, printed)).await?;
+        let want = next_batch(args.count, printed);
+        let poll = || async { reader.lock().await.poll(want).await };
+        let Some(batch) = outage.wait_out(stop, poll).await? else {
+            break;
+        };
         if batch.is_empty() {
-            if !idle(&mut delay, &stop).await {
+            if !idle(&mut delay, stop).await {
                 break;
             }
             continue;
@@ -322,7 +378,10 @@ async fn print_broadcast<B: Backend>(group: &Group<B>, args: &Args) -> Result<()
             print_record(args.json, line, JsonRecord::from(r))?;
         }
         printed += batch.len() as u64;
-        reader.checkpoint().await?;
+        let checkpoint = || async { reader.lock().await.checkpoint().await };
+        if outage.wait_out(stop, checkpoint).await?.is_none() {
+            break;
+        }
     }
     eprintln!(
         "sqlmq subscribe {}/{} (member {member}): {printed} record(s)",

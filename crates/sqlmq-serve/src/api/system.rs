@@ -37,12 +37,18 @@ pub async fn healthz() -> Json<HealthOut> {
     })
 }
 
-/// The database answers and its schema is the one this build needs (503 otherwise).
+/// The database answers and its schema is the one this build needs (503 otherwise, with the
+/// cause: unreachable, at its connection limit, out of space, or the schema).
 #[utoipa::path(get, path = "/readyz", tag = "system",
     responses((status = 200, description = "Ready", body = HealthOut)))]
 pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<HealthOut>> {
     // One cheap query that also checks the schema version.
-    state.client.queue_configs().await?;
+    let outage = state.client.outage();
+    if let Err(e) = state.client.queue_configs().await {
+        outage.failed(&e);
+        return Err(e.into());
+    }
+    outage.succeeded();
     Ok(Json(HealthOut {
         status: "ready".into(),
         schema_version: Some(state.client.schema_version()),

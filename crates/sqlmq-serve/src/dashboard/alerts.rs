@@ -33,10 +33,15 @@ pub struct Alert {
 pub fn compute(s: &Snapshot, h: &History) -> Vec<Alert> {
     let mut out = Vec::new();
     if !s.up {
+        let since = s
+            .down_since
+            .and_then(|t| t.elapsed().ok())
+            .map(|d| format!(" for {}", age(Some(d.as_millis() as u64))))
+            .unwrap_or_default();
         out.push(Alert {
             subject: "database".into(),
             text: format!(
-                "unreachable: {}",
+                "unavailable{since}, retrying: {}",
                 s.error.as_deref().unwrap_or("not read yet")
             ),
             link: "/".into(),
@@ -144,7 +149,7 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
         (list(&alerts))
         h2 { "What is checked" }
         ul.muted {
-            li { "Database unreachable (the background refresh failed)." }
+            li { "Database unavailable: unreachable, at its connection limit or out of space (the background refresh failed); sqlmq serve keeps running and retries." }
             li { "Consume timeouts: records held longer than their group's consume_timeout." }
             li { "Growing lag and rising dead letters over the last 5 minutes (from this server's history)." }
             li { "Worker processes silent for more than 15 s (three missed heartbeats)." }

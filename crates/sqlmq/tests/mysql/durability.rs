@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sqlmq::{Client, Message, MessageId, QueueConfig};
 use sqlmq_testkit::check_invariants_at;
 
-use crate::private_server::PrivateServer;
+use sqlmq_testkit::PrivateServer;
 
 /// Short, so that messages in flight at the crash come back soon after the restart.
 const LEASE: Duration = Duration::from_secs(3);

@@ -1,9 +1,9 @@
 //! Tests of the MySQL/MariaDB backend alone (the conformance suite, `tests/conformance/`, runs
 //! every guarantee on every backend): a private `mariadbd` killed with `kill -9` mid-traffic,
-//! and one that accepts TLS connections only.
+//! one that accepts TLS connections only, and one whose tablespace fills.
 
 mod durability;
-mod private_server;
+mod full_disk;
 mod privileges;
 mod restart;
 mod tls;

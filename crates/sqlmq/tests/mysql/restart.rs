@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sqlmq::{CancellationToken, Client, Message, MessageId, QueueConfig, Worker};
 use sqlmq_testkit::Recorder;
 
-use crate::private_server::PrivateServer;
+use sqlmq_testkit::PrivateServer;
 
 /// How soon after the server accepts connections again both must be back at work.
 const RECOVERY: Duration = Duration::from_secs(5);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use sqlmq::{Client, GroupConfig, Message, QueueConfig, Record, StartAt, TopicConfig};
 use sqlx::Row;
 
-use crate::private_server::PrivateServer;
+use sqlmq_testkit::PrivateServer;
 
 /// The host name the server's certificate is made out to (not the address the tests dial).
 const CERT_HOST: &str = "db.sqlmq.test";

@@ -6,9 +6,11 @@
 //! | `memory` | `sqlite::memory:` for unit tests of an application's handlers |
 //! | `file` | the file is created, in WAL mode, with durable commits and a busy timeout |
 //! | `contention` | many writers on one file, and the caller's own transactions: never "database is locked" |
+//! | `full_disk` | a file system that fills: a typed error, nothing half-written, consumers drain, sends resume |
 //! | `durability` | a producer process killed with `kill -9` loses no acknowledged message |
 
 mod contention;
 mod durability;
 mod file;
+mod full_disk;
 mod memory;

@@ -34,7 +34,10 @@ use sqlmq::{Backend, SourceName, Worker, WorkerReport};
 use self::command::CommandHandler;
 use super::{UsageError, parse_duration};
 use crate::output::short_duration;
-use crate::settings::Settings;
+use crate::settings::{Patience, Settings};
+
+/// Default pool of an `--exec` worker (`--max-connections`), whatever its concurrency.
+pub const EXEC_WORKER_CONNECTIONS: u32 = 3;
 
 /// Shortest lease `consume` accepts: it is extended every third of it, and a shorter period
 /// would mostly measure scheduling noise.
@@ -193,11 +196,15 @@ pub async fn run_exec<B: Backend>(
 ) -> Result<()> {
     options.validate()?;
     let batch = options.batch.unwrap_or(options.concurrency);
-    // Each running command holds at most one connection at a time (an extension or a nack),
-    // plus the claim, the acker, the prober and the heartbeat.
-    let connections = (options.concurrency + 4).clamp(4, 200) as u32;
+    // A command never touches the database itself: the claims, acks, lease extensions,
+    // probes and heartbeats of any number of commands share a few connections, each held for
+    // one short statement or transaction (more would only let a fleet of workers crowd the
+    // server's max_connections).
     let client = settings
-        .connect_with::<B>(settings.builder().max_connections(connections))
+        .connect_with::<B>(
+            settings.builder_with_pool(EXEC_WORKER_CONNECTIONS),
+            Patience::Unbounded,
+        )
         .await?;
     let signals = shutdown::listen()?;
     let handler = CommandHandler {

@@ -1,5 +1,5 @@
-//! A private MariaDB server for the tests that kill, restart or reconfigure one: its own data
-//! directory and port, never the shared server.
+//! A private MariaDB server for the tests that kill, restart, fill or reconfigure one: its own
+//! data directory and ports, never the shared server.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -8,21 +8,54 @@ use std::time::{Duration, Instant};
 use sqlx::Connection;
 
 const MARIADBD: &str = "/usr/sbin/mariadbd";
-/// A private MariaDB server: its own data directory and port.
-pub(crate) struct PrivateServer {
+/// InnoDB's redo log, at install and at every start: small, so that a server fits on a small
+/// file system (the default is 96 MiB).
+const REDO_LOG_SIZE: &str = "--innodb-log-file-size=8M";
+
+/// A private MariaDB server: its own data directory, port and extra port.
+///
+/// ```no_run
+/// # async fn f() {
+/// let mut server = sqlmq_testkit::PrivateServer::install();
+/// server.start();
+/// server.wait_ready().await;
+/// let url = server.url("mysql");
+/// # let _ = url; }
+/// ```
+pub struct PrivateServer {
     dir: PathBuf,
     port: u16,
+    extra_port: u16,
     child: Option<Child>,
+    /// Options of every start (and of the install).
+    always: Vec<String>,
+}
+
+/// A free TCP port on the loopback interface.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl PrivateServer {
-    pub(crate) fn install() -> PrivateServer {
+    /// Install a new server in a directory of its own (not started).
+    pub fn install() -> PrivateServer {
+        Self::install_with(&[])
+    }
+
+    /// Install a new server with server options that hold at install and at every start
+    /// (`--innodb-data-file-path=…` fixes the system tablespace when it is created).
+    pub fn install_with(options: &[&str]) -> PrivateServer {
         let dir = std::env::temp_dir().join(format!(
             "sqlmq-private-{}-{:08x}",
             std::process::id(),
             rand::random::<u32>()
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        let always: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
         // Two installs at once fail (the tests of this binary run in parallel): one at a time.
         static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
@@ -32,6 +65,8 @@ impl PrivateServer {
             .arg(format!("--datadir={}", dir.join("data").display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
+            .arg(REDO_LOG_SIZE)
+            .args(&always)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if is_root() {
@@ -41,26 +76,25 @@ impl PrivateServer {
             install.status().expect("mariadb-install-db runs").success(),
             "mariadb-install-db failed"
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         PrivateServer {
             dir,
-            port,
+            port: free_port(),
+            extra_port: free_port(),
             child: None,
+            always,
         }
     }
 
     /// Start without privilege checks (root may do anything, over any transport).
-    pub(crate) fn start(&mut self) {
+    pub fn start(&mut self) {
         self.start_with(&["--skip-grant-tables".to_owned()]);
     }
 
-    /// Start with extra server options (`--ssl-cert=…`), privileges checked: root has no
-    /// password (`mariadb-install-db --auth-root-authentication-method=normal`).
-    pub(crate) fn start_with(&mut self, options: &[String]) {
+    /// Start with extra server options (`--ssl-cert=…`, `--max-connections=8`), privileges
+    /// checked: root has no password (`mariadb-install-db --auth-root-authentication-method=normal`).
+    /// Two connections on [`PrivateServer::admin_url`]'s extra port are kept for the test
+    /// whatever `max_connections` says.
+    pub fn start_with(&mut self, options: &[String]) {
         let mut cmd = Command::new(MARIADBD);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.join("data").display()))
@@ -74,6 +108,10 @@ impl PrivateServer {
             ))
             .arg("--innodb-buffer-pool-size=64M")
             .arg("--innodb-flush-log-at-trx-commit=1")
+            .arg(REDO_LOG_SIZE)
+            .arg(format!("--extra-port={}", self.extra_port))
+            .arg("--extra-max-connections=2")
+            .args(&self.always)
             .args(options)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -83,16 +121,29 @@ impl PrivateServer {
         self.child = Some(cmd.spawn().expect("mariadbd starts"));
     }
 
-    pub(crate) fn url(&self, database: &str) -> String {
+    /// `database` as root on the server's port.
+    pub fn url(&self, database: &str) -> String {
         format!("mysql://root@127.0.0.1:{}/{database}", self.port)
     }
 
-    pub(crate) async fn wait_ready(&self) {
+    /// `database` as root on the extra port: reachable when the server is at its
+    /// `max_connections`.
+    pub fn admin_url(&self, database: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{database}", self.extra_port)
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Wait until root connects (panics after 60 s with the server's error log).
+    pub async fn wait_ready(&self) {
         self.wait_ready_at(&self.url("mysql")).await
     }
 
     /// Wait until `url` connects (a server that takes TLS only needs its TLS URL).
-    pub(crate) async fn wait_ready_at(&self, url: &str) {
+    pub async fn wait_ready_at(&self, url: &str) {
         let started = Instant::now();
         loop {
             if let Ok(conn) = sqlx::MySqlConnection::connect(url).await {
@@ -109,7 +160,7 @@ impl PrivateServer {
     }
 
     /// Create database `name` through the connection `admin_url` opens.
-    pub(crate) async fn create_database(admin_url: &str, name: &str) {
+    pub async fn create_database(admin_url: &str, name: &str) {
         let mut admin = sqlx::MySqlConnection::connect(admin_url).await.unwrap();
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut admin)
@@ -118,13 +169,25 @@ impl PrivateServer {
         admin.close().await.unwrap();
     }
 
+    /// Run `sql` as root through the extra port (it works at the server's connection limit).
+    pub async fn admin(&self, sql: &str) {
+        let mut admin = sqlx::MySqlConnection::connect(&self.admin_url("mysql"))
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        admin.close().await.unwrap();
+    }
+
     /// The server's own directory (for certificates and the like).
-    pub(crate) fn dir(&self) -> &std::path::Path {
+    pub fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 
     /// SIGKILL: no shutdown, no flush beyond what commits already made durable.
-    pub(crate) fn kill9(&mut self) {
+    pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
