@@ -3,33 +3,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{TestDb, eventually};
-
-/// One HTTP/1.1 request over a fresh connection; the whole response as text.
-fn http(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{TestDb, eventually, free_port, http};
 
 #[test]
 fn refuses_a_non_loopback_address_without_a_token() {

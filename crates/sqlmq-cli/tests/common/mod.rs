@@ -3,7 +3,8 @@
 //! the test panics) and a scratch directory.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
@@ -252,4 +253,26 @@ pub fn lines(path: &Path) -> Vec<String> {
         Ok(text) => text.lines().map(str::to_owned).collect(),
         Err(_) => Vec::new(),
     }
+}
+
+/// One HTTP/1.1 request over a fresh connection; the whole response as text.
+pub fn http(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

@@ -131,7 +131,10 @@ pub(crate) async fn run_prober<B: Backend>(
             delay.reset();
         }
         let signals = match client.probe(&ids).await {
-            Ok(s) => s,
+            Ok(s) => {
+                client.outage().succeeded();
+                s
+            }
             Err(e) => {
                 if !client.outage().failed(&e) {
                     tracing::warn!("probe failed: {e}");
