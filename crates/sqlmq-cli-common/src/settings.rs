@@ -237,7 +237,7 @@ impl Settings {
                 Err(Failure::Transient(kind, e)) => (kind, e),
             };
             let (kind, error) = failure;
-            outage.begin(kind, &format!("{error:#}"));
+            outage.begin(kind, &error.to_string());
             failures += 1;
             let mut pause = pause(failures);
             if patience == Patience::Bounded {

@@ -425,3 +425,57 @@ fn consume_subscribe_and_serve_outlive_a_server_stopped_for_20_s() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A one-shot command waits for a free connection up to `--connect-timeout`, then exits 1
+/// naming the limit; given longer, it gets through once the connection is free.
+#[test]
+fn a_one_shot_command_waits_out_a_connection_limit_for_its_connect_timeout() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "q"]);
+    sqlmq_testkit::admin(&format!(
+        "ALTER USER '{}'@'%' WITH MAX_USER_CONNECTIONS 3",
+        db.name
+    ));
+    // The user's three connections, held for 4 s by other clients (sqlmq needs two at once:
+    // it checks SKIP LOCKED between them; the third leaves room for the one it just closed,
+    // which the server counts until its thread ends).
+    let server = sqlmq_testkit::address_of(&db.url);
+    let (host, port) = (server.ip().to_string(), server.port().to_string());
+    let holders: Vec<Child> = (0..3)
+        .map(|_| {
+            Command::new("mariadb")
+                .args(["-h", &host, "-P", &port, "-u", &db.name, "-psqlmq-runtime"])
+                .args(["-e", "SELECT SLEEP(4)"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    let refused = db.run(&["queues", "--connect-timeout", "1s"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refuses new connections"), "{stderr}");
+    assert!(stderr.contains("per-user resource limit"), "{stderr}");
+    assert!(stderr.contains("gave up after waiting"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the test was too slow to see the limit"
+    );
+    // Given long enough, the same command gets through once the holder is done.
+    let waited = db.run(&["queues", "--connect-timeout", "20s"]);
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(String::from_utf8_lossy(&waited.stderr).contains("waiting for the database"));
+    for mut holder in holders {
+        holder.wait().unwrap();
+    }
+    sqlmq_testkit::admin(&format!(
+        "ALTER USER '{}'@'%' WITH MAX_USER_CONNECTIONS 0",
+        db.name
+    ));
+}
