@@ -168,3 +168,38 @@ async fn an_unreachable_database_is_503_with_retry_after() {
     assert_eq!(gauge(&text, "sqlmq_up"), Some(0.0), "{text}");
     s.finish().await;
 }
+
+/// A request waits for a pooled connection up to the client's connect timeout, then answers
+/// 503 with `Retry-After` (never hangs, never a 500); once a connection is free it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_finds_the_pool_busy_is_503_with_retry_after() {
+    let db = TestDb::new().await;
+    db.client().await; // migrated
+    let client = sqlmq::Client::builder()
+        .max_connections(2)
+        .connect_timeout(Duration::from_secs(1))
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let s = TestServer::on(db, client.clone(), test_config()).await;
+    assert_eq!(s.get("/v1/queues").await.0, 200);
+    // Every pooled connection taken (as by long transactions of other requests).
+    let held = [
+        client.pool().acquire().await.unwrap(),
+        client.pool().acquire().await.unwrap(),
+    ];
+    let started = std::time::Instant::now();
+    let r = s.http.get(s.url("/v1/queues")).send().await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "2");
+    let (_, body) = common::split(r).await;
+    assert_eq!(body["error"]["code"], "database_unavailable", "{body}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "waited {waited:?} for the pool"
+    );
+    drop(held);
+    assert_eq!(s.get("/v1/queues").await.0, 200);
+    s.finish().await;
+}

@@ -507,6 +507,58 @@ pub(crate) async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages
     db.drop().await;
 }
 
+/// The worker never needs more connections than its pool: 32 handlers on a pool of 2 (half of
+/// them in job transactions, which hold a connection while they run) with short leases that
+/// must be extended; every message is acked, none twice, and the worker stops on its own.
+pub(crate) async fn a_worker_needs_no_more_connections_than_its_pool<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
+    db.client().await; // migrated
+    let client = Client::builder()
+        .max_connections(2)
+        .connect_timeout(Duration::from_secs(30))
+        .open::<B>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    let batch: Vec<Message> = (0..300).map(|i| Message::new(format!("{i}"))).collect();
+    q.send_batch(batch).await.unwrap();
+    let seen = sqlmq_testkit::Recorder::default();
+    let recorder = seen.clone();
+    let handler = move |d: Delivery, ctx: JobContext<B>| {
+        let recorder = recorder.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            recorder.0.lock().unwrap().push(d.id);
+            if d.body[0] % 2 == 0 {
+                let tx = ctx.begin().await.map_err(|e| e.to_string())?;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                tx.commit().await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(Outcome::Done)
+        }
+    };
+    let report = tokio::time::timeout(
+        Duration::from_secs(120),
+        Worker::builder(&client)
+            .queue_raw("jobs", handler)
+            .concurrency(32)
+            .lease(Duration::from_millis(900))
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+            .stop_when_drained()
+            .run(CancellationToken::new()),
+    )
+    .await
+    .expect("the worker drained the queue")
+    .unwrap();
+    assert_eq!(report.acked, 300, "{report:?}");
+    assert_eq!(seen.count(), 300, "each message handled once");
+    assert_eq!(q.stats().await.unwrap().pending(), 0);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
-    async: [typed_jobs_and_every_outcome, a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text, a_handler_longer_than_its_lease_keeps_its_message, a_handler_past_its_timeout_is_stopped_and_retried, an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling, a_send_through_the_same_client_wakes_the_worker_at_once, at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released, a_stalled_process_whose_claims_were_released_cannot_ack, bad_worker_settings_and_unknown_queues_are_rejected, a_worker_can_stop_when_drained_or_after_a_number_of_messages]
+    async: [a_worker_needs_no_more_connections_than_its_pool, typed_jobs_and_every_outcome, a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text, a_handler_longer_than_its_lease_keeps_its_message, a_handler_past_its_timeout_is_stopped_and_retried, an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling, a_send_through_the_same_client_wakes_the_worker_at_once, at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released, a_stalled_process_whose_claims_were_released_cannot_ack, bad_worker_settings_and_unknown_queues_are_rejected, a_worker_can_stop_when_drained_or_after_a_number_of_messages]
 );
