@@ -40,7 +40,7 @@ pub async fn fill_and_drain<B: Backend>(
     let stop = CancellationToken::new();
     let worker = {
         let (recorder, gate) = (handled.clone(), gate.clone());
-        let builder = Worker::builder(&client)
+        let builder = Worker::builder(client)
             .queue_raw("q", move |d: sqlmq::Delivery, _ctx| {
                 let (recorder, gate) = (recorder.clone(), gate.clone());
                 async move {

@@ -50,6 +50,7 @@
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
 //! | `job` | [`Job`]: typed payloads, `enqueue` |
 //! | `coalesce` | group commit: concurrent single sends and publishes of one handle share a transaction |
+//! | `outage` | [`Outage`]: a wait for an unavailable database, reported once; `wait_out` retries through it |
 //! | `tx` | our own transactions: the backend's BEGIN, bounded retries, unknown-commit resolution |
 //! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` and `store::sqlite` hold every statement and the migrations |
 //! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |

@@ -532,7 +532,7 @@ pub(crate) async fn a_worker_needs_no_more_connections_than_its_pool<B: TestBack
         async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             recorder.0.lock().unwrap().push(d.id);
-            if d.body[0] % 2 == 0 {
+            if d.body[0].is_multiple_of(2) {
                 let tx = ctx.begin().await.map_err(|e| e.to_string())?;
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 tx.commit().await.map_err(|e| e.to_string())?;
