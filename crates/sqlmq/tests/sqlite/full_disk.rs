@@ -1,4 +1,4 @@
-//! Out of space: a SQLite file on a file system of its own (a 16 MiB tmpfs, with a 2 MiB file
+//! Out of space: a SQLite file on a file system of its own (a 24 MiB tmpfs, with an 8 MiB file
 //! beside the database), filled by sends. SQLite answers `SQLITE_FULL`, which sqlmq reports as
 //! `Error::DatabaseFull`; the scenario (`sqlmq_testkit::fill_and_drain`) checks that nothing
 //! is half-written and that the worker never stops; then the other file is removed (space
@@ -14,9 +14,10 @@ use sqlmq_testkit::{Tmpfs, fill_and_drain};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_file_system_fails_sends_cleanly_while_consumers_keep_going() {
-    let fs = Tmpfs::mount(16);
+    let fs = Tmpfs::mount(24);
     let ballast = fs.path().join("ballast");
-    std::fs::write(&ballast, vec![0u8; 2 << 20]).unwrap();
+    // Room enough, once freed, for the log to grow while the worker drains everything.
+    std::fs::write(&ballast, vec![0u8; 8 << 20]).unwrap();
     let url = format!("sqlite://{}", fs.path().join("q.db").display());
     let client = Client::<Sqlite>::open(&url).await.unwrap();
     client.migrate().await.unwrap();
