@@ -85,6 +85,7 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
 /// Refresh once: on failure keep the previous figures but mark the database down.
 pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
     let timeout = state.metrics_refresh.max(Duration::from_secs(5));
+    let started = std::time::Instant::now();
     let result = tokio::time::timeout(timeout, collect(&state.client)).await;
     let outage = state.client.outage();
     let next = match result {
@@ -95,7 +96,7 @@ pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
         failed => {
             let reason = match failed {
                 // An unavailable database is logged once, when the outage starts.
-                Ok(Err(e)) if outage.failed(&e) => e.to_string(),
+                Ok(Err(e)) if outage.failed_since(&e, started) => e.to_string(),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "reading the database gauges failed");
                     e.to_string()

@@ -166,6 +166,11 @@ async fn an_unreachable_database_is_503_with_retry_after() {
     s.state.refresh_gauges().await;
     let text = metrics(&s).await;
     assert_eq!(gauge(&text, "sqlmq_up"), Some(0.0), "{text}");
+    // The dashboard's alerts say the database is unavailable, for how long, and why.
+    let alerts = s.http.get(s.url("/alerts")).send().await.unwrap();
+    let page = alerts.text().await.unwrap();
+    assert!(page.contains("unavailable for"), "{page}");
+    assert!(page.contains("retrying"), "{page}");
     s.finish().await;
 }
 

@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngExt;
@@ -64,7 +65,13 @@ struct Current {
 /// ```
 #[derive(Debug, Default)]
 pub struct Outage {
+    /// Whether `current` holds an outage: lets [`Outage::succeeded`], called after every claim
+    /// of every worker loop, skip the lock in the usual case.
+    active: AtomicBool,
     current: Mutex<Option<Current>>,
+    /// When the last outage ended: a failure of an attempt begun before it belongs to that
+    /// outage (a pool acquire that waited through it, say), not to a new one.
+    ended: Mutex<Option<Instant>>,
 }
 
 /// What an [`Outage`] in progress is about.
@@ -126,13 +133,36 @@ impl Outage {
     /// assert!(outage.current().is_none());
     /// ```
     pub fn failed(&self, err: &Error) -> bool {
-        match Self::kind_of(err) {
-            Some(kind) => {
-                self.begin(kind, &err.to_string());
-                true
-            }
-            None => false,
+        self.failed_since(err, Instant::now())
+    }
+
+    /// [`Outage::failed`] for an attempt begun at `attempt_started`: a failure of an attempt
+    /// begun before the last outage ended (a pool acquire that waited through the outage and
+    /// timed out just after it) does not start a new one.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let outage = sqlmq::Outage::default();
+    /// let refused = sqlmq::Error::from(sqlx::Error::PoolTimedOut);
+    /// let started = Instant::now();
+    /// outage.begin("unreachable", "refused");
+    /// outage.end();
+    /// assert!(outage.failed_since(&refused, started)); // an outage's error: wait and retry
+    /// assert!(outage.current().is_none()); // but the outage it belongs to is over
+    /// ```
+    pub fn failed_since(&self, err: &Error, attempt_started: Instant) -> bool {
+        let Some(kind) = Self::kind_of(err) else {
+            return false;
+        };
+        let stale = self
+            .ended
+            .lock()
+            .expect("poisoned")
+            .is_some_and(|ended| attempt_started < ended);
+        if !stale || self.active.load(Ordering::Acquire) {
+            self.begin(kind, &err.to_string());
         }
+        true
     }
 
     /// Note a failure of kind `kind` (see [`OutageReport::kind`]) described by `reason`: starts
@@ -150,6 +180,7 @@ impl Outage {
             c.last_failure = now;
             return;
         }
+        self.active.store(true, Ordering::Release);
         tracing::warn!(kind, "waiting for the database, retrying: {reason}");
         metrics::counter!("sqlmq_database_waits_total", "kind" => kind).increment(1);
         metrics::gauge!("sqlmq_database_waiting").set(1.0);
@@ -172,6 +203,9 @@ impl Outage {
     /// assert!(outage.current().is_some());
     /// ```
     pub fn succeeded(&self) {
+        if !self.active.load(Ordering::Acquire) {
+            return;
+        }
         let settled = {
             let current = self.current.lock().expect("poisoned");
             current
@@ -195,6 +229,8 @@ impl Outage {
     pub fn end(&self) {
         let mut current = self.current.lock().expect("poisoned");
         if let Some(c) = current.take() {
+            self.active.store(false, Ordering::Release);
+            *self.ended.lock().expect("poisoned") = Some(Instant::now());
             tracing::warn!(
                 kind = c.kind,
                 "the database is available again after {:.1?}",
@@ -225,12 +261,13 @@ impl Outage {
     {
         let mut failures = 0;
         loop {
+            let started = Instant::now();
             match call().await {
                 Ok(value) => {
                     self.succeeded();
                     return Ok(Some(value));
                 }
-                Err(e) if self.failed(&e) => {
+                Err(e) if self.failed_since(&e, started) => {
                     failures += 1;
                     if !sleep_unless_stopped(pause(failures), stop).await {
                         return Ok(None);

@@ -44,8 +44,9 @@ pub async fn healthz() -> Json<HealthOut> {
 pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<HealthOut>> {
     // One cheap query that also checks the schema version.
     let outage = state.client.outage();
+    let started = std::time::Instant::now();
     if let Err(e) = state.client.queue_configs().await {
-        outage.failed(&e);
+        outage.failed_since(&e, started);
         return Err(e.into());
     }
     outage.succeeded();

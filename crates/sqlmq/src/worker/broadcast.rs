@@ -109,10 +109,11 @@ pub(crate) async fn run_member<B: Backend>(
     let mut started = std::collections::HashSet::new();
     loop {
         // The member's checkpoint, else the group's start; partitions added since at 0.
+        let reading = Instant::now();
         let reader = match rt.group.reader(&rt.member).await {
             Ok(reader) => Some(reader),
             Err(e) if e.is_retryable() => {
-                if !rt.group.topic().client().outage().failed(&e) {
+                if !rt.group.topic().client().outage().failed_since(&e, reading) {
                     tracing::warn!(group = rt.group.label(), "cannot read positions: {e}");
                 }
                 None
@@ -245,10 +246,11 @@ async fn run_partition<B: Backend>(
                 .read_partition(&mut conn, &rt.member, partition as i32, at.next, READ_BATCH)
                 .await
         };
+        let started = Instant::now();
         let (batch, after) = match read.await {
             Ok(read) => read,
             Err(e) => {
-                if !pause_after(rt, e, &mut failures, stop).await {
+                if !pause_after(rt, e, started, &mut failures, stop).await {
                     break;
                 }
                 continue;
@@ -311,6 +313,7 @@ async fn run_partition<B: Backend>(
 async fn pause_after<B: Backend>(
     rt: &MemberRuntime<B>,
     e: Error,
+    started: Instant,
     failures: &mut u32,
     stop: &CancellationToken,
 ) -> bool {
@@ -325,7 +328,7 @@ async fn pause_after<B: Backend>(
         return false;
     }
     *failures += 1;
-    if !rt.group.topic().client().outage().failed(&e) {
+    if !rt.group.topic().client().outage().failed_since(&e, started) {
         tracing::warn!(group = rt.group.label(), "read failed, retrying: {e}");
     }
     sleep_unless_stopped(pause(*failures), stop).await
@@ -452,6 +455,7 @@ async fn give_up<B: Backend>(
 ) -> Handled {
     let mut failures = 0u32;
     loop {
+        let started = Instant::now();
         match rt
             .group
             .member_gives_up(&rt.member, record, attempts, errors)
@@ -470,7 +474,7 @@ async fn give_up<B: Backend>(
                 return Handled::Passed { saved: true };
             }
             Err(e) => {
-                if !pause_after(rt, e, &mut failures, stop).await {
+                if !pause_after(rt, e, started, &mut failures, stop).await {
                     return Handled::Stopped;
                 }
             }

@@ -116,6 +116,7 @@ pub(crate) async fn run_consumer<B: Backend>(
         let notified = wakeup.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        let started = std::time::Instant::now();
         let claimed = rt.source.claim(n, rt.lease).await;
         let unused = claimed.as_ref().map_or(n, |batch| n - batch.len());
         config.budget.fetch_add(unused as u64, Ordering::Relaxed);
@@ -161,7 +162,7 @@ pub(crate) async fn run_consumer<B: Backend>(
             Err(e) if e.is_retryable() => {
                 failures += 1;
                 // An unavailable database is logged once, by the client's outage.
-                if !rt.source.client().outage().failed(&e) {
+                if !rt.source.client().outage().failed_since(&e, started) {
                     tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
                 }
                 sleep_unless_stopped(pause(failures), stop).await;

@@ -10,7 +10,7 @@
 //! Leases stay the authority: a process that was only slow finds its claims gone and its acks
 //! rejected by fencing, and re-registers when its next heartbeat finds its row missing.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
@@ -79,14 +79,15 @@ impl<B: Backend> Registration<B> {
                 _ = stop.cancelled() => return,
             }
             let outage = self.client.outage();
+            let started = Instant::now();
             match self.beat().await {
                 Ok(()) => outage.succeeded(),
                 // An unavailable database is logged once, by the client's outage.
-                Err(e) if outage.failed(&e) => continue,
+                Err(e) if outage.failed_since(&e, started) => continue,
                 Err(e) => tracing::warn!("heartbeat failed: {e}"),
             }
             if let Err(e) = self.reap().await
-                && !outage.failed(&e)
+                && !outage.failed_since(&e, started)
             {
                 tracing::warn!("releasing dead processes' claims failed: {e}");
             }

@@ -130,13 +130,14 @@ pub(crate) async fn run_prober<B: Backend>(
         if probe_groups(&groups).await {
             delay.reset();
         }
+        let started = std::time::Instant::now();
         let signals = match client.probe(&ids).await {
             Ok(s) => {
                 client.outage().succeeded();
                 s
             }
             Err(e) => {
-                if !client.outage().failed(&e) {
+                if !client.outage().failed_since(&e, started) {
                     tracing::warn!("probe failed: {e}");
                 }
                 continue;
@@ -172,10 +173,11 @@ async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> bool {
         return false;
     };
     let ids: Vec<i32> = groups.iter().map(|g| g.id()).collect();
+    let started = std::time::Instant::now();
     let signals = match first.topic().client().probe_groups(&ids).await {
         Ok(s) => s,
         Err(e) => {
-            if !first.topic().client().outage().failed(&e) {
+            if !first.topic().client().outage().failed_since(&e, started) {
                 tracing::warn!("group probe failed: {e}");
             }
             return false;
