@@ -383,6 +383,53 @@ mod tests {
     }
 
     #[test]
+    fn pool_size_and_connect_timeout_come_from_flags_or_the_file() {
+        let dir = std::env::temp_dir().join(format!("sqlmq-cfg-pool-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "max_connections = 4\nconnect_timeout = \"750ms\"\n").unwrap();
+        let mut args = GlobalArgs {
+            database_url: None,
+            table_prefix: None,
+            max_payload_bytes: None,
+            max_connections: None,
+            connect_timeout: None,
+            config: Some(path.clone()),
+            verbose: 0,
+        };
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.max_connections, Some(4));
+        assert_eq!(s.connect_timeout, Duration::from_millis(750));
+        args.max_connections = Some(2);
+        args.connect_timeout = Some(Duration::from_secs(9));
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(
+            (s.max_connections, s.connect_timeout),
+            (Some(2), Duration::from_secs(9))
+        );
+        args.config = None;
+        args.max_connections = None;
+        args.connect_timeout = None;
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(
+            (s.max_connections, s.connect_timeout),
+            (None, DEFAULT_CONNECT_TIMEOUT)
+        );
+        for bad in [
+            "max_connections = 0\n",
+            "connect_timeout = \"soon\"\n",
+            "connect_timeout = \"0s\"\n",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            args.config = Some(path.clone());
+            assert!(Settings::resolve(&args).is_err(), "{bad}");
+        }
+        assert!(parse_timeout("0s").is_err());
+        assert_eq!(parse_timeout("2s"), Ok(Duration::from_secs(2)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn redacts_only_the_password() {
         assert_eq!(
             redact("mysql://app:s3cr@t@db:3306/x"),

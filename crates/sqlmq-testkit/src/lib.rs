@@ -30,7 +30,7 @@ pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
 pub use full::fill_and_drain;
-pub use private_server::PrivateServer;
+pub use private_server::{PrivateServer, install_data_dir};
 pub use proxy::{Proxy, address_of};
 pub use server::{
     TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,

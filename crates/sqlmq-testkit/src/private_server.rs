@@ -1,7 +1,7 @@
 //! A private MariaDB server for the tests that kill, restart, fill or reconfigure one: its own
 //! data directory and ports, never the shared server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,26 +56,10 @@ impl PrivateServer {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let always: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
-        // Two installs at once fail (the tests of this binary run in parallel): one at a time.
-        static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
-        let mut install = Command::new("mariadb-install-db");
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.join("data").display()))
-            .arg("--auth-root-authentication-method=normal")
-            .arg("--skip-test-db")
-            .arg(REDO_LOG_SIZE)
-            .args(&always)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if is_root() {
-            install.arg("--user=root");
-        }
-        assert!(
-            install.status().expect("mariadb-install-db runs").success(),
-            "mariadb-install-db failed"
-        );
+        let user = is_root().then_some("root");
+        let mut options = vec![REDO_LOG_SIZE.to_owned()];
+        options.extend(always.iter().cloned());
+        install_data_dir(&dir.join("data"), user, &options);
         PrivateServer {
             dir,
             port: free_port(),
@@ -200,6 +184,36 @@ impl Drop for PrivateServer {
         self.kill9();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Create a MariaDB data directory at `datadir` (`mariadb-install-db`, root without a
+/// password, no test database) owned by `user`, with server `options`; panics with the
+/// installer's output when it fails. One install at a time in this process: two at once fail.
+///
+/// ```no_run
+/// let dir = std::env::temp_dir().join("node0");
+/// sqlmq_testkit::install_data_dir(&dir.join("data"), Some("mysql"), &[]);
+/// ```
+pub fn install_data_dir(datadir: &Path, user: Option<&str>, options: &[String]) {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut install = Command::new("mariadb-install-db");
+    install
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", datadir.display()))
+        .arg("--auth-root-authentication-method=normal")
+        .arg("--skip-test-db")
+        .args(options);
+    if let Some(user) = user {
+        install.arg(format!("--user={user}"));
+    }
+    let out = install.output().expect("mariadb-install-db runs");
+    assert!(
+        out.status.success(),
+        "mariadb-install-db failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// mariadbd refuses to run as root unless told `--user=root`.

@@ -59,17 +59,7 @@ impl Cluster {
             std::fs::create_dir_all(&dir).unwrap();
             chown_mysql(&root);
             chown_mysql(&dir);
-            let status = Command::new("mariadb-install-db")
-                .arg("--no-defaults")
-                .arg(format!("--datadir={}", dir.join("data").display()))
-                .arg("--auth-root-authentication-method=normal")
-                .arg("--skip-test-db")
-                .arg("--user=mysql")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("mariadb-install-db runs");
-            assert!(status.success(), "mariadb-install-db failed");
+            sqlmq_testkit::install_data_dir(&dir.join("data"), Some("mysql"), &[]);
             nodes.push(Node {
                 dir,
                 port: ports[n],
