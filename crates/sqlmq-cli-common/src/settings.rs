@@ -382,21 +382,26 @@ mod tests {
         }
     }
 
+    /// No flags but `--config path`.
+    fn args_reading(path: &Path) -> GlobalArgs {
+        GlobalArgs {
+            database_url: None,
+            table_prefix: None,
+            max_payload_bytes: None,
+            max_connections: None,
+            connect_timeout: None,
+            config: Some(path.to_owned()),
+            verbose: 0,
+        }
+    }
+
     #[test]
     fn pool_size_and_connect_timeout_come_from_flags_or_the_file() {
         let dir = std::env::temp_dir().join(format!("sqlmq-cfg-pool-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("c.toml");
         std::fs::write(&path, "max_connections = 4\nconnect_timeout = \"750ms\"\n").unwrap();
-        let mut args = GlobalArgs {
-            database_url: None,
-            table_prefix: None,
-            max_payload_bytes: None,
-            max_connections: None,
-            connect_timeout: None,
-            config: Some(path.clone()),
-            verbose: 0,
-        };
+        let mut args = args_reading(&path);
         let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.max_connections, Some(4));
         assert_eq!(s.connect_timeout, Duration::from_millis(750));
@@ -479,13 +484,8 @@ mod tests {
         )
         .unwrap();
         let mut args = GlobalArgs {
-            database_url: None,
             table_prefix: Some("flag_".into()),
-            max_payload_bytes: None,
-            max_connections: None,
-            connect_timeout: None,
-            config: Some(path.clone()),
-            verbose: 0,
+            ..args_reading(&path)
         };
         let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.database_url, "mysql://f/db");
