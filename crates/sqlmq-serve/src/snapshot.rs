@@ -122,15 +122,17 @@ pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
     *state.snapshot.write().expect("poisoned") = std::sync::Arc::new(next);
 }
 
-/// While the database is down, how often the refresher looks whether it is back (so that the
-/// dashboard and the log say so soon).
+/// While the database is down (or just back), how often the refresher looks whether it is
+/// (still) back, so that the dashboard and the log say so soon.
 const DOWN_REFRESH: Duration = Duration::from_secs(1);
 
 /// The refresher: runs until the server shuts down.
 pub(crate) async fn run<B: Backend>(state: AppState<B>) {
     loop {
         refresh(&state).await;
-        let wait = if state.snapshot().up {
+        // Until the outage is over (its end is confirmed by a success a while after the last
+        // failure), look again soon.
+        let wait = if state.snapshot().up && state.client.outage().current().is_none() {
             state.metrics_refresh
         } else {
             state.metrics_refresh.min(DOWN_REFRESH)
