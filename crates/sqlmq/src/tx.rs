@@ -181,7 +181,11 @@ where
                 Err(err) => err,
             };
             if matches!(err, Error::DatabaseFull { .. }) {
-                out_of_space::<B>(conn).await;
+                // The unit ended its own transaction, and this runner cannot see whether its
+                // ROLLBACK worked: SQLite may have rolled back by itself on SQLITE_FULL, and
+                // sqlx 0.9, whose ROLLBACK then fails, would count the transaction open for
+                // good (the connection's next BEGIN fails). Start afresh.
+                let _ = conn.close().await;
                 break 'attempt err;
             }
             if err.class() != Some(ErrorClass::Reconnect) {
@@ -203,13 +207,6 @@ where
             return Err(err);
         }
     }
-}
-
-/// Close the connection of a unit that failed for want of space: SQLite may have rolled the
-/// transaction back by itself (on `SQLITE_FULL`), and the driver, whose ROLLBACK then failed,
-/// would count it open forever — the connection's next BEGIN would fail.
-async fn out_of_space<B: Backend>(conn: PoolConnection<B>) {
-    let _ = conn.close().await;
 }
 
 /// Ask `resolve`, on a new connection, about a unit whose COMMIT outcome is unknown.
@@ -332,18 +329,14 @@ where
             Ok(mut conn) => match attempt::<B, T, F>(&mut conn, op, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
                 Attempt::Failed { err, healthy } => {
-                    if matches!(err, Error::DatabaseFull { .. }) {
-                        out_of_space::<B>(conn).await;
-                    } else if !healthy {
+                    // (A transaction SQLite rolled back by itself on SQLITE_FULL fails its
+                    // ROLLBACK: not healthy, closed.)
+                    if !healthy {
                         let _ = conn.close().await;
                     }
                     err
                 }
                 Attempt::CommitFailed(value, err) => {
-                    if matches!(err, Error::DatabaseFull { .. }) {
-                        out_of_space::<B>(conn).await;
-                        return Err(err);
-                    }
                     let _ = conn.close().await;
                     if err.class() == Some(ErrorClass::Reconnect) {
                         // Unknown outcome: never blindly replay a COMMIT.
