@@ -239,7 +239,7 @@ impl Settings {
             let (kind, error) = failure;
             outage.begin(kind, &error.to_string());
             failures += 1;
-            let mut pause = pause(failures);
+            let mut pause = sqlmq::Outage::pause(failures);
             if patience == Patience::Bounded {
                 let left = self.connect_timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
@@ -290,15 +290,6 @@ enum Failure {
     Transient(&'static str, anyhow::Error),
     /// Trying again cannot help.
     Final(anyhow::Error),
-}
-
-/// The wait after `failures` failed attempts to connect: 100 ms doubling up to 2 s, jittered so
-/// that processes started together do not retry in step.
-fn pause(failures: u32) -> Duration {
-    let cap = Duration::from_millis(100)
-        .saturating_mul(1 << failures.min(5))
-        .min(Duration::from_secs(2));
-    cap.mul_f64(rand::random_range(0.5..1.0))
 }
 
 /// `d` to whole milliseconds, for messages.

@@ -27,15 +27,6 @@ use crate::domain::{Error, ErrorClass, Result};
 /// is back at work within a few seconds of the server's return.
 const MAX_PAUSE: Duration = Duration::from_millis(1600);
 
-/// The wait after `failures` failures in a row (1-based): 50 ms doubling up to [`MAX_PAUSE`],
-/// with jitter so that a fleet of processes does not retry in step.
-pub(crate) fn pause(failures: u32) -> Duration {
-    let cap = Duration::from_millis(50)
-        .saturating_mul(1 << failures.min(6))
-        .min(MAX_PAUSE);
-    cap.mul_f64(rand::rng().random_range(0.5..1.0))
-}
-
 /// Sleep `wait`; false when `stop` came first.
 pub(crate) async fn sleep_unless_stopped(wait: Duration, stop: &CancellationToken) -> bool {
     tokio::select! {
@@ -65,13 +56,20 @@ struct Current {
 /// ```
 #[derive(Debug, Default)]
 pub struct Outage {
-    /// Whether `current` holds an outage: lets [`Outage::succeeded`], called after every claim
+    /// Whether `state` holds an outage: lets [`Outage::succeeded`], called after every claim
     /// of every worker loop, skip the lock in the usual case.
     active: AtomicBool,
-    current: Mutex<Option<Current>>,
+    state: Mutex<State>,
+}
+
+/// An [`Outage`]'s state, behind one lock.
+#[derive(Debug, Default)]
+struct State {
+    /// The outage in progress.
+    current: Option<Current>,
     /// When the last outage ended: a failure of an attempt begun before it belongs to that
     /// outage (a pool acquire that waited through it, say), not to a new one.
-    ended: Mutex<Option<Instant>>,
+    ended: Option<Instant>,
 }
 
 /// What an [`Outage`] in progress is about.
@@ -101,6 +99,20 @@ impl Outage {
     /// assert_eq!(sqlmq::Outage::SETTLE, std::time::Duration::from_secs(2));
     /// ```
     pub const SETTLE: Duration = Duration::from_secs(2);
+
+    /// The wait before the next attempt after `failures` failures in a row (1-based): 50 ms
+    /// doubling up to 1.6 s, with jitter so that a fleet of processes does not retry in step.
+    ///
+    /// ```
+    /// let wait = sqlmq::Outage::pause(3);
+    /// assert!(wait >= std::time::Duration::from_millis(200) && wait <= std::time::Duration::from_millis(400));
+    /// ```
+    pub fn pause(failures: u32) -> Duration {
+        let cap = Duration::from_millis(50)
+            .saturating_mul(1 << failures.min(6))
+            .min(MAX_PAUSE);
+        cap.mul_f64(rand::rng().random_range(0.5..1.0))
+    }
 
     /// What kind of wait `err` means, or `None` when it is not the database being unavailable
     /// (a client mistake, a deadlock, a fatal error).
@@ -154,13 +166,10 @@ impl Outage {
         let Some(kind) = Self::kind_of(err) else {
             return false;
         };
-        let stale = self
-            .ended
-            .lock()
-            .expect("poisoned")
-            .is_some_and(|ended| attempt_started < ended);
-        if !stale || self.active.load(Ordering::Acquire) {
-            self.begin(kind, &err.to_string());
+        let mut state = self.state.lock().expect("poisoned");
+        let stale = state.ended.is_some_and(|ended| attempt_started < ended);
+        if !stale || state.current.is_some() {
+            self.begin_locked(&mut state, kind, &err.to_string());
         }
         true
     }
@@ -174,9 +183,12 @@ impl Outage {
     /// assert_eq!(outage.current().unwrap().kind, "connection_limit");
     /// ```
     pub fn begin(&self, kind: &'static str, reason: &str) {
-        let mut current = self.current.lock().expect("poisoned");
+        self.begin_locked(&mut self.state.lock().expect("poisoned"), kind, reason);
+    }
+
+    fn begin_locked(&self, state: &mut State, kind: &'static str, reason: &str) {
         let now = Instant::now();
-        if let Some(c) = current.as_mut() {
+        if let Some(c) = state.current.as_mut() {
             c.last_failure = now;
             return;
         }
@@ -184,7 +196,7 @@ impl Outage {
         tracing::warn!(kind, "waiting for the database, retrying: {reason}");
         metrics::counter!("sqlmq_database_waits_total", "kind" => kind).increment(1);
         metrics::gauge!("sqlmq_database_waiting").set(1.0);
-        *current = Some(Current {
+        state.current = Some(Current {
             kind,
             reason: reason.to_owned(),
             started: now,
@@ -206,14 +218,13 @@ impl Outage {
         if !self.active.load(Ordering::Acquire) {
             return;
         }
-        let settled = {
-            let current = self.current.lock().expect("poisoned");
-            current
-                .as_ref()
-                .is_some_and(|c| c.last_failure.elapsed() >= Self::SETTLE)
-        };
+        let mut state = self.state.lock().expect("poisoned");
+        let settled = state
+            .current
+            .as_ref()
+            .is_some_and(|c| c.last_failure.elapsed() >= Self::SETTLE);
         if settled {
-            self.end();
+            self.end_locked(&mut state);
         }
     }
 
@@ -227,10 +238,13 @@ impl Outage {
     /// assert!(outage.current().is_none());
     /// ```
     pub fn end(&self) {
-        let mut current = self.current.lock().expect("poisoned");
-        if let Some(c) = current.take() {
+        self.end_locked(&mut self.state.lock().expect("poisoned"));
+    }
+
+    fn end_locked(&self, state: &mut State) {
+        if let Some(c) = state.current.take() {
             self.active.store(false, Ordering::Release);
-            *self.ended.lock().expect("poisoned") = Some(Instant::now());
+            state.ended = Some(Instant::now());
             tracing::warn!(
                 kind = c.kind,
                 "the database is available again after {:.1?}",
@@ -269,7 +283,7 @@ impl Outage {
                 }
                 Err(e) if self.failed_since(&e, started) => {
                     failures += 1;
-                    if !sleep_unless_stopped(pause(failures), stop).await {
+                    if !sleep_unless_stopped(Self::pause(failures), stop).await {
                         return Ok(None);
                     }
                 }
@@ -284,8 +298,8 @@ impl Outage {
     /// assert!(sqlmq::Outage::default().current().is_none());
     /// ```
     pub fn current(&self) -> Option<OutageReport> {
-        let current = self.current.lock().expect("poisoned");
-        current.as_ref().map(|c| OutageReport {
+        let state = self.state.lock().expect("poisoned");
+        state.current.as_ref().map(|c| OutageReport {
             kind: c.kind,
             reason: c.reason.clone(),
             since: c.since,
@@ -304,11 +318,11 @@ mod tests {
     #[test]
     fn pauses_grow_and_stay_bounded() {
         for failures in 1..40 {
-            let p = pause(failures);
+            let p = Outage::pause(failures);
             assert!(p <= MAX_PAUSE, "{p:?}");
             assert!(p >= Duration::from_millis(50), "{p:?}");
         }
-        assert!(pause(30) >= MAX_PAUSE / 2);
+        assert!(Outage::pause(30) >= MAX_PAUSE / 2);
     }
 
     #[tokio::test]
@@ -344,8 +358,8 @@ mod tests {
         let outage = Outage::default();
         assert!(outage.failed(&refused()));
         {
-            let mut current = outage.current.lock().unwrap();
-            let c = current.as_mut().unwrap();
+            let mut state = outage.state.lock().unwrap();
+            let c = state.current.as_mut().unwrap();
             c.last_failure -= Outage::SETTLE;
         }
         outage.succeeded();

@@ -33,7 +33,7 @@ use super::poll::PollDelay;
 use super::tally::Tally;
 use crate::client::Subject;
 use crate::domain::{AttemptError, Delivery, Error, Result, StreamRecord, validate_name};
-use crate::outage::{pause, sleep_unless_stopped};
+use crate::outage::{Outage, sleep_unless_stopped};
 use crate::store::Backend;
 use crate::topic::Group;
 
@@ -331,7 +331,7 @@ async fn pause_after<B: Backend>(
     if !rt.group.topic().client().outage().failed_since(&e, started) {
         tracing::warn!(group = rt.group.label(), "read failed, retrying: {e}");
     }
-    sleep_unless_stopped(pause(*failures), stop).await
+    sleep_unless_stopped(Outage::pause(*failures), stop).await
 }
 
 /// Run `record` through the handler until it passes: retried in place on the group's backoff

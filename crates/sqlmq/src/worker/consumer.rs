@@ -18,7 +18,7 @@ use super::execute::{SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
 use crate::domain::Result;
-use crate::outage::{pause, sleep_unless_stopped};
+use crate::outage::{Outage, sleep_unless_stopped};
 use crate::store::Backend;
 
 /// How one queue's claim loop runs.
@@ -165,7 +165,7 @@ pub(crate) async fn run_consumer<B: Backend>(
                 if !rt.source.client().outage().failed_since(&e, started) {
                     tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
                 }
-                sleep_unless_stopped(pause(failures), stop).await;
+                sleep_unless_stopped(Outage::pause(failures), stop).await;
             }
             Err(e) => {
                 tracing::error!(source = rt.source.name(), "claiming stopped: {e}");
