@@ -20,6 +20,10 @@ impl ErrorClass {
     /// assert_eq!(ErrorClass::for_mysql_error_number(2013), ErrorClass::Reconnect);
     /// ```
     pub fn for_mysql_error_number(number: u16) -> ErrorClass {
+        // A limit of the server's (connections, space): wait, then retry.
+        if refusal_of(number).is_some() {
+            return ErrorClass::Busy;
+        }
         match number {
             // ER_LOCK_WAIT_TIMEOUT: only the statement is rolled back (unless
             // innodb_rollback_on_timeout), so the caller must roll back itself.
@@ -30,8 +34,6 @@ impl ErrorClass {
             1213 | 1020 | 3101 | 1615 => ErrorClass::RetryTransaction,
             // Server gone / lost, read-only after failover, node not ready, idle disconnect.
             2006 | 2013 | 1290 | 1792 | 1836 | 1047 | 4031 | 1053 | 1927 => ErrorClass::Reconnect,
-            // A limit of the server's (connections, space): wait, then retry (`refusal`).
-            1040 | 1203 | 1226 | 1114 | 1021 => ErrorClass::Busy,
             _ => ErrorClass::Fatal,
         }
     }
@@ -80,7 +82,11 @@ pub(crate) fn is_permission_denied(db: &dyn DatabaseError) -> bool {
 /// ER_RECORD_FILE_FULL (1114: InnoDB cannot extend a tablespace, on a full disk or at the
 /// data file's `max`), ER_DISK_FULL (1021) — space.
 pub(crate) fn refusal(db: &dyn DatabaseError) -> Option<Refusal> {
-    let number = db.try_downcast_ref::<MySqlDatabaseError>()?.number();
+    refusal_of(db.try_downcast_ref::<MySqlDatabaseError>()?.number())
+}
+
+/// [`refusal`] by error number.
+fn refusal_of(number: u16) -> Option<Refusal> {
     match number {
         1040 => Some(Refusal::Connections("max_connections")),
         1203 => Some(Refusal::Connections("max_user_connections")),
