@@ -161,11 +161,26 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<MigrationReport> {
+        self.migrate_to(B::Store::latest_version()).await
+    }
+
+    /// Take the schema to `version`: up, as [`Client::migrate`] does, or down, to roll back to
+    /// an older sqlmq. Going down drops the tables the reversed migrations created, so it is
+    /// refused ([`Error::DowngradeRefused`], nothing dropped) while any of them holds rows or
+    /// worker processes are running; a migration that cannot be reversed refuses too.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let report = client.migrate_to(3).await?;
+    /// println!("reversed {:?}", report.reverted);
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate_to(&self, version: i64) -> Result<MigrationReport> {
         let store = &self.inner.store;
         let mut conn = self.inner.pool.acquire().await?;
-        let report = migrate::migrate::<B>(store, &mut conn).await?;
+        let report = migrate::migrate_to::<B>(store, &mut conn, version).await?;
         drop(conn);
-        if report.from_version == 0 {
+        if report.from_version == 0 && report.to_version > 0 {
             store.verify_locking(&self.inner.pool).await?;
         }
         self.inner

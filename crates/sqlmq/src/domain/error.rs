@@ -111,6 +111,17 @@ pub enum Error {
         required: i64,
     },
 
+    /// `migrate_to` (`sqlmq migrate --to`) refused to take the schema back to an earlier
+    /// version: a table it would drop holds rows, processes of this version are running, or a
+    /// migration on the way cannot be reversed. Nothing was dropped.
+    #[error("cannot migrate the schema down to version {target}: {reason}")]
+    DowngradeRefused {
+        /// The version asked for.
+        target: i64,
+        /// Why, and what to do about it.
+        reason: String,
+    },
+
     /// The database user lacks a privilege the call needs (MySQL/MariaDB errors 1044, 1142,
     /// 1143, 1227). The server's message names the privilege and the table; `needs` says which
     /// grants sqlmq needs for this kind of call (README, "Least privilege";

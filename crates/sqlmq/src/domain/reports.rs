@@ -82,6 +82,8 @@ pub struct MigrationReport {
     pub to_version: i64,
     /// Versions applied by this call.
     pub applied: Vec<i64>,
+    /// Versions reversed by this call (`migrate_to` a lower version), newest first.
+    pub reverted: Vec<i64>,
 }
 
 /// What one retention run removed.

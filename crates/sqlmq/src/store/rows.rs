@@ -339,6 +339,19 @@ pub struct Migration {
     pub version: i64,
     pub description: &'static str,
     pub statements: &'static [&'static str],
+    /// How `migrate --to` takes the schema back to the version before; `None` when it cannot
+    /// (the engine says so before it applies the migration).
+    pub reverse: Option<Reverse>,
+}
+
+/// The reverse of a migration that only created tables: drop them again.
+pub struct Reverse {
+    /// The tables the migration created (without the prefix), dropped in this order.
+    pub drops: &'static [&'static str],
+    /// Of `drops`, the tables whose rows are no one's data (a fixed row, heartbeats of
+    /// processes, which are refused while live anyway); every other must be empty, or the
+    /// reverse is refused rather than lose its rows.
+    pub disposable: &'static [&'static str],
 }
 
 /// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads

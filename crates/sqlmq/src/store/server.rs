@@ -96,6 +96,26 @@ pub trait Schema<B: Backend> {
         migration: &Migration,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// How many registered worker processes are live (0 before the process table exists is
+    /// the caller's business: it is read only while that table exists).
+    fn live_processes(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
+
+    /// Why `migration` cannot be reversed now (it has no reverse, or a table it would drop
+    /// holds rows), or `None`.
+    fn reversal_refused(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Reverse one migration that [`Schema::reversal_refused`] let through: drop its tables
+    /// and forget its version.
+    fn reverse_migration(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// The GRANT statements giving `role` to `user`@`host` on the connection's database (none
     /// where the backend has no users, as SQLite).
     fn grants(

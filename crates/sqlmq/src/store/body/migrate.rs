@@ -1,6 +1,8 @@
 //! The schema's primitives (the migration loop is the engine's, `client/migrate.rs`): the
 //! version table, the lock, one migration at a time.
 
+use sqlx::{AssertSqlSafe, SqlSafeStr};
+
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, GrantRole, Result};
 use crate::store::rows::Migration;
@@ -19,10 +21,15 @@ pub struct MigrateSql {
     /// Take (name; returns 1 when taken) and release (name) the migration lock, where the
     /// backend has one.
     pub lock: Option<(&'static str, &'static str)>,
+    /// How many registered processes are live (their registration not yet expired).
+    pub live_processes: &'static str,
 }
 
 /// Highest version recorded, NULL when none.
 const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
+
+/// Forget a reversed version.
+const DELETE_VERSION: &str = "DELETE FROM {p}schema_migrations WHERE version = ?";
 
 impl<B: Backend> SqlStore<B> {
     /// The name of the migration lock of this table prefix.
@@ -84,6 +91,59 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         Ok(())
     }
 
+    async fn live_processes(&self, conn: &mut B::Connection) -> Result<i64> {
+        match self.query(B::MIGRATE.live_processes).first(conn).await? {
+            Some(row) => row.col::<i64>(0),
+            None => Ok(0),
+        }
+    }
+
+    async fn reversal_refused(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> Result<Option<String>> {
+        let Some(reverse) = &migration.reverse else {
+            return Ok(Some(format!(
+                "migration {} ({}) cannot be reversed",
+                migration.version, migration.description
+            )));
+        };
+        let prefix = self.st.prefix();
+        for table in reverse.drops {
+            if reverse.disposable.contains(table) {
+                continue;
+            }
+            // Table names are the migration's own constants, never input.
+            let any = AssertSqlSafe(format!("SELECT 1 FROM {prefix}{table} LIMIT 1"));
+            if B::first(conn, sqlx::query(any)).await?.is_some() {
+                return Ok(Some(format!(
+                    "table {prefix}{table} (created by migration {}, {}) holds rows that would \
+                     be lost; settle, purge or delete them first",
+                    migration.version, migration.description
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn reverse_migration(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> Result<()> {
+        let prefix = self.st.prefix();
+        for table in migration.reverse.iter().flat_map(|r| r.drops) {
+            let drop = AssertSqlSafe(format!("DROP TABLE IF EXISTS {prefix}{table}"));
+            B::run_text(conn, drop.into_sql_str()).await?;
+        }
+        self.query(DELETE_VERSION)
+            .arg(migration.version)
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
     async fn grants(
         &self,
         conn: &mut B::Connection,
@@ -92,5 +152,54 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         host: &str,
     ) -> Result<Vec<String>> {
         B::grants(self, conn, role, user, host).await
+    }
+}
+
+/// Checks the backends' schema tests run on their migrations.
+#[cfg(test)]
+pub(crate) mod checks {
+    use crate::store::rows::Migration;
+
+    /// FNV-1a over a migration's statements: a fingerprint of its text.
+    pub(crate) fn fingerprint(m: &Migration) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for s in m.statements {
+            for b in s.bytes().chain([0]) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// Released migrations are never edited: a database migrated by an earlier release holds
+    /// exactly what their statements make, and the upgrade tests build the earlier versions
+    /// from them. `released` are their fingerprints; a new schema is a new version, whose
+    /// fingerprint is added when it is released.
+    pub(crate) fn released_are_unchanged(migrations: &[Migration], released: &[u64]) {
+        let found: Vec<u64> = migrations.iter().map(fingerprint).collect();
+        assert_eq!(&found[..released.len()], released, "{found:#x?}");
+    }
+
+    /// A reverse drops exactly the tables its migration created, newest first.
+    pub(crate) fn reverses_drop_what_was_created(migrations: &[Migration]) {
+        for m in migrations {
+            let mut created: Vec<&str> = m
+                .statements
+                .iter()
+                .filter_map(|s| s.strip_prefix("CREATE TABLE IF NOT EXISTS {p}"))
+                .map(|s| {
+                    s.split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .next()
+                        .unwrap_or_default()
+                })
+                .collect();
+            created.reverse();
+            let reverse = m
+                .reverse
+                .as_ref()
+                .expect("every migration so far is reversible");
+            assert_eq!(reverse.drops, created, "migration {}", m.version);
+            assert!(reverse.disposable.iter().all(|t| created.contains(t)));
+        }
     }
 }

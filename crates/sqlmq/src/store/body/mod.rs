@@ -72,6 +72,8 @@ pub use keys::KeySql;
 pub use maintain::MaintainSql;
 pub use member_dead::MemberDeadSql;
 pub use migrate::MigrateSql;
+#[cfg(test)]
+pub(crate) use migrate::checks;
 pub use probe::ProbeSql;
 pub use processes::ProcessSql;
 pub use queues::QueueSql;

@@ -20,6 +20,7 @@ pub(super) const SQL: MigrateSql = MigrateSql {
         "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), 60)",
         "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))",
     )),
+    live_processes: "SELECT COUNT(*) FROM {p}processes WHERE expires_at > UTC_TIMESTAMP(6)",
 };
 
 /// The GRANT statements of `role` for `user`@`host` on the connection's database.

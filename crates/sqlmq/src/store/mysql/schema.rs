@@ -32,7 +32,7 @@
 //! Migrations use `IF NOT EXISTS` forms so that two processes migrating at once are harmless
 //! (MySQL DDL is not transactional).
 
-use crate::store::rows::Migration;
+use crate::store::rows::{Migration, Reverse};
 
 /// The table that records applied versions.
 pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
@@ -148,6 +148,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             UNIQUE KEY id (id)
         ) ENGINE=InnoDB",
         ],
+        reverse: Some(Reverse {
+            drops: &[
+                "blocked",
+                "key_heads",
+                "dedup",
+                "dead",
+                "leases",
+                "scheduled",
+                "ready",
+                "messages",
+                "queues",
+                "probe",
+            ],
+            disposable: &["probe"],
+        }),
     },
     Migration {
         version: 2,
@@ -164,6 +179,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (id),
             KEY expiry (expires_at)
         ) ENGINE=InnoDB"],
+        reverse: Some(Reverse {
+            drops: &["processes"],
+            disposable: &["processes"],
+        }),
     },
     Migration {
         version: 3,
@@ -293,6 +312,22 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (group_id, member, partition_no)
         ) ENGINE=InnoDB",
         ],
+        reverse: Some(Reverse {
+            drops: &[
+                "group_positions",
+                "group_history",
+                "group_dead",
+                "group_retries",
+                "group_leases",
+                "group_cursors",
+                "consumer_groups",
+                "topic_log",
+                "topic_pending",
+                "topic_partitions",
+                "topics",
+            ],
+            disposable: &[],
+        }),
     },
     Migration {
         version: 4,
@@ -310,6 +345,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             KEY died (group_id, died_at),
             KEY record (group_id, id)
         ) ENGINE=InnoDB"],
+        reverse: Some(Reverse {
+            drops: &["member_dead"],
+            disposable: &[],
+        }),
     },
 ];
 
@@ -329,5 +368,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn released_migrations_are_unchanged() {
+        use crate::store::body::checks;
+        checks::released_are_unchanged(
+            MIGRATIONS,
+            &[
+                0x3eb2c906ec8565ac,
+                0xd826c547efa503df,
+                0xf6ceff20128ddee3,
+                0x36d076b96b1adc66,
+            ],
+        );
+        checks::reverses_drop_what_was_created(MIGRATIONS);
     }
 }

@@ -96,9 +96,13 @@ mod plans {
     async fn hot_statements_read_by_key() {
         let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         let store = SqliteStore::new("sqlmq_");
-        crate::client::migrate::migrate::<sqlx::Sqlite>(&store, &mut conn)
-            .await
-            .unwrap();
+        crate::client::migrate::migrate_to::<sqlx::Sqlite>(
+            &store,
+            &mut conn,
+            <SqliteStore as crate::store::Schema<sqlx::Sqlite>>::latest_version(),
+        )
+        .await
+        .unwrap();
         let st = &store.st;
         let cases: Vec<(&str, SqlStr, &str)> = vec![
             (

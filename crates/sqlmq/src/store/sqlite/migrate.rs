@@ -12,4 +12,8 @@ pub(super) const SQL: MigrateSql = MigrateSql {
     create_table: CREATE_MIGRATIONS_TABLE,
     record_version: RECORD_VERSION,
     lock: None,
+    live_processes: concat!(
+        "SELECT COUNT(*) FROM {p}processes WHERE expires_at > ",
+        super::now_us!()
+    ),
 };

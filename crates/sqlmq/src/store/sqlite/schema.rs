@@ -15,7 +15,7 @@
 //! A migration runs in one `BEGIN IMMEDIATE` transaction (SQLite's DDL is transactional), so two
 //! processes migrating at once apply each version once.
 
-use crate::store::rows::Migration;
+use crate::store::rows::{Migration, Reverse};
 
 /// The table that records applied versions.
 pub(crate) const CREATE_MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS {p}schema_migrations (
@@ -126,6 +126,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (queue_id, ordering_key, seq)
         ) WITHOUT ROWID",
         ],
+        reverse: Some(Reverse {
+            drops: &[
+                "blocked",
+                "key_heads",
+                "dedup",
+                "dead",
+                "leases",
+                "scheduled",
+                "ready",
+                "messages",
+                "queues",
+                "probe",
+            ],
+            disposable: &["probe"],
+        }),
     },
     Migration {
         version: 2,
@@ -143,6 +158,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) WITHOUT ROWID",
             "CREATE INDEX IF NOT EXISTS {p}processes_expiry ON {p}processes (expires_at)",
         ],
+        reverse: Some(Reverse {
+            drops: &["processes"],
+            disposable: &["processes"],
+        }),
     },
     Migration {
         version: 3,
@@ -257,6 +276,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (group_id, member, partition_no)
         ) WITHOUT ROWID",
         ],
+        reverse: Some(Reverse {
+            drops: &[
+                "group_positions",
+                "group_history",
+                "group_dead",
+                "group_retries",
+                "group_leases",
+                "group_cursors",
+                "consumer_groups",
+                "topic_log",
+                "topic_partitions",
+                "topics",
+            ],
+            disposable: &[],
+        }),
     },
     Migration {
         version: 4,
@@ -276,6 +310,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             "CREATE INDEX IF NOT EXISTS {p}member_dead_died ON {p}member_dead (group_id, died_at)",
             "CREATE INDEX IF NOT EXISTS {p}member_dead_record ON {p}member_dead (group_id, id)",
         ],
+        reverse: Some(Reverse {
+            drops: &["member_dead"],
+            disposable: &[],
+        }),
     },
 ];
 
@@ -295,5 +333,20 @@ mod tests {
                 assert!(!create || s.contains(" IF NOT EXISTS "), "{s}");
             }
         }
+    }
+
+    #[test]
+    fn released_migrations_are_unchanged() {
+        use crate::store::body::checks;
+        checks::released_are_unchanged(
+            MIGRATIONS,
+            &[
+                0x27cbb3db5dae7337,
+                0xd181e4c37062b44a,
+                0x0999152a92c6366b,
+                0xbb3b09e5d2fc3f5d,
+            ],
+        );
+        checks::reverses_drop_what_was_created(MIGRATIONS);
     }
 }
