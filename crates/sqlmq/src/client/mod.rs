@@ -213,6 +213,17 @@ impl<B: Backend> Client<B> {
         self.inner.schema.load(Ordering::Relaxed)
     }
 
+    /// The schema version in the database now (read, not remembered).
+    pub(crate) async fn read_schema_version(&self) -> Result<i64> {
+        let mut conn = self.inner.reader.acquire().await?;
+        self.inner.store.schema_version(&mut conn).await
+    }
+
+    /// Remember the schema version found (a worker that waited for `migrate`).
+    pub(crate) fn set_schema_version(&self, version: i64) {
+        self.inner.schema.store(version, Ordering::Relaxed);
+    }
+
     /// Facts about the server, read at connect time.
     ///
     /// ```no_run

@@ -16,6 +16,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerBuilder;
+use super::schema::SchemaWatch;
 use crate::client::Client;
 use crate::consume::Consumer;
 use crate::consume::SourceId;
@@ -33,6 +34,8 @@ pub(crate) struct Registration<B: Backend> {
     pub client: Client<B>,
     pub sources: Vec<Source<B>>,
     pub interval: Duration,
+    /// The schema version, looked at with each heartbeat.
+    pub schema: SchemaWatch,
 }
 
 impl<B: Backend> Registration<B> {
@@ -70,8 +73,9 @@ impl<B: Backend> Registration<B> {
         store.register_process(&mut conn, &registration).await
     }
 
-    /// Heartbeat and watch the others until `stop`.
-    pub(crate) async fn run(&self, stop: CancellationToken) {
+    /// Heartbeat, watch the others and the schema until `stop`; a newer schema cancels
+    /// `claims` (see `schema.rs`).
+    pub(crate) async fn run(&self, stop: CancellationToken, claims: CancellationToken) {
         loop {
             let wait = self.interval.mul_f64(rand::rng().random_range(0.9..1.1));
             tokio::select! {
@@ -85,6 +89,11 @@ impl<B: Backend> Registration<B> {
                 // An unavailable database is logged once, by the client's outage.
                 Err(e) if outage.failed_since(&e, started) => continue,
                 Err(e) => tracing::warn!("heartbeat failed: {e}"),
+            }
+            if let Err(e) = self.schema.check(&self.client, &claims).await
+                && !outage.failed_since(&e, started)
+            {
+                tracing::warn!("reading the schema version failed: {e}");
             }
             if let Err(e) = self.reap().await
                 && !outage.failed_since(&e, started)

@@ -35,6 +35,7 @@
 //! | `pipeline.rs` | `JobTransaction::send`/`publish`: exactly-once pipelines |
 //! | `poll.rs` | adaptive polling, the one-query prober, maintenance triggers |
 //! | `liveness.rs` | process registry, heartbeats, release of dead processes' claims |
+//! | `schema.rs` | across a schema upgrade: wait for `migrate` at start, stop cleanly after a newer one |
 //! | `tally.rs` | [`WorkerReport`] |
 
 mod acker;
@@ -47,6 +48,7 @@ mod handler;
 mod liveness;
 mod pipeline;
 mod poll;
+mod schema;
 mod shutdown;
 mod start;
 mod tally;

@@ -31,7 +31,10 @@ impl<B: Backend> Running<B> {
     /// Run until the worker is told to stop, then shut down by the protocol above. A fatal
     /// consumer error is returned after the shutdown, never instead of it.
     pub(super) async fn until_stopped(mut self) -> Result<WorkerReport> {
+        // A newer schema (seen by the heartbeat) stopped the claims like a signal; it is
+        // reported after the clean shutdown, like a consumer's fatal error.
         let fatal = self.stop_claiming().await;
+        let fatal = fatal.or_else(|| self.registration.schema.take());
         self.drain().await;
         // 4. Flush acks: every runtime (and acker handle) went with its jobs and claim loop.
         for acker in std::mem::take(&mut self.ackers) {

@@ -17,6 +17,7 @@ use super::consumer::{self, ConsumerConfig, Slots};
 use super::execute::SourceRuntime;
 use super::liveness::Registration;
 use super::poll::{self, PollState, ProberConfig};
+use super::schema::{self, SchemaWatch};
 use super::tally::Tally;
 use crate::domain::{Error, GroupMode, Result, TopicConfig};
 use crate::store::Backend;
@@ -52,6 +53,9 @@ impl<B: Backend> WorkerBuilder<B> {
     /// first.
     pub(super) async fn start(self, shutdown: CancellationToken) -> Result<Option<Running<B>>> {
         self.validate()?;
+        if !schema::wait_for_migration(&self.client, &shutdown).await? {
+            return Ok(None);
+        }
         let this = &self;
         let resolved = self
             .client
@@ -70,6 +74,7 @@ impl<B: Backend> WorkerBuilder<B> {
                     client: this.client.clone(),
                     sources: sources.clone(),
                     interval: this.heartbeat_interval,
+                    schema: SchemaWatch::default(),
                 };
                 registration.register().await?;
                 Ok((sources, groups, registration))
@@ -184,8 +189,9 @@ impl<B: Backend> WorkerBuilder<B> {
         ));
         let registration = Arc::new(registration);
         let heartbeat = {
-            let (registration, services) = (registration.clone(), services.clone());
-            tokio::spawn(async move { registration.run(services).await })
+            let (registration, services, claims) =
+                (registration.clone(), services.clone(), stop.clone());
+            tokio::spawn(async move { registration.run(services, claims).await })
         };
         tracing::info!(
             process = self.client.owner_id(),
