@@ -85,6 +85,13 @@ pub trait TestBackend: sqlmq::Backend {
     /// A query listing the names of the database's tables.
     const TABLES: &'static str;
 
+    /// A query listing the column names of a table (its one argument), in order.
+    const COLUMNS: &'static str;
+
+    /// How SQL on `conn` names the tables of another test database, `other` (`{reach}.table`):
+    /// on MySQL its database name; on SQLite an alias of its file, attached to `conn` here.
+    fn reach(conn: &mut Self::Connection, other: &str) -> impl Future<Output = String> + Send;
+
     /// Create an empty throwaway database; returns its name.
     fn create_database() -> impl Future<Output = String> + Send;
 

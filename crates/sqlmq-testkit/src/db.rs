@@ -101,6 +101,43 @@ impl<B: TestBackend> TestDb<B> {
         rows.iter().map(|r| r[0].text()).collect()
     }
 
+    /// The column names of `table`, in order.
+    pub async fn columns(&self, table: &str) -> Vec<String> {
+        let rows = self.query(B::COLUMNS, &[Value::from(table)]).await;
+        rows.iter().map(|r| r[0].text()).collect()
+    }
+
+    /// Copy every row of `table` from `source` (a database with the same table, possibly
+    /// with more columns) into this database; rows copied.
+    pub async fn copy_from(&self, source: &TestDb<B>, table: &str) -> u64 {
+        let columns = self.columns(table).await.join(", ");
+        let mut conn = B::Connection::connect(&self.admin_url).await.unwrap();
+        let other = B::reach(&mut conn, &source.name).await;
+        let sql = format!("INSERT INTO {table} ({columns}) SELECT {columns} FROM {other}.{table}");
+        B::execute(&mut conn, &sql, &[]).await
+    }
+
+    /// Whether `table` holds the same rows here as in `source`, in this database's columns
+    /// (NULLs compare equal): the rows of both, without duplicates, are as many as the rows of
+    /// each.
+    pub async fn same_rows(&self, source: &TestDb<B>, table: &str) -> bool {
+        let columns = self.columns(table).await.join(", ");
+        let mut conn = B::Connection::connect(&self.admin_url).await.unwrap();
+        let other = B::reach(&mut conn, &source.name).await;
+        let count = |sql: String| format!("SELECT COUNT(*) FROM ({sql}) u");
+        let here = format!("SELECT {columns} FROM {table}");
+        let there = format!("SELECT {columns} FROM {other}.{table}");
+        let mut n = Vec::new();
+        for sql in [
+            count(here.clone()),
+            count(there.clone()),
+            count(format!("{here} UNION {there}")),
+        ] {
+            n.push(B::query(&mut conn, &sql, &[]).await[0][0].int());
+        }
+        n[0] == n[1] && n[1] == n[2]
+    }
+
     /// Rows of a sqlmq table (with the default prefix).
     pub async fn count(&self, table: &str) -> i64 {
         self.scalar(&format!("SELECT COUNT(*) FROM sqlmq_{table}"))

@@ -7,6 +7,12 @@ use super::{TestBackend, Value};
 impl TestBackend for MySql {
     const TABLES: &'static str = "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
         WHERE table_schema = DATABASE()";
+    const COLUMNS: &'static str = "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+        WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position";
+
+    async fn reach(_: &mut MySqlConnection, other: &str) -> String {
+        format!("`{other}`")
+    }
 
     async fn create_database() -> String {
         crate::server::create_database().await

@@ -59,6 +59,14 @@ fn sweep(now: u64) {
 impl TestBackend for Sqlite {
     const TABLES: &'static str = "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'";
 
+    const COLUMNS: &'static str = "SELECT name FROM pragma_table_info(?) ORDER BY cid";
+
+    async fn reach(conn: &mut SqliteConnection, other: &str) -> String {
+        let path = path_of(other).display().to_string();
+        Self::execute(conn, "ATTACH DATABASE ? AS other", &[Value::from(path)]).await;
+        "other".to_owned()
+    }
+
     async fn create_database() -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)

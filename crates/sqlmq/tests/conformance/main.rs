@@ -16,6 +16,7 @@
 //! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
 //! | `schema` | migrations, version checks, table prefixes |
+//! | `upgrade` | a database in every state migrated from every earlier version keeps every message; `migrate_to` down and up; workers across an upgrade |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
 //! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
@@ -37,5 +38,6 @@ mod topic_groups;
 mod topic_publish;
 mod topic_stress;
 mod topic_worker;
+mod upgrade;
 mod worker;
 mod worker_processes;
