@@ -116,7 +116,15 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
             }
             // Table names are the migration's own constants, never input.
             let any = AssertSqlSafe(format!("SELECT 1 FROM {prefix}{table} LIMIT 1"));
-            if B::first(conn, sqlx::query(any)).await?.is_some() {
+            let row = match B::first(conn, sqlx::query(any)).await {
+                // Dropped already by a reverse that was interrupted.
+                Err(Error::Database {
+                    source: sqlx::Error::Database(db),
+                    ..
+                }) if B::is_missing_table(db.as_ref()) => None,
+                other => other?,
+            };
+            if row.is_some() {
                 return Ok(Some(format!(
                     "table {prefix}{table} (created by migration {}, {}) holds rows that would \
                      be lost; settle, purge or delete them first",
@@ -132,15 +140,18 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         conn: &mut B::Connection,
         migration: &Migration,
     ) -> Result<()> {
+        // The version first: where DDL is not transactional, a reverse interrupted half-way
+        // leaves the version below with some of this migration's (empty) tables, which running
+        // `migrate` again re-creates `IF NOT EXISTS` — never this version with tables missing.
+        self.query(DELETE_VERSION)
+            .arg(migration.version)
+            .run(conn)
+            .await?;
         let prefix = self.st.prefix();
         for table in migration.reverse.iter().flat_map(|r| r.drops) {
             let drop = AssertSqlSafe(format!("DROP TABLE IF EXISTS {prefix}{table}"));
             B::run_text(conn, drop.into_sql_str()).await?;
         }
-        self.query(DELETE_VERSION)
-            .arg(migration.version)
-            .run(conn)
-            .await?;
         Ok(())
     }
 

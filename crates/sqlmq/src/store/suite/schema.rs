@@ -121,6 +121,61 @@ async fn reapplying_is_harmless<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// A migration interrupted after any of its statements (a `kill -9` where DDL commits
+/// statement by statement; where it is transactional, nothing of it stays) completes when
+/// `migrate` runs again: each version recorded once, the schema works. The same for a reverse
+/// interrupted after any of its drops, run again down or up.
+async fn an_interrupted_migration_completes_when_run_again<B: SuiteBackend>() {
+    for m in migrations::<B>() {
+        for cut in 0..=m.statements.len() {
+            let db = TestDb::<B>::new().await;
+            let admin = admin(&db).await;
+            admin.migrate_to(m.version - 1).await.unwrap();
+            for statement in &m.statements[..cut] {
+                db.exec(&statement.replace("{p}", "sqlmq_"), &[]).await;
+            }
+            let report = admin.migrate().await.unwrap();
+            assert_eq!(report.from_version, m.version - 1);
+            works_at_latest(&db, &admin).await;
+            admin.pool().close().await;
+            db.drop().await;
+        }
+        let drops = m.reverse.as_ref().map_or(&[][..], |r| r.drops);
+        for cut in 0..=drops.len() {
+            for rerun_down in [true, false] {
+                let db = TestDb::<B>::new().await;
+                let admin = admin(&db).await;
+                admin.migrate_to(m.version).await.unwrap();
+                db.exec(
+                    "DELETE FROM sqlmq_schema_migrations WHERE version = ?",
+                    &[m.version.into()],
+                )
+                .await;
+                for table in &drops[..cut] {
+                    db.exec(&format!("DROP TABLE sqlmq_{table}"), &[]).await;
+                }
+                if rerun_down {
+                    let report = admin.migrate_to(m.version - 1).await.unwrap();
+                    assert_eq!(report.to_version, m.version - 1);
+                }
+                admin.migrate().await.unwrap();
+                works_at_latest(&db, &admin).await;
+                admin.pool().close().await;
+                db.drop().await;
+            }
+        }
+    }
+}
+
+/// Every version recorded once, and a queue works.
+async fn works_at_latest<B: SuiteBackend>(db: &TestDb<B>, admin: &Client<B>) {
+    assert_eq!(db.count("schema_migrations").await, latest::<B>());
+    assert_eq!(admin.schema_version(), latest::<B>());
+    let q = queue(admin, "q").await;
+    put(admin, q, &messages("m", 1)).await;
+    assert_eq!(db.count("ready").await, 1);
+}
+
 /// The lock hint never fails: taken or not, it can be released and taken again the same way,
 /// by the admin and by the runtime user.
 async fn lock_and_unlock<B: SuiteBackend>() {
@@ -207,6 +262,7 @@ sqlmq_testkit::conformance!(async: [
     migrate_by_hand,
     reapplying_is_harmless,
     lock_and_unlock,
+    an_interrupted_migration_completes_when_run_again,
     grants_by_role,
     the_database_clock,
 ]);
