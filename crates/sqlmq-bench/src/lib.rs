@@ -30,6 +30,7 @@
 //! | `scratch.rs` | the scratch database, table prefix or file |
 //! | `context.rs` | what scenarios share: plan, fresh clients, progress bars, peer URLs |
 //! | `raw.rs` | raw SQL baselines on sqlmq-shaped tables |
+//! | `schema.rs` | `schema.migrate`: upgrading a full database, against an empty one |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
 //! | `queue/` | sqlmq queue scenarios |
 //! | `topic/` | sqlmq topic scenarios: publish until sequenced, consumer group drain |
@@ -55,6 +56,7 @@ mod raw;
 mod raw_queue;
 mod registry;
 mod report;
+mod schema;
 mod scratch;
 mod serve;
 mod soak;

@@ -11,7 +11,7 @@ use super::backend::Db;
 use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
-use super::{peers, queue, raw, raw_queue, serve, topic, worker};
+use super::{peers, queue, raw, raw_queue, schema, serve, topic, worker};
 use sqlmq_cli_common::UsageError;
 
 /// A scenario.
@@ -127,6 +127,11 @@ pub const SCENARIOS: &[Scenario] = &[
         title: "HTTP receive + ack (sqlmq serve), 8 keep-alive clients, batches of 100",
         needs: &["queue.drain"],
     },
+    Scenario {
+        id: "schema.migrate",
+        title: "migrate a full database (the large claim backlog, a tenth as many topic records) from earlier schema versions, against an empty one",
+        needs: &[],
+    },
     // Later issues add their scenarios here, before the peers, and remove them from PLANNED.
     Scenario {
         id: "peer.postgres",
@@ -171,6 +176,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "topic.pipeline" => topic::pipeline::pipeline(ctx).await,
         "serve.send" => serve::send(ctx).await,
         "serve.drain" => serve::drain(ctx).await,
+        "schema.migrate" => schema::migrate(ctx).await,
         "peer.postgres" => peers::postgres::run(ctx).await,
         "peer.rabbitmq" => peers::rabbitmq::run(ctx).await,
         "peer.redis" => peers::redis::run(ctx).await,

@@ -31,6 +31,7 @@ const SCENARIOS: &[&str] = &[
     "topic.group",
     "serve.send",
     "serve.drain",
+    "schema.migrate",
     "peer.postgres",
     "peer.rabbitmq",
     "peer.redis",

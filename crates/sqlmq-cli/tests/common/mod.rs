@@ -76,6 +76,14 @@ impl TestDb {
         );
     }
 
+    /// Run as the database's admin (DDL rights).
+    pub fn run_as_admin(&self, args: &[&str]) -> Output {
+        self.cmd(args)
+            .env("SQLMQ_DATABASE_URL", &self.database.admin_url)
+            .output()
+            .unwrap()
+    }
+
     /// The binary with this database in its environment and nothing else inherited that could
     /// change its behaviour.
     pub fn cmd(&self, args: &[&str]) -> Command {
