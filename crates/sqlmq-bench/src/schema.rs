@@ -35,9 +35,10 @@ pub async fn migrate<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         let latest = client.schema_version();
         let top = timed(&client, latest - 1, &b).await?;
         let all = timed(&client, 1, &b).await?;
-        Ok((top, all))
+        Ok((top, all, latest))
     })
     .await?;
+    let latest = empty.2;
     let b = bar.clone();
     let full = with_client(ctx, "migrate", 4, |client| async move {
         let latest = client.schema_version();
@@ -64,7 +65,6 @@ pub async fn migrate<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     })
     .await?;
     bar.finish();
-    let latest = ctx.scratch.admin.schema_version();
     let rows = |n: u64| {
         super::report::value_text(n as f64, super::report::Unit::RowsPerS)
             .trim_end_matches(" rows/s")
