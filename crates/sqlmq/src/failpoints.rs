@@ -19,6 +19,8 @@
 //! | `sequence.claimed` | the committed pending rows locked (`SKIP LOCKED`) |
 //! | `sequence.logged` | the rows copied into the log |
 //! | `sequence.deleted` | the pending rows deleted, before the counter moves |
+//! | `migrate.<version>.<n>` | migration `<version>`: its first `n` statements run (0: none yet), its version not yet recorded |
+//! | `reverse.<version>.<n>` | the reverse of migration `<version>`: its version forgotten and its first `n` tables dropped |
 
 #[cfg(feature = "failpoints")]
 pub use armed::{Jitter, Pause, jitter, pause};
@@ -32,6 +34,11 @@ pub(crate) async fn hit(_name: &'static str) {}
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) async fn before_commit(_op: &'static str) {}
+
+/// Mark the point `<what>.<version>.<n>` (`migrate` or `reverse`).
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) async fn migration_step(_what: &'static str, _version: i64, _n: usize) {}
 
 /// Mark the point `<op>.before_begin`.
 #[cfg(not(feature = "failpoints"))]
@@ -48,6 +55,12 @@ pub(crate) async fn hit(name: &'static str) {
 #[cfg(feature = "failpoints")]
 pub(crate) async fn before_commit(op: &'static str) {
     armed::hit(&format!("{op}.before_commit")).await;
+}
+
+/// Mark the point `<what>.<version>.<n>` (`migrate` or `reverse`).
+#[cfg(feature = "failpoints")]
+pub(crate) async fn migration_step(what: &'static str, version: i64, n: usize) {
+    armed::hit(&format!("{what}.{version}.{n}")).await;
 }
 
 /// Mark the point `<op>.before_begin`.

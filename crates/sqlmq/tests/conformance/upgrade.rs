@@ -725,11 +725,164 @@ pub(crate) async fn a_worker_of_a_newer_sqlmq_waits_for_migrate<B: TestBackend>(
     db.drop().await;
 }
 
+/// The child's side: `SQLMQ_CHILD_MIGRATE=<database>`: arm the pause point
+/// `SQLMQ_CHILD_MIGRATE_POINT`, take the schema to version `SQLMQ_CHILD_MIGRATE_TO`, and write
+/// `held` into the file `SQLMQ_CHILD_MIGRATE_SAID` once held there (then hang until killed), or
+/// `done` when the migration never reached the point.
+pub(crate) fn child_migrate<B: TestBackend>() {
+    let Ok(database) = std::env::var("SQLMQ_CHILD_MIGRATE") else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap();
+    let point: &'static str = Box::leak(var("SQLMQ_CHILD_MIGRATE_POINT").into_boxed_str());
+    let target: i64 = var("SQLMQ_CHILD_MIGRATE_TO").parse().unwrap();
+    let said = var("SQLMQ_CHILD_MIGRATE_SAID");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let held = sqlmq::failpoints::pause(point);
+        let client = Client::<B>::open(&B::admin_url_of(&database))
+            .await
+            .unwrap();
+        let migration = tokio::spawn(async move { client.migrate_to(target).await.unwrap() });
+        tokio::select! {
+            _ = held.reached() => {
+                std::fs::write(&said, "held").unwrap();
+                std::future::pending::<()>().await;
+            }
+            done = migration => {
+                done.unwrap();
+                std::fs::write(&said, "done").unwrap();
+            }
+        }
+    });
+}
+
+/// Run [`child_migrate`] on `db` and `kill -9` it once held at `point`; false when the
+/// migration finished without reaching the point.
+async fn killed_at<B: TestBackend>(db: &TestDb<B>, point: &str, target: i64) -> bool {
+    let said = std::env::temp_dir().join(format!("{}.migrate", db.name));
+    let _ = std::fs::remove_file(&said);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &sqlmq_testkit::child_test::<B>("upgrade", "child_migrate"),
+        ])
+        .args(["--nocapture", "--test-threads=1"])
+        .env("SQLMQ_CHILD_MIGRATE", &db.name)
+        .env("SQLMQ_CHILD_MIGRATE_POINT", point)
+        .env("SQLMQ_CHILD_MIGRATE_TO", target.to_string())
+        .env("SQLMQ_CHILD_MIGRATE_SAID", &said)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let outcome = eventually_async(Duration::from_secs(30), "the child's migration", || async {
+        std::fs::read_to_string(&said)
+            .ok()
+            .filter(|s| !s.is_empty())
+    })
+    .await;
+    let _ = std::fs::remove_file(&said);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    outcome == "held"
+}
+
+/// A queue with 20 messages, sent at the newest schema.
+async fn twenty_messages<B: TestBackend>(admin: &Client<B>) {
+    let q = admin
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    let batch = (0..20).map(|i| Message::new(format!("m{i}"))).collect();
+    q.send_batch(batch).await.unwrap();
+}
+
+/// After a killed migration was run again: every version once, and the 20 messages (when
+/// `messages`) each delivered once.
+async fn complete_and_intact<B: TestBackend>(db: &TestDb<B>, latest: i64, messages: bool) {
+    let admin = Client::<B>::open(&db.admin_url).await.unwrap();
+    admin.migrate().await.unwrap();
+    let versions: Vec<i64> = db
+        .query(
+            "SELECT version FROM sqlmq_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .iter()
+        .map(|r| r[0].int())
+        .collect();
+    assert_eq!(versions, (1..=latest).collect::<Vec<_>>());
+    if !messages {
+        twenty_messages(&admin).await;
+    }
+    let q = admin.queue("q").await.unwrap();
+    assert_eq!(bodies(&receive_all(&q, 20).await).len(), 20);
+    assert!(q.receive(10, LONG).await.unwrap().is_empty(), "each once");
+    admin.pool().close().await;
+    check_invariants(db).await;
+}
+
+/// A migration, or a reverse, killed with `kill -9` at each of its statements (held there by a
+/// pause point) completes when run again, and keeps every message.
+pub(crate) async fn a_migration_killed_at_any_statement_completes_when_run_again<B: TestBackend>() {
+    let latest = {
+        let db = TestDb::<B>::new().await;
+        let version = db.client().await.schema_version();
+        db.drop().await;
+        version
+    };
+    for version in 1..=latest {
+        for n in 0.. {
+            let db = TestDb::<B>::new().await;
+            let admin = Client::<B>::open(&db.admin_url).await.unwrap();
+            let messages = version > 1;
+            if messages {
+                admin.migrate().await.unwrap();
+                twenty_messages(&admin).await;
+            }
+            admin.migrate_to(version - 1).await.unwrap();
+            admin.pool().close().await;
+            let held = killed_at(&db, &format!("migrate.{version}.{n}"), latest).await;
+            complete_and_intact(&db, latest, messages).await;
+            db.drop().await;
+            if !held {
+                assert!(n > 1, "migration {version}: its points were not reached");
+                break;
+            }
+        }
+        // Run again down then up, or straight up: both complete.
+        for (n, down_again) in (0..).flat_map(|n| [(n, true), (n, false)]) {
+            let db = TestDb::<B>::new().await;
+            let admin = Client::<B>::open(&db.admin_url).await.unwrap();
+            admin.migrate().await.unwrap();
+            let messages = version > 1;
+            if messages {
+                twenty_messages(&admin).await;
+            }
+            admin.pool().close().await;
+            let held = killed_at(&db, &format!("reverse.{version}.{n}"), version - 1).await;
+            if down_again {
+                let admin = Client::<B>::open(&db.admin_url).await.unwrap();
+                admin.migrate_to(version - 1).await.unwrap();
+                admin.pool().close().await;
+            }
+            complete_and_intact(&db, latest, messages).await;
+            db.drop().await;
+            if !held {
+                assert!(n > 1, "reverse {version}: its points were not reached");
+                break;
+            }
+        }
+    }
+}
+
 sqlmq_testkit::conformance!(
     async: [
         every_message_survives_the_migration_from_every_earlier_version,
         migrate_to_goes_down_and_up_and_refuses_to_drop_rows,
         a_worker_stops_cleanly_when_a_newer_sqlmq_migrates_the_schema,
         a_worker_of_a_newer_sqlmq_waits_for_migrate,
-    ]
+        a_migration_killed_at_any_statement_completes_when_run_again,
+    ],
+    sync: [child_migrate],
 );

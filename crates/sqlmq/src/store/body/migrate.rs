@@ -80,8 +80,10 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
     }
 
     async fn apply_migration(&self, conn: &mut B::Connection, migration: &Migration) -> Result<()> {
-        for statement in migration.statements {
+        crate::failpoints::migration_step("migrate", migration.version, 0).await;
+        for (i, statement) in migration.statements.iter().enumerate() {
             B::run_text(conn, self.st.get(statement)).await?;
+            crate::failpoints::migration_step("migrate", migration.version, i + 1).await;
         }
         self.query(B::MIGRATE.record_version)
             .arg(migration.version)
@@ -147,10 +149,13 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
             .arg(migration.version)
             .run(conn)
             .await?;
+        crate::failpoints::migration_step("reverse", migration.version, 0).await;
         let prefix = self.st.prefix();
-        for table in migration.reverse.iter().flat_map(|r| r.drops) {
+        let drops = migration.reverse.iter().flat_map(|r| r.drops);
+        for (i, table) in drops.enumerate() {
             let drop = AssertSqlSafe(format!("DROP TABLE IF EXISTS {prefix}{table}"));
             B::run_text(conn, drop.into_sql_str()).await?;
+            crate::failpoints::migration_step("reverse", migration.version, i + 1).await;
         }
         Ok(())
     }
