@@ -138,6 +138,13 @@ impl<B: TestBackend> TestDb<B> {
         n[0] == n[1] && n[1] == n[2]
     }
 
+    /// The schema versions recorded (with the default prefix), in order.
+    pub async fn schema_versions(&self) -> Vec<i64> {
+        let sql = "SELECT version FROM sqlmq_schema_migrations ORDER BY version";
+        let rows = self.query(sql, &[]).await;
+        rows.iter().map(|r| r[0].int()).collect()
+    }
+
     /// Rows of a sqlmq table (with the default prefix).
     pub async fn count(&self, table: &str) -> i64 {
         self.scalar(&format!("SELECT COUNT(*) FROM sqlmq_{table}"))

@@ -6,6 +6,7 @@
 use sqlx::Connection;
 
 use crate::domain::{Error, MIGRATION_GRANTS_NEEDED, MigrationReport, Result, check_not_newer};
+use crate::store::rows::Migration;
 use crate::store::{Backend, Schema};
 
 /// Take the schema on `conn` to version `target`, up or down (idempotent; harmless when run by
@@ -93,11 +94,7 @@ async fn step<B: Backend>(
                     "this migration cannot be reversed: `migrate --to` will not go below it"
                 );
             }
-            tracing::info!(
-                version = m.version,
-                description = m.description,
-                "applying migration"
-            );
+            log_step(m, "applying migration");
             store.apply_migration(conn, m).await?;
             report.applied.push(m.version);
         }
@@ -132,13 +129,14 @@ async fn step<B: Backend>(
         }
     }
     for m in down {
-        tracing::info!(
-            version = m.version,
-            description = m.description,
-            "reversing migration"
-        );
+        log_step(m, "reversing migration");
         store.reverse_migration(conn, m).await?;
         report.reverted.push(m.version);
     }
     Ok(report)
+}
+
+/// One log line per migration applied or reversed.
+fn log_step(m: &Migration, what: &'static str) {
+    tracing::info!(version = m.version, description = m.description, "{what}");
 }

@@ -62,15 +62,7 @@ pub(crate) async fn concurrent_migrations_are_harmless<B: TestBackend>() {
     for t in tasks {
         t.await.unwrap();
     }
-    let versions: Vec<i64> = db
-        .query(
-            "SELECT version FROM sqlmq_schema_migrations ORDER BY version",
-            &[],
-        )
-        .await
-        .iter()
-        .map(|r| r[0].int())
-        .collect();
+    let versions: Vec<i64> = db.schema_versions().await;
     let expected: Vec<i64> = (1..=versions.len() as i64).collect();
     assert_eq!(versions, expected, "each version recorded once");
     let client = Client::<B>::open(&db.admin_url).await.unwrap();

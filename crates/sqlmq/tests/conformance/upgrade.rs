@@ -802,15 +802,7 @@ async fn twenty_messages<B: TestBackend>(admin: &Client<B>) {
 async fn complete_and_intact<B: TestBackend>(db: &TestDb<B>, latest: i64, messages: bool) {
     let admin = Client::<B>::open(&db.admin_url).await.unwrap();
     admin.migrate().await.unwrap();
-    let versions: Vec<i64> = db
-        .query(
-            "SELECT version FROM sqlmq_schema_migrations ORDER BY version",
-            &[],
-        )
-        .await
-        .iter()
-        .map(|r| r[0].int())
-        .collect();
+    let versions: Vec<i64> = db.schema_versions().await;
     assert_eq!(versions, (1..=latest).collect::<Vec<_>>());
     if !messages {
         twenty_messages(&admin).await;
