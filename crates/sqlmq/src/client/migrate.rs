@@ -105,13 +105,7 @@ async fn step<B: Backend>(
         .rev()
         .filter(|m| m.version > target && m.version <= from_version)
         .collect();
-    let live = match store.live_processes(conn).await {
-        Err(Error::Database {
-            source: sqlx::Error::Database(db),
-            ..
-        }) if B::is_missing_table(db.as_ref()) => 0,
-        other => other?,
-    };
+    let live = store.live_processes(conn).await?;
     if live > 0 {
         return Err(Error::DowngradeRefused {
             target,

@@ -96,8 +96,8 @@ pub trait Schema<B: Backend> {
         migration: &Migration,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// How many registered worker processes are live (0 before the process table exists is
-    /// the caller's business: it is read only while that table exists).
+    /// How many registered worker processes are live (0 where the process table does not
+    /// exist: before version 2).
     fn live_processes(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
 
     /// Why `migration` cannot be reversed now (it has no reverse, or a table it would drop

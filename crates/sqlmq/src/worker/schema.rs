@@ -80,9 +80,9 @@ impl SchemaWatch {
     ) -> Result<()> {
         let found = client.read_schema_version().await?;
         let supported = B::Store::latest_version();
-        if found <= supported {
+        let Err(newer) = check_not_newer(found, supported) else {
             return Ok(());
-        }
+        };
         let mut upgraded = self.upgraded.lock().expect("poisoned");
         if upgraded.is_none() {
             tracing::warn!(
@@ -91,7 +91,7 @@ impl SchemaWatch {
                 "a newer sqlmq migrated the schema: this worker stops cleanly (no new claims; \
                  running handlers finish and are acked); start the newer version"
             );
-            *upgraded = Some(Error::SchemaTooNew { found, supported });
+            *upgraded = Some(newer);
             stop.cancel();
         }
         Ok(())

@@ -31,6 +31,18 @@ const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
 /// Forget a reversed version.
 const DELETE_VERSION: &str = "DELETE FROM {p}schema_migrations WHERE version = ?";
 
+/// `result`, with a table that does not exist — before the migration that creates it, or after
+/// a reverse dropped it — read as `absent`.
+fn absent_table<B: Backend, T>(result: Result<T>, absent: T) -> Result<T> {
+    match result {
+        Err(Error::Database {
+            source: sqlx::Error::Database(db),
+            ..
+        }) if B::is_missing_table(db.as_ref()) => Ok(absent),
+        other => other,
+    }
+}
+
 impl<B: Backend> SqlStore<B> {
     /// The name of the migration lock of this table prefix.
     fn lock_name(&self) -> String {
@@ -46,16 +58,10 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
     }
 
     async fn schema_version(&self, conn: &mut B::Connection) -> Result<i64> {
-        match self.query(SELECT_VERSION).first(conn).await {
-            Ok(row) => Ok(match row {
-                Some(row) => row.col::<Option<i64>>(0)?.unwrap_or(0),
-                None => 0,
-            }),
-            Err(Error::Database {
-                source: sqlx::Error::Database(db),
-                ..
-            }) if B::is_missing_table(db.as_ref()) => Ok(0),
-            Err(e) => Err(e),
+        let row = absent_table::<B, _>(self.query(SELECT_VERSION).first(conn).await, None)?;
+        match row {
+            Some(row) => Ok(row.col::<Option<i64>>(0)?.unwrap_or(0)),
+            None => Ok(0),
         }
     }
 
@@ -94,7 +100,8 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
     }
 
     async fn live_processes(&self, conn: &mut B::Connection) -> Result<i64> {
-        match self.query(B::MIGRATE.live_processes).first(conn).await? {
+        let live = self.query(B::MIGRATE.live_processes).first(conn).await;
+        match absent_table::<B, _>(live, None)? {
             Some(row) => row.col::<i64>(0),
             None => Ok(0),
         }
@@ -118,14 +125,8 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
             }
             // Table names are the migration's own constants, never input.
             let any = AssertSqlSafe(format!("SELECT 1 FROM {prefix}{table} LIMIT 1"));
-            let row = match B::first(conn, sqlx::query(any)).await {
-                // Dropped already by a reverse that was interrupted.
-                Err(Error::Database {
-                    source: sqlx::Error::Database(db),
-                    ..
-                }) if B::is_missing_table(db.as_ref()) => None,
-                other => other?,
-            };
+            // A table gone already (a reverse that was interrupted) holds nothing.
+            let row = absent_table::<B, _>(B::first(conn, sqlx::query(any)).await, None)?;
             if row.is_some() {
                 return Ok(Some(format!(
                     "table {prefix}{table} (created by migration {}, {}) holds rows that would \
