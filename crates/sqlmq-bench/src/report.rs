@@ -454,7 +454,7 @@ fn ms_text(ms: f64) -> String {
 }
 
 /// `1234567` → `1,234,567`.
-fn grouped(n: u64) -> String {
+pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -20,7 +20,7 @@ use super::measure::{Latencies, Summary, body};
 use super::outcome::Outcome;
 use super::progress::Bar;
 use super::queue::{fill, with_client};
-use super::report::Figure;
+use super::report::{Figure, grouped};
 
 /// Timed migrations from each starting point.
 const ROUNDS: u64 = 3;
@@ -65,12 +65,7 @@ pub async fn migrate<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     })
     .await?;
     bar.finish();
-    let rows = |n: u64| {
-        super::report::value_text(n as f64, super::report::Unit::RowsPerS)
-            .trim_end_matches(" rows/s")
-            .to_owned()
-    };
-    let with = format!("{} messages", rows(messages));
+    let with = format!("{} messages", grouped(messages));
     Ok(Outcome::Ran(vec![
         Figure::latency(
             "schema.migrate.top.empty",
@@ -82,7 +77,7 @@ pub async fn migrate<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             format!(
                 "migrate v{} → v{latest}, {with} + {} records",
                 latest - 1,
-                rows(records)
+                grouped(records)
             ),
             full.0,
         )

@@ -19,7 +19,7 @@ use crate::context::Ctx;
 use crate::measure::{Latencies, Summary};
 use crate::outcome::Outcome;
 use crate::progress::Bar;
-use crate::report::{Figure, Unit, value_text};
+use crate::report::{Figure, grouped};
 
 /// Untimed claims before each measurement.
 const WARM_UP: u64 = 20;
@@ -39,11 +39,7 @@ pub async fn claim<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     })
     .await?;
     bar.finish();
-    let label = |backlog: u64| {
-        let n = value_text(backlog as f64, Unit::MsgPerS);
-        let n = n.trim_end_matches(" msg/s");
-        format!("sqlmq claim {CLAIM_N}, backlog {n}")
-    };
+    let label = |backlog: u64| format!("sqlmq claim {CLAIM_N}, backlog {}", grouped(backlog));
     Ok(Outcome::Ran(vec![
         Figure::latency("queue.claim.small", label(plan.claim_small), small),
         Figure::latency("queue.claim.large", label(plan.claim_large), large)
