@@ -247,7 +247,9 @@ impl Plan {
                 [50, 100, 250, 1000].map(Duration::from_millis).to_vec()
             },
             tradeoff_samples: if quick { 4 } else { 16 },
-            tradeoff_window: t(if quick { 3.0 } else { 15.0 }, 300),
+            // At least a second, even scaled down: several polls at the largest quick ceiling
+            // (250 ms, jittered up to 300 ms), so that a tiny run counts some.
+            tradeoff_window: t(if quick { 3.0 } else { 15.0 }, 1000),
         }
     }
 }

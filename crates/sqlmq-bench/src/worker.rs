@@ -24,7 +24,7 @@ use sqlmq::{
 use tokio::time::MissedTickBehavior;
 
 use super::args::BUSY_RATE_PER_S;
-use super::backend::{Db, delta, not_available};
+use super::backend::{Db, delta, not_available, reading_overhead};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
 use super::outcome::Outcome as Ran;
@@ -378,7 +378,7 @@ async fn count_statements<B: Db>(
     pool: &sqlx::Pool<B>,
     window: Duration,
 ) -> Result<(u64, Duration)> {
-    let overhead = delta(&B::statements(pool).await?, &B::statements(pool).await?);
+    let overhead = reading_overhead(pool).await?;
     let before = B::statements(pool).await?;
     let t0 = Instant::now();
     tokio::time::sleep(window).await;

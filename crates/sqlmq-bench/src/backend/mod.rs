@@ -181,6 +181,18 @@ pub fn delta(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
         .sum()
 }
 
+/// The statements one reading of [`Db::statements`] itself adds, to subtract from a [`delta`]:
+/// the least of three back-to-back pairs, since a statement of a task running beside (a
+/// worker's poll) may fall between any one pair and would be subtracted with it.
+pub async fn reading_overhead<B: Db>(pool: &Pool<B>) -> Result<u64> {
+    let mut overhead = u64::MAX;
+    for _ in 0..3 {
+        let first = B::statements(pool).await?;
+        overhead = overhead.min(delta(&first, &B::statements(pool).await?));
+    }
+    Ok(overhead)
+}
+
 /// [`delta`] of the counter at `index` of two readings of [`Db::counters`].
 pub fn delta_at(
     before: &HashMap<u64, Vec<u64>>,

@@ -21,7 +21,7 @@ use anyhow::{Result, bail};
 use sqlmq::{Queue, QueueConfig};
 
 use crate::args::LEASE;
-use crate::backend::{Db, delta, not_available};
+use crate::backend::{Db, delta, not_available, reading_overhead};
 use crate::context::Ctx;
 use crate::outcome::Outcome;
 use crate::report::{Figure, Unit};
@@ -51,9 +51,7 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             poll_once(&queue, &mut poll).await?;
             bar.set(started.elapsed().as_millis() as u64);
         }
-        let a = B::statements(pool).await?;
-        let b = B::statements(pool).await?;
-        let overhead = delta(&a, &b);
+        let overhead = reading_overhead(pool).await?;
         bar.phase("counting statements (ms)", window);
         let before = B::statements(pool).await?;
         let t0 = Instant::now();
