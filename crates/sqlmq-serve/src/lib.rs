@@ -29,7 +29,7 @@
 //! | `extract` | [`Json`], [`Query`]: extractors whose rejections are API errors |
 //! | `body` | `body` / `body_base64` encoding, time format |
 //! | `api/` | the JSON routes, one file per resource |
-//! | `longpoll` | waiting receives: in-process wakeups plus backed-off polling |
+//! | `longpoll` | broadcast members' waiting polls: in-process wakeups plus backed-off polling |
 //! | `handles` | briefly cached queue, topic and group handles |
 //! | `snapshot` | the background refresher of database gauges ([`Snapshot`]) |
 //! | `history` | the last hour of snapshots for charts |

@@ -101,6 +101,7 @@ impl<B: Backend> AppState<B> {
     }
 
     pub(crate) fn new(client: sqlmq::Client<B>, config: &ServeConfig) -> AppState<B> {
+        client.set_probe_interval(config.poll.0, config.poll.1);
         AppState {
             inner: Arc::new(Inner {
                 client,

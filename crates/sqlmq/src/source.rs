@@ -186,6 +186,27 @@ impl<B: Backend> Source<B> {
         }
     }
 
+    /// Claim up to `n` messages for `lease`, waiting up to `wait` for the first (see
+    /// [`Queue::receive_wait`] and [`Group::receive_wait`]).
+    ///
+    /// ```no_run
+    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// use std::time::Duration;
+    /// let batch = s.receive_wait(10, Duration::from_secs(30), Duration::from_secs(20)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_wait(
+        &self,
+        n: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        match self {
+            Source::Queue(q) => q.receive_wait(n, lease, wait).await,
+            Source::Group(g) => g.receive_wait(n, lease, wait).await,
+        }
+    }
+
     /// The oldest `limit` dead letters, with their error histories.
     ///
     /// ```no_run

@@ -9,18 +9,10 @@ use super::model::{
 };
 use crate::error::ApiResult;
 use crate::extract::Json;
-use crate::longpoll::wait_for;
 use crate::state::AppState;
 
-/// The wakeup subject that sends or publishes through this server fire for `source`.
-fn subject<B: Backend>(source: &Source<B>) -> String {
-    match source {
-        Source::Queue(q) => format!("q:{}", q.name()),
-        Source::Group(g) => format!("t:{}", g.topic().name()),
-    }
-}
-
-/// Long-poll receive.
+/// Long-poll receive: the library's `receive_wait`, in which every waiting request of this
+/// server shares one probe of the database; on shutdown the wait ends at once, empty.
 pub(crate) async fn receive<B: Backend>(
     state: &AppState<B>,
     consumer: Source<B>,
@@ -28,11 +20,10 @@ pub(crate) async fn receive<B: Backend>(
 ) -> ApiResult<Json<ReceiveResponse>> {
     let (max, lease, wait) = request.checked()?;
     let wait = wait.min(state.max_wait);
-    let notify = state.wakeups.get(&subject(&consumer));
-    let found = wait_for(notify, wait, state.poll, &state.shutdown, || {
-        consumer.receive(max, lease)
-    })
-    .await?;
+    let found = tokio::select! {
+        found = consumer.receive_wait(max, lease, wait) => found?,
+        _ = state.shutdown.cancelled() => Vec::new(),
+    };
     Ok(Json(ReceiveResponse {
         messages: found.into_iter().map(DeliveryOut::from).collect(),
     }))

@@ -19,7 +19,6 @@ pub(crate) async fn redrive<B: Backend>(
         Selection::All => queue.redrive_all().await?,
         Selection::Ids(ids) => queue.redrive(&ids).await?.len() as u64,
     };
-    state.wakeups.wake(&format!("q:{name}"));
     Ok(count)
 }
 

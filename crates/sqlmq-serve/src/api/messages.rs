@@ -126,7 +126,6 @@ pub(crate) async fn send_messages<B: Backend>(
     };
     let new = sent.iter().filter(|s| !s.duplicate).count() as u64;
     state.count(name, new, 0);
-    state.wakeups.wake(&format!("q:{name}"));
     Ok(sent)
 }
 

@@ -231,7 +231,6 @@ pub async fn resume<B: Backend>(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     set_paused(&state, &name, false).await?;
-    state.wakeups.wake(&format!("q:{name}"));
     Ok(StatusCode::NO_CONTENT)
 }
 

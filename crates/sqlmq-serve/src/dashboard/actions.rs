@@ -72,7 +72,6 @@ async fn resume<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>)
     done(
         async {
             crate::api::queues::set_paused(&s, &q, false).await?;
-            s.wakeups.wake(&format!("q:{q}"));
             Ok((queue_page(&q), format!("Queue {q} resumed.")))
         }
         .await,

@@ -293,6 +293,7 @@ impl ClientBuilder {
                 owner: owner_id(),
                 housekeeping: Mutex::default(),
                 wakeups: Mutex::default(),
+                waitroom: Default::default(),
                 sequencers: Mutex::default(),
                 last_dedup_prune: Mutex::new(Instant::now()),
                 outage: crate::Outage::default(),

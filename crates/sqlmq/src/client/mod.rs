@@ -6,10 +6,14 @@
 //! | `builder.rs` | [`ClientBuilder`] and the defaults |
 //! | `lookups.rs` | creating and finding queues and topics; stats; processes; the probes |
 //! | `wakeups.rs` | in-process wakeups after local commits, housekeeping schedules |
+//! | `waitroom.rs` | long polls: a line per source, one shared prober per client |
+//! | `delay.rs` | the adaptive delay between probes of an idle process |
 
 mod builder;
+pub(crate) mod delay;
 mod lookups;
 pub(crate) mod migrate;
+mod waitroom;
 mod wakeups;
 
 use std::collections::HashMap;
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use sqlx::{MySql, Pool};
 
 pub use builder::ClientBuilder;
+pub(crate) use waitroom::{Maintain, Watched};
 pub(crate) use wakeups::Subject;
 
 use crate::domain::{Error, GrantRole, MigrationReport, Result, ServerInfo};
@@ -75,6 +80,8 @@ pub(crate) struct Inner<B: Backend> {
     /// through this client notify it after their commit (a hint; polling stays the authority).
     pub wakeups: Mutex<HashMap<Subject, Arc<tokio::sync::Notify>>>,
     /// Background sequencers by (topic id, partition), started by local publishes.
+    /// Long polls (`receive_wait`) waiting, by source, and their shared prober.
+    pub waitroom: waitroom::Waitroom,
     pub sequencers: Mutex<HashMap<(i32, i32), Arc<tokio::sync::Notify>>>,
     pub last_dedup_prune: Mutex<Instant>,
     /// Whether this client's long-running users wait for the database (`Client::outage`).

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Client;
+use super::{Client, Watched};
 use crate::domain::Result;
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -39,10 +39,16 @@ impl<B: Backend> Client<B> {
         map.entry(subject).or_default().clone()
     }
 
-    /// Wake this process's consumers of `subject`, if any wait.
+    /// Wake this process's consumers of `subject`, if any wait: a worker's, and the first in
+    /// line of each long poll on it.
     pub(crate) fn notify_local(&self, subject: Subject) {
         if let Some(n) = self.inner.wakeups.lock().expect("poisoned").get(&subject) {
             n.notify_waiters();
+        }
+        match subject {
+            Subject::Queue(id) => self.inner.waitroom.call(Watched::Queue(id)),
+            Subject::Topic(id) => self.inner.waitroom.call_topic(id),
+            Subject::Group(_) => {}
         }
     }
 

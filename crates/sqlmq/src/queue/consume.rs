@@ -1,8 +1,10 @@
 //! Claiming: `receive` (the settling methods are the shared consumption path, `consume/`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Queue;
+use crate::client::{Maintain, Watched};
 use crate::consume::{check_claim, check_take};
 use crate::domain::{Delivery, Result, TAKEN_TOKEN};
 use crate::store::prelude::*;
@@ -57,6 +59,44 @@ impl<B: Backend> Queue<B> {
         self.client.require_schema()?;
         self.housekeeping_if_due().await?;
         self.claim(n, lease).await
+    }
+
+    /// [`receive`](Queue::receive), waiting up to `wait` for the first message: a long poll.
+    /// Returns as soon as it claimed something, or empty after `wait`.
+    ///
+    /// Waiting costs the database nothing per caller: the callers of one client wait in a
+    /// line per queue, first come first served, and one prober per client looks at every
+    /// queue with a line in one statement per tick (10 ms after work, doubling to 80 ms,
+    /// [`Client::set_probe_interval`](crate::Client::set_probe_interval)). A send through the
+    /// same client answers at once; one from another process within a tick. A wait that ends
+    /// early (its future dropped) leaves the line and claims nothing.
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// use std::time::Duration;
+    /// let batch = q.receive_wait(10, Duration::from_secs(30), Duration::from_secs(20)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_wait(
+        &self,
+        n: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        check_claim(n, lease)?;
+        let queue = self.clone();
+        let maintain: Maintain = Arc::new(move || {
+            let queue = queue.clone();
+            Box::pin(async move {
+                let report = queue.maintain().await?;
+                Ok(report.promoted + report.released > 0)
+            })
+        });
+        self.client
+            .wait_in_line(Watched::Queue(self.id()), maintain, n, wait, || {
+                self.receive(n, lease)
+            })
+            .await
     }
 
     /// Claim up to `n` (1 to 1000, [`Queue::MAX_RECEIVE`]) ready messages inside the caller's

@@ -34,7 +34,9 @@ impl<B: Backend> Queue<B> {
     /// # Ok(()) }
     /// ```
     pub async fn resume(&self) -> Result<()> {
-        self.set_paused(false).await
+        self.set_paused(false).await?;
+        self.client.notify_local(Subject::Queue(self.id()));
+        Ok(())
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
@@ -164,10 +166,12 @@ impl<B: Backend> Queue<B> {
             return Ok(Vec::new());
         }
         let store = self.store();
-        tx::run(self.pool(), "redrive", |conn, _| {
+        let redriven = tx::run(self.pool(), "redrive", |conn, _| {
             Box::pin(store.redrive(conn, self.id(), Some(ids), 0))
         })
-        .await
+        .await?;
+        self.client.notify_local(Subject::Queue(self.id()));
+        Ok(redriven)
     }
 
     /// Put every dead letter back into the queue, in small transactions. Returns how many.
@@ -188,6 +192,7 @@ impl<B: Backend> Queue<B> {
             .await?;
             total += done.len() as u64;
             if done.len() < MAINTENANCE_BATCH {
+                self.client.notify_local(Subject::Queue(self.id()));
                 return Ok(total);
             }
         }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::Topic;
 use super::claim::GroupClaimRequest;
-use crate::client::Subject;
+use crate::client::{Maintain, Subject, Watched};
 use crate::consume::SourceId;
 use crate::consume::methods::consume_methods;
 use crate::consume::{Consumer, check_claim};
@@ -142,6 +142,42 @@ impl<B: Backend> Group<B> {
         self.topic.client.require_schema()?;
         self.housekeeping_if_due().await?;
         self.claim_or_sequence(n, lease).await
+    }
+
+    /// [`receive`](Group::receive), waiting up to `wait` for the first record: a long poll.
+    /// Waiting costs the database nothing per caller (one shared probe per client, see
+    /// [`Queue::receive_wait`](crate::Queue::receive_wait)); a publish through the same client
+    /// answers at once.
+    ///
+    /// ```no_run
+    /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
+    /// use std::time::Duration;
+    /// let batch = g.receive_wait(100, Duration::from_secs(30), Duration::from_secs(20)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn receive_wait(
+        &self,
+        n: usize,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        check_claim(n, lease)?;
+        let key = Watched::Group {
+            group: self.id(),
+            topic: self.topic.id(),
+        };
+        let group = self.clone();
+        let maintain: Maintain = Arc::new(move || {
+            let group = group.clone();
+            Box::pin(async move {
+                let report = group.maintain().await?;
+                Ok(report.sequenced + report.released > 0)
+            })
+        });
+        let client = self.topic.client.clone();
+        client
+            .wait_in_line(key, maintain, n, wait, || self.receive(n, lease))
+            .await
     }
 
     /// Claim; when there is nothing to hand out, give offsets to records no local sequencer

@@ -12,6 +12,7 @@
 //! | `bad_input` | typed errors, nothing written |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
 //! | `lock_held` | `receive_in` (claim, effects and acks) and `take_in` (claim and remove) in the caller's transaction; rollback or `kill -9` gives the batch back at once; concurrent takers remove each message once |
+//! | `long_polls` | `receive_wait`: first come first served, woken across clients by the shared probe, a wait that ends claims nothing |
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
 //! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
@@ -30,6 +31,7 @@ mod concurrent_sends;
 mod exactly_once;
 mod late_committer;
 mod lock_held;
+mod long_polls;
 mod ordering;
 mod pipeline;
 mod queue_basics;

@@ -1,0 +1,408 @@
+//! Long polls that cost the database one statement per tick, whatever the number of waiters.
+//!
+//! A caller of `receive_wait` that finds its queue (or cluster group) empty takes a seat in
+//! that source's line and waits to be called. Nobody in the line polls: one prober per client
+//! probes every source that has a line, all queues in one non-locking statement (and all
+//! groups in one more), and calls the first in a line whose source has work. A send or publish
+//! through this client calls the line of its queue or topic at once, after its commit.
+//!
+//! The one called claims. If it got all it asked for, more may be waiting, so it calls the
+//! next in line before returning; if it got nothing (another process was faster) it goes back
+//! to the front. Lines are first come, first called: none starves. A seat is taken *before*
+//! the claim that found nothing, so a call made during that claim is not lost; a seat is left
+//! the moment its wait ends (answered, timed out, or dropped because the HTTP client went
+//! away), and a call that reached a seat left unused is passed on to the next in line. Waiting
+//! itself claims nothing: only the called claim, for a caller that is still there.
+//!
+//! The prober's delay starts at the floor after a claim that found work and doubles to the
+//! ceiling while nothing does; it runs only while some line has a seat.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Client;
+use crate::client::delay::PollDelay;
+use crate::domain::{Delivery, Result};
+use crate::store::Backend;
+
+/// The prober's default first and longest pause: one statement per 80 ms while anything waits
+/// and nothing comes, and a send through another process found within 40 ms on average.
+pub(crate) const PROBE_FLOOR: Duration = Duration::from_millis(10);
+/// See [`PROBE_FLOOR`].
+pub(crate) const PROBE_CEILING: Duration = Duration::from_millis(80);
+
+/// A source with a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Watched {
+    /// A queue, by id.
+    Queue(i32),
+    /// A cluster group, by id, with its topic's id (publishes call every group of a topic).
+    Group { group: i32, topic: i32 },
+}
+
+/// The source's maintenance (promote due messages, release ended leases, sequence records),
+/// run by the prober when its probe asks for it; answers whether it made work claimable.
+pub(crate) type Maintain = Arc<dyn Fn() -> BoxFuture<'static, Result<bool>> + Send + Sync>;
+
+/// One waiting caller.
+#[derive(Default)]
+struct Seat {
+    bell: Notify,
+    /// Called (and so out of the line) but not yet answered.
+    called: AtomicBool,
+}
+
+struct Line {
+    seats: VecDeque<Arc<Seat>>,
+    maintain: Maintain,
+}
+
+/// Every line of one client, and its prober's settings.
+pub(crate) struct Waitroom {
+    lines: Mutex<HashMap<Watched, Line>>,
+    /// Whether a prober task runs (set and cleared under `lines`' lock by the prober).
+    probing: AtomicBool,
+    /// A called claim found work: the prober goes back to its floor.
+    found: AtomicBool,
+    interval: Mutex<(Duration, Duration)>,
+}
+
+impl Default for Waitroom {
+    fn default() -> Waitroom {
+        Waitroom {
+            lines: Mutex::default(),
+            probing: AtomicBool::new(false),
+            found: AtomicBool::new(false),
+            interval: Mutex::new((PROBE_FLOOR, PROBE_CEILING)),
+        }
+    }
+}
+
+impl Waitroom {
+    /// Take a seat at the back of `key`'s line (the front for one that was called and found
+    /// nothing).
+    fn sit(&self, key: Watched, maintain: &Maintain, front: bool) -> Arc<Seat> {
+        let seat = Arc::new(Seat::default());
+        let mut lines = self.lines.lock().expect("poisoned");
+        let line = lines.entry(key).or_insert_with(|| Line {
+            seats: VecDeque::new(),
+            maintain: Arc::clone(maintain),
+        });
+        if front {
+            line.seats.push_front(Arc::clone(&seat));
+        } else {
+            line.seats.push_back(Arc::clone(&seat));
+        }
+        seat
+    }
+
+    /// Leave `key`'s line. A call that reached the seat unanswered goes to the next in line.
+    fn leave(&self, key: Watched, seat: &Arc<Seat>) {
+        let mut lines = self.lines.lock().expect("poisoned");
+        if let Some(line) = lines.get_mut(&key) {
+            line.seats.retain(|s| !Arc::ptr_eq(s, seat));
+            if seat.called.swap(false, Ordering::AcqRel) {
+                call_first(line);
+            }
+            if line.seats.is_empty() {
+                lines.remove(&key);
+            }
+        }
+    }
+
+    /// Call the first waiting in `key`'s line, if anyone waits.
+    pub(crate) fn call(&self, key: Watched) {
+        if let Some(line) = self.lines.lock().expect("poisoned").get_mut(&key) {
+            call_first(line);
+        }
+    }
+
+    /// Call the first waiting in the line of each group of `topic`.
+    pub(crate) fn call_topic(&self, topic_id: i32) {
+        for (key, line) in self.lines.lock().expect("poisoned").iter_mut() {
+            if matches!(key, Watched::Group { topic, .. } if *topic == topic_id) {
+                call_first(line);
+            }
+        }
+    }
+
+    /// The sources with a line and their maintenance; `None` (and the prober marked stopped)
+    /// when no line is left.
+    fn watched(&self) -> Option<Vec<(Watched, Maintain)>> {
+        let lines = self.lines.lock().expect("poisoned");
+        if lines.is_empty() {
+            self.probing.store(false, Ordering::Release);
+            return None;
+        }
+        Some(
+            lines
+                .iter()
+                .map(|(k, l)| (*k, Arc::clone(&l.maintain)))
+                .collect(),
+        )
+    }
+
+    /// How many wait in all lines together.
+    pub(crate) fn waiting(&self) -> usize {
+        let lines = self.lines.lock().expect("poisoned");
+        lines.values().map(|l| l.seats.len()).sum()
+    }
+}
+
+fn call_first(line: &mut Line) {
+    if let Some(seat) = line.seats.pop_front() {
+        seat.called.store(true, Ordering::Release);
+        seat.bell.notify_one();
+    }
+}
+
+/// Leaves the line when dropped: a wait that ends in any way frees its seat at once.
+struct Sitting<'a> {
+    room: &'a Waitroom,
+    key: Watched,
+    seat: Arc<Seat>,
+}
+
+impl Drop for Sitting<'_> {
+    fn drop(&mut self) {
+        self.room.leave(self.key, &self.seat);
+    }
+}
+
+impl<B: Backend> Client<B> {
+    /// Set the shared prober's first and longest pause between probes (defaults 10 ms and
+    /// 80 ms). The longest pause bounds how late a long poll hears of a message sent by
+    /// another process; each pause costs one statement while anything waits.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) {
+    /// use std::time::Duration;
+    /// client.set_probe_interval(Duration::from_millis(10), Duration::from_millis(250));
+    /// # }
+    /// ```
+    pub fn set_probe_interval(&self, floor: Duration, ceiling: Duration) {
+        *self.inner.waitroom.interval.lock().expect("poisoned") = (floor, ceiling.max(floor));
+    }
+
+    /// How many `receive_wait` calls of this client are waiting now.
+    ///
+    /// ```no_run
+    /// # fn f(client: sqlmq::Client) { println!("{} long polls wait", client.long_polls()); }
+    /// ```
+    pub fn long_polls(&self) -> usize {
+        self.inner.waitroom.waiting()
+    }
+
+    /// Claim with `attempt` until it returns messages or `wait` has passed, waiting in `key`'s
+    /// line between attempts (see the module's documentation).
+    pub(crate) async fn wait_in_line<F, Fut>(
+        &self,
+        key: Watched,
+        maintain: Maintain,
+        want: usize,
+        wait: Duration,
+        mut attempt: F,
+    ) -> Result<Vec<Delivery>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Vec<Delivery>>>,
+    {
+        let room = &self.inner.waitroom;
+        let deadline = Instant::now() + wait;
+        let mut front = false;
+        loop {
+            let sitting = Sitting {
+                room,
+                key,
+                seat: room.sit(key, &maintain, front),
+            };
+            self.ensure_prober();
+            let found = attempt().await?;
+            if !found.is_empty() {
+                drop(sitting);
+                room.found.store(true, Ordering::Relaxed);
+                if found.len() >= want {
+                    // More may be waiting: the next in line looks.
+                    room.call(key);
+                }
+                return Ok(found);
+            }
+            if Instant::now() >= deadline {
+                return Ok(found);
+            }
+            tokio::select! {
+                _ = sitting.seat.bell.notified() => {}
+                _ = tokio::time::sleep_until(deadline) => return Ok(found),
+            }
+            // Called: out of the line, answering now.
+            sitting.seat.called.store(false, Ordering::Release);
+            front = true;
+        }
+    }
+
+    /// Start this client's prober unless it runs.
+    fn ensure_prober(&self) {
+        if !self.inner.waitroom.probing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(run_prober(self.clone()));
+        }
+    }
+}
+
+/// Probe the sources with a line until no line is left; call the lines of those with work.
+async fn run_prober<B: Backend>(client: Client<B>) {
+    let room = &client.inner.waitroom;
+    let (floor, ceiling) = *room.interval.lock().expect("poisoned");
+    let mut delay = PollDelay::new(floor, ceiling);
+    loop {
+        tokio::time::sleep(delay.next_delay()).await;
+        if room.found.swap(false, Ordering::Relaxed) {
+            delay.reset();
+        }
+        let Some(watched) = room.watched() else {
+            return;
+        };
+        let (queues, groups): (Vec<_>, Vec<_>) = watched
+            .into_iter()
+            .partition(|(k, _)| matches!(k, Watched::Queue(_)));
+        probe_queues(&client, &queues).await;
+        probe_groups(&client, &groups).await;
+        let (floor, ceiling) = *room.interval.lock().expect("poisoned");
+        delay.set_bounds(floor, ceiling);
+    }
+}
+
+/// Run `maintain`; whether it made work claimable (a failure is logged and counts as no).
+async fn maintained(key: Watched, maintain: &Maintain) -> bool {
+    maintain().await.unwrap_or_else(|e| {
+        tracing::warn!(?key, "maintenance failed: {e}");
+        false
+    })
+}
+
+async fn probe_queues<B: Backend>(client: &Client<B>, queues: &[(Watched, Maintain)]) {
+    let ids: Vec<i32> = queues
+        .iter()
+        .filter_map(|(k, _)| match k {
+            Watched::Queue(id) => Some(*id),
+            Watched::Group { .. } => None,
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let signals = match client.probe(&ids).await {
+        Ok(s) => s,
+        Err(e) => {
+            if !client.outage().failed_since(&e, started) {
+                tracing::warn!("long-poll probe failed: {e}");
+            }
+            return;
+        }
+    };
+    for signal in signals {
+        let key = Watched::Queue(signal.queue_id);
+        let Some((_, maintain)) = queues.iter().find(|(k, _)| *k == key) else {
+            continue;
+        };
+        let ready =
+            signal.ready || ((signal.due || signal.expired) && maintained(key, maintain).await);
+        if ready {
+            client.inner.waitroom.call(key);
+        }
+    }
+}
+
+async fn probe_groups<B: Backend>(client: &Client<B>, groups: &[(Watched, Maintain)]) {
+    let ids: Vec<i32> = groups
+        .iter()
+        .filter_map(|(k, _)| match k {
+            Watched::Group { group, .. } => Some(*group),
+            Watched::Queue(_) => None,
+        })
+        .collect();
+    if ids.is_empty() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let signals = match client.probe_groups(&ids).await {
+        Ok(s) => s,
+        Err(e) => {
+            if !client.outage().failed_since(&e, started) {
+                tracing::warn!("long-poll group probe failed: {e}");
+            }
+            return;
+        }
+    };
+    for signal in signals {
+        let Some((key, maintain)) = groups
+            .iter()
+            .find(|(k, _)| matches!(k, Watched::Group { group, .. } if *group == signal.group_id))
+        else {
+            continue;
+        };
+        let ready = signal.ready
+            || ((signal.expired || signal.pending) && maintained(*key, maintain).await);
+        if ready {
+            client.inner.waitroom.call(*key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing() -> Maintain {
+        Arc::new(|| Box::pin(async { Ok(false) }))
+    }
+
+    #[test]
+    fn lines_are_first_come_first_called_and_a_left_call_passes_on() {
+        let room = Waitroom::default();
+        let key = Watched::Queue(1);
+        let (a, b, c) = (
+            room.sit(key, &nothing(), false),
+            room.sit(key, &nothing(), false),
+            room.sit(key, &nothing(), false),
+        );
+        room.call(key);
+        assert!(a.called.load(Ordering::Acquire));
+        assert!(!b.called.load(Ordering::Acquire));
+        // `a` leaves without answering: `b` is called in its place.
+        room.leave(key, &a);
+        assert!(b.called.load(Ordering::Acquire));
+        assert!(!c.called.load(Ordering::Acquire));
+        // `c` leaves uncalled: nobody else is called.
+        room.leave(key, &c);
+        assert_eq!(room.waiting(), 0);
+        room.leave(key, &b);
+        assert!(room.lines.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_topic_call_reaches_each_group_of_that_topic_only() {
+        let room = Waitroom::default();
+        let g1 = room.sit(Watched::Group { group: 1, topic: 7 }, &nothing(), false);
+        let g2 = room.sit(Watched::Group { group: 2, topic: 7 }, &nothing(), false);
+        let other = room.sit(Watched::Group { group: 3, topic: 8 }, &nothing(), false);
+        room.call_topic(7);
+        assert!(g1.called.load(Ordering::Acquire) && g2.called.load(Ordering::Acquire));
+        assert!(!other.called.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn the_prober_stops_when_the_last_line_empties() {
+        let room = Waitroom::default();
+        room.probing.store(true, Ordering::Release);
+        let key = Watched::Queue(1);
+        let seat = room.sit(key, &nothing(), true);
+        assert_eq!(room.watched().map(|w| w.len()), Some(1));
+        room.leave(key, &seat);
+        assert!(room.watched().is_none());
+        assert!(!room.probing.load(Ordering::Acquire));
+    }
+}

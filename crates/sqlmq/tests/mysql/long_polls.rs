@@ -1,0 +1,141 @@
+//! What waiting long polls cost the server: one probe per tick for all of a client's waiters,
+//! whatever their number. Counted with the server's own per-session `Questions` counters on
+//! every connection of the waiting client's pool (exact even while other tests use the
+//! server), never timed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlmq::{Client, Message, MySql, QueueConfig};
+use sqlmq_testkit::{TestDb, eventually_async};
+
+const LEASE: Duration = Duration::from_secs(60);
+const QUEUES: usize = 10;
+/// Over which statements are counted.
+const WINDOW: Duration = Duration::from_secs(3);
+
+/// Statements the server has run on each of `client`'s connections, by connection id: every
+/// connection of its pool is held at once (so no probe runs meanwhile) and asked for its
+/// session's `Questions`.
+async fn statements(client: &Client<MySql>) -> HashMap<u64, u64> {
+    let pool = client.pool();
+    let mut held = Vec::new();
+    for _ in 0..pool.size() {
+        held.push(pool.acquire().await.unwrap());
+    }
+    let mut counts = HashMap::new();
+    for conn in &mut held {
+        let (id, n): (u64, String) = sqlx::query_as(
+            "SELECT CONNECTION_ID(), VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
+             WHERE VARIABLE_NAME = 'QUESTIONS'",
+        )
+        .fetch_one(&mut **conn)
+        .await
+        .unwrap();
+        counts.insert(id, n.parse::<u64>().unwrap());
+    }
+    counts
+}
+
+/// Statements run between two readings (a connection opened meanwhile counts from zero).
+fn between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(id, n)| n - before.get(id).copied().unwrap_or(0))
+        .sum()
+}
+
+/// Statements per second on `client`'s connections over [`WINDOW`], less the readings' own.
+async fn rate(client: &Client<MySql>) -> f64 {
+    let first = statements(client).await;
+    let reading = between(&first, &statements(client).await);
+    let before = statements(client).await;
+    tokio::time::sleep(WINDOW).await;
+    let after = statements(client).await;
+    between(&before, &after).saturating_sub(reading) as f64 / WINDOW.as_secs_f64()
+}
+
+/// Start `per_queue` long polls on each of the queues and wait until all are seated.
+async fn wait_on_all(client: &Client<MySql>, per_queue: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    let all = client.long_polls() + QUEUES * per_queue;
+    let mut tasks = Vec::new();
+    for i in 0..QUEUES {
+        let q = client.queue(&format!("q{i}")).await.unwrap();
+        for _ in 0..per_queue {
+            let q = q.clone();
+            tasks.push(tokio::spawn(async move {
+                q.receive_wait(1, LEASE, Duration::from_secs(120))
+                    .await
+                    .unwrap();
+            }));
+        }
+    }
+    eventually_async(
+        Duration::from_secs(60),
+        "every long poll seated",
+        || async { (client.long_polls() == all).then_some(()) },
+    )
+    .await;
+    tasks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_long_polls_cost_what_ten_do_one_probe_per_tick() {
+    let db = TestDb::<MySql>::new().await;
+    db.migrate().await;
+    let client = Client::builder()
+        .max_connections(4)
+        .open::<MySql>(&db.url)
+        .await
+        .unwrap();
+    for i in 0..QUEUES {
+        client
+            .create_queue(&format!("q{i}"), QueueConfig::default())
+            .await
+            .unwrap();
+    }
+    let few = wait_on_all(&client, 1).await;
+    // Let the probe's delay climb to its ceiling first.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let with_ten = rate(&client).await;
+    let many = wait_on_all(&client, 99).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let with_a_thousand = rate(&client).await;
+    // One probe per 80 ms tick at most: 12.5/s, whatever the number of waiters.
+    assert!(
+        with_ten <= 20.0 && with_a_thousand <= 20.0,
+        "statements/s: 10 waiters {with_ten:.1}, 1000 waiters {with_a_thousand:.1}"
+    );
+    assert!(
+        with_a_thousand <= with_ten + 3.0,
+        "flat in the number of waiters: {with_ten:.1} vs {with_a_thousand:.1}"
+    );
+    assert!(with_ten > 0.0, "the probe runs while anything waits");
+    // Still answered: a send from another client reaches the first waiter of its queue.
+    let sender = db.client().await;
+    for i in 0..QUEUES {
+        let q = sender.queue(&format!("q{i}")).await.unwrap();
+        q.send(Message::new("wake")).await.unwrap();
+    }
+    for task in few {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the oldest waiter of each queue is answered")
+            .unwrap();
+    }
+    assert_eq!(client.long_polls(), QUEUES * 99);
+    for task in &many {
+        task.abort();
+    }
+    eventually_async(Duration::from_secs(10), "seats freed", || async {
+        (client.long_polls() == 0).then_some(())
+    })
+    .await;
+    // With nobody waiting the prober stops: the client costs nothing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = rate(&client).await;
+    // (At most a few statements of a connection the pool opened during the window, never the
+    // probe's 12.5/s.)
+    assert!(idle < 2.0, "no waiter, no probe: {idle:.1}/s");
+    db.drop().await;
+}
