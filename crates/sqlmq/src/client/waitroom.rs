@@ -6,9 +6,10 @@
 //! groups in one more), and calls the first in a line whose source has work. A send or publish
 //! through this client calls the line of its queue or topic at once, after its commit.
 //!
-//! The one called claims. If it got all it asked for, more may be waiting, so it calls the
-//! next in line before returning; if it got nothing (another process was faster) it goes back
-//! to the front. Lines are first come, first called: none starves. A seat is taken *before*
+//! Only the first of a line claims on arrival: with others waiting ahead, any work goes to
+//! them first, so a newcomer just sits down. The one called claims. If it got all it asked
+//! for, more may be waiting, so it calls the next in line before returning; if it got nothing
+//! (another process was faster) it goes back to the front. Lines are first come, first called: none starves. A seat is taken *before*
 //! the claim that found nothing, so a call made during that claim is not lost; a seat is left
 //! the moment its wait ends (answered, timed out, or dropped because the HTTP client went
 //! away), and a call that reached a seat left unused is passed on to the next in line. Waiting
@@ -86,20 +87,21 @@ impl Default for Waitroom {
 
 impl Waitroom {
     /// Take a seat at the back of `key`'s line (the front for one that was called and found
-    /// nothing).
-    fn sit(&self, key: Watched, maintain: &Maintain, front: bool) -> Arc<Seat> {
+    /// nothing); also says whether others wait ahead.
+    fn sit(&self, key: Watched, maintain: &Maintain, front: bool) -> (Arc<Seat>, bool) {
         let seat = Arc::new(Seat::default());
         let mut lines = self.lines.lock().expect("poisoned");
         let line = lines.entry(key).or_insert_with(|| Line {
             seats: VecDeque::new(),
             maintain: Arc::clone(maintain),
         });
+        let ahead = !front && !line.seats.is_empty();
         if front {
             line.seats.push_front(Arc::clone(&seat));
         } else {
             line.seats.push_back(Arc::clone(&seat));
         }
-        seat
+        (seat, ahead)
     }
 
     /// Leave `key`'s line. A call that reached the seat unanswered goes to the next in line.
@@ -217,13 +219,17 @@ impl<B: Backend> Client<B> {
         let deadline = Instant::now() + wait;
         let mut front = false;
         loop {
-            let sitting = Sitting {
-                room,
-                key,
-                seat: room.sit(key, &maintain, front),
-            };
+            let (seat, ahead) = room.sit(key, &maintain, front);
+            let sitting = Sitting { room, key, seat };
             self.ensure_prober();
-            let found = attempt().await?;
+            // With others waiting ahead, any work there is goes to them first, and the one who
+            // takes the last of it calls the next: a newcomer only sits down. So a thousand
+            // long polls arriving (or re-polling after their wait ran out) cost one claim.
+            let found = if ahead && !wait.is_zero() {
+                Vec::new()
+            } else {
+                attempt().await?
+            };
             if !found.is_empty() {
                 drop(sitting);
                 room.found.store(true, Ordering::Relaxed);
@@ -364,11 +370,12 @@ mod tests {
     fn lines_are_first_come_first_called_and_a_left_call_passes_on() {
         let room = Waitroom::default();
         let key = Watched::Queue(1);
-        let (a, b, c) = (
+        let ((a, first_ahead), (b, second_ahead), (c, _)) = (
             room.sit(key, &nothing(), false),
             room.sit(key, &nothing(), false),
             room.sit(key, &nothing(), false),
         );
+        assert!(!first_ahead && second_ahead);
         room.call(key);
         assert!(a.called.load(Ordering::Acquire));
         assert!(!b.called.load(Ordering::Acquire));
@@ -386,9 +393,9 @@ mod tests {
     #[test]
     fn a_topic_call_reaches_each_group_of_that_topic_only() {
         let room = Waitroom::default();
-        let g1 = room.sit(Watched::Group { group: 1, topic: 7 }, &nothing(), false);
-        let g2 = room.sit(Watched::Group { group: 2, topic: 7 }, &nothing(), false);
-        let other = room.sit(Watched::Group { group: 3, topic: 8 }, &nothing(), false);
+        let (g1, _) = room.sit(Watched::Group { group: 1, topic: 7 }, &nothing(), false);
+        let (g2, _) = room.sit(Watched::Group { group: 2, topic: 7 }, &nothing(), false);
+        let (other, _) = room.sit(Watched::Group { group: 3, topic: 8 }, &nothing(), false);
         room.call_topic(7);
         assert!(g1.called.load(Ordering::Acquire) && g2.called.load(Ordering::Acquire));
         assert!(!other.called.load(Ordering::Acquire));
@@ -399,7 +406,7 @@ mod tests {
         let room = Waitroom::default();
         room.probing.store(true, Ordering::Release);
         let key = Watched::Queue(1);
-        let seat = room.sit(key, &nothing(), true);
+        let (seat, _) = room.sit(key, &nothing(), true);
         assert_eq!(room.watched().map(|w| w.len()), Some(1));
         room.leave(key, &seat);
         assert!(room.watched().is_none());

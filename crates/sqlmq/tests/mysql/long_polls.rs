@@ -98,7 +98,19 @@ async fn a_thousand_long_polls_cost_what_ten_do_one_probe_per_tick() {
     // Let the probe's delay climb to its ceiling first.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let with_ten = rate(&client).await;
+    let before = statements(&client).await;
+    let arrival = std::time::Instant::now();
     let many = wait_on_all(&client, 99).await;
+    let (arriving, took) = (
+        between(&before, &statements(&client).await),
+        arrival.elapsed(),
+    );
+    // Newcomers behind others do not claim: arriving costs the probes of the time it took
+    // (plus the readings), not a claim per poll.
+    assert!(
+        (arriving as f64) < 20.0 + 15.0 * took.as_secs_f64(),
+        "990 long polls arriving in {took:?} cost {arriving} statements"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let with_a_thousand = rate(&client).await;
     // One probe per 80 ms tick at most: 12.5/s, whatever the number of waiters.
