@@ -196,6 +196,12 @@ pub struct Plan {
     pub tradeoff_samples: u64,
     /// Window over which an idle worker's statements are counted, per ceiling.
     pub tradeoff_window: Duration,
+    /// Numbers of HTTP long polls waiting at once in `serve.wait`, smallest first.
+    pub wait_levels: Vec<u64>,
+    /// Window over which the server's statements are counted at each level of `serve.wait`.
+    pub wait_window: Duration,
+    /// Wakeup samples of `serve.wait` (and messages of its answered-once check).
+    pub wait_samples: u64,
 }
 
 impl Plan {
@@ -250,6 +256,13 @@ impl Plan {
             // At least a second, even scaled down: several polls at the largest quick ceiling
             // (250 ms, jittered up to 300 ms), so that a tiny run counts some.
             tradeoff_window: t(if quick { 3.0 } else { 15.0 }, 1000),
+            wait_levels: {
+                let mut levels = vec![10, n(1_000, 1_000, 10), n(10_000, 10_000, 20)];
+                levels.dedup();
+                levels
+            },
+            wait_window: t(if quick { 3.0 } else { 10.0 }, 1000),
+            wait_samples: n(50, 20, 5),
         }
     }
 }

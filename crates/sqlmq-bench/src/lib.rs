@@ -31,6 +31,8 @@
 //! | `context.rs` | what scenarios share: plan, fresh clients, progress bars, peer URLs |
 //! | `raw.rs` | raw SQL baselines on sqlmq-shaped tables |
 //! | `schema.rs` | `schema.migrate`: upgrading a full database, against an empty one |
+//! | `serve.rs` | `serve.send`, `serve.drain`: the HTTP API under load; the minimal HTTP client |
+//! | `serve_wait.rs` | `serve.wait`: what waiting HTTP long polls cost, their wakeup latency, memory |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
 //! | `queue/` | sqlmq queue scenarios |
 //! | `topic/` | sqlmq topic scenarios: publish until sequenced, consumer group drain |
@@ -59,6 +61,7 @@ mod report;
 mod schema;
 mod scratch;
 mod serve;
+mod serve_wait;
 mod soak;
 mod topic;
 mod track;

@@ -86,10 +86,19 @@ impl Latencies {
 
 /// Peak resident memory of this process so far (`VmHWM` of `/proc/self/status`), in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|kib| kib * 1024)
+}
+
+/// Resident memory of this process now (`VmRSS` of `/proc/self/status`), in bytes.
+pub fn current_rss_bytes() -> Option<u64> {
+    status_kib("VmRSS:").map(|kib| kib * 1024)
+}
+
+/// A `kB` line of `/proc/self/status`.
+fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::backend::Db;
 use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
-use super::{peers, queue, raw, raw_queue, schema, serve, topic, worker};
+use super::{peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker};
 use sqlmq_cli_common::UsageError;
 
 /// A scenario.
@@ -128,6 +128,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["queue.drain"],
     },
     Scenario {
+        id: "serve.wait",
+        title: "HTTP long polls waiting (sqlmq serve): statements/s at 10, 1 000 and 10 000 waiters; wakeup from another client; memory",
+        needs: &[],
+    },
+    Scenario {
         id: "schema.migrate",
         title: "migrate a full database (the large claim backlog, a tenth as many topic records) from earlier schema versions, against an empty one",
         needs: &[],
@@ -176,6 +181,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "topic.pipeline" => topic::pipeline::pipeline(ctx).await,
         "serve.send" => serve::send(ctx).await,
         "serve.drain" => serve::drain(ctx).await,
+        "serve.wait" => serve_wait::wait(ctx).await,
         "schema.migrate" => schema::migrate(ctx).await,
         "peer.postgres" => peers::postgres::run(ctx).await,
         "peer.rabbitmq" => peers::rabbitmq::run(ctx).await,

@@ -26,21 +26,26 @@ use super::raw::split;
 use super::report::Figure;
 
 /// One kept-alive HTTP/1.1 connection.
-struct Conn {
+pub(crate) struct Conn {
     stream: BufReader<TcpStream>,
 }
 
 impl Conn {
-    async fn open(addr: std::net::SocketAddr) -> Result<Conn> {
+    pub(crate) async fn open(addr: std::net::SocketAddr) -> Result<Conn> {
+        Conn::with_buffer(addr, 8 * 1024).await
+    }
+
+    /// With a read buffer of `capacity` bytes (thousands of idle connections: keep it small).
+    pub(crate) async fn with_buffer(addr: std::net::SocketAddr, capacity: usize) -> Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
-            stream: BufReader::new(stream),
+            stream: BufReader::with_capacity(capacity, stream),
         })
     }
 
     /// POST `body` as JSON to `path`; the answer's status and JSON body.
-    async fn post(&mut self, path: &str, body: &Value) -> Result<(u16, Value)> {
+    pub(crate) async fn post(&mut self, path: &str, body: &Value) -> Result<(u16, Value)> {
         let body = serde_json::to_vec(body)?;
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -82,7 +87,7 @@ impl Conn {
 }
 
 /// Run `work` against a server started in-process on `client` (its pool is the server's).
-async fn with_server<B, F, Fut, T>(client: sqlmq::Client<B>, work: F) -> Result<T>
+pub(crate) async fn with_server<B, F, Fut, T>(client: sqlmq::Client<B>, work: F) -> Result<T>
 where
     B: Db,
     F: FnOnce(std::net::SocketAddr) -> Fut,

@@ -31,6 +31,7 @@ const SCENARIOS: &[&str] = &[
     "topic.group",
     "serve.send",
     "serve.drain",
+    "serve.wait",
     "schema.migrate",
     "peer.postgres",
     "peer.rabbitmq",

@@ -129,7 +129,7 @@ impl ServeConfig {
 
     /// How often the database is looked at while long polls wait and no send or publish
     /// through this server wakes them: first after `floor`, doubling up to `ceiling` (defaults
-    /// 10 ms and 80 ms; the ceiling bounds the latency of a message sent by another process).
+    /// 10 ms and 60 ms; the ceiling bounds the latency of a message sent by another process).
     /// Every waiting receive of the server shares one probe per pause, one statement for all
     /// queues (and one for all cluster groups), however many requests wait; a broadcast
     /// member's poll looks on its own. `floor` is at least 1 ms and `ceiling` at least `floor`.

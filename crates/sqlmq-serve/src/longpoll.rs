@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 /// First wait between polls of an empty queue.
 pub const POLL_FLOOR: Duration = Duration::from_millis(10);
 /// Longest wait between polls: the latency of a wakeup from outside this server.
-pub const POLL_CEILING: Duration = Duration::from_millis(80);
+pub const POLL_CEILING: Duration = Duration::from_millis(60);
 
 /// In-process wakeups by subject (`q:NAME` for queues, `t:NAME` for topics).
 #[derive(Default)]

@@ -32,11 +32,11 @@ use crate::client::delay::PollDelay;
 use crate::domain::{Delivery, Result};
 use crate::store::Backend;
 
-/// The prober's default first and longest pause: one statement per 80 ms while anything waits
-/// and nothing comes, and a send through another process found within 40 ms on average.
+/// The prober's default first and longest pause: one statement per 60 ms while anything waits
+/// and nothing comes, and a send through another process found within 30 ms on average.
 pub(crate) const PROBE_FLOOR: Duration = Duration::from_millis(10);
 /// See [`PROBE_FLOOR`].
-pub(crate) const PROBE_CEILING: Duration = Duration::from_millis(80);
+pub(crate) const PROBE_CEILING: Duration = Duration::from_millis(60);
 
 /// A source with a line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,7 +179,7 @@ impl Drop for Sitting<'_> {
 
 impl<B: Backend> Client<B> {
     /// Set the shared prober's first and longest pause between probes (defaults 10 ms and
-    /// 80 ms). The longest pause bounds how late a long poll hears of a message sent by
+    /// 60 ms). The longest pause bounds how late a long poll hears of a message sent by
     /// another process; each pause costs one statement while anything waits.
     ///
     /// ```no_run
@@ -215,6 +215,9 @@ impl<B: Backend> Client<B> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Vec<Delivery>>>,
     {
+        if wait.is_zero() {
+            return attempt().await;
+        }
         let room = &self.inner.waitroom;
         let deadline = Instant::now() + wait;
         let mut front = false;
@@ -225,11 +228,7 @@ impl<B: Backend> Client<B> {
             // With others waiting ahead, any work there is goes to them first, and the one who
             // takes the last of it calls the next: a newcomer only sits down. So a thousand
             // long polls arriving (or re-polling after their wait ran out) cost one claim.
-            let found = if ahead && !wait.is_zero() {
-                Vec::new()
-            } else {
-                attempt().await?
-            };
+            let found = if ahead { Vec::new() } else { attempt().await? };
             if !found.is_empty() {
                 drop(sitting);
                 room.found.store(true, Ordering::Relaxed);

@@ -66,7 +66,7 @@ impl<B: Backend> Queue<B> {
     ///
     /// Waiting costs the database nothing per caller: the callers of one client wait in a
     /// line per queue, first come first served, and one prober per client looks at every
-    /// queue with a line in one statement per tick (10 ms after work, doubling to 80 ms,
+    /// queue with a line in one statement per tick (10 ms after work, doubling to 60 ms,
     /// [`Client::set_probe_interval`](crate::Client::set_probe_interval)). A send through the
     /// same client answers at once; one from another process within a tick. A wait that ends
     /// early (its future dropped) leaves the line and claims nothing.

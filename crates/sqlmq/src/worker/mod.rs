@@ -33,7 +33,7 @@
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
 //! | `acker.rs` | the batch acker |
 //! | `pipeline.rs` | `JobTransaction::send`/`publish`: exactly-once pipelines |
-//! | `poll.rs` | adaptive polling, the one-query prober, maintenance triggers |
+//! | `poll.rs` | the one-query prober, maintenance triggers |
 //! | `liveness.rs` | process registry, heartbeats, release of dead processes' claims |
 //! | `schema.rs` | across a schema upgrade: wait for `migrate` at start, stop cleanly after a newer one |
 //! | `tally.rs` | [`WorkerReport`] |

@@ -1,5 +1,6 @@
-//! Waking up without LISTEN/NOTIFY: an adaptive, jittered delay, and the prober that runs one
-//! query per tick for all of a process's queues (and one for all of its consumer groups).
+//! Waking up without LISTEN/NOTIFY: the worker's prober, which runs one query per tick for all
+//! of a process's queues (and one for all of its consumer groups), on the client's adaptive
+//! delay (`client/delay.rs`).
 //!
 //! While messages keep coming, consumers claim back to back and never wait. A consumer that
 //! finds its queue empty waits for a wakeup: a send through the same client (in-process

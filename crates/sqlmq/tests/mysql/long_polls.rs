@@ -113,7 +113,7 @@ async fn a_thousand_long_polls_cost_what_ten_do_one_probe_per_tick() {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let with_a_thousand = rate(&client).await;
-    // One probe per 80 ms tick at most: 12.5/s, whatever the number of waiters.
+    // One probe per 60 ms tick at most: 16.7/s, whatever the number of waiters.
     assert!(
         with_ten <= 20.0 && with_a_thousand <= 20.0,
         "statements/s: 10 waiters {with_ten:.1}, 1000 waiters {with_a_thousand:.1}"
@@ -147,7 +147,7 @@ async fn a_thousand_long_polls_cost_what_ten_do_one_probe_per_tick() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = rate(&client).await;
     // (At most a few statements of a connection the pool opened during the window, never the
-    // probe's 12.5/s.)
+    // probe's 16.7/s.)
     assert!(idle < 2.0, "no waiter, no probe: {idle:.1}/s");
     db.drop().await;
 }
