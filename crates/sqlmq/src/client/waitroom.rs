@@ -228,7 +228,13 @@ impl<B: Backend> Client<B> {
             // With others waiting ahead, any work there is goes to them first, and the one who
             // takes the last of it calls the next: a newcomer only sits down. So a thousand
             // long polls arriving (or re-polling after their wait ran out) cost one claim.
-            let found = if ahead { Vec::new() } else { attempt().await? };
+            let found = if ahead {
+                Vec::new()
+            } else {
+                // Boxed: a claim's future is about 6 KiB, and thousands of waiters at rest
+                // should not each carry room for one.
+                Box::pin(attempt()).await?
+            };
             if !found.is_empty() {
                 drop(sitting);
                 room.found.store(true, Ordering::Relaxed);
@@ -290,6 +296,21 @@ async fn maintained(key: Watched, maintain: &Maintain) -> bool {
     })
 }
 
+/// A probe's signals, or `None` with its failure logged (once per outage of the database).
+fn logged<B: Backend, T>(
+    client: &Client<B>,
+    started: std::time::Instant,
+    probe: Result<Vec<T>>,
+) -> Option<Vec<T>> {
+    probe
+        .inspect_err(|e| {
+            if !client.outage().failed_since(e, started) {
+                tracing::warn!("long-poll probe failed: {e}");
+            }
+        })
+        .ok()
+}
+
 async fn probe_queues<B: Backend>(client: &Client<B>, queues: &[(Watched, Maintain)]) {
     let ids: Vec<i32> = queues
         .iter()
@@ -299,14 +320,8 @@ async fn probe_queues<B: Backend>(client: &Client<B>, queues: &[(Watched, Mainta
         })
         .collect();
     let started = std::time::Instant::now();
-    let signals = match client.probe(&ids).await {
-        Ok(s) => s,
-        Err(e) => {
-            if !client.outage().failed_since(&e, started) {
-                tracing::warn!("long-poll probe failed: {e}");
-            }
-            return;
-        }
+    let Some(signals) = logged(client, started, client.probe(&ids).await) else {
+        return;
     };
     for signal in signals {
         let key = Watched::Queue(signal.queue_id);
@@ -333,14 +348,8 @@ async fn probe_groups<B: Backend>(client: &Client<B>, groups: &[(Watched, Mainta
         return;
     }
     let started = std::time::Instant::now();
-    let signals = match client.probe_groups(&ids).await {
-        Ok(s) => s,
-        Err(e) => {
-            if !client.outage().failed_since(&e, started) {
-                tracing::warn!("long-poll group probe failed: {e}");
-            }
-            return;
-        }
+    let Some(signals) = logged(client, started, client.probe_groups(&ids).await) else {
+        return;
     };
     for signal in signals {
         let Some((key, maintain)) = groups
