@@ -268,6 +268,10 @@ impl<B: Backend> Client<B> {
 /// Probe the sources with a line until no line is left; call the lines of those with work.
 async fn run_prober<B: Backend>(client: Client<B>) {
     let room = &client.inner.waitroom;
+    let mut running = Running {
+        room,
+        stopped: false,
+    };
     let (floor, ceiling) = *room.interval.lock().expect("poisoned");
     let mut delay = PollDelay::new(floor, ceiling);
     loop {
@@ -276,6 +280,7 @@ async fn run_prober<B: Backend>(client: Client<B>) {
             delay.reset();
         }
         let Some(watched) = room.watched() else {
+            running.stopped = true;
             return;
         };
         let (queues, groups): (Vec<_>, Vec<_>) = watched
@@ -285,6 +290,24 @@ async fn run_prober<B: Backend>(client: Client<B>) {
         probe_groups(&client, &groups).await;
         let (floor, ceiling) = *room.interval.lock().expect("poisoned");
         delay.set_bounds(floor, ceiling);
+    }
+}
+
+/// Marks the prober stopped if its task is dropped (with its runtime, say) rather than ending
+/// when no line is left: a client used from another runtime later must not leave its waiters
+/// without a prober.
+struct Running<'a> {
+    room: &'a Waitroom,
+    /// Ended normally: `watched` marked it stopped, under the lines' lock.
+    stopped: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _lines = self.room.lines.lock().expect("poisoned");
+            self.room.probing.store(false, Ordering::Release);
+        }
     }
 }
 
