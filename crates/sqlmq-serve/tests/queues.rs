@@ -375,6 +375,47 @@ async fn a_long_poll_wakes_at_once_on_a_send_through_the_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_waiting_long_polls_each_get_one_of_fifty_messages() {
+    // A probe too slow to matter: the sends' in-process call, passed from each poll that got a
+    // full batch to the next in line, must answer every one.
+    let poll = Duration::from_secs(30);
+    let s = TestServer::with(common::test_config().poll_interval(poll, poll)).await;
+    s.queue("q").await;
+    let mut waiters = Vec::new();
+    for _ in 0..50 {
+        let (http, url) = (s.http.clone(), s.url("/v1/queues/q/receive"));
+        waiters.push(tokio::spawn(async move {
+            let r = http
+                .post(url)
+                .json(&json!({"wait_ms": 20000, "max": 1}))
+                .send()
+                .await
+                .unwrap();
+            common::split(r).await.1
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let bodies: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    s.send("q", &refs).await;
+    let mut got = Vec::new();
+    for w in waiters {
+        let answer = tokio::time::timeout(Duration::from_secs(15), w)
+            .await
+            .expect("answered by the calls, not the 30 s probe")
+            .unwrap();
+        let messages = answer["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 1, "{answer}");
+        got.push(messages[0]["body"].as_str().unwrap().to_owned());
+    }
+    got.sort();
+    let mut want = bodies.clone();
+    want.sort();
+    assert_eq!(got, want, "each message to exactly one poll");
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_closed_mid_wait_claims_nothing() {
     let s = TestServer::start().await;
     s.queue("q").await;
