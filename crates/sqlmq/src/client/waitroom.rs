@@ -13,7 +13,9 @@
 //! the claim that found nothing, so a call made during that claim is not lost; a seat is left
 //! the moment its wait ends (answered, timed out, or dropped because the HTTP client went
 //! away), and a call that reached a seat left unused is passed on to the next in line. Waiting
-//! itself claims nothing: only the called claim, for a caller that is still there.
+//! itself claims nothing: only the called claim. (A caller that goes away *during* its claim,
+//! a few milliseconds, may leave what the claim took leased until the lease ends, as with any
+//! receive whose answer is lost.)
 //!
 //! The prober's delay starts at the floor after a claim that found work and doubles to the
 //! ceiling while nothing does; it runs only while some line has a seat.
@@ -51,16 +53,22 @@ pub(crate) enum Watched {
 /// run by the prober when its probe asks for it; answers whether it made work claimable.
 pub(crate) type Maintain = Arc<dyn Fn() -> BoxFuture<'static, Result<bool>> + Send + Sync>;
 
-/// One waiting caller.
+/// One waiting caller. Its flags change only under the lines' lock.
 #[derive(Default)]
 struct Seat {
     bell: Notify,
     /// Called (and so out of the line) but not yet answered.
     called: AtomicBool,
+    /// Still in its line's queue (not yet called, not left).
+    queued: AtomicBool,
 }
 
 struct Line {
+    /// Seats in order; those that left stay until they reach the front (leaving is O(1) even
+    /// when thousands of waits end at once) and are skipped there.
     seats: VecDeque<Arc<Seat>>,
+    /// Seats still queued.
+    live: usize,
     maintain: Maintain,
 }
 
@@ -93,9 +101,12 @@ impl Waitroom {
         let mut lines = self.lines.lock().expect("poisoned");
         let line = lines.entry(key).or_insert_with(|| Line {
             seats: VecDeque::new(),
+            live: 0,
             maintain: Arc::clone(maintain),
         });
-        let ahead = !front && !line.seats.is_empty();
+        let ahead = !front && line.live > 0;
+        seat.queued.store(true, Ordering::Relaxed);
+        line.live += 1;
         if front {
             line.seats.push_front(Arc::clone(&seat));
         } else {
@@ -108,11 +119,13 @@ impl Waitroom {
     fn leave(&self, key: Watched, seat: &Arc<Seat>) {
         let mut lines = self.lines.lock().expect("poisoned");
         if let Some(line) = lines.get_mut(&key) {
-            line.seats.retain(|s| !Arc::ptr_eq(s, seat));
-            if seat.called.swap(false, Ordering::AcqRel) {
+            if seat.queued.swap(false, Ordering::Relaxed) {
+                line.live -= 1;
+            }
+            if seat.called.swap(false, Ordering::Relaxed) {
                 call_first(line);
             }
-            if line.seats.is_empty() {
+            if line.live == 0 {
                 lines.remove(&key);
             }
         }
@@ -153,14 +166,19 @@ impl Waitroom {
     /// How many wait in all lines together.
     pub(crate) fn waiting(&self) -> usize {
         let lines = self.lines.lock().expect("poisoned");
-        lines.values().map(|l| l.seats.len()).sum()
+        lines.values().map(|l| l.live).sum()
     }
 }
 
+/// Call the first seat still queued in `line` (dropping those that left on the way).
 fn call_first(line: &mut Line) {
-    if let Some(seat) = line.seats.pop_front() {
-        seat.called.store(true, Ordering::Release);
-        seat.bell.notify_one();
+    while let Some(seat) = line.seats.pop_front() {
+        if seat.queued.swap(false, Ordering::Relaxed) {
+            line.live -= 1;
+            seat.called.store(true, Ordering::Relaxed);
+            seat.bell.notify_one();
+            return;
+        }
     }
 }
 
@@ -189,6 +207,8 @@ impl<B: Backend> Client<B> {
     /// # }
     /// ```
     pub fn set_probe_interval(&self, floor: Duration, ceiling: Duration) {
+        // A zero floor would never back off: at least a millisecond.
+        let floor = floor.max(Duration::from_millis(1));
         *self.inner.waitroom.interval.lock().expect("poisoned") = (floor, ceiling.max(floor));
     }
 
@@ -257,21 +277,27 @@ impl<B: Backend> Client<B> {
         }
     }
 
-    /// Start this client's prober unless it runs.
+    /// Start this client's prober unless it runs. The guard that marks it stopped goes into
+    /// the task before it is spawned, so a task dropped before it ever ran clears the mark too.
     fn ensure_prober(&self) {
         if !self.inner.waitroom.probing.swap(true, Ordering::AcqRel) {
-            tokio::spawn(run_prober(self.clone()));
+            let running = Running {
+                client: self.clone(),
+                stopped: false,
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(run_prober(running))),
+                // No runtime (nothing could wait anyway): the guard clears the mark.
+                Err(_) => drop(running),
+            }
         }
     }
 }
 
 /// Probe the sources with a line until no line is left; call the lines of those with work.
-async fn run_prober<B: Backend>(client: Client<B>) {
+async fn run_prober<B: Backend>(mut running: Running<B>) {
+    let client = running.client.clone();
     let room = &client.inner.waitroom;
-    let mut running = Running {
-        room,
-        stopped: false,
-    };
     let (floor, ceiling) = *room.interval.lock().expect("poisoned");
     let mut delay = PollDelay::new(floor, ceiling);
     loop {
@@ -296,17 +322,18 @@ async fn run_prober<B: Backend>(client: Client<B>) {
 /// Marks the prober stopped if its task is dropped (with its runtime, say) rather than ending
 /// when no line is left: a client used from another runtime later must not leave its waiters
 /// without a prober.
-struct Running<'a> {
-    room: &'a Waitroom,
+struct Running<B: Backend> {
+    client: Client<B>,
     /// Ended normally: `watched` marked it stopped, under the lines' lock.
     stopped: bool,
 }
 
-impl Drop for Running<'_> {
+impl<B: Backend> Drop for Running<B> {
     fn drop(&mut self) {
         if !self.stopped {
-            let _lines = self.room.lines.lock().expect("poisoned");
-            self.room.probing.store(false, Ordering::Release);
+            let room = &self.client.inner.waitroom;
+            let _lines = room.lines.lock().expect("poisoned");
+            room.probing.store(false, Ordering::Release);
         }
     }
 }
@@ -418,6 +445,29 @@ mod tests {
         room.leave(key, &c);
         assert_eq!(room.waiting(), 0);
         room.leave(key, &b);
+        assert!(room.lines.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn seats_that_left_are_skipped_and_a_line_empties_with_its_last_live_seat() {
+        let room = Waitroom::default();
+        let key = Watched::Queue(1);
+        let seats: Vec<_> = (0..5).map(|_| room.sit(key, &nothing(), false).0).collect();
+        for gone in &seats[..3] {
+            room.leave(key, gone);
+        }
+        assert_eq!(room.waiting(), 2);
+        room.call(key);
+        assert!(
+            seats[3].called.load(Ordering::Acquire),
+            "the first still waiting"
+        );
+        assert_eq!(room.waiting(), 1);
+        room.leave(key, &seats[4]);
+        assert!(room.lines.lock().unwrap().is_empty());
+        // Answered: `seats[3]` leaves without passing anything on.
+        seats[3].called.store(false, Ordering::Release);
+        room.leave(key, &seats[3]);
         assert!(room.lines.lock().unwrap().is_empty());
     }
 
