@@ -79,9 +79,9 @@ pub(crate) struct Inner<B: Backend> {
     /// In-process wakeups: a worker consuming a queue registers a `Notify` here, and sends
     /// through this client notify it after their commit (a hint; polling stays the authority).
     pub wakeups: Mutex<HashMap<Subject, Arc<tokio::sync::Notify>>>,
-    /// Background sequencers by (topic id, partition), started by local publishes.
     /// Long polls (`receive_wait`) waiting, by source, and their shared prober.
     pub waitroom: waitroom::Waitroom,
+    /// Background sequencers by (topic id, partition), started by local publishes.
     pub sequencers: Mutex<HashMap<(i32, i32), Arc<tokio::sync::Notify>>>,
     pub last_dedup_prune: Mutex<Instant>,
     /// Whether this client's long-running users wait for the database (`Client::outage`).

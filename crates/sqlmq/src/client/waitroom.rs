@@ -9,8 +9,9 @@
 //! Only the first of a line claims on arrival: with others waiting ahead, any work goes to
 //! them first, so a newcomer just sits down. The one called claims. If it got all it asked
 //! for, more may be waiting, so it calls the next in line before returning; if it got nothing
-//! (another process was faster) it goes back to the front. Lines are first come, first called: none starves. A seat is taken *before*
-//! the claim that found nothing, so a call made during that claim is not lost; a seat is left
+//! (another process was faster) it goes back to the front. Lines are first come, first
+//! called: none starves. A seat is taken *before* the claim that found nothing, so a call made
+//! during that claim is not lost; a seat is left
 //! the moment its wait ends (answered, timed out, or dropped because the HTTP client went
 //! away), and a call that reached a seat left unused is passed on to the next in line. Waiting
 //! itself claims nothing: only the called claim. (A caller that goes away *during* its claim,
