@@ -85,7 +85,7 @@ mod topic;
 mod tx;
 mod worker;
 
-pub use client::{Client, ClientBuilder};
+pub use client::{Client, ClientBuilder, NotificationStatus};
 pub use domain::{
     AckReport, AttemptError, Backoff, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass,
     Flavor, GrantRole, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,

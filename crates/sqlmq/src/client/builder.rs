@@ -32,6 +32,7 @@ pub struct ClientBuilder {
     housekeeping_interval: Duration,
     lock_wait_timeout: Duration,
     connect_timeout: Duration,
+    notifications: bool,
 }
 
 impl Default for ClientBuilder {
@@ -43,6 +44,7 @@ impl Default for ClientBuilder {
             housekeeping_interval: Self::DEFAULT_HOUSEKEEPING_INTERVAL,
             lock_wait_timeout: Self::DEFAULT_LOCK_WAIT_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            notifications: true,
         }
     }
 }
@@ -203,6 +205,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether waiting consumers are woken by the database's commits (default: on). On
+    /// MySQL/MariaDB the client then follows the server's binary log from one extra
+    /// connection, which needs `binlog_format=ROW` and a grant to read the log (`sqlmq
+    /// grants`); on SQLite it watches the database's files. Where that is not possible it
+    /// says why once and polls as it would without ([`Client::notifications`]). Off: one
+    /// connection fewer, and waiting costs a probe per 60–100 ms.
+    ///
+    /// ```no_run
+    /// # async fn f() -> sqlmq::Result<()> {
+    /// let client = sqlmq::Client::builder()
+    ///     .notifications(false)
+    ///     .connect("mysql://root@127.0.0.1/test")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
     /// Open a pool to a MySQL/MariaDB `url` (`mysql://user:password@host:port/database`) and
     /// connect (see [`ClientBuilder::open`] for other backends).
     ///
@@ -233,7 +255,12 @@ impl ClientBuilder {
         // The backend's error classes from the first connection attempt on.
         crate::store::register::<B>();
         let pools = B::Store::connect(url, &options).await?;
-        self.build(pools).await
+        let follow = if self.notifications {
+            Ok(url.to_owned())
+        } else {
+            Err("turned off (ClientBuilder::notifications)".to_owned())
+        };
+        self.build(pools, follow).await
     }
 
     /// Use an existing pool (for example the application's, so that `send_in` and `ack_in` share
@@ -248,14 +275,23 @@ impl ClientBuilder {
     pub async fn from_pool<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
         validate_table_prefix(&self.table_prefix)?;
         B::Store::adopt(&pool);
-        self.build(Pools {
-            write: pool.clone(),
-            read: pool,
-        })
+        self.build(
+            Pools {
+                write: pool.clone(),
+                read: pool,
+            },
+            Err("a client made from a pool has no URL to follow the database with".to_owned()),
+        )
         .await
     }
 
-    async fn build<B: Backend>(self, pools: Pools<B>) -> Result<Client<B>> {
+    /// The client over `pools`; `follow` is the URL its notifications follow, or why they are
+    /// disabled.
+    async fn build<B: Backend>(
+        self,
+        pools: Pools<B>,
+        follow: std::result::Result<String, String>,
+    ) -> Result<Client<B>> {
         let Pools { write: pool, read } = pools;
         let store = B::Store::new(&self.table_prefix);
         let mut conn = pool.acquire().await?;
@@ -297,6 +333,7 @@ impl ClientBuilder {
                 sequencers: Mutex::default(),
                 last_dedup_prune: Mutex::new(Instant::now()),
                 outage: crate::Outage::default(),
+                notifications: super::notifications::Notifications::new(follow),
             }),
         })
     }

@@ -8,11 +8,13 @@
 //! | `wakeups.rs` | in-process wakeups after local commits, housekeeping schedules |
 //! | `waitroom.rs` | long polls: a line per source, one shared prober per client |
 //! | `delay.rs` | the adaptive delay between probes of an idle process |
+//! | `notifications.rs` | the follower of the database's commits that wakes waiting consumers |
 
 mod builder;
 pub(crate) mod delay;
 mod lookups;
 pub(crate) mod migrate;
+pub(crate) mod notifications;
 mod waitroom;
 mod wakeups;
 
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use sqlx::{MySql, Pool};
 
 pub use builder::ClientBuilder;
+pub use notifications::NotificationStatus;
 pub(crate) use waitroom::{Maintain, Watched};
 pub(crate) use wakeups::Subject;
 
@@ -86,6 +89,15 @@ pub(crate) struct Inner<B: Backend> {
     pub last_dedup_prune: Mutex<Instant>,
     /// Whether this client's long-running users wait for the database (`Client::outage`).
     pub outage: crate::Outage,
+    /// The follower of the database's commits (`notifications.rs`).
+    pub notifications: notifications::Notifications,
+}
+
+impl<B: Backend> Drop for Inner<B> {
+    fn drop(&mut self) {
+        // The follower holds only a weak reference; its connection closes with it.
+        self.notifications.stop();
+    }
 }
 
 /// `host:pid:random`, recorded as the owner of the leases this client takes.

@@ -34,6 +34,7 @@ use super::Client;
 use crate::client::delay::PollDelay;
 use crate::domain::{Delivery, Result};
 use crate::store::Backend;
+use crate::store::follow::Change;
 
 /// The prober's default first and longest pause: one statement per 60 ms while anything waits
 /// and nothing comes, and a send through another process found within 30 ms on average.
@@ -299,10 +300,22 @@ impl<B: Backend> Client<B> {
 async fn run_prober<B: Backend>(mut running: Running<B>) {
     let client = running.client.clone();
     let room = &client.inner.waitroom;
+    let notes = &client.inner.notifications;
+    client.ensure_follower();
+    let mut news = notes.subscribe();
     let (floor, ceiling) = *room.interval.lock().expect("poisoned");
-    let mut delay = PollDelay::new(floor, ceiling);
+    let mut delay = PollDelay::new(floor, notes.ceiling(ceiling));
+    // What the lines watched at the last probe, for telling which news concerns them.
+    let mut watched_now: Vec<Watched> = Vec::new();
     loop {
-        tokio::time::sleep(delay.next_delay()).await;
+        news.sleep(delay.next_delay(), |change| match change {
+            Change::Queue(id) => watched_now.contains(&Watched::Queue(id)),
+            Change::Topic(id) => watched_now
+                .iter()
+                .any(|w| matches!(w, Watched::Group { topic, .. } if *topic == id)),
+            Change::Any => true,
+        })
+        .await;
         if room.found.swap(false, Ordering::Relaxed) {
             delay.reset();
         }
@@ -310,13 +323,14 @@ async fn run_prober<B: Backend>(mut running: Running<B>) {
             running.stopped = true;
             return;
         };
+        watched_now = watched.iter().map(|(k, _)| *k).collect();
         let (queues, groups): (Vec<_>, Vec<_>) = watched
             .into_iter()
             .partition(|(k, _)| matches!(k, Watched::Queue(_)));
         probe_queues(&client, &queues).await;
         probe_groups(&client, &groups).await;
         let (floor, ceiling) = *room.interval.lock().expect("poisoned");
-        delay.set_bounds(floor, ceiling);
+        delay.set_bounds(floor, notes.ceiling(ceiling));
     }
 }
 

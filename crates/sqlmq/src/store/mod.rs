@@ -12,6 +12,7 @@
 //! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
 //! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
 //! | `consume.rs` | [`QueueSettle`] (ack, fail, extend, release), [`Probe`] |
+//! | `follow.rs` | [`Follow`]: the commits that wake waiting consumers (binary log, WAL file) |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
 //! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupSettle`], [`GroupDead`], [`GroupState`] |
 //! | `member.rs` | [`MemberDead`] (broadcast members' dead letters) |
@@ -29,6 +30,7 @@
 pub(crate) mod body;
 mod consume;
 mod errors;
+pub(crate) mod follow;
 mod group;
 mod member;
 pub(crate) mod mysql;
@@ -46,6 +48,7 @@ mod topic;
 pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub(crate) use errors::register;
+pub use follow::Follow;
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
@@ -107,6 +110,7 @@ store_traits!(
     DeadLetters,
     QueueSettle,
     Probe,
+    Follow,
     Topics,
     Publish,
     Stream,

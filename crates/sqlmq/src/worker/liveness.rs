@@ -28,6 +28,8 @@ use crate::store::rows::ProcessRegistration;
 
 /// Rows released per transaction.
 const RELEASE_BATCH: usize = 500;
+/// The schema version is read every this many heartbeats.
+const SCHEMA_EVERY: u64 = 3;
 
 /// This process's registration.
 pub(crate) struct Registration<B: Backend> {
@@ -76,7 +78,7 @@ impl<B: Backend> Registration<B> {
     /// Heartbeat, watch the others and the schema until `stop`; a newer schema cancels
     /// `claims` (see `schema.rs`).
     pub(crate) async fn run(&self, stop: CancellationToken, claims: CancellationToken) {
-        loop {
+        for beat in 0u64.. {
             let wait = self.interval.mul_f64(rand::rng().random_range(0.9..1.1));
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -90,7 +92,10 @@ impl<B: Backend> Registration<B> {
                 Err(e) if outage.failed_since(&e, started) => continue,
                 Err(e) => tracing::warn!("heartbeat failed: {e}"),
             }
-            if let Err(e) = self.schema.check(&self.client, &claims).await
+            // The schema every third beat (15 s by default): a rolling upgrade waits that
+            // long, and an idle worker spends a statement less per beat.
+            if beat % SCHEMA_EVERY == 0
+                && let Err(e) = self.schema.check(&self.client, &claims).await
                 && !outage.failed_since(&e, started)
             {
                 tracing::warn!("reading the schema version failed: {e}");

@@ -1,6 +1,9 @@
 //! Waking up without LISTEN/NOTIFY: the worker's prober, which runs one query per tick for all
 //! of a process's queues (and one for all of its consumer groups), on the client's adaptive
-//! delay (`client/delay.rs`).
+//! delay (`client/delay.rs`). While the client's notifications are live
+//! (`client/notifications.rs`) commits elsewhere wake the consumers directly, the prober's
+//! ceiling rises to three seconds, and it probes a moment after each notification of its
+//! sources.
 //!
 //! While messages keep coming, consumers claim back to back and never wait. A consumer that
 //! finds its queue empty waits for a wakeup: a send through the same client (in-process
@@ -25,6 +28,7 @@ use crate::client::Subject;
 use crate::client::delay::PollDelay;
 use crate::source::Source;
 use crate::store::Backend;
+use crate::store::follow::Change;
 use crate::topic::Group;
 
 /// Shared between the consumers and the prober of one worker.
@@ -76,11 +80,22 @@ pub(crate) async fn run_prober<B: Backend>(
         }
     }
     let ids: Vec<i32> = queues.iter().map(|q| q.id()).collect();
-    let mut delay = PollDelay::new(config.floor, config.ceiling);
+    let topics: Vec<i32> = groups.iter().map(|g| g.topic().id()).collect();
+    let notes = &client.inner.notifications;
+    client.ensure_follower();
+    let mut news = notes.subscribe();
+    let concerns = |change: Change| match change {
+        Change::Queue(id) => ids.contains(&id),
+        Change::Topic(id) => topics.contains(&id),
+        Change::Any => true,
+    };
+    let mut delay = PollDelay::new(config.floor, notes.ceiling(config.ceiling));
     loop {
         if state.activity.swap(false, Ordering::Relaxed) {
             delay.reset();
         }
+        // Notifications going live or lost change how long the prober may sleep.
+        delay.set_bounds(config.floor, notes.ceiling(config.ceiling));
         let anyone_idle = state.idle.load(Ordering::Relaxed) > 0;
         let wait = if anyone_idle {
             delay.next_delay()
@@ -88,7 +103,7 @@ pub(crate) async fn run_prober<B: Backend>(
             config.maintenance_interval
         };
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = news.sleep(wait, concerns) => {}
             // Nobody was idle, so the wait was the long maintenance interval: re-plan now that
             // a consumer waits for work.
             _ = state.became_idle.notified(), if !anyone_idle => continue,

@@ -28,6 +28,7 @@
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
 //! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
+//! | `follow.rs` | `Follow` | the binary log followed for commits (wake-up hints) |
 //! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
 //! | `sequence.rs` | `Publish` | publishing to `topic_pending`, sequencing into `topic_log` |
 //! | `stream.rs` | `Stream` | plain log reads: broadcast, queries, offsets by time, checkpoints |
@@ -45,6 +46,7 @@ pub(crate) mod connect;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
+mod follow;
 pub(crate) mod grants;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;

@@ -40,6 +40,7 @@
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `processes.rs` | `Processes` | worker process registry |
 //! | `probe.rs` | `Probe` | the idle worker's wakeup probes |
+//! | `follow.rs` | `Follow` | the database's files watched for commits (wake-up hints) |
 //! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
 //! | `publish.rs` | `Publish` | publishing straight into `topic_log` with offsets |
 //! | `stream.rs` | `Stream` | plain log reads, offsets by time, checkpoints |
@@ -56,6 +57,7 @@ mod connect;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
+mod follow;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
 pub(crate) mod group_settle;

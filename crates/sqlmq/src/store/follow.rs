@@ -1,0 +1,52 @@
+//! Following the database's commits: the wake-up hints that spare waiting processes their
+//! polls (MySQL's binary log, SQLite's write-ahead log).
+//!
+//! A follower only ever *wakes*: the woken claim decides, in its own transaction, what there
+//! is. A change reported twice costs one claim that finds nothing; a change never reported
+//! costs the latency of the slow fallback probe. Neither can lose or duplicate a message.
+
+use std::future::Future;
+
+use super::Backend;
+
+/// What a commit changed, as far as waiting consumers care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// A queue, by id, got claimable messages (sent, made ready again, resumed).
+    Queue(i32),
+    /// A topic, by id, got records with offsets.
+    Topic(i32),
+    /// Something changed, it is not known where: every source should be probed.
+    Any,
+}
+
+/// What a follower reports, in commit order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// Following from now on: every commit after this is reported. (What committed before,
+    /// while nobody followed, the receiver probes for itself.)
+    Live,
+    /// A committed change.
+    Change(Change),
+}
+
+/// Why a follower stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FollowEnd {
+    /// The database cannot be followed as it is set up: the text says what to change. Tried
+    /// again only rarely.
+    Off(String),
+    /// The connection or the stream was lost: tried again soon.
+    Lost(String),
+}
+
+/// Following commits to sqlmq's tables.
+pub trait Follow<B: Backend> {
+    /// Follow the commits at `url` (the client's own URL) until the stream ends, reporting to
+    /// `report` from the calling task. Never returns while the stream lives.
+    fn follow(
+        &self,
+        url: &str,
+        report: &(dyn Fn(Followed) + Send + Sync),
+    ) -> impl Future<Output = FollowEnd> + Send;
+}

@@ -1,0 +1,270 @@
+//! Following MySQL's/MariaDB's binary log: the rows sqlmq's commits write, read as a replica
+//! reads them, from one connection, so that waiting consumers wake when another process sends.
+//!
+//! The server must write row events (`log_bin` on, `binlog_format=ROW`), and the user needs
+//! `REPLICATION SLAVE` (to stream the log) and `BINLOG MONITOR` on MariaDB or `REPLICATION
+//! CLIENT` on MySQL (to learn where the log ends). The follower registers as a replica with a
+//! random server id of its own. Only three tables matter: a row inserted into `ready` (a
+//! message became claimable), an updated `queues` row (a resume) and an updated
+//! `topic_partitions` row (records got offsets). Their first column is the queue's or the
+//! topic's id, which is all the follower reads of a row. Changes are reported at their
+//! transaction's commit event, in commit order.
+//!
+//! The server may send a transaction's events before InnoDB has made its commit visible (the
+//! binary log is written first): a claim woken by them can find nothing yet. The receiver
+//! then probes again shortly (`client/notifications.rs`), so this costs milliseconds, never a
+//! message.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinlogStreamRequest, Conn, OptsBuilder, Value};
+use percent_encoding::percent_decode_str;
+use sqlx::MySql;
+
+use super::MySqlStore;
+use crate::store::follow::{Change, Follow, FollowEnd, Followed};
+use crate::store::server::Server;
+
+/// How often the server sends a heartbeat on an idle stream: a stream silent for three times
+/// as long is taken as lost (a server gone without closing the connection).
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// The tables whose rows wake consumers, by unprefixed name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// `ready`: inserted rows.
+    Ready,
+    /// `queues`: updated rows.
+    Queues,
+    /// `topic_partitions`: updated rows.
+    Partitions,
+}
+
+impl Follow<MySql> for MySqlStore {
+    async fn follow(&self, url: &str, report: &(dyn Fn(Followed) + Send + Sync)) -> FollowEnd {
+        let opts = match options(url) {
+            Ok(o) => mysql_async::Opts::from(o),
+            Err(why) => return FollowEnd::Off(why),
+        };
+        let database = opts.db_name().unwrap_or_default().to_owned();
+        let mut conn = match Conn::new(opts).await {
+            Ok(c) => c,
+            Err(e) => return FollowEnd::Lost(format!("connecting: {e}")),
+        };
+        let (file, position) = match start(&mut conn).await {
+            Ok(p) => p,
+            Err(end) => return end,
+        };
+        let tables: HashMap<String, Watched> = [
+            ("ready", Watched::Ready),
+            ("queues", Watched::Queues),
+            ("topic_partitions", Watched::Partitions),
+        ]
+        .into_iter()
+        .map(|(t, w)| (format!("{}{t}", self.prefix()), w))
+        .collect();
+        // A heartbeat from the server on an idle stream (nanoseconds).
+        let heartbeat = format!("SET @master_heartbeat_period = {}", HEARTBEAT.as_nanos());
+        if let Err(e) = conn.query_drop(heartbeat).await {
+            return FollowEnd::Lost(format!("setting the heartbeat: {e}"));
+        }
+        // A server id of its own: the server drops a replica's stream when another registers
+        // with the same id. (Ids below 2^31 are left to real replicas.)
+        let server_id = rand::random::<u32>() | 0x8000_0000;
+        let request = BinlogStreamRequest::new(server_id)
+            .with_filename(file.as_bytes())
+            .with_pos(position);
+        let mut stream = match conn.get_binlog_stream(request).await {
+            Ok(s) => s,
+            Err(e) => return refused(e),
+        };
+        report(Followed::Live);
+        let mut pending: Vec<Change> = Vec::new();
+        loop {
+            let event = match tokio::time::timeout(3 * HEARTBEAT, stream.next()).await {
+                Err(_) => return FollowEnd::Lost("the stream went silent".into()),
+                Ok(None) => return FollowEnd::Lost("the server ended the stream".into()),
+                Ok(Some(Err(e))) => return refused(e),
+                Ok(Some(Ok(event))) => event,
+            };
+            let data = match event.read_data() {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) => return FollowEnd::Lost(format!("reading an event: {e}")),
+            };
+            match data {
+                EventData::RowsEvent(rows) => {
+                    let Some(tme) = stream.get_tme(rows.table_id()) else {
+                        continue;
+                    };
+                    if tme.database_name() != database {
+                        continue;
+                    }
+                    let Some(&table) = tables.get(tme.table_name().as_ref()) else {
+                        continue;
+                    };
+                    let wanted = matches!(
+                        (table, &rows),
+                        (
+                            Watched::Ready,
+                            RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_)
+                        ) | (
+                            Watched::Queues | Watched::Partitions,
+                            RowsEventData::UpdateRowsEvent(_) | RowsEventData::UpdateRowsEventV1(_)
+                        )
+                    );
+                    if !wanted {
+                        continue;
+                    }
+                    for row in rows.rows(tme) {
+                        let Ok((_, Some(after))) = row else { continue };
+                        let id = match after.as_ref(0) {
+                            Some(mysql_async::binlog::value::BinlogValue::Value(Value::Int(
+                                id,
+                            ))) => *id as i32,
+                            _ => continue,
+                        };
+                        let change = match table {
+                            Watched::Ready | Watched::Queues => Change::Queue(id),
+                            Watched::Partitions => Change::Topic(id),
+                        };
+                        if !pending.contains(&change) {
+                            pending.push(change);
+                        }
+                    }
+                }
+                // The commit of a transaction: its changes are visible (or about to be).
+                EventData::XidEvent(_) => {
+                    for change in pending.drain(..) {
+                        report(Followed::Change(change));
+                    }
+                }
+                EventData::QueryEvent(q) if q.query().eq_ignore_ascii_case("COMMIT") => {
+                    for change in pending.drain(..) {
+                        report(Followed::Change(change));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The follower's connection options, from sqlmq's URL (`mysql://user:password@host:port/db`
+/// and sqlx's `socket` and `ssl-mode` parameters).
+fn options(url: &str) -> Result<OptsBuilder, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("invalid database URL: {e}"))?;
+    let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+    let mut opts = OptsBuilder::default()
+        .ip_or_hostname(parsed.host_str().unwrap_or("localhost"))
+        .tcp_port(parsed.port().unwrap_or(3306))
+        .user(Some(decode(parsed.username())).filter(|u| !u.is_empty()))
+        .pass(parsed.password().map(decode))
+        .db_name(Some(decode(parsed.path().trim_start_matches('/'))).filter(|d| !d.is_empty()))
+        .prefer_socket(false);
+    for (key, value) in parsed.query_pairs() {
+        match key.as_ref() {
+            "socket" => opts = opts.socket(Some(value.into_owned())),
+            "ssl-mode" | "sslmode"
+                if !matches!(
+                    value.to_ascii_lowercase().as_str(),
+                    "disabled" | "preferred"
+                ) =>
+            {
+                return Err(format!(
+                    "the binary-log follower does not speak TLS yet (ssl-mode={value})"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(opts)
+}
+
+/// Check that the server writes row events, and find where its binary log ends.
+async fn start(conn: &mut Conn) -> Result<(String, u64), FollowEnd> {
+    let lost = |e: mysql_async::Error| FollowEnd::Lost(format!("checking the server: {e}"));
+    let (log_bin, format): (i64, String) = conn
+        .query_first("SELECT @@log_bin, @@binlog_format")
+        .await
+        .map_err(lost)?
+        .unwrap_or((0, String::new()));
+    if log_bin == 0 {
+        return Err(FollowEnd::Off(
+            "the server's binary log is off (start it with --log-bin --binlog-format=ROW)".into(),
+        ));
+    }
+    if !format.eq_ignore_ascii_case("ROW") {
+        return Err(FollowEnd::Off(format!(
+            "binlog_format is {format}; notifications need ROW (SET GLOBAL binlog_format=ROW)"
+        )));
+    }
+    // MySQL 8.4 renamed the statement; MariaDB and older MySQL know the old one.
+    let mut status: Result<Option<mysql_async::Row>, _> =
+        conn.query_first("SHOW MASTER STATUS").await;
+    if matches!(&status, Err(mysql_async::Error::Server(e)) if e.code == 1064) {
+        status = conn.query_first("SHOW BINARY LOG STATUS").await;
+    }
+    let row = match status {
+        Ok(Some(row)) => row,
+        Ok(None) => {
+            return Err(FollowEnd::Off(
+                "SHOW MASTER STATUS answers nothing: the binary log is off".into(),
+            ));
+        }
+        Err(e) => return Err(refused(e)),
+    };
+    let file: Option<String> = row.get(0);
+    let position: Option<u64> = row.get(1);
+    match (file, position) {
+        (Some(f), Some(p)) => Ok((f, p)),
+        _ => Err(FollowEnd::Lost(
+            "SHOW MASTER STATUS answered no position".into(),
+        )),
+    }
+}
+
+/// A server error as a reason to stop: a missing privilege turns notifications off and says
+/// which grant is missing; anything else is a lost stream, tried again.
+fn refused(e: mysql_async::Error) -> FollowEnd {
+    match &e {
+        // ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
+        mysql_async::Error::Server(s) if matches!(s.code, 1227 | 1045 | 1044) => {
+            FollowEnd::Off(format!(
+                "the user may not read the binary log ({}): GRANT REPLICATION SLAVE, BINLOG \
+                 MONITOR (MariaDB) or REPLICATION SLAVE, REPLICATION CLIENT (MySQL) ON *.* \
+                 (see `sqlmq grants`)",
+                s.message
+            ))
+        }
+        _ => FollowEnd::Lost(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_gives_host_user_password_database_and_socket() {
+        let o = options("mysql://us%40r:p%2Fss@db.example:3307/app?socket=/tmp/s.sock").unwrap();
+        let o = mysql_async::Opts::from(o);
+        assert_eq!(o.ip_or_hostname(), "db.example");
+        assert_eq!(o.tcp_port(), 3307);
+        assert_eq!(o.user(), Some("us@r"));
+        assert_eq!(o.pass(), Some("p/ss"));
+        assert_eq!(o.db_name(), Some("app"));
+        assert_eq!(o.socket(), Some("/tmp/s.sock"));
+    }
+
+    #[test]
+    fn tls_required_turns_the_follower_off_with_the_reason() {
+        let why = options("mysql://root@h/db?ssl-mode=REQUIRED").unwrap_err();
+        assert!(why.contains("TLS"), "{why}");
+        assert!(options("mysql://root@h/db?ssl-mode=PREFERRED").is_ok());
+    }
+}

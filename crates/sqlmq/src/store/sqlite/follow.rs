@@ -1,0 +1,76 @@
+//! Following SQLite's commits: every commit writes the database's write-ahead log (or, in a
+//! rollback-journal mode, the database file), so a change to either file, seen through the
+//! operating system's file notifications (inotify, kqueue, FSEvents), means "probe now".
+//!
+//! The file does not say which queue changed, so each report is [`Change::Any`]: the receiver
+//! probes all its sources in one statement. Writes of this very process are reported too (a
+//! probe that finds nothing costs one read). An in-memory database has no file, and no writer
+//! but this process, whose commits wake its waiters directly: it is live at once and reports
+//! nothing.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use sqlx::Sqlite;
+use sqlx::sqlite::SqliteConnectOptions;
+
+use super::SqliteStore;
+use crate::store::follow::{Change, Follow, FollowEnd, Followed};
+
+/// How long after a first change the follower waits before reporting: a commit is several
+/// writes, and a reader woken by the first could start its snapshot before the last.
+const SETTLE: Duration = Duration::from_millis(3);
+
+impl Follow<Sqlite> for SqliteStore {
+    async fn follow(&self, url: &str, report: &(dyn Fn(Followed) + Send + Sync)) -> FollowEnd {
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            report(Followed::Live);
+            return std::future::pending().await;
+        }
+        let file = match SqliteConnectOptions::from_str(url) {
+            Ok(o) => o.get_filename().to_path_buf(),
+            Err(e) => return FollowEnd::Off(format!("invalid database URL: {e}")),
+        };
+        let file = std::fs::canonicalize(&file).unwrap_or(file);
+        let Some(dir) = file.parent().map(Path::to_path_buf) else {
+            return FollowEnd::Off(format!("{} has no directory to watch", file.display()));
+        };
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some(name) = name else {
+            return FollowEnd::Off(format!("{} is not a file", file.display()));
+        };
+        // The watcher calls back on a thread of its own; the channel brings the news here.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let wal = format!("{name}-wal");
+        let watched = move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            if !matches!(event.kind, EventKind::Modify(_) | EventKind::Create(_)) {
+                return;
+            }
+            let ours = event.paths.iter().any(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_str() == Some(&name) || n.to_str() == Some(&wal))
+            });
+            if ours {
+                let _ = tx.send(());
+            }
+        };
+        let mut watcher = match notify::recommended_watcher(watched) {
+            Ok(w) => w,
+            Err(e) => return FollowEnd::Off(format!("file notifications are unavailable: {e}")),
+        };
+        if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            return FollowEnd::Off(format!("cannot watch {}: {e}", dir.display()));
+        }
+        report(Followed::Live);
+        while rx.recv().await.is_some() {
+            tokio::time::sleep(SETTLE).await;
+            // Everything that came meanwhile is the same news.
+            while rx.try_recv().is_ok() {}
+            report(Followed::Change(Change::Any));
+        }
+        FollowEnd::Lost("the file watcher stopped".into())
+    }
+}
