@@ -205,7 +205,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     let plan = &ctx.plan;
     let bar = ctx.bar("worker.latency");
     let b = bar.clone();
-    let (busy, idle) = with_client(ctx, "wlat", 8, |client| async move {
+    let (busy, idle, notifications) = with_client(ctx, "wlat", 8, |client| async move {
         client.create_queue("wlat", QueueConfig::default()).await?;
         let worker = Timed::start(&client, "wlat", DEFAULT_CEILING);
         let (other, q) = producer(ctx, &client, "wlat").await?;
@@ -240,9 +240,10 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             idle.record(one_sample(&q, &worker).await?);
             b.set(i + 1);
         }
+        let notifications = client.notifications();
         worker.stop().await?;
         other.pool().close().await;
-        Ok((busy.summary(), idle.summary()))
+        Ok((busy.summary(), idle.summary(), notifications))
     })
     .await?;
     bar.finish();
@@ -264,7 +265,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         )
         .note(format!(
             "send from another client (no in-process wakeup) → handler start; poll ceiling \
-             {ceiling} ms (the default)"
+             {ceiling} ms (the default); notifications {notifications}"
         )),
     ]))
 }
@@ -276,6 +277,8 @@ struct Tradeoff {
     /// counted.
     statements: Option<(u64, Duration)>,
     latency: Summary,
+    /// Whether the worker's client followed the database's commits.
+    notifications: sqlmq::NotificationStatus,
 }
 
 /// `worker.idle`.
@@ -310,12 +313,14 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
                 latencies.record(one_sample(&q, &worker).await?);
                 b.set(i + 1);
             }
+            let notifications = client.notifications();
             worker.stop().await?;
             other.pool().close().await;
             Ok(Tradeoff {
                 ceiling,
                 statements,
                 latency: latencies.summary(),
+                notifications,
             })
         })
         .await?;
@@ -345,8 +350,9 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
                 )
                 .note(format!(
                     "{statements} statements in {:.1} s from one idle worker process (probe, \
-                     heartbeat, maintenance), per-session Questions counters",
-                    window.as_secs_f64()
+                     heartbeat, maintenance), per-session Questions counters; notifications {}",
+                    window.as_secs_f64(),
+                    row.notifications
                 )),
             ),
             None => unavailable.push(Unavailable {
@@ -361,7 +367,10 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
                 format!("sqlmq idle wakeup, poll ceiling {ms} ms"),
                 row.latency,
             )
-            .note("send from another client to an idle worker → handler start"),
+            .note(format!(
+                "send from another client to an idle worker → handler start; notifications {}",
+                row.notifications
+            )),
         );
     }
     if unavailable.is_empty() {

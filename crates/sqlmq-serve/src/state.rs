@@ -102,6 +102,7 @@ impl<B: Backend> AppState<B> {
 
     pub(crate) fn new(client: sqlmq::Client<B>, config: &ServeConfig) -> AppState<B> {
         client.set_probe_interval(config.poll.0, config.poll.1);
+        client.start_notifications();
         AppState {
             inner: Arc::new(Inner {
                 client,

@@ -1,4 +1,5 @@
-//! `sqlmq grants`: print the GRANT statements of the runtime or the migration user.
+//! `sqlmq grants`: print the GRANT statements of the runtime or the migration user, or what
+//! notifications need besides.
 
 use anyhow::Result;
 use sqlmq::{Backend, GrantRole};
@@ -16,8 +17,12 @@ pub struct Args {
     host: String,
     /// Print the migration user's grants (CREATE, ALTER, INDEX and data statements on the
     /// database) instead of the runtime user's (data statements on sqlmq's tables only)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "notifications")]
     migration: bool,
+    /// Print the server-wide grant notifications need besides the runtime grants (reading the
+    /// binary log): optional, without it waiting consumers poll
+    #[arg(long)]
+    notifications: bool,
 }
 
 /// Run `sqlmq grants`: one statement per line, ready for `mysql`; nothing on SQLite (no users).
@@ -25,6 +30,8 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let client = settings.connect::<B>().await?;
     let role = if args.migration {
         GrantRole::Migration
+    } else if args.notifications {
+        GrantRole::Notifications
     } else {
         GrantRole::Runtime
     };

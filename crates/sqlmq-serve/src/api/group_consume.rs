@@ -30,7 +30,9 @@ pub async fn receive<B: Backend>(
     Path((topic, group)): Path<(String, String)>,
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<Json<ReceiveResponse>> {
-    let c = consumer(&state, &topic, &group).await?;
+    // Boxed: the lookup's future is kilobytes, and a waiting request should not carry it.
+    let lookup = Box::pin(consumer(&state, &topic, &group));
+    let c = lookup.await?;
     consume::receive(&state, c, request).await
 }
 

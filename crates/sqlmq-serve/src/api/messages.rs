@@ -162,7 +162,10 @@ pub async fn receive<B: Backend>(
     Path(name): Path<String>,
     Json(request): Json<ReceiveRequest>,
 ) -> ApiResult<Json<ReceiveResponse>> {
-    let queue = state.queue(&name).await?;
+    // Boxed: the lookup's future is 5 KiB, and thousands of waiting requests should not each
+    // carry room for it while they wait.
+    let lookup = Box::pin(state.queue(&name));
+    let queue = lookup.await?;
     consume::receive(&state, Source::Queue(queue), request).await
 }
 

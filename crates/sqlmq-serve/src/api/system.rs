@@ -24,6 +24,11 @@ pub struct HealthOut {
     /// Readiness: the database server's version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// Readiness: whether waiting long polls wake on the database's commits (`live`), or why
+    /// not (`off: binlog_format is MIXED; …`); they poll meanwhile, so this never makes the
+    /// server unready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<String>,
 }
 
 /// The process is up (it does not look at the database).
@@ -34,6 +39,7 @@ pub async fn healthz() -> Json<HealthOut> {
         status: "ok".into(),
         schema_version: None,
         server: None,
+        notifications: None,
     })
 }
 
@@ -54,6 +60,7 @@ pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<J
         status: "ready".into(),
         schema_version: Some(state.client.schema_version()),
         server: Some(state.client.server().version.clone()),
+        notifications: Some(state.client.notifications().to_string()),
     }))
 }
 

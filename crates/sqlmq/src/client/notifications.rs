@@ -206,6 +206,19 @@ impl<B: Backend> Client<B> {
             .clone()
     }
 
+    /// Start following the database's commits now rather than with the first waiting
+    /// consumer (a server that reports [`Client::notifications`] from its start). Needs a
+    /// Tokio runtime; does nothing if the follower runs or notifications are disabled.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) {
+    /// client.start_notifications();
+    /// # }
+    /// ```
+    pub fn start_notifications(&self) {
+        self.ensure_follower();
+    }
+
     /// Start the follower unless it runs (or notifications are disabled).
     pub(crate) fn ensure_follower(&self) {
         let notes = &self.inner.notifications;

@@ -238,7 +238,9 @@ impl<B: Backend> Client<B> {
         Fut: Future<Output = Result<Vec<Delivery>>>,
     {
         if wait.is_zero() {
-            return attempt().await;
+            // Boxed as below, or every waiter's future would hold room for this claim.
+            let claim = Box::pin(attempt());
+            return claim.await;
         }
         let room = &self.inner.waitroom;
         let deadline = Instant::now() + wait;

@@ -19,6 +19,12 @@ pub enum GrantRole {
     /// The user that runs `sqlmq migrate`: the runtime grants plus `CREATE, ALTER, INDEX` on the
     /// database (migrations create tables; later versions may alter them or add indexes).
     Migration,
+    /// What notifications need besides the runtime grants, on MySQL/MariaDB: reading the
+    /// server's binary log (`REPLICATION SLAVE`) and where it ends (`BINLOG MONITOR` on MariaDB,
+    /// `REPLICATION CLIENT` on MySQL), server-wide. Optional: without them waiting consumers
+    /// poll ([`ClientBuilder::notifications`](crate::ClientBuilder::notifications)). The binary
+    /// log carries every database's row changes, so grant it where that is acceptable.
+    Notifications,
 }
 
 /// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).

@@ -295,10 +295,14 @@ async fn a_user_without_the_replication_grant_is_told_which_grant_is_missing() {
     .await;
     assert!(why.contains("GRANT REPLICATION SLAVE"), "{why}");
     waiter.await.unwrap().unwrap();
-    // With the grants `sqlmq grants` prints, the same user follows the log.
-    server
-        .admin("GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'app'@'%'")
-        .await;
+    // With the grant `sqlmq grants --notifications` prints, the same user follows the log.
+    for grant in client
+        .grants(sqlmq::GrantRole::Notifications, "app", "%")
+        .await
+        .unwrap()
+    {
+        server.admin(&grant).await;
+    }
     let again = Client::<MySql>::open(&url).await.unwrap();
     let q = again.queue("q").await.unwrap();
     let waiter =

@@ -8,9 +8,11 @@
 //! | `contention` | many writers on one file, and the caller's own transactions: never "database is locked" |
 //! | `full_disk` | a file system that fills: a typed error, nothing half-written, consumers drain, sends resume |
 //! | `durability` | a producer process killed with `kill -9` loses no acknowledged message |
+//! | `notifications` | another client's commit wakes waiting consumers through the WAL file |
 
 mod contention;
 mod durability;
 mod file;
 mod full_disk;
 mod memory;
+mod notifications;

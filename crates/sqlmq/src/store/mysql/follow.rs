@@ -237,7 +237,7 @@ fn refused(e: mysql_async::Error) -> FollowEnd {
             FollowEnd::Off(format!(
                 "the user may not read the binary log ({}): GRANT REPLICATION SLAVE, BINLOG \
                  MONITOR (MariaDB) or REPLICATION SLAVE, REPLICATION CLIENT (MySQL) ON *.* \
-                 (see `sqlmq grants`)",
+                 (`sqlmq grants --notifications` prints it)",
                 s.message
             ))
         }

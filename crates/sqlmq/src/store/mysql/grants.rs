@@ -35,9 +35,11 @@ fn identifier(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-/// The statements granting `role` to `user`@`host` on `database`, with the client's prefix.
+/// The statements granting `role` to `user`@`host` on `database`, with the client's prefix,
+/// on a MariaDB server or a MySQL one.
 pub(crate) fn statements(
     st: &Statements,
+    mariadb: bool,
     database: &str,
     role: GrantRole,
     user: &str,
@@ -46,6 +48,17 @@ pub(crate) fn statements(
     let grantee = format!("{}@{}", literal(user), literal(host));
     let db = identifier(database);
     let mut out = Vec::new();
+    if role == GrantRole::Notifications {
+        let monitor = if mariadb {
+            "BINLOG MONITOR"
+        } else {
+            "REPLICATION CLIENT"
+        };
+        out.push(format!(
+            "GRANT REPLICATION SLAVE, {monitor} ON *.* TO {grantee};"
+        ));
+        return out;
+    }
     if role == GrantRole::Migration {
         out.push(format!(
             "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON {db}.* TO {grantee};"
@@ -95,16 +108,30 @@ mod tests {
     #[test]
     fn names_and_hosts_are_quoted() {
         let st = Statements::new("sqlmq_");
-        let grants = statements(&st, "app`db", GrantRole::Runtime, "o'brien", "%");
+        let grants = statements(&st, true, "app`db", GrantRole::Runtime, "o'brien", "%");
         assert!(grants[0].starts_with("GRANT SELECT, INSERT, UPDATE, DELETE ON `app``db`.`sqlmq_"));
         assert!(grants[0].ends_with("TO 'o\\'brien'@'%';"));
         assert!(grants.last().unwrap().starts_with("GRANT SELECT ON"));
-        let migration = statements(&st, "app", GrantRole::Migration, "m", "localhost");
+        let migration = statements(&st, true, "app", GrantRole::Migration, "m", "localhost");
         assert_eq!(
             migration,
             [
                 "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON `app`.* TO 'm'@'localhost';"
             ]
+        );
+    }
+
+    #[test]
+    fn notifications_read_the_binary_log_server_wide_in_each_flavour_s_words() {
+        let st = Statements::new("sqlmq_");
+        let on = |mariadb| statements(&st, mariadb, "app", GrantRole::Notifications, "a", "%");
+        assert_eq!(
+            on(true),
+            ["GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'a'@'%';"]
+        );
+        assert_eq!(
+            on(false),
+            ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'a'@'%';"]
         );
     }
 }

@@ -31,14 +31,18 @@ pub(super) async fn grants(
     user: &str,
     host: &str,
 ) -> Result<Vec<String>> {
-    let row = store.query("SELECT DATABASE()").first(conn).await?;
-    let database: Option<String> = match row {
-        Some(row) => row.col(0)?,
-        None => None,
+    let row = store
+        .query("SELECT DATABASE(), VERSION()")
+        .first(conn)
+        .await?;
+    let (database, version): (Option<String>, String) = match row {
+        Some(row) => (row.col(0)?, row.col(1)?),
+        None => (None, String::new()),
     };
     let database = database
         .ok_or_else(|| Error::InvalidArgument("the database URL names no database".to_owned()))?;
+    let mariadb = version.contains("MariaDB");
     Ok(super::grants::statements(
-        &store.st, &database, role, user, host,
+        &store.st, mariadb, &database, role, user, host,
     ))
 }
