@@ -3,47 +3,17 @@
 //! every connection of the waiting client's pool (exact even while other tests use the
 //! server), never timed.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlmq::{Client, Message, MySql, QueueConfig};
 use sqlmq_testkit::{TestDb, eventually_async};
 
+use crate::questions::{between, statements};
+
 const LEASE: Duration = Duration::from_secs(60);
 const QUEUES: usize = 10;
 /// Over which statements are counted.
 const WINDOW: Duration = Duration::from_secs(3);
-
-/// Statements the server has run on each of `client`'s connections, by connection id: every
-/// connection of its pool is held at once (so no probe runs meanwhile) and asked for its
-/// session's `Questions`.
-async fn statements(client: &Client<MySql>) -> HashMap<u64, u64> {
-    let pool = client.pool();
-    let mut held = Vec::new();
-    for _ in 0..pool.size() {
-        held.push(pool.acquire().await.unwrap());
-    }
-    let mut counts = HashMap::new();
-    for conn in &mut held {
-        let (id, n): (u64, String) = sqlx::query_as(
-            "SELECT CONNECTION_ID(), VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
-             WHERE VARIABLE_NAME = 'QUESTIONS'",
-        )
-        .fetch_one(&mut **conn)
-        .await
-        .unwrap();
-        counts.insert(id, n.parse::<u64>().unwrap());
-    }
-    counts
-}
-
-/// Statements run between two readings (a connection opened meanwhile counts from zero).
-fn between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
-    after
-        .iter()
-        .map(|(id, n)| n - before.get(id).copied().unwrap_or(0))
-        .sum()
-}
 
 /// Statements per second on `client`'s connections over [`WINDOW`], less the readings' own.
 async fn rate(client: &Client<MySql>) -> f64 {

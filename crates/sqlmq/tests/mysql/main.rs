@@ -8,5 +8,6 @@ mod full_disk;
 mod long_polls;
 mod notifications;
 mod privileges;
+mod questions;
 mod restart;
 mod tls;

@@ -5,11 +5,12 @@
 //! most one statement a second, counted by the server. Without the binary log, or without the
 //! grant, notifications say why they are off and waiting still works.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlmq::{CancellationToken, Client, Message, MySql, NotificationStatus, QueueConfig, Worker};
 use sqlmq_testkit::{PrivateServer, Recorder, TestDb, eventually_async};
+
+use crate::questions::{between, statements};
 
 const LEASE: Duration = Duration::from_secs(30);
 /// Far longer than any wait below: only a notification answers in time.
@@ -138,34 +139,6 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
     })
     .await;
     a_send_wakes_the_long_poll(&waiting, &sender, "after a restart").await;
-}
-
-/// Statements the server has run on each of `client`'s connections, by connection id.
-async fn statements(client: &Client<MySql>) -> HashMap<u64, u64> {
-    let pool = client.pool();
-    let mut held = Vec::new();
-    for _ in 0..pool.size() {
-        held.push(pool.acquire().await.unwrap());
-    }
-    let mut counts = HashMap::new();
-    for conn in &mut held {
-        let (id, n): (u64, String) = sqlx::query_as(
-            "SELECT CONNECTION_ID(), VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
-             WHERE VARIABLE_NAME = 'QUESTIONS'",
-        )
-        .fetch_one(&mut **conn)
-        .await
-        .unwrap();
-        counts.insert(id, n.parse::<u64>().unwrap());
-    }
-    counts
-}
-
-fn between(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
-    after
-        .iter()
-        .map(|(id, n)| n - before.get(id).copied().unwrap_or(0))
-        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
