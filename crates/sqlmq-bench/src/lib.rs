@@ -66,6 +66,7 @@ mod soak;
 mod topic;
 mod track;
 mod worker;
+mod worker_fleet;
 
 use std::io::IsTerminal;
 use std::time::{Instant, SystemTime};

@@ -11,7 +11,7 @@ use super::backend::Db;
 use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
-use super::{peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker};
+use super::{peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet};
 use sqlmq_cli_common::UsageError;
 
 /// A scenario.
@@ -103,6 +103,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &[],
     },
     Scenario {
+        id: "worker.fleet",
+        title: "worker runtime: a fleet of 20 idle worker processes, statements/s and wakeup",
+        needs: &[],
+    },
+    Scenario {
         id: "topic.publish",
         title: "topic publish until sequenced (1/8 partitions, 1/16 producers, single/batches of 100); sequencer alone",
         needs: &["raw.insert"],
@@ -176,6 +181,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "worker.e2e" => worker::e2e(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
+        "worker.fleet" => worker_fleet::fleet(ctx).await,
         "topic.publish" => topic::publish::publish(ctx).await,
         "topic.group" => topic::group::group(ctx).await,
         "topic.pipeline" => topic::pipeline::pipeline(ctx).await,

@@ -135,6 +135,7 @@ pub async fn wait<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     }
     .await;
     bar.finish();
+    let notifications = client.notifications();
     sender.pool().close().await;
     ctx.release(client).await?;
     let (rows, latency) = result?;
@@ -195,7 +196,10 @@ pub async fn wait<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 ),
                 summary,
             )
-            .note("no in-process wakeup: the shared probe (10 ms doubling to 60 ms) finds it"),
+            .note(format!(
+                "no in-process wakeup; notifications {notifications} (when not live the shared \
+                 probe, 10 ms doubling to 60 ms, finds it)"
+            )),
         );
     }
     if unavailable.is_empty() {

@@ -40,7 +40,7 @@ const E2E_BATCH: usize = 100;
 /// Pre-fill batch (not measured).
 const FILL_BATCH: u64 = 10_000;
 /// The poll ceiling the library ships with (the idle figure is taken at it).
-const DEFAULT_CEILING: Duration = sqlmq::WorkerBuilder::DEFAULT_POLL_CEILING;
+pub(crate) const DEFAULT_CEILING: Duration = sqlmq::WorkerBuilder::DEFAULT_POLL_CEILING;
 
 /// The no-op job of the throughput scenario.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -123,14 +123,14 @@ type Started = Arc<Mutex<HashMap<MessageId, Instant>>>;
 
 /// A worker on `queue` that records when each message's handler starts; stopped (and joined)
 /// when dropped.
-struct Timed {
+pub(crate) struct Timed {
     started: Started,
     stop: CancellationToken,
     run: AbortOnDrop<sqlmq::Result<WorkerReport>>,
 }
 
 impl Timed {
-    fn start<B: Db>(client: &Client<B>, queue: &str, ceiling: Duration) -> Timed {
+    pub(crate) fn start<B: Db>(client: &Client<B>, queue: &str, ceiling: Duration) -> Timed {
         let started: Started = Arc::default();
         let s = Arc::clone(&started);
         let handler = move |d: Delivery, _ctx: JobContext<B>| {
@@ -164,14 +164,14 @@ impl Timed {
         }
     }
 
-    async fn stop(mut self) -> Result<WorkerReport> {
+    pub(crate) async fn stop(mut self) -> Result<WorkerReport> {
         self.stop.cancel();
         Ok((&mut self.run.0).await.context("worker task")??)
     }
 }
 
 /// A second client on `client`'s tables: its sends wake the worker only through polling.
-async fn producer<B: Db>(
+pub(crate) async fn producer<B: Db>(
     ctx: &Ctx<B>,
     client: &Client<B>,
     queue: &str,
@@ -186,7 +186,7 @@ async fn producer<B: Db>(
 }
 
 /// Send one message and return the time from the call to its handler's start.
-async fn one_sample<B: Db>(q: &Queue<B>, worker: &Timed) -> Result<Duration> {
+pub(crate) async fn one_sample<B: Db>(q: &Queue<B>, worker: &Timed) -> Result<Duration> {
     let m = Message::new("x");
     let id = m.id();
     let sent = Instant::now();
@@ -196,7 +196,7 @@ async fn one_sample<B: Db>(q: &Queue<B>, worker: &Timed) -> Result<Duration> {
 
 /// A wait long enough for the worker's poll delay to climb back to `ceiling` (it doubles from
 /// 10 ms), plus a random fraction of the ceiling so that sends land anywhere in its cycle.
-fn settle(ceiling: Duration) -> Duration {
+pub(crate) fn settle(ceiling: Duration) -> Duration {
     ceiling * 3 + Duration::from_millis(200) + ceiling.mul_f64(rand::random::<f64>())
 }
 

@@ -356,6 +356,7 @@ fn on_sqlite_a_tiny_quick_run_measures_against_sqlite_and_removes_its_file() {
             "queue.mixed.clients.consume",
             "worker.idle.queries",
             "worker.idle.250ms.queries",
+            "worker.fleet.queries",
             "serve.wait.queries.10",
             "serve.wait.queries.100",
         ],

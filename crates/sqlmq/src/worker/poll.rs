@@ -102,8 +102,11 @@ pub(crate) async fn run_prober<B: Backend>(
         } else {
             config.maintenance_interval
         };
+        // News matters only to idle consumers: busy ones claim again by themselves (and on
+        // SQLite every commit of this very process is news).
+        let heed = |change| anyone_idle && concerns(change);
         tokio::select! {
-            _ = news.sleep(wait, concerns) => {}
+            _ = news.sleep(wait, heed) => {}
             // Nobody was idle, so the wait was the long maintenance interval: re-plan now that
             // a consumer waits for work.
             _ = state.became_idle.notified(), if !anyone_idle => continue,

@@ -172,12 +172,15 @@ async fn an_idle_worker_costs_at_most_one_statement_a_second_and_wakes_on_a_send
     }
     let worker = tokio::spawn(builder.run(stop.clone()));
     live(&client).await;
-    // Settled: the prober's delay has climbed to its ceiling.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Settled: the prober's delay has climbed to its 3 s ceiling (10 ms doubling: 6 s), and
+    // the pool's connections have prepared the heartbeat's statements.
+    tokio::time::sleep(Duration::from_secs(12)).await;
     let first = statements(&client).await;
     let reading = between(&first, &statements(&client).await);
     let before = statements(&client).await;
-    let window = Duration::from_secs(10);
+    // Long enough to average out the jitter of heartbeats (5 s ± 10 %) and probes (3 s ± 20 %):
+    // about 24 statements are expected (0.8/s), 30 would fail.
+    let window = Duration::from_secs(30);
     tokio::time::sleep(window).await;
     let counted = between(&before, &statements(&client).await).saturating_sub(reading);
     let rate = counted as f64 / window.as_secs_f64();
