@@ -10,6 +10,8 @@
 //! format, a missing grant), one log line says why, [`Client::notifications`] says it too, and
 //! the probers keep their usual pace.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
@@ -24,8 +26,9 @@ use crate::store::follow::{Change, FollowEnd, Followed};
 use crate::store::prelude::*;
 
 /// The probers' longest pause while notifications are live: they then only find what no
-/// commit announces (delayed messages coming due, leases running out) and cover a lost
-/// notification. A third of a statement a second per prober.
+/// commit announces (leases running out, retries of consumer groups coming due) and cover a
+/// lost notification; delayed messages of queues are announced with their time. A third of a
+/// statement a second per prober.
 pub const NOTIFIED_CEILING: Duration = Duration::from_secs(3);
 
 /// How long a prober waits after a notification before it probes: the server may announce a
@@ -130,6 +133,7 @@ impl Notifications {
     pub(crate) fn subscribe(&self) -> News {
         News {
             rx: self.news.subscribe(),
+            dues: BinaryHeap::new(),
         }
     }
 
@@ -162,19 +166,34 @@ impl Notifications {
 /// One prober's view of the follower's news.
 pub(crate) struct News {
     rx: broadcast::Receiver<Change>,
+    /// When delayed messages of this prober's sources come due, earliest first.
+    dues: BinaryHeap<Reverse<Instant>>,
 }
 
 impl News {
     /// Sleep `delay`, but only until [`SETTLE`] after news that `concerns` accepts (or news
-    /// missed because this prober fell behind).
+    /// missed because this prober fell behind), or after a delayed message of a source it
+    /// concerns comes due.
     pub(crate) async fn sleep(&mut self, delay: Duration, concerns: impl Fn(Change) -> bool) {
-        let mut deadline = Instant::now() + delay;
+        let now = Instant::now();
+        while self.dues.peek().is_some_and(|Reverse(at)| *at <= now) {
+            self.dues.pop();
+        }
+        let mut deadline = now + delay;
+        if let Some(Reverse(at)) = self.dues.peek() {
+            deadline = deadline.min(*at + SETTLE);
+        }
         let mut open = true;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
                 news = self.rx.recv(), if open => match news {
                     Ok(change) if !concerns(change) => {}
+                    Ok(Change::Due { at_us, .. }) => {
+                        let at = local_instant(at_us);
+                        self.dues.push(Reverse(at));
+                        deadline = deadline.min(at + SETTLE);
+                    }
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
                         deadline = deadline.min(Instant::now() + SETTLE);
                     }
@@ -183,6 +202,17 @@ impl News {
             }
         }
     }
+}
+
+/// The local instant of `at_us`, a time of the database's clock (microseconds since the Unix
+/// epoch), read with this machine's clock. Only a hint: a clock that differs from the
+/// database's makes the probe look early (it finds nothing yet) or late (the slow probe finds
+/// it), never wrong.
+fn local_instant(at_us: i64) -> Instant {
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64);
+    Instant::now() + Duration::from_micros(at_us.saturating_sub(now_us).max(0) as u64)
 }
 
 impl<B: Backend> Client<B> {
@@ -261,7 +291,8 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
                     match change {
                         Change::Queue(id) => client.notify_local(Subject::Queue(id)),
                         Change::Topic(id) => client.notify_local(Subject::Topic(id)),
-                        Change::Any => {}
+                        // For the probers, which look when it comes due.
+                        Change::Due { .. } | Change::Any => {}
                     }
                     let _ = notes.news.send(change);
                 }

@@ -311,7 +311,9 @@ async fn run_prober<B: Backend>(mut running: Running<B>) {
     let mut watched_now: Vec<Watched> = Vec::new();
     loop {
         news.sleep(delay.next_delay(), |change| match change {
-            Change::Queue(id) => watched_now.contains(&Watched::Queue(id)),
+            Change::Queue(id) | Change::Due { queue: id, .. } => {
+                watched_now.contains(&Watched::Queue(id))
+            }
             Change::Topic(id) => watched_now
                 .iter()
                 .any(|w| matches!(w, Watched::Group { topic, .. } if *topic == id)),

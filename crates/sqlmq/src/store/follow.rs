@@ -16,6 +16,9 @@ pub enum Change {
     Queue(i32),
     /// A topic, by id, got records with offsets.
     Topic(i32),
+    /// A queue, by id, got a delayed message that comes due at `at_us` (the database's clock,
+    /// microseconds since the Unix epoch): waiting consumers of the queue should look then.
+    Due { queue: i32, at_us: i64 },
     /// Something changed, it is not known where: every source should be probed.
     Any,
 }

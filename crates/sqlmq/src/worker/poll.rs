@@ -85,7 +85,7 @@ pub(crate) async fn run_prober<B: Backend>(
     client.ensure_follower();
     let mut news = notes.subscribe();
     let concerns = |change: Change| match change {
-        Change::Queue(id) => ids.contains(&id),
+        Change::Queue(id) | Change::Due { queue: id, .. } => ids.contains(&id),
         Change::Topic(id) => topics.contains(&id),
         Change::Any => true,
     };

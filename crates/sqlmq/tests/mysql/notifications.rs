@@ -1,6 +1,7 @@
 //! Notifications from the binary log, on a private `mariadbd` started with `--log-bin
 //! --binlog-format=ROW`: a send through another client wakes a waiting long poll and an idle
-//! worker whose probes are far too slow to find it in time; across a log rotation, a follower
+//! worker whose probes are far too slow to find it in time, a delayed message when it comes
+//! due; across a log rotation, a follower
 //! killed on the server, and the server killed and restarted under it. An idle worker costs at
 //! most one statement a second, counted by the server. Without the binary log, or without the
 //! grant, notifications say why they are off and waiting still works.
@@ -102,6 +103,40 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
     for i in 0..5 {
         a_send_wakes_the_long_poll(&waiting, &sender, &format!("plain {i}")).await;
     }
+
+    // A delayed message: the follower reads when it comes due, and the poll is answered then,
+    // not at the 60 s probe.
+    let q = waiting.queue("q").await.unwrap();
+    let poll = tokio::spawn(async move { q.receive_wait(1, LEASE, Duration::from_secs(50)).await });
+    eventually_async(Duration::from_secs(10), "seated", || async {
+        (waiting.long_polls() == 1).then_some(())
+    })
+    .await;
+    let sent = std::time::Instant::now();
+    sender
+        .queue("q")
+        .await
+        .unwrap()
+        .send(Message::new("delayed").delay(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), poll)
+        .await
+        .expect("woken when the delayed message came due")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got[0].body, b"delayed");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(1900),
+        "not before its time"
+    );
+    waiting
+        .queue("q")
+        .await
+        .unwrap()
+        .ack(got[0].receipt())
+        .await
+        .unwrap();
 
     // A rotation: the stream carries on in the next file.
     server.admin("FLUSH BINARY LOGS").await;

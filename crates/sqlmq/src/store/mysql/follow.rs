@@ -4,10 +4,11 @@
 //! The server must write row events (`log_bin` on, `binlog_format=ROW`), and the user needs
 //! `REPLICATION SLAVE` (to stream the log) and `BINLOG MONITOR` on MariaDB or `REPLICATION
 //! CLIENT` on MySQL (to learn where the log ends). The follower registers as a replica with a
-//! random server id of its own. Only three tables matter: a row inserted into `ready` (a
-//! message became claimable), an updated `queues` row (a resume) and an updated
-//! `topic_partitions` row (records got offsets). Their first column is the queue's or the
-//! topic's id, which is all the follower reads of a row. Changes are reported at their
+//! random server id of its own. Only four tables matter: a row inserted into `ready` (a
+//! message became claimable), one inserted into `scheduled` (a delayed message: when it comes
+//! due), an updated `queues` row (a resume) and an updated `topic_partitions` row (records got
+//! offsets). The queue's or topic's id (and a delayed message's time) is all the follower
+//! reads of a row. Changes are reported at their
 //! transaction's commit event, in commit order.
 //!
 //! The server may send a transaction's events before InnoDB has made its commit visible (the
@@ -20,6 +21,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStreamRequest, Conn, OptsBuilder, Value};
 use percent_encoding::percent_decode_str;
@@ -38,6 +41,8 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 enum Watched {
     /// `ready`: inserted rows.
     Ready,
+    /// `scheduled`: inserted rows (when they come due).
+    Scheduled,
     /// `queues`: updated rows.
     Queues,
     /// `topic_partitions`: updated rows.
@@ -61,6 +66,7 @@ impl Follow<MySql> for MySqlStore {
         };
         let tables: HashMap<String, Watched> = [
             ("ready", Watched::Ready),
+            ("scheduled", Watched::Scheduled),
             ("queues", Watched::Queues),
             ("topic_partitions", Watched::Partitions),
         ]
@@ -110,7 +116,7 @@ impl Follow<MySql> for MySqlStore {
                     let wanted = matches!(
                         (table, &rows),
                         (
-                            Watched::Ready,
+                            Watched::Ready | Watched::Scheduled,
                             RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_)
                         ) | (
                             Watched::Queues | Watched::Partitions,
@@ -122,16 +128,15 @@ impl Follow<MySql> for MySqlStore {
                     }
                     for row in rows.rows(tme) {
                         let Ok((_, Some(after))) = row else { continue };
-                        let id = match after.as_ref(0) {
-                            Some(mysql_async::binlog::value::BinlogValue::Value(Value::Int(
-                                id,
-                            ))) => *id as i32,
-                            _ => continue,
-                        };
                         let change = match table {
-                            Watched::Ready | Watched::Queues => Change::Queue(id),
-                            Watched::Partitions => Change::Topic(id),
+                            Watched::Ready | Watched::Queues => int(&after, 0).map(Change::Queue),
+                            Watched::Partitions => int(&after, 0).map(Change::Topic),
+                            // (id, queue_id, priority, run_at, …)
+                            Watched::Scheduled => int(&after, 1)
+                                .zip(micros(&after, 3))
+                                .map(|(queue, at_us)| Change::Due { queue, at_us }),
                         };
+                        let Some(change) = change else { continue };
                         if !pending.contains(&change) {
                             pending.push(change);
                         }
@@ -152,6 +157,38 @@ impl Follow<MySql> for MySqlStore {
             }
         }
     }
+}
+
+/// Column `i` of `row` as an INT.
+fn int(row: &BinlogRow, i: usize) -> Option<i32> {
+    match row.as_ref(i) {
+        Some(BinlogValue::Value(Value::Int(v))) => i32::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+/// Column `i` of `row`, a DATETIME(6) in UTC, as microseconds since the Unix epoch.
+fn micros(row: &BinlogRow, i: usize) -> Option<i64> {
+    match row.as_ref(i) {
+        Some(BinlogValue::Value(Value::Date(y, mo, d, h, mi, s, us))) => {
+            let days = days_from_civil(i64::from(*y), i64::from(*mo), i64::from(*d));
+            let secs = days * 86_400 + i64::from(*h) * 3_600 + i64::from(*mi) * 60 + i64::from(*s);
+            Some(secs * 1_000_000 + i64::from(*us))
+        }
+        _ => None,
+    }
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// The follower's connection options, from sqlmq's URL (`mysql://user:password@host:port/db`
@@ -259,6 +296,14 @@ mod tests {
         assert_eq!(o.pass(), Some("p/ss"));
         assert_eq!(o.db_name(), Some("app"));
         assert_eq!(o.socket(), Some("/tmp/s.sock"));
+    }
+
+    #[test]
+    fn dates_count_days_from_the_epoch() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(2026, 11, 26), 20_783);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
     }
 
     #[test]
