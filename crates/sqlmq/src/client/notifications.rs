@@ -299,7 +299,12 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
             }
         };
         let started = Instant::now();
-        let end = store.follow(&url, &report).await;
+        // The pool, for the follower's checks; not kept, so the client can still go away.
+        let Some(pool) = weak.upgrade().map(|inner| inner.pool.clone()) else {
+            return;
+        };
+        let end = store.follow(&pool, &url, &report).await;
+        drop(pool);
         let Some(inner) = weak.upgrade() else { return };
         let pause = match end {
             FollowEnd::Off(why) => {

@@ -46,9 +46,12 @@ pub enum FollowEnd {
 /// Following commits to sqlmq's tables.
 pub trait Follow<B: Backend> {
     /// Follow the commits at `url` (the client's own URL) until the stream ends, reporting to
-    /// `report` from the calling task. Never returns while the stream lives.
+    /// `report` from the calling task. Never returns while the stream lives. Checks run on a
+    /// connection of `pool` (the client's), so that only a live follower holds a connection
+    /// beyond it.
     fn follow(
         &self,
+        pool: &sqlx::Pool<B>,
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),
     ) -> impl Future<Output = FollowEnd> + Send;

@@ -142,8 +142,17 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
     server.admin("FLUSH BINARY LOGS").await;
     a_send_wakes_the_long_poll(&waiting, &sender, "after rotation").await;
 
-    // The follower's connection killed on the server: it reconnects by itself, and in the
-    // meantime waiting still works (by the probe, here made fast for that part).
+    // The follower's connection killed on the server while a poll waits, and a message sent
+    // while nobody follows the log (the follower behind by everything committed meanwhile):
+    // it reconnects by itself, and once live again has the probers look for what it missed,
+    // so the message is answered although the probes are a minute apart and the log's event
+    // for it was never read.
+    let q = waiting.queue("q").await.unwrap();
+    let poll = tokio::spawn(async move { q.receive_wait(1, LEASE, Duration::from_secs(50)).await });
+    eventually_async(Duration::from_secs(10), "seated", || async {
+        (waiting.long_polls() == 1).then_some(())
+    })
+    .await;
     server
         .admin(
             "BEGIN NOT ATOMIC FOR t IN (SELECT id FROM information_schema.PROCESSLIST \
@@ -154,7 +163,27 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
         (!waiting.notifications().is_live()).then_some(())
     })
     .await;
-    live(&waiting).await;
+    sender
+        .queue("q")
+        .await
+        .unwrap()
+        .send(Message::new("while nobody followed"))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(30), poll)
+        .await
+        .expect("found once the follower was back")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got[0].body, b"while nobody followed");
+    waiting
+        .queue("q")
+        .await
+        .unwrap()
+        .ack(got[0].receipt())
+        .await
+        .unwrap();
+    assert!(waiting.notifications().is_live());
     a_send_wakes_the_long_poll(&waiting, &sender, "after a kill").await;
 
     // The server killed and restarted under the follower.
@@ -220,6 +249,19 @@ async fn an_idle_worker_costs_at_most_one_statement_a_second_and_wakes_on_a_send
     let counted = between(&before, &statements(&client).await).saturating_sub(reading);
     let rate = counted as f64 / window.as_secs_f64();
     eprintln!("an idle worker on three queues, notifications live: {rate:.2} statements/s");
+    // Connections: the pool, and one replication connection beside it (the sending client
+    // `admin` waits for nothing, so it follows nothing).
+    let (dumps,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump'",
+    )
+    .fetch_one(admin.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        dumps, 1,
+        "one replication connection for the waiting process"
+    );
+    assert!(client.pool().size() <= 4);
     assert!(rate <= 1.0, "an idle worker ran {rate:.2} statements/s");
     // Still woken by a send from another client, in far less than the probe's 2 s.
     for name in ["q", "q2", "q3"] {

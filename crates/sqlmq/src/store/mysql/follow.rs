@@ -26,7 +26,7 @@ use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStreamRequest, Conn, OptsBuilder, Value};
 use percent_encoding::percent_decode_str;
-use sqlx::MySql;
+use sqlx::{MySql, Pool, Row};
 
 use super::MySqlStore;
 use crate::store::follow::{Change, Follow, FollowEnd, Followed};
@@ -50,19 +50,25 @@ enum Watched {
 }
 
 impl Follow<MySql> for MySqlStore {
-    async fn follow(&self, url: &str, report: &(dyn Fn(Followed) + Send + Sync)) -> FollowEnd {
+    async fn follow(
+        &self,
+        pool: &Pool<MySql>,
+        url: &str,
+        report: &(dyn Fn(Followed) + Send + Sync),
+    ) -> FollowEnd {
         let opts = match options(url) {
             Ok(o) => mysql_async::Opts::from(o),
             Err(why) => return FollowEnd::Off(why),
         };
         let database = opts.db_name().unwrap_or_default().to_owned();
+        let (file, position) = match start(pool).await {
+            Ok(p) => p,
+            Err(end) => return end,
+        };
+        // The one connection beyond the pool, while notifications are live.
         let mut conn = match Conn::new(opts).await {
             Ok(c) => c,
             Err(e) => return FollowEnd::Lost(format!("connecting: {e}")),
-        };
-        let (file, position) = match start(&mut conn).await {
-            Ok(p) => p,
-            Err(end) => return end,
         };
         let tables: HashMap<String, Watched> = [
             ("ready", Watched::Ready),
@@ -222,14 +228,17 @@ fn options(url: &str) -> Result<OptsBuilder, String> {
     Ok(opts)
 }
 
-/// Check that the server writes row events, and find where its binary log ends.
-async fn start(conn: &mut Conn) -> Result<(String, u64), FollowEnd> {
-    let lost = |e: mysql_async::Error| FollowEnd::Lost(format!("checking the server: {e}"));
-    let (log_bin, format): (i64, String) = conn
-        .query_first("SELECT @@log_bin, @@binlog_format")
-        .await
-        .map_err(lost)?
-        .unwrap_or((0, String::new()));
+/// Check that the server writes row events, and find where its binary log ends: on a
+/// connection of the client's own pool, so that a server without the log (or a user without
+/// the grant) never sees a connection beyond the pool.
+async fn start(pool: &Pool<MySql>) -> Result<(String, u64), FollowEnd> {
+    let lost = |e: sqlx::Error| FollowEnd::Lost(format!("checking the server: {e}"));
+    let mut conn = pool.acquire().await.map_err(lost)?;
+    let (log_bin, format): (i64, String) =
+        sqlx::query_as("SELECT CAST(@@log_bin AS SIGNED), CAST(@@binlog_format AS CHAR)")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(lost)?;
     if log_bin == 0 {
         return Err(FollowEnd::Off(
             "the server's binary log is off (start it with --log-bin --binlog-format=ROW)".into(),
@@ -240,11 +249,15 @@ async fn start(conn: &mut Conn) -> Result<(String, u64), FollowEnd> {
             "binlog_format is {format}; notifications need ROW (SET GLOBAL binlog_format=ROW)"
         )));
     }
-    // MySQL 8.4 renamed the statement; MariaDB and older MySQL know the old one.
-    let mut status: Result<Option<mysql_async::Row>, _> =
-        conn.query_first("SHOW MASTER STATUS").await;
-    if matches!(&status, Err(mysql_async::Error::Server(e)) if e.code == 1064) {
-        status = conn.query_first("SHOW BINARY LOG STATUS").await;
+    // MySQL 8.4 renamed the statement; MariaDB and older MySQL know the old one. (Plain text
+    // statements: not every server prepares SHOW.)
+    let mut status = sqlx::raw_sql("SHOW MASTER STATUS")
+        .fetch_optional(&mut *conn)
+        .await;
+    if matches!(&status, Err(e) if number(e) == Some(1064)) {
+        status = sqlx::raw_sql("SHOW BINARY LOG STATUS")
+            .fetch_optional(&mut *conn)
+            .await;
     }
     let row = match status {
         Ok(Some(row)) => row,
@@ -253,10 +266,15 @@ async fn start(conn: &mut Conn) -> Result<(String, u64), FollowEnd> {
                 "SHOW MASTER STATUS answers nothing: the binary log is off".into(),
             ));
         }
-        Err(e) => return Err(refused(e)),
+        Err(e) => {
+            return Err(match number(&e) {
+                Some(n) if DENIED.contains(&n) => denied(&e.to_string()),
+                _ => lost(e),
+            });
+        }
     };
-    let file: Option<String> = row.get(0);
-    let position: Option<u64> = row.get(1);
+    let file: Option<String> = row.try_get(0).ok();
+    let position: Option<u64> = row.try_get(1).ok();
     match (file, position) {
         (Some(f), Some(p)) => Ok((f, p)),
         _ => Err(FollowEnd::Lost(
@@ -265,19 +283,30 @@ async fn start(conn: &mut Conn) -> Result<(String, u64), FollowEnd> {
     }
 }
 
+/// ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR.
+const DENIED: [u16; 3] = [1227, 1045, 1044];
+
+/// The server's error number of a sqlx error.
+fn number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .map(|m| m.number())
+}
+
+/// Notifications off for want of a grant, saying which.
+fn denied(message: &str) -> FollowEnd {
+    FollowEnd::Off(format!(
+        "the user may not read the binary log ({message}): GRANT REPLICATION SLAVE, BINLOG \
+         MONITOR (MariaDB) or REPLICATION SLAVE, REPLICATION CLIENT (MySQL) ON *.* \
+         (`sqlmq grants --notifications` prints it)"
+    ))
+}
+
 /// A server error as a reason to stop: a missing privilege turns notifications off and says
 /// which grant is missing; anything else is a lost stream, tried again.
 fn refused(e: mysql_async::Error) -> FollowEnd {
     match &e {
-        // ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
-        mysql_async::Error::Server(s) if matches!(s.code, 1227 | 1045 | 1044) => {
-            FollowEnd::Off(format!(
-                "the user may not read the binary log ({}): GRANT REPLICATION SLAVE, BINLOG \
-                 MONITOR (MariaDB) or REPLICATION SLAVE, REPLICATION CLIENT (MySQL) ON *.* \
-                 (`sqlmq grants --notifications` prints it)",
-                s.message
-            ))
-        }
+        mysql_async::Error::Server(s) if DENIED.contains(&s.code) => denied(&s.message),
         _ => FollowEnd::Lost(e.to_string()),
     }
 }

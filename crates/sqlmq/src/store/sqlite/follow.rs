@@ -13,8 +13,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
-use sqlx::Sqlite;
 use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{Pool, Sqlite};
 
 use super::SqliteStore;
 use crate::store::follow::{Change, Follow, FollowEnd, Followed};
@@ -24,7 +24,12 @@ use crate::store::follow::{Change, Follow, FollowEnd, Followed};
 const SETTLE: Duration = Duration::from_millis(3);
 
 impl Follow<Sqlite> for SqliteStore {
-    async fn follow(&self, url: &str, report: &(dyn Fn(Followed) + Send + Sync)) -> FollowEnd {
+    async fn follow(
+        &self,
+        _pool: &Pool<Sqlite>,
+        url: &str,
+        report: &(dyn Fn(Followed) + Send + Sync),
+    ) -> FollowEnd {
         if url.contains(":memory:") || url.contains("mode=memory") {
             report(Followed::Live);
             return std::future::pending().await;
