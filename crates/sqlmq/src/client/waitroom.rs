@@ -149,6 +149,21 @@ impl Waitroom {
         }
     }
 
+    /// Whether anyone waits for what `change` concerns (a line of its queue, or of a group of
+    /// its topic; anything for a change of unknown place).
+    fn concerns(&self, change: Change) -> bool {
+        let lines = self.lines.lock().expect("poisoned");
+        match change {
+            Change::Queue(id) | Change::Due { queue: id, .. } => {
+                lines.contains_key(&Watched::Queue(id))
+            }
+            Change::Topic(id) => lines
+                .keys()
+                .any(|k| matches!(k, Watched::Group { topic, .. } if *topic == id)),
+            Change::Any => true,
+        }
+    }
+
     /// The sources with a line and their maintenance; `None` (and the prober marked stopped)
     /// when no line is left.
     fn watched(&self) -> Option<Vec<(Watched, Maintain)>> {
@@ -307,19 +322,10 @@ async fn run_prober<B: Backend>(mut running: Running<B>) {
     let mut news = notes.subscribe();
     let (floor, ceiling) = *room.interval.lock().expect("poisoned");
     let mut delay = PollDelay::new(floor, notes.ceiling(ceiling));
-    // What the lines watched at the last probe, for telling which news concerns them.
-    let mut watched_now: Vec<Watched> = Vec::new();
     loop {
-        news.sleep(delay.next_delay(), |change| match change {
-            Change::Queue(id) | Change::Due { queue: id, .. } => {
-                watched_now.contains(&Watched::Queue(id))
-            }
-            Change::Topic(id) => watched_now
-                .iter()
-                .any(|w| matches!(w, Watched::Group { topic, .. } if *topic == id)),
-            Change::Any => true,
-        })
-        .await;
+        // The lines as they are when news comes: a waiter seated since the last probe counts.
+        news.sleep(delay.next_delay(), |change| room.concerns(change))
+            .await;
         if room.found.swap(false, Ordering::Relaxed) {
             delay.reset();
         }
@@ -327,7 +333,6 @@ async fn run_prober<B: Backend>(mut running: Running<B>) {
             running.stopped = true;
             return;
         };
-        watched_now = watched.iter().map(|(k, _)| *k).collect();
         let (queues, groups): (Vec<_>, Vec<_>) = watched
             .into_iter()
             .partition(|(k, _)| matches!(k, Watched::Queue(_)));

@@ -103,8 +103,12 @@ pub(crate) async fn run_prober<B: Backend>(
             config.maintenance_interval
         };
         // News matters only to idle consumers: busy ones claim again by themselves (and on
-        // SQLite every commit of this very process is news).
-        let heed = |change| anyone_idle && concerns(change);
+        // SQLite every commit of this very process is news). A delayed message's time is kept
+        // whatever: the consumers may be idle when it comes due.
+        let heed = |change| match change {
+            Change::Due { .. } => concerns(change),
+            _ => anyone_idle && concerns(change),
+        };
         tokio::select! {
             _ = news.sleep(wait, heed) => {}
             // Nobody was idle, so the wait was the long maintenance interval: re-plan now that

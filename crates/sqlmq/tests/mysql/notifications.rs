@@ -48,28 +48,38 @@ async fn live(client: &Client<MySql>) {
     .await;
 }
 
-/// `waiting` long-polls `q`; `sender` sends one message; the poll must be answered long before
-/// any probe would run.
-async fn a_send_wakes_the_long_poll(waiting: &Client<MySql>, sender: &Client<MySql>, body: &str) {
+/// `waiting` long-polls `q`; once the poll is seated `meanwhile` runs, then `sender` sends
+/// `body`, due after `delay`; the poll must be answered with it long before any probe would
+/// run. Returns the time from the send to the answer.
+async fn answered(
+    waiting: &Client<MySql>,
+    sender: &Client<MySql>,
+    (body, delay): (&str, Duration),
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Duration {
+    let message = Message::new(body.to_owned()).delay(delay);
     let q = waiting.queue("q").await.unwrap();
     let poll = tokio::spawn(async move { q.receive_wait(1, LEASE, Duration::from_secs(50)).await });
     eventually_async(Duration::from_secs(10), "seated", || async {
         (waiting.long_polls() == 1).then_some(())
     })
     .await;
+    meanwhile.await;
+    let sent = std::time::Instant::now();
     sender
         .queue("q")
         .await
         .unwrap()
-        .send(Message::new(body.to_owned()))
+        .send(message)
         .await
         .unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(20), poll)
+    let got = tokio::time::timeout(Duration::from_secs(30), poll)
         .await
-        .unwrap_or_else(|_| panic!("{body}: not woken by the binary log"))
+        .unwrap_or_else(|_| panic!("{body}: not answered"))
         .unwrap()
         .unwrap();
-    assert_eq!(got.len(), 1, "{body}");
+    let took = sent.elapsed();
+    assert_eq!(got.len(), 1);
     assert_eq!(got[0].body, body.as_bytes());
     waiting
         .queue("q")
@@ -78,6 +88,12 @@ async fn a_send_wakes_the_long_poll(waiting: &Client<MySql>, sender: &Client<MyS
         .ack(got[0].receipt())
         .await
         .unwrap();
+    took
+}
+
+/// A plain send wakes the poll.
+async fn a_send_wakes_the_long_poll(waiting: &Client<MySql>, sender: &Client<MySql>, body: &str) {
+    answered(waiting, sender, (body, Duration::ZERO), async {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,37 +122,12 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
 
     // A delayed message: the follower reads when it comes due, and the poll is answered then,
     // not at the 60 s probe.
-    let q = waiting.queue("q").await.unwrap();
-    let poll = tokio::spawn(async move { q.receive_wait(1, LEASE, Duration::from_secs(50)).await });
-    eventually_async(Duration::from_secs(10), "seated", || async {
-        (waiting.long_polls() == 1).then_some(())
-    })
-    .await;
-    let sent = std::time::Instant::now();
-    sender
-        .queue("q")
-        .await
-        .unwrap()
-        .send(Message::new("delayed").delay(Duration::from_secs(2)))
-        .await
-        .unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(20), poll)
-        .await
-        .expect("woken when the delayed message came due")
-        .unwrap()
-        .unwrap();
-    assert_eq!(got[0].body, b"delayed");
+    let delayed = ("delayed", Duration::from_secs(2));
+    let took = answered(&waiting, &sender, delayed, async {}).await;
     assert!(
-        sent.elapsed() >= Duration::from_millis(1900),
-        "not before its time"
+        took >= Duration::from_millis(1900),
+        "not before its time: {took:?}"
     );
-    waiting
-        .queue("q")
-        .await
-        .unwrap()
-        .ack(got[0].receipt())
-        .await
-        .unwrap();
 
     // A rotation: the stream carries on in the next file.
     server.admin("FLUSH BINARY LOGS").await;
@@ -147,42 +138,25 @@ async fn the_binary_log_wakes_long_polls_across_rotation_a_killed_follower_and_a
     // it reconnects by itself, and once live again has the probers look for what it missed,
     // so the message is answered although the probes are a minute apart and the log's event
     // for it was never read.
-    let q = waiting.queue("q").await.unwrap();
-    let poll = tokio::spawn(async move { q.receive_wait(1, LEASE, Duration::from_secs(50)).await });
-    eventually_async(Duration::from_secs(10), "seated", || async {
-        (waiting.long_polls() == 1).then_some(())
-    })
-    .await;
-    server
-        .admin(
-            "BEGIN NOT ATOMIC FOR t IN (SELECT id FROM information_schema.PROCESSLIST \
-             WHERE COMMAND = 'Binlog Dump') DO KILL CONNECTION t.id; END FOR; END",
-        )
+    let kill = async {
+        server
+            .admin(
+                "BEGIN NOT ATOMIC FOR t IN (SELECT id FROM information_schema.PROCESSLIST \
+                 WHERE COMMAND = 'Binlog Dump') DO KILL CONNECTION t.id; END FOR; END",
+            )
+            .await;
+        eventually_async(Duration::from_secs(10), "the loss seen", || async {
+            (!waiting.notifications().is_live()).then_some(())
+        })
         .await;
-    eventually_async(Duration::from_secs(10), "the loss seen", || async {
-        (!waiting.notifications().is_live()).then_some(())
-    })
+    };
+    answered(
+        &waiting,
+        &sender,
+        ("while nobody followed", Duration::ZERO),
+        kill,
+    )
     .await;
-    sender
-        .queue("q")
-        .await
-        .unwrap()
-        .send(Message::new("while nobody followed"))
-        .await
-        .unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(30), poll)
-        .await
-        .expect("found once the follower was back")
-        .unwrap()
-        .unwrap();
-    assert_eq!(got[0].body, b"while nobody followed");
-    waiting
-        .queue("q")
-        .await
-        .unwrap()
-        .ack(got[0].receipt())
-        .await
-        .unwrap();
     assert!(waiting.notifications().is_live());
     a_send_wakes_the_long_poll(&waiting, &sender, "after a kill").await;
 
