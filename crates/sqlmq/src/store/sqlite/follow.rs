@@ -3,7 +3,9 @@
 //! operating system's file notifications (inotify, kqueue, FSEvents), means "probe now".
 //!
 //! The file does not say which queue changed, so each report is [`Change::Any`]: the receiver
-//! probes all its sources in one statement. Writes of this very process are reported too (a
+//! probes all its sources in one statement. A burst of changes is reported a moment after it
+//! starts and again after the files have been quiet for 50 ms and for 500 ms, since the sync
+//! that makes a commit visible to readers comes after its last write and marks no event. Writes of this very process are reported too (a
 //! probe that finds nothing costs one read). An in-memory database has no file, and no writer
 //! but this process, whose commits wake its waiters directly: it is live at once and reports
 //! nothing.
@@ -22,6 +24,9 @@ use crate::store::follow::{Change, Follow, FollowEnd, Followed};
 /// How long after a first change the follower waits before reporting: a commit is several
 /// writes, and a reader woken by the first could start its snapshot before the last.
 const SETTLE: Duration = Duration::from_millis(3);
+/// After the news, how long the files stay quiet before it is said again (each time): the
+/// sync that makes a commit visible can take a while on a busy disk.
+const TRAIL: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(500)];
 
 impl Follow<Sqlite> for SqliteStore {
     async fn follow(
@@ -70,12 +75,30 @@ impl Follow<Sqlite> for SqliteStore {
             return FollowEnd::Off(format!("cannot watch {}: {e}", dir.display()));
         }
         report(Followed::Live);
-        while rx.recv().await.is_some() {
-            tokio::time::sleep(SETTLE).await;
-            // Everything that came meanwhile is the same news.
-            while rx.try_recv().is_ok() {}
-            report(Followed::Change(Change::Any));
+        let stopped = || FollowEnd::Lost("the file watcher stopped".into());
+        loop {
+            if rx.recv().await.is_none() {
+                return stopped();
+            }
+            // News, until the files have been quiet through every trailing pause.
+            'burst: loop {
+                tokio::time::sleep(SETTLE).await;
+                // Everything that came meanwhile is the same news.
+                while rx.try_recv().is_ok() {}
+                report(Followed::Change(Change::Any));
+                // A commit becomes visible only after its last write is synced, which no file
+                // event marks: say it again once the files have been quiet a while.
+                for quiet in TRAIL {
+                    tokio::select! {
+                        more = rx.recv() => match more {
+                            Some(()) => continue 'burst,
+                            None => return stopped(),
+                        },
+                        _ = tokio::time::sleep(quiet) => report(Followed::Change(Change::Any)),
+                    }
+                }
+                break;
+            }
         }
-        FollowEnd::Lost("the file watcher stopped".into())
     }
 }
