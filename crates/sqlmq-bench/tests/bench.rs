@@ -27,6 +27,7 @@ const SCENARIOS: &[&str] = &[
     "worker.e2e",
     "worker.latency",
     "worker.idle",
+    "worker.fleet",
     "topic.publish",
     "topic.group",
     "serve.send",

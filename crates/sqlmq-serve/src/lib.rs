@@ -24,6 +24,7 @@
 //! |---|---|
 //! | `config` | [`ServeConfig`]: address, tokens, limits, defaults |
 //! | `server` | [`Server`]: bind (refusing an unsafe address), run, graceful shutdown |
+//! | `http1` | the accept loop: each connection straight to hyper's HTTP/1 server |
 //! | `auth` | bearer tokens (full and read-only), constant-time comparison, dashboard cookie |
 //! | `error` | [`ApiError`]: the `{"error":{"code","message"}}` shape, library errors → statuses |
 //! | `extract` | [`Json`], [`Query`]: extractors whose rejections are API errors |
@@ -56,6 +57,7 @@ mod extract;
 mod gauges;
 mod handles;
 mod history;
+mod http1;
 mod longpoll;
 mod openapi;
 mod panic;

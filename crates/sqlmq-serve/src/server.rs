@@ -206,12 +206,7 @@ impl<B: Backend> Server<B> {
             // Long polls see this and answer at once, so the drain below is quick.
             stopping.cancel();
         };
-        // `into_make_service`: each connection gets a clone of the router (a reference count).
-        // Served as a plain `Router`, axum rebuilds every route for each connection, about
-        // 60 KiB per connection here: 600 MiB for 10 000 waiting long polls.
-        let result = axum::serve(self.listener, self.app.into_make_service())
-            .with_graceful_shutdown(graceful)
-            .await;
+        let result = crate::http1::serve(self.listener, self.app, graceful).await;
         state.shutdown.cancel();
         let _ = refresher.await;
         result.map_err(ServeError::Io)
