@@ -56,7 +56,7 @@ fn busy_timeout(options: &ConnectOptions) -> Duration {
 }
 
 /// Whether `url` names an in-memory database.
-fn in_memory(url: &str) -> bool {
+pub(super) fn in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
 }
 

@@ -35,7 +35,7 @@ impl Follow<Sqlite> for SqliteStore {
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),
     ) -> FollowEnd {
-        if url.contains(":memory:") || url.contains("mode=memory") {
+        if super::connect::in_memory(url) {
             report(Followed::Live);
             return std::future::pending().await;
         }
