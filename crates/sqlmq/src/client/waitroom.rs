@@ -153,15 +153,14 @@ impl Waitroom {
     /// its topic; anything for a change of unknown place).
     fn concerns(&self, change: Change) -> bool {
         let lines = self.lines.lock().expect("poisoned");
-        match change {
-            Change::Queue(id) | Change::Due { queue: id, .. } => {
-                lines.contains_key(&Watched::Queue(id))
-            }
-            Change::Topic(id) => lines
-                .keys()
-                .any(|k| matches!(k, Watched::Group { topic, .. } if *topic == id)),
-            Change::Any => true,
-        }
+        change.concerns(
+            |id| lines.contains_key(&Watched::Queue(id)),
+            |id| {
+                lines
+                    .keys()
+                    .any(|k| matches!(k, Watched::Group { topic, .. } if *topic == id))
+            },
+        )
     }
 
     /// The sources with a line and their maintenance; `None` (and the prober marked stopped)

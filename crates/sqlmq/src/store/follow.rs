@@ -23,6 +23,18 @@ pub enum Change {
     Any,
 }
 
+impl Change {
+    /// Whether the change concerns a waiter of the queues `queue` accepts or of the topics
+    /// `topic` accepts (a change of unknown place concerns everyone).
+    pub fn concerns(self, queue: impl Fn(i32) -> bool, topic: impl Fn(i32) -> bool) -> bool {
+        match self {
+            Change::Queue(id) | Change::Due { queue: id, .. } => queue(id),
+            Change::Topic(id) => topic(id),
+            Change::Any => true,
+        }
+    }
+}
+
 /// What a follower reports, in commit order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Followed {

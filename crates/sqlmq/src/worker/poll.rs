@@ -84,11 +84,8 @@ pub(crate) async fn run_prober<B: Backend>(
     let notes = &client.inner.notifications;
     client.ensure_follower();
     let mut news = notes.subscribe();
-    let concerns = |change: Change| match change {
-        Change::Queue(id) | Change::Due { queue: id, .. } => ids.contains(&id),
-        Change::Topic(id) => topics.contains(&id),
-        Change::Any => true,
-    };
+    let concerns =
+        |change: Change| change.concerns(|id| ids.contains(&id), |id| topics.contains(&id));
     let mut delay = PollDelay::new(config.floor, notes.ceiling(config.ceiling));
     loop {
         if state.activity.swap(false, Ordering::Relaxed) {
