@@ -16,7 +16,7 @@
 //! then probes again shortly (`client/notifications.rs`), so this costs milliseconds, never a
 //! message.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -95,7 +95,10 @@ impl Follow<MySql> for MySqlStore {
             Err(e) => return refused(e),
         };
         report(Followed::Live);
+        // The open transaction's changes, each once, in the order first seen (a set beside
+        // the list: a batch of thousands of delayed messages is thousands of changes).
         let mut pending: Vec<Change> = Vec::new();
+        let mut seen: HashSet<Change> = HashSet::new();
         loop {
             let event = match tokio::time::timeout(3 * HEARTBEAT, stream.next()).await {
                 Err(_) => return FollowEnd::Lost("the stream went silent".into()),
@@ -108,7 +111,9 @@ impl Follow<MySql> for MySqlStore {
                 Ok(None) => continue,
                 Err(e) => return FollowEnd::Lost(format!("reading an event: {e}")),
             };
-            match data {
+            // Whether the event commits a transaction (an XID, or a `COMMIT` statement): its
+            // changes are then visible (or about to be).
+            let commit = match data {
                 EventData::RowsEvent(rows) => {
                     let Some(tme) = stream.get_tme(rows.table_id()) else {
                         continue;
@@ -143,23 +148,21 @@ impl Follow<MySql> for MySqlStore {
                                 .map(|(queue, at_us)| Change::Due { queue, at_us }),
                         };
                         let Some(change) = change else { continue };
-                        if !pending.contains(&change) {
+                        if seen.insert(change) {
                             pending.push(change);
                         }
                     }
+                    false
                 }
-                // The commit of a transaction: its changes are visible (or about to be).
-                EventData::XidEvent(_) => {
-                    for change in pending.drain(..) {
-                        report(Followed::Change(change));
-                    }
+                EventData::XidEvent(_) => true,
+                EventData::QueryEvent(q) => q.query().eq_ignore_ascii_case("COMMIT"),
+                _ => false,
+            };
+            if commit {
+                seen.clear();
+                for change in pending.drain(..) {
+                    report(Followed::Change(change));
                 }
-                EventData::QueryEvent(q) if q.query().eq_ignore_ascii_case("COMMIT") => {
-                    for change in pending.drain(..) {
-                        report(Followed::Change(change));
-                    }
-                }
-                _ => {}
             }
         }
     }
