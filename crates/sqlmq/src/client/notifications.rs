@@ -95,7 +95,6 @@ pub(crate) struct Notifications {
     /// The URL to follow with; `None` with the reason when disabled.
     url: Result<String, String>,
     started: AtomicBool,
-    live: AtomicBool,
     status: Mutex<NotificationStatus>,
     /// Every change, for the probers (which probe what concerns them a moment later).
     news: broadcast::Sender<Change>,
@@ -113,7 +112,6 @@ impl Notifications {
         Notifications {
             url,
             started: AtomicBool::new(false),
-            live: AtomicBool::new(false),
             status: Mutex::new(status),
             news: broadcast::channel(1024).0,
             stop: CancellationToken::new(),
@@ -122,7 +120,7 @@ impl Notifications {
 
     /// The probers' ceiling: `ceiling`, or [`NOTIFIED_CEILING`] if longer while live.
     pub(crate) fn ceiling(&self, ceiling: Duration) -> Duration {
-        if self.live.load(Ordering::Relaxed) {
+        if self.status.lock().expect("poisoned").is_live() {
             ceiling.max(NOTIFIED_CEILING)
         } else {
             ceiling
@@ -138,7 +136,6 @@ impl Notifications {
     }
 
     fn set(&self, status: NotificationStatus) {
-        self.live.store(status.is_live(), Ordering::Relaxed);
         let mut current = self.status.lock().expect("poisoned");
         if *current != status {
             match &status {
