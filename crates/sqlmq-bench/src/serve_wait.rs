@@ -23,7 +23,7 @@ use sqlmq::{Client, Message, QueueConfig};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use super::backend::{Db, delta, not_available, reading_overhead};
+use super::backend::{Db, count_statements, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, current_rss_bytes};
 use super::outcome::Outcome;
@@ -100,7 +100,7 @@ pub async fn wait<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let statements = if B::NO_STATEMENT_COUNTER.is_none() {
                     b.phase(&format!("{} long polls: counting", grouped(n)), 0);
-                    Some(count(server_client.pool(), plan.wait_window).await?)
+                    Some(count_statements(&[server_client.pool()], plan.wait_window).await?)
                 } else {
                     None
                 };
@@ -245,19 +245,6 @@ fn raise_fd_limit() -> u64 {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
         limit.rlim_cur
     }
-}
-
-/// Statements the connections of `pool` run over `window`, less the counting's own.
-async fn count<B: Db>(pool: &sqlx::Pool<B>, window: Duration) -> Result<(u64, Duration)> {
-    let overhead = reading_overhead(pool).await?;
-    let before = B::statements(pool).await?;
-    let started = Instant::now();
-    tokio::time::sleep(window).await;
-    let after = B::statements(pool).await?;
-    Ok((
-        delta(&before, &after).saturating_sub(overhead),
-        started.elapsed(),
-    ))
 }
 
 /// Long-poll `queue` until aborted: report and ack each message got.

@@ -24,7 +24,7 @@ use sqlmq::{
 use tokio::time::MissedTickBehavior;
 
 use super::args::BUSY_RATE_PER_S;
-use super::backend::{Db, delta, not_available, reading_overhead};
+use super::backend::{Db, count_statements, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
 use super::outcome::Outcome as Ran;
@@ -299,7 +299,7 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
                     &format!("ceiling {} ms: counting statements", ceiling.as_millis()),
                     1,
                 );
-                Some(count_statements(client.pool(), plan.tradeoff_window).await?)
+                Some(count_statements(&[client.pool()], plan.tradeoff_window).await?)
             } else {
                 None
             };
@@ -378,20 +378,4 @@ pub async fn idle<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     } else {
         Ok(Ran::Partly(figures, unavailable))
     }
-}
-
-/// Statements the connections of `pool` execute over `window` (minus those of the counting
-/// itself, measured by two back-to-back readings), and the window as measured. Call it while
-/// nothing else uses the pool's connections but between their uses.
-async fn count_statements<B: Db>(
-    pool: &sqlx::Pool<B>,
-    window: Duration,
-) -> Result<(u64, Duration)> {
-    let overhead = reading_overhead(pool).await?;
-    let before = B::statements(pool).await?;
-    let t0 = Instant::now();
-    tokio::time::sleep(window).await;
-    let after = B::statements(pool).await?;
-    let window = t0.elapsed();
-    Ok((delta(&before, &after).saturating_sub(overhead), window))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 use sqlmq::{Client, QueueConfig};
 
-use super::backend::{Db, delta, not_available, reading_overhead};
+use super::backend::{Db, count_statements, not_available};
 use super::context::Ctx;
 use super::measure::Latencies;
 use super::outcome::Outcome as Ran;
@@ -66,21 +66,8 @@ pub async fn fleet<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         .await;
         let statements = if B::NO_STATEMENT_COUNTER.is_none() {
             b.phase(&format!("{FLEET} idle workers: counting statements"), 1);
-            let mut overhead = 0;
-            let mut before = Vec::new();
-            for c in &clients {
-                overhead += reading_overhead(c.pool()).await?;
-            }
-            for c in &clients {
-                before.push(B::statements(c.pool()).await?);
-            }
-            let t0 = std::time::Instant::now();
-            tokio::time::sleep(plan.tradeoff_window).await;
-            let mut counted = 0;
-            for (c, before) in clients.iter().zip(&before) {
-                counted += delta(before, &B::statements(c.pool()).await?);
-            }
-            Some((counted.saturating_sub(overhead), t0.elapsed()))
+            let pools: Vec<_> = clients.iter().map(|c| c.pool()).collect();
+            Some(count_statements(&pools, plan.tradeoff_window).await?)
         } else {
             None
         };

@@ -193,6 +193,30 @@ pub async fn reading_overhead<B: Db>(pool: &Pool<B>) -> Result<u64> {
     Ok(overhead)
 }
 
+/// Statements the connections of `pools` execute over `window` (minus those of the counting
+/// itself: [`reading_overhead`]), and the window as measured. Call it while nothing else uses
+/// the pools' connections but between their uses.
+pub async fn count_statements<B: Db>(
+    pools: &[&Pool<B>],
+    window: std::time::Duration,
+) -> Result<(u64, std::time::Duration)> {
+    let mut overhead = 0;
+    for pool in pools {
+        overhead += reading_overhead(pool).await?;
+    }
+    let mut before = Vec::with_capacity(pools.len());
+    for pool in pools {
+        before.push(B::statements(pool).await?);
+    }
+    let started = std::time::Instant::now();
+    tokio::time::sleep(window).await;
+    let mut counted = 0;
+    for (pool, before) in pools.iter().zip(&before) {
+        counted += delta(before, &B::statements(pool).await?);
+    }
+    Ok((counted.saturating_sub(overhead), started.elapsed()))
+}
+
 /// [`delta`] of the counter at `index` of two readings of [`Db::counters`].
 pub fn delta_at(
     before: &HashMap<u64, Vec<u64>>,
