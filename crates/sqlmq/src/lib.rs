@@ -89,8 +89,8 @@ pub use client::{Client, ClientBuilder, NotificationStatus};
 pub use domain::{
     AckReport, AttemptError, Backoff, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass,
     Flavor, GrantRole, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
-    MaintenanceReport, MemberLag, Message, MessageId, MigrationReport, NackOutcome, PartitionInfo,
-    PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats, Receipt, Record,
+    MaintenanceReport, MemberLag, Message, MessageId, MessagePage, MessageState, MigrationReport, NackOutcome, PartitionInfo,
+    PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueuedMessage, QueueStats, Receipt, Record,
     Result, RetentionReport, Sent, ServerInfo, StartAt, StreamRecord, TopicConfig, TopicStats,
     Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };

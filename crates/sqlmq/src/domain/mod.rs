@@ -13,6 +13,7 @@
 //! | `message.rs` | [`Message`], [`Sent`], [`Delivery`], [`DeadLetter`], [`AttemptError`] |
 //! | `record.rs` | [`Record`], [`Published`], [`StreamRecord`], key hashing |
 //! | `backoff.rs` | [`Backoff`] |
+//! | `browse.rs` | [`MessageState`], [`QueuedMessage`], [`MessagePage`]: messages looked at |
 //! | `queue_config.rs`, `topic_config.rs`, `group_config.rs` | settings, with their defaults |
 //! | `queue_stats.rs`, `lag.rs`, `trace.rs`, `process.rs` | what operators look at |
 //! | `reports.rs` | what an operation did |
@@ -20,6 +21,7 @@
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
 
 mod backoff;
+mod browse;
 mod error;
 mod grants;
 mod group_config;
@@ -40,6 +42,8 @@ mod topic_config;
 mod trace;
 
 pub use backoff::Backoff;
+pub(crate) use browse::After;
+pub use browse::{MessagePage, MessageState, QueuedMessage};
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
 pub use grants::GrantRole;

@@ -6,7 +6,9 @@
 //! | `produce.rs` | `send`, `send_batch` and their `_in` forms |
 //! | `consume.rs` | `receive` (settling is the shared path of `consume/`) |
 //! | `manage.rs` | pause, cancel, purge, stats, dead letters, maintenance |
+//! | `browse.rs` | messages looked at: by state, by id, by key |
 
+mod browse;
 mod consume;
 mod enqueue;
 mod lookups;

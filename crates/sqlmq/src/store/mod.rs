@@ -10,7 +10,7 @@
 //! | file | traits |
 //! |---|---|
 //! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
-//! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`] |
+//! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`], [`Browse`] |
 //! | `consume.rs` | [`QueueSettle`] (ack, fail, extend, release), [`Probe`] |
 //! | `follow.rs` | [`Follow`]: the commits that wake waiting consumers (binary log, WAL file) |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
@@ -52,7 +52,7 @@ pub use follow::Follow;
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
-pub use queue::{Admin, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSend};
+pub use queue::{Admin, Browse, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSend};
 pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
 pub use topic::{Publish, Retention, Stream, Topics};
@@ -108,6 +108,7 @@ store_traits!(
     Maintain,
     Admin,
     DeadLetters,
+    Browse,
     QueueSettle,
     Probe,
     Follow,

@@ -8,7 +8,9 @@ use super::Backend;
 use super::rows::{
     ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueRow, SendBatch,
 };
-use crate::domain::{DeadLetter, Delivery, MessageId, QueueConfig, Result};
+use crate::domain::{
+    After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, Result,
+};
 
 /// Queue rows. Names are compared by the backend's rules (MySQL's `ascii_bin` ignores
 /// trailing spaces, SQLite compares bytes); the engine passes validated names only, which have
@@ -290,6 +292,41 @@ pub trait DeadLetters<B: Backend> {
         conn: &mut B::Connection,
         queue_id: i32,
         ids: Option<&[MessageId]>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+}
+
+/// Looking at a queue's messages: plain reads that take no lock and no lease, each a bounded
+/// walk of one index.
+pub trait Browse<B: Backend> {
+    /// Up to `limit` messages of `state` (not [`MessageState::Dead`]) past `after`, in the
+    /// order the state hands them out.
+    fn browse(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        state: MessageState,
+        after: Option<&After>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(QueuedMessage, After)>>> + Send;
+
+    /// The message `id` of the queue in whatever state it is; `None` when the queue has no
+    /// such message (never sent, acked, taken, purged or cancelled).
+    fn find_message(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        id: MessageId,
+    ) -> impl Future<Output = Result<Option<QueuedMessage>>> + Send;
+
+    /// The ids of the queue's messages that carry `key`: the head and the waiting line of
+    /// that ordering key (up to `limit`), and the message the idempotency key names while its
+    /// window is open.
+    fn ids_by_key(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        key: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
 }

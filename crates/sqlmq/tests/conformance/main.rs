@@ -10,6 +10,7 @@
 //! | `concurrent_sends` | concurrent sends and publishes share commits; each keeps its own outcome |
 //! | `atomic_batch` | a batch of any size becomes visible at once at commit, or not at all |
 //! | `bad_input` | typed errors, nothing written |
+//! | `browse` | messages looked at by state, id and key: ordered pages without gaps, nothing changed |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
 //! | `lock_held` | `receive_in` (claim, effects and acks) and `take_in` (claim and remove) in the caller's transaction; rollback or `kill -9` gives the batch back at once; concurrent takers remove each message once |
 //! | `long_polls` | `receive_wait`: first come first served, woken across clients by the shared probe, a wait that ends claims nothing |
@@ -25,6 +26,7 @@
 
 mod atomic_batch;
 mod bad_input;
+mod browse;
 mod broadcast_worker;
 mod competing_consumers;
 mod concurrent_sends;

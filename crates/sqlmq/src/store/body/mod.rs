@@ -19,6 +19,7 @@
 //! | `maintain.rs` | `Maintain`: due messages, old idempotency keys |
 //! | `admin.rs` | `Admin`: counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters`: list, redrive |
+//! | `browse.rs` | `Browse`: messages by state, one by id or key |
 //! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
 //! | `migrate.rs` | `Schema`: the version table, the lock, one migration |
@@ -33,6 +34,7 @@
 //! | `group_state.rs` | `GroupState` |
 
 pub(crate) mod admin;
+mod browse;
 pub(crate) mod claim;
 mod db;
 mod dead;
@@ -60,6 +62,7 @@ use std::marker::PhantomData;
 pub use admin::AdminSql;
 pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Refusal, Run};
+pub use browse::BrowseSql;
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
 pub use group_claim::GroupClaimSql;
@@ -146,6 +149,8 @@ pub trait Dialect: Driver + Types {
     const ADMIN: AdminSql;
     /// A queue's dead letters.
     const DEAD: DeadSql;
+    /// Looking at a queue's messages.
+    const BROWSE: BrowseSql;
     /// The wakeup probes.
     const PROBE: ProbeSql;
     /// The process registry.
@@ -241,6 +246,7 @@ macro_rules! statement_tables {
         const MAINTAIN: $crate::store::body::MaintainSql = maintain::SQL;
         const ADMIN: $crate::store::body::AdminSql = admin::SQL;
         const DEAD: $crate::store::body::DeadSql = dead::SQL;
+        const BROWSE: $crate::store::body::BrowseSql = browse::SQL;
         const PROBE: $crate::store::body::ProbeSql = probe::SQL;
         const PROCESSES: $crate::store::body::ProcessSql = processes::SQL;
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;

@@ -26,6 +26,7 @@
 //! | `member_dead.rs` | `MemberDead` | broadcast members' dead letters |
 //! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
+//! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
 //! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
 //! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
 //! | `follow.rs` | `Follow` | the binary log followed for commits (wake-up hints) |
@@ -43,6 +44,7 @@
 pub(crate) mod admin;
 pub(crate) mod claim;
 pub(crate) mod connect;
+pub(crate) mod browse;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;

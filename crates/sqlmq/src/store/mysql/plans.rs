@@ -328,6 +328,47 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
             ("queues", "PRIMARY"),
         ),
     ];
+    let b = &M::BROWSE;
+    let at = || Int(1_700_000_000_000_000);
+    for (i, (alias, index)) in [
+        ("r", "PRIMARY"),
+        ("s", "due"),
+        ("b", "PRIMARY"),
+        ("l", "expiry"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        out.push(c(
+            "browse: first page",
+            st.get(b.first[i]),
+            vec![Int(q), Int(101)],
+            (alias, index),
+        ));
+        let past = match alias {
+            "r" => vec![Int(q), Int(0), Int(0), id(1), Int(101)],
+            "b" => vec![Int(q), key(), key(), Int(3), Int(101)],
+            _ => vec![Int(q), at(), at(), id(1), Int(101)],
+        };
+        out.push(c(
+            "browse: a page past",
+            st.get(b.after[i]),
+            past,
+            (alias, index),
+        ));
+    }
+    out.push(c(
+        "browse: one by id",
+        st.get(b.find),
+        vec![id(1), Int(q)],
+        ("m", "PRIMARY"),
+    ));
+    out.push(c(
+        "browse: ids by key",
+        st.get(b.by_key),
+        vec![Int(q), key(), Int(q), key(), Int(q), key(), Int(100)],
+        ("key_heads", "PRIMARY"),
+    ));
     let purge_expect = [
         ("scheduled", "due"),
         ("blocked", "PRIMARY"),

@@ -38,6 +38,7 @@
 //! | `member_dead.rs` | `MemberDead` | broadcast members' dead letters |
 //! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
+//! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
 //! | `processes.rs` | `Processes` | worker process registry |
 //! | `probe.rs` | `Probe` | the idle worker's wakeup probes |
 //! | `follow.rs` | `Follow` | the database's files watched for commits (wake-up hints) |
@@ -54,6 +55,7 @@
 pub(crate) mod admin;
 pub(crate) mod claim;
 mod connect;
+pub(crate) mod browse;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;

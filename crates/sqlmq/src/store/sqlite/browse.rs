@@ -1,0 +1,88 @@
+//! Browsing a queue's messages: each page one range of the index its state is claimed or
+//! moved by, joined to `messages` by primary key. A read transaction in WAL mode: it never
+//! holds a writer back.
+
+use crate::store::body::BrowseSql;
+
+/// The columns every statement ends with, from the message row.
+macro_rules! message_columns {
+    () => {
+        "m.ordering_key, m.headers, m.body, m.created_at, m.errors, "
+    };
+}
+
+macro_rules! ready {
+    ($($after:tt)*) => {
+        concat!(
+            "SELECT r.id, 0, r.priority, r.attempts, NULL, NULL, NULL, NULL, NULL, ",
+            message_columns!(),
+            "r.priority FROM {p}ready r JOIN {p}messages m ON m.id = r.id WHERE r.queue_id = ? ",
+            $($after)*,
+            "ORDER BY r.priority, r.id LIMIT ?"
+        )
+    };
+}
+
+macro_rules! scheduled {
+    ($($after:tt)*) => {
+        concat!(
+            "SELECT s.id, 1, s.priority, s.attempts, s.run_at, NULL, NULL, NULL, NULL, ",
+            message_columns!(),
+            "s.run_at FROM {p}scheduled s JOIN {p}messages m ON m.id = s.id WHERE s.queue_id = ? ",
+            $($after)*,
+            "ORDER BY s.run_at, s.id LIMIT ?"
+        )
+    };
+}
+
+macro_rules! blocked {
+    ($($after:tt)*) => {
+        concat!(
+            "SELECT b.id, 2, b.priority, b.attempts, b.run_at, NULL, NULL, NULL, NULL, ",
+            message_columns!(),
+            "b.seq FROM {p}blocked b JOIN {p}messages m ON m.id = b.id WHERE b.queue_id = ? ",
+            $($after)*,
+            "ORDER BY b.ordering_key, b.seq LIMIT ?"
+        )
+    };
+}
+
+macro_rules! in_flight {
+    ($($after:tt)*) => {
+        concat!(
+            "SELECT l.id, 3, l.priority, l.attempts, NULL, l.lease_until, l.claimed_at, NULL, ",
+            "l.owner, ",
+            message_columns!(),
+            "l.lease_until FROM {p}leases l JOIN {p}messages m ON m.id = l.id ",
+            "WHERE l.queue_id = ? ",
+            $($after)*,
+            "ORDER BY l.lease_until, l.id LIMIT ?"
+        )
+    };
+}
+
+pub(super) const SQL: BrowseSql = BrowseSql {
+    first: [ready!(""), scheduled!(""), blocked!(""), in_flight!("")],
+    after: [
+        ready!("AND (r.priority > ? OR (r.priority = ? AND r.id > ?)) "),
+        scheduled!("AND (s.run_at > ? OR (s.run_at = ? AND s.id > ?)) "),
+        blocked!("AND (b.ordering_key > ? OR (b.ordering_key = ? AND b.seq > ?)) "),
+        in_flight!("AND (l.lease_until > ? OR (l.lease_until = ? AND l.id > ?)) "),
+    ],
+    find: concat!(
+        "SELECT m.id, CASE WHEN r.id IS NOT NULL THEN 0 WHEN s.id IS NOT NULL THEN 1 ",
+        "WHEN b.id IS NOT NULL THEN 2 WHEN l.id IS NOT NULL THEN 3 WHEN d.id IS NOT NULL THEN 4 END, ",
+        "m.priority, COALESCE(r.attempts, s.attempts, b.attempts, l.attempts, d.attempts, 0), ",
+        "COALESCE(s.run_at, b.run_at), l.lease_until, l.claimed_at, d.died_at, l.owner, ",
+        message_columns!(),
+        "0 FROM {p}messages m ",
+        "LEFT JOIN {p}ready r ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id ",
+        "LEFT JOIN {p}scheduled s ON s.id = m.id LEFT JOIN {p}blocked b ON b.id = m.id ",
+        "LEFT JOIN {p}leases l ON l.id = m.id LEFT JOIN {p}dead d ON d.id = m.id ",
+        "WHERE m.id = ? AND m.queue_id = ?"
+    ),
+    by_key: "SELECT head_id FROM {p}key_heads WHERE queue_id = ? AND ordering_key = ? \
+        UNION ALL SELECT id FROM {p}dedup WHERE queue_id = ? AND idempotency_key = ? \
+        UNION ALL SELECT id FROM (SELECT id FROM {p}blocked WHERE queue_id = ? \
+        AND ordering_key = ? ORDER BY seq LIMIT ?)",
+};
