@@ -7,9 +7,10 @@
 # which the code under test runs): the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
-# server's tests drive headless Chromium (chromium, chromium-driver) and schemathesis (PyPI),
-# installed here when missing; so are faketime (the client-clock test), openssl (the TLS
-# test's certificates), and galera-4 with rsync (the 3-node cluster tests). When something
+# server's tests drive headless Chromium (chromium, chromium-driver), schemathesis,
+# openapi-spec-validator and openapi-python-client (PyPI) and Node.js with npm, installed here
+# when missing; so are faketime (the client-clock test), openssl (the TLS test's
+# certificates), and galera-4 with rsync (the 3-node cluster tests). When something
 # cannot be installed, the script says what to install or which URL to set, and stops: MySQL
 # tests are never skipped silently.
 set -euo pipefail
@@ -106,6 +107,20 @@ if ! command -v schemathesis >/dev/null 2>&1; then
     if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 fi
 command -v schemathesis >/dev/null 2>&1 || die "schemathesis is installed but not on PATH"
+# The OpenAPI checks: a validator, and clients generated from the document (Python from PyPI;
+# TypeScript from npm, pinned by crates/sqlmq-serve/tests/clients/typescript/package-lock.json).
+for pinned in openapi-spec-validator==0.9.0 openapi-python-client==0.29.1; do
+    tool=${pinned%%==*}
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        log "installing $pinned (the OpenAPI document's checks)"
+        python3 -m pip install -q "$pinned" || die "cannot install $tool: pip install $pinned"
+        if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+    fi
+done
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    log "installing nodejs and npm (the generated TypeScript client's check)"
+    apt_install nodejs npm || die "cannot install Node.js here: install Node.js 18+ with npm"
+fi
 
 # 3. Every test: SQLite and MySQL, library, binaries and HTTP server.
 exec cargo test --workspace --locked "$@"

@@ -75,7 +75,7 @@ async fn reader<B: Backend>(
 }
 
 /// Read the next records from the member's positions, waiting up to `wait_ms`.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/members/{member}/poll", tag = "broadcast",
+#[utoipa::path(post, operation_id = "member_poll", path = "/v1/topics/{topic}/groups/{group}/members/{member}/poll", tag = "broadcast",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Broadcast group name"),
            ("member" = String, Path, description = "Member name (stable across restarts)")),
@@ -121,7 +121,7 @@ pub async fn poll<B: Backend>(
 }
 
 /// Save the member's positions: it resumes from here after a restart.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/members/{member}/checkpoint", tag = "broadcast",
+#[utoipa::path(post, operation_id = "member_checkpoint", path = "/v1/topics/{topic}/groups/{group}/members/{member}/checkpoint", tag = "broadcast",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Broadcast group name"),
            ("member" = String, Path, description = "Member name")),
@@ -137,7 +137,7 @@ pub async fn checkpoint<B: Backend>(
 }
 
 /// Leave the group for good: forget the member's checkpoint.
-#[utoipa::path(delete, path = "/v1/topics/{topic}/groups/{group}/members/{member}", tag = "broadcast",
+#[utoipa::path(delete, operation_id = "member_leave", path = "/v1/topics/{topic}/groups/{group}/members/{member}", tag = "broadcast",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Broadcast group name"),
            ("member" = String, Path, description = "Member name")),

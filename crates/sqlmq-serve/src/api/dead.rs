@@ -23,7 +23,7 @@ pub(crate) async fn redrive<B: Backend>(
 }
 
 /// The oldest dead letters with their error history.
-#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "dead letters",
+#[utoipa::path(get, operation_id = "queue_dead_letters_list", path = "/v1/queues/{queue}/dead", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name"), ListQuery),
     responses((status = 200, description = "Dead letters, oldest first", body = DeadLettersResponse)))]
 pub async fn list<B: Backend>(
@@ -37,7 +37,7 @@ pub async fn list<B: Backend>(
 }
 
 /// Put dead letters back into the queue (attempts reset): `{"ids":[…]}` or `{"all":true}`.
-#[utoipa::path(post, path = "/v1/queues/{queue}/dead/redrive", tag = "dead letters",
+#[utoipa::path(post, operation_id = "queue_dead_letters_redrive", path = "/v1/queues/{queue}/dead/redrive", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = IdsRequest,
     responses((status = 200, description = "How many were redriven", body = CountResponse)))]
@@ -51,7 +51,7 @@ pub async fn redrive_handler<B: Backend>(
 }
 
 /// Delete every dead letter of the queue.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/dead", tag = "dead letters",
+#[utoipa::path(delete, operation_id = "queue_dead_letters_purge", path = "/v1/queues/{queue}/dead", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]
 pub async fn purge<B: Backend>(

@@ -144,7 +144,7 @@ pub(crate) async fn redrive<B: Backend>(
 }
 
 /// Move the group's position in every partition.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/reset", tag = "groups",
+#[utoipa::path(post, operation_id = "group_reset", path = "/v1/topics/{topic}/groups/{group}/reset", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = ResetRequest,
@@ -160,7 +160,7 @@ pub async fn reset<B: Backend>(
 }
 
 /// Deliver a range of records again (cluster groups).
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/replay", tag = "groups",
+#[utoipa::path(post, operation_id = "group_replay", path = "/v1/topics/{topic}/groups/{group}/replay", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = ReplayRequest,
@@ -175,7 +175,7 @@ pub async fn replay<B: Backend>(
 }
 
 /// Records waiting for their next attempt, soonest first.
-#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}/retries", tag = "groups",
+#[utoipa::path(get, operation_id = "group_retries_list", path = "/v1/topics/{topic}/groups/{group}/retries", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name"), ListQuery),
     responses((status = 200, description = "Waiting retries", body = RetriesResponse)))]
@@ -201,7 +201,7 @@ pub async fn retries<B: Backend>(
 }
 
 /// Make waiting retries due now: `{"ids":[…]}` or `{"all":true}`.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/retries/retry-now", tag = "groups",
+#[utoipa::path(post, operation_id = "group_retries_retry_now", path = "/v1/topics/{topic}/groups/{group}/retries/retry-now", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = IdsRequest,
@@ -216,7 +216,7 @@ pub async fn retry_now_handler<B: Backend>(
 }
 
 /// A group's dead letters with their error history.
-#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}/dead", tag = "groups",
+#[utoipa::path(get, operation_id = "group_dead_letters_list", path = "/v1/topics/{topic}/groups/{group}/dead", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name"), ListQuery),
     responses((status = 200, description = "Dead letters, oldest first", body = DeadLettersResponse)))]
@@ -235,7 +235,7 @@ pub async fn dead<B: Backend>(
 }
 
 /// Redrive a group's dead letters: `{"ids":[…]}` or `{"all":true}`.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/dead/redrive", tag = "groups",
+#[utoipa::path(post, operation_id = "group_dead_letters_redrive", path = "/v1/topics/{topic}/groups/{group}/dead/redrive", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = IdsRequest,
@@ -250,7 +250,7 @@ pub async fn redrive_handler<B: Backend>(
 }
 
 /// Delete a group's dead letters.
-#[utoipa::path(delete, path = "/v1/topics/{topic}/groups/{group}/dead", tag = "groups",
+#[utoipa::path(delete, operation_id = "group_dead_letters_purge", path = "/v1/topics/{topic}/groups/{group}/dead", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]

@@ -20,7 +20,7 @@ async fn consumer<B: Backend>(
 }
 
 /// Claim records, waiting up to `wait_ms` for the first (long poll).
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/receive", tag = "group consumption",
+#[utoipa::path(post, operation_id = "group_receive", path = "/v1/topics/{topic}/groups/{group}/receive", tag = "group consumption",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Cluster group name")),
     request_body = ReceiveRequest,
@@ -37,7 +37,7 @@ pub async fn receive<B: Backend>(
 }
 
 /// Ack claimed records; per-receipt results.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/ack", tag = "group consumption",
+#[utoipa::path(post, operation_id = "group_ack", path = "/v1/topics/{topic}/groups/{group}/ack", tag = "group consumption",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Cluster group name")),
     request_body = AckRequest,
@@ -52,7 +52,7 @@ pub async fn ack<B: Backend>(
 }
 
 /// Nack claimed records: retry on the group's ladder, or dead-letter.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/nack", tag = "group consumption",
+#[utoipa::path(post, operation_id = "group_nack", path = "/v1/topics/{topic}/groups/{group}/nack", tag = "group consumption",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Cluster group name")),
     request_body = NackRequest,
@@ -67,7 +67,7 @@ pub async fn nack<B: Backend>(
 }
 
 /// Extend the leases of claimed records.
-#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/extend", tag = "group consumption",
+#[utoipa::path(post, operation_id = "group_extend", path = "/v1/topics/{topic}/groups/{group}/extend", tag = "group consumption",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Cluster group name")),
     request_body = ExtendRequest,

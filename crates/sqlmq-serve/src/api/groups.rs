@@ -182,7 +182,7 @@ pub(crate) async fn one<B: Backend>(
 }
 
 /// List a topic's groups with their lag.
-#[utoipa::path(get, path = "/v1/topics/{topic}/groups", tag = "groups",
+#[utoipa::path(get, operation_id = "groups_list", path = "/v1/topics/{topic}/groups", tag = "groups",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 200, description = "The groups", body = GroupsResponse)))]
 pub async fn list<B: Backend>(
@@ -195,7 +195,7 @@ pub async fn list<B: Backend>(
 }
 
 /// A group's lag per partition and member.
-#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
+#[utoipa::path(get, operation_id = "group_get", path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 200, description = "The group", body = GroupOut)))]
@@ -207,7 +207,7 @@ pub async fn get<B: Backend>(
 }
 
 /// Create a group, or update its retry settings.
-#[utoipa::path(put, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
+#[utoipa::path(put, operation_id = "group_put", path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = GroupConfigRequest,
@@ -257,7 +257,7 @@ pub async fn put<B: Backend>(
 }
 
 /// Delete a group with its positions, leases, retries, dead letters and history.
-#[utoipa::path(delete, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
+#[utoipa::path(delete, operation_id = "group_delete", path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     responses((status = 204, description = "Deleted")))]

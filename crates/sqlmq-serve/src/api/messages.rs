@@ -130,7 +130,7 @@ pub(crate) async fn send_messages<B: Backend>(
 }
 
 /// Send messages in one transaction: all of them or none.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
+#[utoipa::path(post, operation_id = "messages_send", path = "/v1/queues/{queue}/messages", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = SendRequest,
     responses((status = 200, description = "The messages' ids", body = SendResponse)))]
@@ -153,7 +153,7 @@ pub async fn send<B: Backend>(
 }
 
 /// Claim messages, waiting up to `wait_ms` for the first (long poll).
-#[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "messages",
+#[utoipa::path(post, operation_id = "messages_receive", path = "/v1/queues/{queue}/receive", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ReceiveRequest,
     responses((status = 200, description = "Claimed messages (empty when none came in time)", body = ReceiveResponse)))]
@@ -170,7 +170,7 @@ pub async fn receive<B: Backend>(
 }
 
 /// Ack claimed messages (one transaction); per-receipt results.
-#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "messages",
+#[utoipa::path(post, operation_id = "messages_ack", path = "/v1/queues/{queue}/ack", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = AckRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
@@ -184,7 +184,7 @@ pub async fn ack<B: Backend>(
 }
 
 /// Nack claimed messages: retry later, or dead-letter after the last attempt.
-#[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "messages",
+#[utoipa::path(post, operation_id = "messages_nack", path = "/v1/queues/{queue}/nack", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = NackRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
@@ -198,7 +198,7 @@ pub async fn nack<B: Backend>(
 }
 
 /// Extend the leases of claimed messages.
-#[utoipa::path(post, path = "/v1/queues/{queue}/extend", tag = "messages",
+#[utoipa::path(post, operation_id = "messages_extend", path = "/v1/queues/{queue}/extend", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = ExtendRequest,
     responses((status = 200, description = "Per-receipt results", body = SettleResponse)))]
@@ -213,7 +213,7 @@ pub async fn extend<B: Backend>(
 
 /// Remove a waiting message (ready, delayed, blocked behind its key, or dead); 409 while a
 /// consumer holds it.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+#[utoipa::path(delete, operation_id = "message_cancel", path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
     params(("queue" = String, Path, description = "Queue name"),
            ("id" = String, Path, description = "Message id")),
     responses((status = 204, description = "Removed")))]

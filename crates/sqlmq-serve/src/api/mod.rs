@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `queues.rs` | `/v1/queues`, `/v1/queues/{queue}` (+ pause, resume, purge) |
 //! | `messages.rs` | send, receive, ack, nack, extend, cancel of a queue |
+//! | `browse.rs` | a queue's messages looked at: by state, by key, one by id |
 //! | `dead.rs` | a queue's dead letters |
 //! | `topics.rs` | `/v1/topics`, `/v1/topics/{topic}` |
 //! | `records.rs`, `trace.rs` | publish, query, trace |
@@ -15,6 +16,7 @@
 //! | `consume.rs`, `model.rs` | what queues and groups share |
 
 pub mod broadcast;
+pub mod browse;
 pub(crate) mod consume;
 pub mod dead;
 pub mod group_admin;
@@ -49,8 +51,14 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/pause"), post(queues::pause))
         .route(&format!("{q}/resume"), post(queues::resume))
         .route(&format!("{q}/purge"), post(queues::purge))
-        .route(&format!("{q}/messages"), post(messages::send))
-        .route(&format!("{q}/messages/{{id}}"), delete(messages::cancel))
+        .route(
+            &format!("{q}/messages"),
+            get(browse::list).post(messages::send),
+        )
+        .route(
+            &format!("{q}/messages/{{id}}"),
+            get(browse::get).delete(messages::cancel),
+        )
         .route(&format!("{q}/receive"), post(messages::receive))
         .route(&format!("{q}/ack"), post(messages::ack))
         .route(&format!("{q}/nack"), post(messages::nack))

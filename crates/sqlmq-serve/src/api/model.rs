@@ -226,6 +226,16 @@ pub struct AttemptErrorOut {
     pub error: String,
 }
 
+impl From<sqlmq::AttemptError> for AttemptErrorOut {
+    fn from(e: sqlmq::AttemptError) -> AttemptErrorOut {
+        AttemptErrorOut {
+            attempt: e.attempt,
+            at: e.at,
+            error: e.error,
+        }
+    }
+}
+
 /// A dead letter with its error history.
 #[derive(Serialize, ToSchema)]
 pub struct DeadLetterOut {
@@ -263,15 +273,7 @@ impl From<sqlmq::DeadLetter> for DeadLetterOut {
             attempts: d.attempts,
             died_at: rfc3339(d.died_at),
             enqueued_at: rfc3339(d.enqueued_at),
-            errors: d
-                .errors
-                .into_iter()
-                .map(|e| AttemptErrorOut {
-                    attempt: e.attempt,
-                    at: e.at,
-                    error: e.error,
-                })
-                .collect(),
+            errors: d.errors.into_iter().map(AttemptErrorOut::from).collect(),
             partition: d.partition,
             offset: d.offset,
             ordering_key: d.ordering_key,
@@ -300,9 +302,10 @@ impl From<Vec<sqlmq::DeadLetter>> for DeadLettersResponse {
 /// `?limit=` of a listing.
 #[derive(Deserialize, ToSchema, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Most entries to return (default 100, at most 10 000).
-    #[param(minimum = 1, maximum = 10000)]
+    #[param(minimum = 1, maximum = 10000, default = 100)]
     pub limit: Option<usize>,
 }
 

@@ -130,7 +130,7 @@ pub(crate) async fn one<B: Backend>(state: &AppState<B>, name: &str) -> ApiResul
 }
 
 /// List queues with their counts.
-#[utoipa::path(get, path = "/v1/queues", tag = "queues",
+#[utoipa::path(get, operation_id = "queues_list", path = "/v1/queues", tag = "queues",
     responses((status = 200, description = "Every queue", body = QueuesResponse)))]
 pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<QueuesResponse>> {
     Ok(Json(QueuesResponse {
@@ -139,7 +139,7 @@ pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Jso
 }
 
 /// Describe a queue: counts by state and settings.
-#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
+#[utoipa::path(get, operation_id = "queue_get", path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "The queue", body = QueueOut)))]
 pub async fn get<B: Backend>(
@@ -150,7 +150,7 @@ pub async fn get<B: Backend>(
 }
 
 /// Create a queue, or update its settings (its messages are kept).
-#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
+#[utoipa::path(put, operation_id = "queue_put", path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = QueueConfigRequest,
     responses((status = 200, description = "The queue as it is now", body = QueueOut)))]
@@ -182,7 +182,7 @@ pub async fn put<B: Backend>(
 }
 
 /// Delete a queue with all its messages and dead letters.
-#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
+#[utoipa::path(delete, operation_id = "queue_delete", path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Deleted")))]
 pub async fn delete<B: Backend>(
@@ -211,7 +211,7 @@ pub(crate) async fn set_paused<B: Backend>(
 }
 
 /// Stop handing out messages (sends are still accepted).
-#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
+#[utoipa::path(post, operation_id = "queue_pause", path = "/v1/queues/{queue}/pause", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Paused")))]
 pub async fn pause<B: Backend>(
@@ -223,7 +223,7 @@ pub async fn pause<B: Backend>(
 }
 
 /// Hand out messages again.
-#[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues",
+#[utoipa::path(post, operation_id = "queue_resume", path = "/v1/queues/{queue}/resume", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 204, description = "Resumed")))]
 pub async fn resume<B: Backend>(
@@ -235,7 +235,7 @@ pub async fn resume<B: Backend>(
 }
 
 /// Delete every message except dead letters (in-flight ones included).
-#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "queues",
+#[utoipa::path(post, operation_id = "queue_purge", path = "/v1/queues/{queue}/purge", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     responses((status = 200, description = "How many were deleted", body = CountResponse)))]
 pub async fn purge<B: Backend>(

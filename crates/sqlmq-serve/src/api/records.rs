@@ -130,11 +130,12 @@ pub struct RecordsResponse {
 /// Which records: by `partition` and `offset`, by `key`, or by time (`since`, `until`).
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RecordsQuery {
-    /// Partition to read (default 0).
+    /// Partition to read (0 when `offset` alone is given). Not with `key` or `since`.
     #[param(minimum = 0)]
     pub partition: Option<u32>,
-    /// First offset (default 0).
+    /// First offset (0 when `partition` alone is given). Not with `key` or `since`.
     #[param(minimum = 0)]
     pub offset: Option<i64>,
     /// Records with this key.
@@ -144,7 +145,7 @@ pub struct RecordsQuery {
     /// With `since`: before this time (default now).
     pub until: Option<String>,
     /// Most records (default 100, at most 10 000).
-    #[param(minimum = 1, maximum = 10000)]
+    #[param(minimum = 1, maximum = 10000, default = 100)]
     pub limit: Option<usize>,
 }
 
@@ -207,7 +208,7 @@ pub(crate) async fn query<B: Backend>(
 }
 
 /// Publish records in one transaction: all or none.
-#[utoipa::path(post, path = "/v1/topics/{topic}/records", tag = "records",
+#[utoipa::path(post, operation_id = "records_publish", path = "/v1/topics/{topic}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = PublishRequest,
     responses((status = 200, description = "The records' ids and partitions", body = PublishResponse)))]
@@ -233,7 +234,7 @@ pub async fn publish<B: Backend>(
 }
 
 /// Read records by partition and offset, by key, or by time.
-#[utoipa::path(get, path = "/v1/topics/{topic}/records", tag = "records",
+#[utoipa::path(get, operation_id = "records_list", path = "/v1/topics/{topic}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name"), RecordsQuery),
     responses((status = 200, description = "Records", body = RecordsResponse)))]
 pub async fn list<B: Backend>(

@@ -32,7 +32,7 @@ pub struct HealthOut {
 }
 
 /// The process is up (it does not look at the database).
-#[utoipa::path(get, path = "/healthz", tag = "system",
+#[utoipa::path(get, operation_id = "healthz", path = "/healthz", tag = "system",
     responses((status = 200, description = "Up", body = HealthOut)))]
 pub async fn healthz() -> Json<HealthOut> {
     Json(HealthOut {
@@ -45,7 +45,7 @@ pub async fn healthz() -> Json<HealthOut> {
 
 /// The database answers and its schema is the one this build needs (503 otherwise, with the
 /// cause: unreachable, at its connection limit, out of space, or the schema).
-#[utoipa::path(get, path = "/readyz", tag = "system",
+#[utoipa::path(get, operation_id = "readyz", path = "/readyz", tag = "system",
     responses((status = 200, description = "Ready", body = HealthOut)))]
 pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<HealthOut>> {
     // One cheap query that also checks the schema version.
@@ -66,7 +66,7 @@ pub async fn readyz<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<J
 
 /// Prometheus text format: the library's counters and histograms, then the database gauges
 /// of the last background refresh.
-#[utoipa::path(get, path = "/metrics", tag = "system",
+#[utoipa::path(get, operation_id = "metrics", path = "/metrics", tag = "system",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn metrics<B: Backend>(State(state): State<AppState<B>>) -> Response {
     let mut text = state
@@ -131,7 +131,7 @@ pub(crate) fn process_out(p: sqlmq::ProcessInfo) -> ProcessOut {
 }
 
 /// Worker processes: host, pid, queues, heartbeat age.
-#[utoipa::path(get, path = "/v1/processes", tag = "system",
+#[utoipa::path(get, operation_id = "processes_list", path = "/v1/processes", tag = "system",
     responses((status = 200, description = "Registered processes", body = ProcessesResponse)))]
 pub async fn processes<B: Backend>(
     State(state): State<AppState<B>>,

@@ -156,7 +156,7 @@ pub(crate) async fn one<B: Backend>(state: &AppState<B>, name: &str) -> ApiResul
 }
 
 /// List topics, busiest first.
-#[utoipa::path(get, path = "/v1/topics", tag = "topics",
+#[utoipa::path(get, operation_id = "topics_list", path = "/v1/topics", tag = "topics",
     responses((status = 200, description = "Every topic, busiest first", body = TopicsResponse)))]
 pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Json<TopicsResponse>> {
     Ok(Json(TopicsResponse {
@@ -165,7 +165,7 @@ pub async fn list<B: Backend>(State(state): State<AppState<B>>) -> ApiResult<Jso
 }
 
 /// Describe a topic: settings, size, rate and partitions.
-#[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
+#[utoipa::path(get, operation_id = "topic_get", path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 200, description = "The topic", body = TopicOut)))]
 pub async fn get<B: Backend>(
@@ -176,7 +176,7 @@ pub async fn get<B: Backend>(
 }
 
 /// Create a topic, or update its settings (partitions only grow).
-#[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
+#[utoipa::path(put, operation_id = "topic_put", path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = TopicConfigRequest,
     responses((status = 200, description = "The topic as it is now", body = TopicOut)))]
@@ -212,7 +212,7 @@ pub async fn put<B: Backend>(
 }
 
 /// Delete a topic with its records and groups.
-#[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
+#[utoipa::path(delete, operation_id = "topic_delete", path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses((status = 204, description = "Deleted")))]
 pub async fn delete<B: Backend>(

@@ -128,7 +128,7 @@ pub(crate) async fn trace_record<B: Backend>(
 }
 
 /// Trace a record across every group: state, attempts, deliveries and errors.
-#[utoipa::path(get, path = "/v1/topics/{topic}/records/{id}/trace", tag = "records",
+#[utoipa::path(get, operation_id = "record_trace", path = "/v1/topics/{topic}/records/{id}/trace", tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("id" = String, Path, description = "Record id")),
     responses((status = 200, description = "The record's trace", body = TraceOut)))]
