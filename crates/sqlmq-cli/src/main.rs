@@ -73,6 +73,11 @@ enum Command {
     Resume(cmd::resume::Args),
     /// Remove one waiting message.
     Cancel(cmd::cancel::Args),
+    /// List a queue's messages in one state (ready, scheduled, blocked, in_flight) or of a
+    /// key, without taking them.
+    Peek(cmd::peek::Args),
+    /// Show one message of a queue in whatever state it is.
+    Show(cmd::show::Args),
     /// Delete every message of a queue (dead letters excepted).
     Purge(cmd::purge::Args),
     /// Run a shell command for every message of a queue: a worker for any language.
@@ -139,6 +144,8 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Pause(args) => cmd::pause::run::<B>(settings, args).await,
         Resume(args) => cmd::resume::run::<B>(settings, args).await,
         Cancel(args) => cmd::cancel::run::<B>(settings, args).await,
+        Peek(args) => cmd::peek::run::<B>(settings, args).await,
+        Show(args) => cmd::show::run::<B>(settings, args).await,
         Purge(args) => cmd::purge::run::<B>(settings, args).await,
         Consume(args) => cmd::consume::run::<B>(settings, args).await,
         Topic(command) => cmd::topic::run::<B>(settings, command).await,

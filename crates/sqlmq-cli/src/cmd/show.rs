@@ -1,0 +1,70 @@
+//! `sqlmq show`: one message of a queue in whatever state it is, read without a lease.
+
+use anyhow::{Result, bail};
+use sqlmq::{Backend, MessageId};
+
+use super::peek::JsonQueued;
+use super::{open_queue, parse_message_id};
+use crate::output::{print_json, timestamp};
+use crate::settings::Settings;
+
+/// Arguments of `sqlmq show`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Queue name
+    queue: String,
+    /// Message id
+    #[arg(value_parser = parse_message_id)]
+    id: MessageId,
+    /// Print it as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `sqlmq show`: fails (exit 1) when the queue has no such message.
+pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
+    let queue = open_queue::<B>(settings, &args.queue).await?;
+    let Some(m) = queue.message(args.id).await? else {
+        bail!(
+            "queue {} has no message {} (never sent there, or acked, cancelled or purged)",
+            args.queue,
+            args.id
+        );
+    };
+    if args.json {
+        return print_json(&JsonQueued::from(&m));
+    }
+    println!("id:          {}", m.id);
+    println!("state:       {}", m.state);
+    println!("priority:    {}", m.priority);
+    println!("attempts:    {}", m.attempts);
+    println!("enqueued:    {}", timestamp(m.enqueued_at));
+    let times = [
+        ("due:", m.run_at),
+        ("claimed:", m.claimed_at),
+        ("lease until:", m.lease_until),
+        ("died:", m.died_at),
+    ];
+    for (label, t) in times {
+        if let Some(t) = t {
+            println!("{label:<12} {}", timestamp(t));
+        }
+    }
+    if let Some(owner) = &m.owner {
+        println!("owner:       {owner}");
+    }
+    if let Some(key) = &m.ordering_key {
+        println!("key:         {key}");
+    }
+    for (k, v) in &m.headers {
+        println!("header:      {k}={v}");
+    }
+    for e in &m.errors {
+        println!(
+            "error:       attempt {} at {}: {}",
+            e.attempt, e.at, e.error
+        );
+    }
+    println!("body:        {}", String::from_utf8_lossy(&m.body));
+    Ok(())
+}
