@@ -301,6 +301,40 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
             .then_some(())
     })
     .await;
+    // The key's search also finds its messages waiting or in flight.
+    assert!(b.text("#found").await.contains("user2"));
+
+    // Messages by state: the ready page, then the scheduled tab.
+    b.goto(&s.url("/queues/emails")).await;
+    let ready = stats["ready"].as_u64().unwrap() as usize;
+    assert_eq!(b.find_all("#messages tr").await.len(), 1 + ready.min(50));
+    b.click(&b.find("#states a[href$='state=scheduled']").await)
+        .await;
+    eventually(Duration::from_secs(5), "the scheduled page", || async {
+        b.source().await.contains("weekly digest").then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.find_all("#messages tr").await.len(),
+        2,
+        "header + 1 delayed"
+    );
+    // Find an in-flight message by id: any state is searched.
+    let held = get(&s, "/v1/queues/emails/messages?state=in_flight").await;
+    let held_id = held["messages"][0]["id"].as_str().unwrap().to_owned();
+    b.goto(&s.url("/queues/emails")).await;
+    b.type_into("input[name=id]", &held_id).await;
+    b.click(&b.find("form[method=get] button").await).await;
+    eventually(Duration::from_secs(5), "the search result", || async {
+        b.source().await.contains("id=\"found\"").then_some(())
+    })
+    .await;
+    let found = b.text("#found").await;
+    assert!(
+        found.contains(&held_id) && found.contains("in_flight"),
+        "{found}"
+    );
+    b.screenshot(&shots.join("queue-find.png")).await;
     b.goto(&s.url("/queues/emails")).await;
     b.screenshot(&shots.join("queue.png")).await;
 

@@ -14,8 +14,8 @@ use crate::snapshot::Snapshot;
 
 /// How far back "growing" and "rising" look.
 pub const TREND_WINDOW: Duration = Duration::from_secs(5 * 60);
-/// A worker silent this long has missed its heartbeats (the library's 5 s × 3).
-pub const SILENT_AFTER: Duration = Duration::from_secs(15);
+/// A worker silent this long has missed its heartbeats.
+pub use crate::snapshot::SILENT_AFTER;
 /// A queue whose oldest ready message is older than this is backed up.
 pub const BACKED_UP_AFTER: Duration = Duration::from_secs(5 * 60);
 

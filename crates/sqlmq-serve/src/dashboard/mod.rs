@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `overview.rs` | `/`: queues, topics (ranking), groups, processes, alerts, rates |
 //! | `queue.rs` | `/queues/{queue}`: counts, charts, find, dead letters, actions |
+//! | `messages.rs` | the queue page's messages: a state a page at a time, search results |
 //! | `topic.rs` | `/topics/{topic}`: partitions, rate, groups with lag, records, ranking |
 //! | `trace.rs` | `/topics/{topic}/records/{id}`: a record's trace across groups |
 //! | `group.rs` | `/topics/{topic}/groups/{group}`: lag, retries, dead letters, reset, replay |
@@ -23,6 +24,7 @@ mod chart;
 mod group;
 mod layout;
 mod login;
+mod messages;
 mod overview;
 mod processes;
 mod queue;

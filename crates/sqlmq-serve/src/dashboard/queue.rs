@@ -1,5 +1,6 @@
-//! `/queues/{queue}`: counts by state, depth and throughput charts, find a message, dead
-//! letters with their error history (redrive one or all, purge), pause/resume, purge.
+//! `/queues/{queue}`: counts by state, depth and throughput charts, find a message in any
+//! state, the messages of each state a page at a time, dead letters with their error history
+//! (redrive one or all, purge), pause/resume, purge.
 
 use axum::extract::Path;
 use axum::response::Response;
@@ -9,14 +10,18 @@ use sqlmq::Backend;
 
 use super::chart::{Series, line_chart};
 use super::layout::{Nav, action, age, enc, page, preview};
-use super::{Page, PageContext, respond};
+use super::{Page, PageContext, messages, respond};
+use crate::api::browse::QueuedMessageOut;
 use crate::api::model::DeadLetterOut;
+use crate::error::ApiError;
 
-/// `?id=` or `?key=`: find a message.
+/// `?id=` or `?key=`: find a message; `?state=` (and `after=`): the page of messages shown.
 #[derive(Deserialize, Default)]
 pub struct Find {
     id: Option<String>,
     key: Option<String>,
+    state: Option<String>,
+    after: Option<String>,
 }
 
 /// How many dead letters a search looks through.
@@ -98,8 +103,24 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
     let q = crate::api::queues::one(&cx.state, &name).await?;
     let queue = cx.state.queue(&name).await?;
     let write = cx.access.can_write();
-    let searching = find.id.as_deref().is_some_and(|s| !s.is_empty())
-        || find.key.as_deref().is_some_and(|s| !s.is_empty());
+    let id = find.id.as_deref().unwrap_or("").trim().to_owned();
+    let key = find.key.as_deref().unwrap_or("").trim().to_owned();
+    let searching = !id.is_empty() || !key.is_empty();
+    // A search looks in every state: the message with that id wherever it is, the messages
+    // of that key waiting or in flight; dead letters with that key are the dead table's.
+    let mut found: Vec<QueuedMessageOut> = Vec::new();
+    if !id.is_empty() {
+        found.extend(
+            queue
+                .message(id.parse()?)
+                .await?
+                .map(QueuedMessageOut::from),
+        );
+    }
+    if !key.is_empty() {
+        let by_key = queue.messages_by_key(&key, messages::PAGE).await?;
+        found.extend(by_key.into_iter().map(QueuedMessageOut::from));
+    }
     let limit = if searching { SEARCH_LIMIT } else { LIST_LIMIT };
     let mut dead: Vec<DeadLetterOut> = queue
         .dead_letters(limit)
@@ -108,13 +129,23 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
         .map(DeadLetterOut::from)
         .collect();
     if searching {
-        let id = find.id.as_deref().unwrap_or("").trim().to_owned();
-        let key = find.key.as_deref().unwrap_or("").trim().to_owned();
         dead.retain(|d| {
             (!id.is_empty() && d.id == id)
                 || (!key.is_empty() && d.ordering_key.as_deref() == Some(key.as_str()))
         });
     }
+    let state: sqlmq::MessageState = match find.state.as_deref() {
+        None | Some("") => sqlmq::MessageState::Ready,
+        Some(s) => s.parse().map_err(ApiError::from)?,
+    };
+    let listing = messages::section(
+        &queue,
+        &q,
+        state,
+        find.after.as_deref().filter(|a| !a.is_empty()),
+        write,
+    )
+    .await?;
     let base = format!("/ui/queues/{}", enc(&name));
     let body = html! {
         h1 { "Queue " (q.name) @if q.paused { " " span.badge { "paused" } } }
@@ -141,11 +172,15 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
         form method="get" action=(format!("/queues/{}", enc(&name))) {
             input name="id" placeholder="message id" value=[find.id.as_deref()] size="40";
             " or "
-            input name="key" placeholder="ordering key" value=[find.key.as_deref()];
+            input name="key" placeholder="ordering or idempotency key" value=[find.key.as_deref()];
             " " button type="submit" { "Find" }
             @if searching { " " a href=(format!("/queues/{}", enc(&name))) { "clear" } }
         }
-        p.muted { "Searches the queue's dead letters (the oldest " (SEARCH_LIMIT) "); waiting and in-flight messages cannot be looked up." }
+        @if searching {
+            (messages::table("found", &name, &found, write))
+            p.muted { "Looks in every state; dead letters with the key are among the oldest " (SEARCH_LIMIT) " below." }
+        }
+        (listing)
         h2 { "Dead letters" @if searching { " matching" } }
         @if write && q.dead > 0 {
             p {
