@@ -16,6 +16,9 @@ use crate::state::AppState;
 
 /// Window of the topic ranking's rates.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+/// A worker process silent this long has missed its heartbeats (the library's 5 s × 3): the
+/// dashboard says so, and `/metrics` counts it in `sqlmq_processes_silent`.
+pub const SILENT_AFTER: Duration = Duration::from_secs(15);
 
 /// Everything the refresher read from the database at one time.
 ///
