@@ -6,18 +6,26 @@
 //! a deleted queue or group disappears from the next scrape instead of lingering with its
 //! last value.
 
+use std::collections::HashSet;
 use std::fmt::Write;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{SILENT_AFTER, Snapshot};
 
 /// Install `metrics-exporter-prometheus` as the global `metrics` recorder (once per process;
-/// later calls return the same handle). The `sqlmq` binary calls it before serving; an
-/// application embedding the server may install its own recorder instead and pass its handle
-/// to [`ServeConfig::prometheus`](crate::ServeConfig::prometheus).
+/// later calls return the same handle), with the HELP text of every metric of the library and
+/// of this server. The `sqlmq` binary calls it before serving; an application embedding the
+/// server may install its own recorder instead and pass its handle to
+/// [`ServeConfig::prometheus`](crate::ServeConfig::prometheus).
+///
+/// The recorder leaves out the facade's copy of a family that [`render_gauges`] renders from
+/// the database (the library's `sqlmq_group_consume_timeouts{group="topic/group"}`, set by the
+/// group maintenance the refresher runs): `/metrics` would otherwise have the family twice,
+/// which the Prometheus text format forbids (`promtool check metrics` rejects it).
 ///
 /// ```no_run
 /// let handle = sqlmq_serve::install_prometheus_recorder();
@@ -29,6 +37,10 @@ pub fn install_prometheus_recorder() -> PrometheusHandle {
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new().build_recorder();
             let handle = recorder.handle();
+            let recorder = WithoutDatabaseFamilies {
+                inner: recorder,
+                families: database_families(),
+            };
             // Fails only when another recorder is installed: then ours is not the global
             // one and the handle renders nothing but what is recorded through it (nothing).
             if metrics::set_global_recorder(recorder).is_err() {
@@ -40,18 +52,207 @@ pub fn install_prometheus_recorder() -> PrometheusHandle {
         .clone()
 }
 
-/// HELP texts of this server's own facade metrics.
+/// The names of the families [`render_gauges`] renders.
+fn database_families() -> HashSet<String> {
+    let every = Snapshot {
+        taken_at: Some(SystemTime::UNIX_EPOCH),
+        ..Snapshot::default()
+    };
+    render_gauges(&every)
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A recorder that drops the metrics named in `families` and hands everything else on.
+struct WithoutDatabaseFamilies<R> {
+    inner: R,
+    families: HashSet<String>,
+}
+
+impl<R> WithoutDatabaseFamilies<R> {
+    fn keeps(&self, name: &str) -> bool {
+        !self.families.contains(name)
+    }
+}
+
+impl<R: Recorder> Recorder for WithoutDatabaseFamilies<R> {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if self.keeps(key.as_str()) {
+            self.inner.describe_counter(key, unit, description);
+        }
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if self.keeps(key.as_str()) {
+            self.inner.describe_gauge(key, unit, description);
+        }
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if self.keeps(key.as_str()) {
+            self.inner.describe_histogram(key, unit, description);
+        }
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        if self.keeps(key.name()) {
+            self.inner.register_counter(key, metadata)
+        } else {
+            Counter::noop()
+        }
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        if self.keeps(key.name()) {
+            self.inner.register_gauge(key, metadata)
+        } else {
+            Gauge::noop()
+        }
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        if self.keeps(key.name()) {
+            self.inner.register_histogram(key, metadata)
+        } else {
+            Histogram::noop()
+        }
+    }
+}
+
+/// HELP texts of the library's facade metrics and of this server's own. The library labels a
+/// consumer's metrics `queue` (the queue's name) or `group` (`topic/group`).
 fn describe() {
-    metrics::describe_counter!(
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    // Producing.
+    describe_counter!(
+        "sqlmq_messages_sent_total",
+        "Messages sent to a queue by this process (duplicates of an idempotency key excepted)"
+    );
+    describe_counter!(
+        "sqlmq_messages_duplicate_total",
+        "Messages this process sent to a queue that their idempotency key found sent already (not sent again)"
+    );
+    describe_histogram!(
+        "sqlmq_send_seconds",
+        Unit::Seconds,
+        "Time of a send call of this process, from the call to its answer, by queue"
+    );
+    describe_counter!(
+        "sqlmq_records_published_total",
+        "Records published to a topic by this process"
+    );
+    describe_counter!(
+        "sqlmq_records_sequenced_total",
+        "Records this process gave their offsets (the sequencer)"
+    );
+    describe_counter!(
+        "sqlmq_sequence_retries_total",
+        "Sequencer steps started again because a pending record was not visible yet"
+    );
+    describe_counter!(
+        "sqlmq_records_expired_total",
+        "Records a topic's retention removed, by topic (in this process)"
+    );
+    // Consuming, by queue or group.
+    for (kind, what, of) in [
+        ("messages", "Messages", "queue"),
+        ("records", "Records", "group"),
+    ] {
+        describe_counter!(
+            format!("sqlmq_{kind}_claimed_total"),
+            format!("{what} of a {of} claimed by this process")
+        );
+        describe_counter!(
+            format!("sqlmq_{kind}_acked_total"),
+            format!("{what} of a {of} this process settled for good (acked, or taken)")
+        );
+        describe_counter!(
+            format!("sqlmq_{kind}_retried_total"),
+            format!("{what} of a {of} this process nacked for a later attempt")
+        );
+        describe_counter!(
+            format!("sqlmq_{kind}_snoozed_total"),
+            format!(
+                "{what} of a {of} this process snoozed (delivered again later without spending an attempt)"
+            )
+        );
+        describe_counter!(
+            format!("sqlmq_{kind}_dead_lettered_total"),
+            format!(
+                "{what} of a {of} dead-lettered by this process (attempts used up, given up, or the last lease expired)"
+            )
+        );
+    }
+    describe_histogram!(
+        "sqlmq_claim_seconds",
+        Unit::Seconds,
+        "Time of a claim of this process, by queue or group"
+    );
+    describe_counter!(
+        "sqlmq_leases_lost_total",
+        "Acks of this process refused because the lease was lost (it expired or was released), by queue or group"
+    );
+    describe_counter!(
+        "sqlmq_lease_extensions_total",
+        "Lease extensions made by this process, by queue or group"
+    );
+    describe_counter!(
+        "sqlmq_leases_expired_total",
+        "Expired leases this process released for another attempt, by queue or group"
+    );
+    describe_histogram!(
+        "sqlmq_ack_batch_size",
+        "Acks a worker of this process committed together in one transaction, by queue or group"
+    );
+    describe_histogram!(
+        "sqlmq_handler_seconds",
+        Unit::Seconds,
+        "Time a worker handler of this process took for one message or record, by queue or group"
+    );
+    describe_counter!(
+        "sqlmq_released_from_dead_process_total",
+        "Claims of dead (silent) worker processes this process released"
+    );
+    describe_counter!(
+        "sqlmq_group_skipped_by_retention_total",
+        "Records retention removed before a group consumed them, found by this process's claims"
+    );
+    describe_gauge!(
+        "sqlmq_group_lag",
+        "Records of a group not consumed yet, as this process last read them (group = topic/group)"
+    );
+    describe_gauge!(
+        "sqlmq_group_lag_seconds",
+        Unit::Seconds,
+        "Age of a group's oldest unconsumed record, as this process last read it (group = topic/group)"
+    );
+    // The database.
+    describe_counter!(
+        "sqlmq_db_retries_total",
+        "Transactions of this process retried after a transient failure, by transaction (op) and error class"
+    );
+    describe_counter!(
+        "sqlmq_database_waits_total",
+        "Times this process began waiting for an unavailable database, by kind (unreachable, no_connection, connection_limit, out_of_space)"
+    );
+    describe_gauge!(
+        "sqlmq_database_waiting",
+        "1 while this process waits for an unavailable database, else 0"
+    );
+    // This server.
+    describe_counter!(
         "sqlmq_http_requests_total",
         "HTTP requests answered by sqlmq serve, by route template, method and status"
     );
-    metrics::describe_histogram!(
+    describe_histogram!(
         "sqlmq_http_request_duration_seconds",
-        metrics::Unit::Seconds,
+        Unit::Seconds,
         "Time to answer an HTTP request (long polls included), by route template"
     );
-    metrics::describe_counter!(
+    describe_counter!(
         "sqlmq_http_panics_total",
         "Request handlers that panicked (answered 500 with code internal; a bug to report)"
     );
@@ -266,12 +467,46 @@ pub fn render_gauges(s: &Snapshot) -> String {
         "Registered worker processes",
     );
     f.line("sqlmq_processes_live", &[], s.processes.len() as f64);
+    f.head(
+        "sqlmq_processes_silent",
+        "gauge",
+        "Registered worker processes silent for more than 15 s (three missed heartbeats; the dashboard's silent workers)",
+    );
+    let silent = s
+        .processes
+        .iter()
+        .filter(|p| p.silent_for > SILENT_AFTER)
+        .count();
+    f.line("sqlmq_processes_silent", &[], silent as f64);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recorder_leaves_out_the_families_rendered_from_the_database() {
+        let families = database_families();
+        for name in [
+            "sqlmq_group_consume_timeouts",
+            "sqlmq_gauges_refreshed_timestamp_seconds",
+            "sqlmq_processes_silent",
+        ] {
+            assert!(families.contains(name), "{name}: {families:?}");
+        }
+        let inner = PrometheusBuilder::new().build_recorder();
+        let handle = inner.handle();
+        let recorder = WithoutDatabaseFamilies { inner, families };
+        metrics::with_local_recorder(&recorder, || {
+            metrics::describe_gauge!("sqlmq_group_consume_timeouts", "the facade's");
+            metrics::gauge!("sqlmq_group_consume_timeouts", "group" => "t/g").set(2.0);
+            metrics::gauge!("sqlmq_group_lag", "group" => "t/g").set(3.0);
+        });
+        let text = handle.render();
+        assert!(!text.contains("sqlmq_group_consume_timeouts"), "{text}");
+        assert!(text.contains("sqlmq_group_lag{group=\"t/g\"} 3"), "{text}");
+    }
 
     #[test]
     fn labels_are_escaped_and_every_family_has_help_and_type() {
