@@ -10,7 +10,8 @@
 # server's tests drive headless Chromium (chromium, chromium-driver), schemathesis,
 # openapi-spec-validator and openapi-python-client (PyPI) and Node.js with npm, installed here
 # when missing; so are faketime (the client-clock test), openssl (the TLS test's
-# certificates), and galera-4 with rsync (the 3-node cluster tests). When something
+# certificates), galera-4 with rsync (the 3-node cluster tests), and promtool (Debian's
+# prometheus: the alert rules' test). When something
 # cannot be installed, the script says what to install or which URL to set, and stops: MySQL
 # tests are never skipped silently.
 set -euo pipefail
@@ -88,6 +89,11 @@ fi
 if ! command -v openssl >/dev/null 2>&1; then
     log "installing openssl (the TLS test makes its certificates with it)"
     apt_install openssl || die "cannot install openssl here: install it (Debian package openssl)"
+fi
+if [ -z "${SQLMQ_PROMTOOL:-}" ] && ! command -v promtool >/dev/null 2>&1; then
+    log "installing prometheus (its promtool checks and unit-tests docs/alerts' rules and /metrics)"
+    apt_install --no-install-recommends prometheus || die "cannot install prometheus here: install promtool (Debian \
+package prometheus), or set SQLMQ_PROMTOOL to its path"
 fi
 if [ ! -e /usr/lib/galera/libgalera_smm.so ] || ! command -v rsync >/dev/null 2>&1; then
     log "installing galera-4 and rsync (the cluster tests start a 3-node Galera cluster)"
