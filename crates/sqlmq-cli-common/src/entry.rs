@@ -7,7 +7,13 @@ use std::future::Future;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use tracing_subscriber::EnvFilter;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::otel::Export;
 
 /// A request the command refuses as given (exit code 2, like clap's usage errors).
 #[derive(Debug)]
@@ -32,7 +38,16 @@ impl std::error::Error for UsageError {}
 /// }
 /// ```
 pub fn run_main(verbose: u8, main: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
-    init_tracing(verbose);
+    let export = init_tracing(verbose);
+    let code = run(main);
+    if let Some(export) = export {
+        export.shutdown();
+    }
+    code
+}
+
+/// Run `main` on a multi-threaded runtime; its exit code.
+fn run(main: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,19 +73,34 @@ pub fn run_main(verbose: u8, main: impl Future<Output = anyhow::Result<()>>) -> 
 
 /// Log to stderr. The default level is `warn` so that the library's warnings (non-durable
 /// server settings, lost leases) are always seen; `-v` adds `info`, `-vv` `debug`, and
-/// `RUST_LOG` overrides both.
-fn init_tracing(verbose: u8) {
+/// `RUST_LOG` overrides both. With a collector configured (`otel.rs`), sqlmq's spans are
+/// exported too, whatever the log level: the exporter, returned, must be shut down at exit.
+fn init_tracing(verbose: u8) -> Option<Export> {
     let default = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter(filter);
+    let (export, spans) = match Export::from_env() {
+        Ok(Some((export, tracer))) => {
+            let spans = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(Targets::new().with_target("sqlmq", Level::INFO));
+            (Some(export), Some(spans))
+        }
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!("warning: {e}; spans are not exported");
+            (None, None)
+        }
+    };
+    tracing_subscriber::registry().with(log).with(spans).init();
+    export
 }
 
 /// `error: <message>` followed by one `caused by:` line per cause. A cause whose text the line

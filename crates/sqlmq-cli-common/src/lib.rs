@@ -12,10 +12,12 @@
 //! | `output` | tables for humans, JSON for scripts |
 //! | `poll` | adaptive, jittered polling delay of a consumer of an empty queue |
 //! | `entry` | logging, the async runtime, exit codes and the `error: …` report |
+//! | `otel` | OTLP export of sqlmq's spans when `OTEL_EXPORTER_OTLP_ENDPOINT` is set |
 
 #![warn(missing_docs)]
 
 mod entry;
+mod otel;
 pub mod output;
 pub mod poll;
 pub mod settings;

@@ -58,11 +58,11 @@ fn peek_pages_through_each_state_and_show_finds_any_message() {
 
     assert_eq!(
         ids(&db.json(&["peek", "p", "--state", "scheduled", "--json"])),
-        [later.clone()]
+        std::slice::from_ref(&later)
     );
     assert_eq!(
         ids(&db.json(&["peek", "p", "--state", "blocked", "--json"])),
-        [behind.clone()]
+        std::slice::from_ref(&behind)
     );
     assert_eq!(
         ids(&db.json(&["peek", "p", "--key", "cust", "--json"])),

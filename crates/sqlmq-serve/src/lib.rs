@@ -64,6 +64,7 @@ mod panic;
 mod server;
 mod snapshot;
 mod state;
+mod trace_context;
 
 pub use auth::{Access, COOKIE};
 pub use config::{

@@ -199,7 +199,11 @@ mod tests {
                     }
                 }
                 let wanted = path.matches('{').count();
-                assert_eq!(in_path.len(), wanted, "{id}: every path parameter of {path}");
+                assert_eq!(
+                    in_path.len(),
+                    wanted,
+                    "{id}: every path parameter of {path}"
+                );
             }
         }
         assert!(ids.len() >= 47, "{} operations", ids.len());

@@ -92,6 +92,7 @@ fn build<B: Backend>(state: AppState<B>, config: &ServeConfig) -> Router {
             crate::auth::layer,
         ))
         .layer(middleware::from_fn(record))
+        .layer(middleware::from_fn(crate::trace_context::layer))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(crate::panic::layer())
         .with_state(state)

@@ -81,6 +81,7 @@ mod outage;
 mod queue;
 mod source;
 mod store;
+pub mod telemetry;
 mod topic;
 mod tx;
 mod worker;

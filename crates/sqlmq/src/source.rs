@@ -147,6 +147,16 @@ impl<B: Backend> Clone for Source<B> {
     }
 }
 
+/// Its name, as [`Source::name`] gives it, written without allocating.
+impl<B: Backend> fmt::Display for Source<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Queue(q) => f.write_str(q.name()),
+            Source::Group(g) => write!(f, "{}/{}", g.topic().name(), g.name()),
+        }
+    }
+}
+
 impl<B: Backend> Source<B> {
     /// Its name: the queue's, or `topic/group` (as in logs, metrics and per-source settings).
     ///

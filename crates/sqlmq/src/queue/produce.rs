@@ -10,7 +10,9 @@ use crate::domain::{Error, Message, MessageId, Result, Sent, check_headers, vali
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
+use crate::telemetry::{self, Operation};
 use crate::tx;
+use tracing::Instrument;
 
 /// How a one-round-trip send ended: written, or (after a lost connection) not known for
 /// every id.
@@ -36,20 +38,40 @@ impl<B: Backend> Queue<B> {
     /// println!("sent {}", sent.id);
     /// # Ok(()) }
     /// ```
-    pub async fn send(&self, message: Message) -> Result<Sent> {
-        self.check_messages(std::slice::from_ref(&message))?;
-        let started = Instant::now();
-        let sent = if message.idempotency_key.is_some() {
-            // Its dedup check reads the queue's window first: a transaction of its own.
-            self.send_checked(std::slice::from_ref(&message))
-                .await?
-                .remove(0)
-        } else {
-            // Concurrent sends through this handle share a commit (see `coalesce.rs`).
-            self.coalescer().write(message).await?
-        };
-        self.record_latency(started);
-        Ok(sent)
+    pub async fn send(&self, mut message: Message) -> Result<Sent> {
+        let span = self.send_span(std::slice::from_mut(&mut message));
+        async move {
+            self.check_messages(std::slice::from_ref(&message))?;
+            let started = Instant::now();
+            let sent = if message.idempotency_key.is_some() {
+                // Its dedup check reads the queue's window first: a transaction of its own.
+                self.send_checked(std::slice::from_ref(&message))
+                    .await?
+                    .remove(0)
+            } else {
+                // Concurrent sends through this handle share a commit (see `coalesce.rs`).
+                self.coalescer().write(message).await?
+            };
+            self.record_latency(started);
+            Ok(sent)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The span of a send of `messages`, whose trace context each message carries from now on
+    /// (see `telemetry.rs`).
+    fn send_span(&self, messages: &mut [Message]) -> tracing::Span {
+        let span = telemetry::span(Operation::Send, &self.name(), messages.len());
+        if !span.is_disabled() {
+            if let [one] = messages {
+                span.record("messaging.message.id", tracing::field::display(one.id));
+            }
+            for m in messages.iter_mut() {
+                telemetry::inject(&span, &mut m.headers);
+            }
+        }
+        span
     }
 
     /// Send a batch atomically: at commit every message becomes visible at once, on any error
@@ -64,15 +86,20 @@ impl<B: Backend> Queue<B> {
     /// assert_eq!(sent.len(), 10_000);
     /// # Ok(()) }
     /// ```
-    pub async fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<Sent>> {
-        self.check_messages(&messages)?;
-        if messages.is_empty() {
-            return Ok(Vec::new());
+    pub async fn send_batch(&self, mut messages: Vec<Message>) -> Result<Vec<Sent>> {
+        let span = self.send_span(&mut messages);
+        async move {
+            self.check_messages(&messages)?;
+            if messages.is_empty() {
+                return Ok(Vec::new());
+            }
+            let started = Instant::now();
+            let sent = self.send_checked(&messages).await?;
+            self.record_latency(started);
+            Ok(sent)
         }
-        let started = Instant::now();
-        let sent = self.send_checked(&messages).await?;
-        self.record_latency(started);
-        Ok(sent)
+        .instrument(span)
+        .await
     }
 
     /// Send `messages` (checked already, not empty) atomically in a transaction of our own;
@@ -153,21 +180,26 @@ impl<B: Backend> Queue<B> {
     pub async fn send_batch_in(
         &self,
         conn: &mut B::Connection,
-        messages: Vec<Message>,
+        mut messages: Vec<Message>,
     ) -> Result<Vec<Sent>> {
-        self.check_messages(&messages)?;
-        if messages.is_empty() {
-            return Ok(Vec::new());
+        let span = self.send_span(&mut messages);
+        async move {
+            self.check_messages(&messages)?;
+            if messages.is_empty() {
+                return Ok(Vec::new());
+            }
+            let started = Instant::now();
+            let budget = self.client.inner.statement_budget;
+            let msgs = &messages;
+            let sent =
+                tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_on(conn, msgs, budget)))
+                    .await?;
+            self.count_sent(&sent);
+            self.record_latency(started);
+            Ok(sent)
         }
-        let started = Instant::now();
-        let budget = self.client.inner.statement_budget;
-        let msgs = &messages;
-        let sent =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_on(conn, msgs, budget)))
-                .await?;
-        self.count_sent(&sent);
-        self.record_latency(started);
-        Ok(sent)
+        .instrument(span)
+        .await
     }
 
     /// Send plain messages in one self-committing round trip where the backend can (see

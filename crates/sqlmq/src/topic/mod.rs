@@ -43,8 +43,10 @@ use crate::store::prelude::*;
 use crate::store::rows::{PendingBatch, PendingRow};
 use crate::store::statements::{MAX_LIST, run_within};
 use crate::store::{Backend, Publish};
+use crate::telemetry::{self, Operation};
 use crate::tx;
 use sqlx::MySql;
+use tracing::Instrument;
 
 /// A handle to one topic. Cheap to clone.
 ///
@@ -156,10 +158,30 @@ impl<B: Backend> Topic<B> {
     /// let p = t.publish(sqlmq::Record::new("hello").key("k")).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn publish(&self, record: Record) -> Result<Published> {
-        self.check(std::slice::from_ref(&record))?;
-        // Concurrent publishes through this handle share a commit (see `coalesce.rs`).
-        self.coalescer().write(record).await
+    pub async fn publish(&self, mut record: Record) -> Result<Published> {
+        let span = self.publish_span(std::slice::from_mut(&mut record));
+        async move {
+            self.check(std::slice::from_ref(&record))?;
+            // Concurrent publishes through this handle share a commit (see `coalesce.rs`).
+            self.coalescer().write(record).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The span of a publish of `records`, whose trace context each record carries from now
+    /// on (see `telemetry.rs`).
+    fn publish_span(&self, records: &mut [Record]) -> tracing::Span {
+        let span = telemetry::span(Operation::Send, &self.name(), records.len());
+        if !span.is_disabled() {
+            if let [one] = records {
+                span.record("messaging.message.id", tracing::field::display(one.id));
+            }
+            for r in records.iter_mut() {
+                telemetry::inject(&span, &mut r.headers);
+            }
+        }
+        span
     }
 
     /// Publish a batch atomically: all records are published at commit, or none. Any size;
@@ -171,12 +193,17 @@ impl<B: Backend> Topic<B> {
     /// t.publish_batch(batch).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn publish_batch(&self, records: Vec<Record>) -> Result<Vec<Published>> {
-        self.check(&records)?;
-        if records.is_empty() {
-            return Ok(Vec::new());
+    pub async fn publish_batch(&self, mut records: Vec<Record>) -> Result<Vec<Published>> {
+        let span = self.publish_span(&mut records);
+        async move {
+            self.check(&records)?;
+            if records.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.publish_checked(&records).await
         }
-        self.publish_checked(&records).await
+        .instrument(span)
+        .await
     }
 
     /// Publish `records` (checked already, not empty) atomically in a transaction of our own.
@@ -245,22 +272,27 @@ impl<B: Backend> Topic<B> {
     pub async fn publish_batch_in(
         &self,
         conn: &mut B::Connection,
-        records: Vec<Record>,
+        mut records: Vec<Record>,
     ) -> Result<Vec<Published>> {
-        self.check(&records)?;
-        if records.is_empty() {
-            return Ok(Vec::new());
+        let span = self.publish_span(&mut records);
+        async move {
+            self.check(&records)?;
+            if records.is_empty() {
+                return Ok(Vec::new());
+            }
+            let budget = self.client.inner.statement_budget;
+            let records = &records;
+            let published = tx::run_in::<B, _, _>(conn, |conn, _| {
+                Box::pin(self.publish_on(conn, records, budget))
+            })
+            .await?;
+            let fresh = published.iter().filter(|p| !p.duplicate).count() as u64;
+            metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
+                .increment(fresh);
+            Ok(published)
         }
-        let budget = self.client.inner.statement_budget;
-        let records = &records;
-        let published = tx::run_in::<B, _, _>(conn, |conn, _| {
-            Box::pin(self.publish_on(conn, records, budget))
-        })
-        .await?;
-        let fresh = published.iter().filter(|p| !p.duplicate).count() as u64;
-        metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
-            .increment(fresh);
-        Ok(published)
+        .instrument(span)
+        .await
     }
 
     fn check(&self, records: &[Record]) -> Result<()> {

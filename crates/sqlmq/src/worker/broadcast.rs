@@ -35,7 +35,9 @@ use crate::client::delay::PollDelay;
 use crate::domain::{AttemptError, Delivery, Error, Result, StreamRecord, validate_name};
 use crate::outage::{Outage, sleep_unless_stopped};
 use crate::store::Backend;
+use crate::telemetry::{self, Operation};
 use crate::topic::Group;
+use tracing::Instrument;
 
 /// Records read from a partition at once (handled one by one).
 const READ_BATCH: usize = 100;
@@ -420,8 +422,16 @@ async fn run_handler<B: Backend>(
         offset: Some(record.offset),
     };
     let ctx = JobContext::for_member(rt.group.clone(), rt.member.clone(), &mut delivery);
+    // The handler's span continues the trace the record was published in (`telemetry.rs`).
+    let destination = telemetry::GroupName(rt.group.topic().name(), rt.group.name());
+    let span = telemetry::span(Operation::Process, &destination, 1);
+    if !span.is_disabled() {
+        span.record("messaging.message.id", tracing::field::display(delivery.id));
+        telemetry::continue_trace(&span, &delivery.headers);
+    }
     let started = Instant::now();
-    let call = AssertUnwindSafe(rt.handler.call(delivery, ctx.clone())).catch_unwind();
+    let call =
+        AssertUnwindSafe(rt.handler.call(delivery, ctx.clone()).instrument(span)).catch_unwind();
     let mut kill = rt.kill.clone();
     let finished = tokio::select! {
         answer = call => match answer {

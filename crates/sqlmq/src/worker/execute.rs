@@ -17,6 +17,8 @@ use crate::domain::Delivery;
 use crate::domain::Error;
 use crate::source::Source;
 use crate::store::Backend;
+use crate::telemetry::{self, Operation};
+use tracing::Instrument;
 
 /// Error text of a message whose handler was stopped at the end of the shutdown grace period.
 pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the handler finished";
@@ -71,10 +73,18 @@ type Handling =
 /// — the handler done at its first poll, its ack handed to the acker — lives in this future;
 /// supervision (timers, lease extension, the kill signal) and the settlement of failures are
 /// boxed and allocated only when needed, which keeps every spawned task small.
-pub(crate) async fn execute<B: Backend>(
-    rt: Arc<SourceRuntime<B>>,
-    mut delivery: Delivery,
-) -> Settled {
+pub(crate) async fn execute<B: Backend>(rt: Arc<SourceRuntime<B>>, delivery: Delivery) -> Settled {
+    // The handler's span continues the trace the message was sent in (see `telemetry.rs`).
+    let span = telemetry::span(Operation::Process, &rt.source, 1);
+    if !span.is_disabled() {
+        span.record("messaging.message.id", tracing::field::display(delivery.id));
+        telemetry::continue_trace(&span, &delivery.headers);
+    }
+    run(rt, delivery).instrument(span).await
+}
+
+/// [`execute`] inside the message's span.
+async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> Settled {
     let ctx = JobContext::new(rt.source.clone(), &mut delivery);
     let started = Instant::now();
     let mut handler: Handling =
@@ -89,13 +99,19 @@ pub(crate) async fn execute<B: Backend>(
     rt.handler_seconds.record(started.elapsed().as_secs_f64());
     if !ctx.acked() && !ctx.lease_lost() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
     {
-        return if rt.acker.ack(ctx.receipt()).await {
-            Settled::AckQueued
-        } else {
-            Settled::Unsettled
-        };
+        return ack(&rt, ctx.receipt()).await;
     }
     Box::pin(settle(&rt, &ctx, finished)).await
+}
+
+/// Hand the ack to the batch acker, in the span of an ack.
+async fn ack<B: Backend>(rt: &SourceRuntime<B>, receipt: crate::domain::Receipt) -> Settled {
+    let span = telemetry::span(Operation::Settle, &rt.source, 1);
+    if rt.acker.ack(receipt).instrument(span).await {
+        Settled::AckQueued
+    } else {
+        Settled::Unsettled
+    }
 }
 
 /// Wait for a handler that did not finish at once: extend its lease every third of it, stop
@@ -162,13 +178,7 @@ async fn settle<B: Backend>(
         return Settled::LeaseLost;
     }
     let result = match finished {
-        Finished::Answer(Ok(Outcome::Done)) => {
-            return if rt.acker.ack(receipt).await {
-                Settled::AckQueued
-            } else {
-                Settled::Unsettled
-            };
-        }
+        Finished::Answer(Ok(Outcome::Done)) => return ack(rt, receipt).await,
         Finished::Answer(Ok(Outcome::Retry { after, reason })) => source
             .nack(receipt, Some(after), &reason)
             .await

@@ -3,6 +3,7 @@
 //! returned error text (the end of stderr and the exit status), and at the end of the shutdown
 //! grace period drops the handler, which kills the command's whole process group.
 
+use sqlmq::telemetry::{TRACEPARENT, TRACESTATE};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -131,6 +132,19 @@ fn command<B: Backend>(exec: &str, ctx: &JobContext<B>, d: &Delivery) -> Command
     };
     for (key, value) in &d.headers {
         cmd.env(header_var(key), value);
+    }
+    // W3C trace context for the command's own spans: the handler span's when spans are
+    // exported, else the sender's, as the message carries it.
+    let mut trace = sqlmq::telemetry::current();
+    if trace.is_empty() {
+        trace = [TRACEPARENT, TRACESTATE]
+            .into_iter()
+            .filter_map(|k| Some((k.to_owned(), d.headers.get(k)?.clone())))
+            .collect();
+    }
+    cmd.env_remove("TRACEPARENT").env_remove("TRACESTATE");
+    for (key, value) in trace {
+        cmd.env(key.to_ascii_uppercase(), value);
     }
     cmd
 }
