@@ -16,8 +16,20 @@ use std::collections::BTreeMap;
 use tracing::Span;
 
 /// The W3C trace context header: which trace and span a message was sent from.
+///
+/// ```
+/// # fn f(d: sqlmq::Delivery) {
+/// if let Some(parent) = d.headers.get(sqlmq::telemetry::TRACEPARENT) {
+///     println!("sent in trace {parent}");
+/// }
+/// # }
+/// ```
 pub const TRACEPARENT: &str = "traceparent";
-/// The W3C vendor-specific trace state header.
+/// The W3C vendor-specific trace state header, carried beside [`TRACEPARENT`].
+///
+/// ```
+/// assert_eq!(sqlmq::telemetry::TRACESTATE, "tracestate");
+/// ```
 pub const TRACESTATE: &str = "tracestate";
 
 /// What a span does, after the conventions' `messaging.operation.type`.
