@@ -54,3 +54,21 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         )
     );
 }
+
+/// `--monitoring`: what reading InnoDB's history list length needs besides. MariaDB (the test
+/// server) reports it to every user, so nothing, and it says so; on MySQL it is PROCESS.
+#[test]
+fn grants_for_monitoring_are_nothing_on_mariadb_and_process_on_mysql() {
+    let db = TestDb::new();
+    let out = db.run(&["grants", "--monitoring", "--user", "serve"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let version = sqlmq_testkit::admin("SELECT VERSION()").join("");
+    if version.contains("MariaDB") {
+        assert!(stdout.trim().is_empty(), "{stdout}");
+        assert!(stderr.contains("nothing to grant"), "{stderr}");
+    } else {
+        assert_eq!(stdout.trim(), "GRANT PROCESS ON *.* TO 'serve'@'%';");
+    }
+}

@@ -90,10 +90,11 @@ pub use client::{Client, ClientBuilder, NotificationStatus};
 pub use domain::{
     AckReport, AttemptError, Backoff, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass,
     Flavor, GrantRole, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
-    MaintenanceReport, MemberLag, Message, MessageId, MessagePage, MessageState, MigrationReport, NackOutcome, PartitionInfo,
-    PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueuedMessage, QueueStats, Receipt, Record,
-    Result, RetentionReport, Sent, ServerInfo, StartAt, StreamRecord, TopicConfig, TopicStats,
-    Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
+    HistoryListLength, MaintenanceReport, MemberLag, Message, MessageId, MessagePage, MessageState,
+    MigrationReport, NackOutcome, PartitionInfo, PartitionLag, PendingRetry, ProcessInfo,
+    Published, QueueConfig, QueueStats, QueuedMessage, Receipt, Record, Result, RetentionReport,
+    Sent, ServerInfo, StartAt, StreamRecord, TopicConfig, TopicStats, Trace, TraceState,
+    default_group_ladder, partition_for_key, validate_name,
 };
 pub use job::Job;
 pub use outage::{Outage, OutageReport};

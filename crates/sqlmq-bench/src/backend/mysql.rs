@@ -107,18 +107,13 @@ impl Db for MySql {
         }
     }
 
-    /// The facts the sqlmq client read at connect time, plus a few settings.
+    /// The library's reading (`Client::history_list_length`), as the bench's admin: MariaDB
+    /// tells every user, MySQL only one with PROCESS.
     async fn history_length(scratch: &Scratch<MySql>) -> Option<u64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT count FROM information_schema.innodb_metrics \
-             WHERE name = 'trx_rseg_history_len'",
-        )
-        .fetch_optional(scratch.admin.pool())
-        .await
-        .ok()??;
-        u64::try_from(count).ok()
+        scratch.admin.history_list_length().await.ok()??.length()
     }
 
+    /// The facts the sqlmq client read at connect time, plus a few settings.
     async fn facts(scratch: &Scratch<MySql>) -> Result<ServerFacts> {
         let s = scratch.admin.server();
         let variables = sqlx::query(REPORTED_VARIABLES)

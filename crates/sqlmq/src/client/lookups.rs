@@ -1,10 +1,10 @@
-//! Counts of worker processes and the wakeup probes (queues and topics are found by their own
-//! modules: `queue/lookups.rs`, `topic/lookups.rs`).
+//! Counts of worker processes, the server's undo history and the wakeup probes (queues and
+//! topics are found by their own modules: `queue/lookups.rs`, `topic/lookups.rs`).
 
-use crate::domain::{ProcessInfo, Result};
-use crate::store::Backend;
+use crate::domain::{Error, HistoryListLength, ProcessInfo, Result};
 use crate::store::prelude::*;
 use crate::store::rows::{GroupSignal, QueueSignal};
+use crate::store::{Backend, Server};
 
 use super::Client;
 
@@ -35,5 +35,52 @@ impl<B: Backend> Client<B> {
         self.require_schema()?;
         let mut conn = self.reader().acquire().await?;
         self.inner.store.processes(&mut conn).await
+    }
+
+    /// InnoDB's history list length now: the undo logs of committed transactions that purge
+    /// has not removed yet, which a long-running transaction anywhere on the server (or a purge
+    /// that falls behind) makes grow, and every claim then pays for. One read, no lock, no
+    /// schema needed.
+    ///
+    /// `None` where the database has no such history (SQLite).
+    /// [`HistoryListLength::Unavailable`] says why the server would not tell: on MySQL the
+    /// figure needs the `PROCESS` privilege, which the runtime grants leave out (`sqlmq grants
+    /// --monitoring` prints it); MariaDB reports it to every user. Only an unavailable database
+    /// (retryable errors) is an `Err`.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// match client.history_list_length().await? {
+    ///     Some(sqlmq::HistoryListLength::Length(n)) => println!("history list length {n}"),
+    ///     Some(unavailable) => println!("{unavailable:?}"),
+    ///     None => println!("no undo history on this database"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn history_list_length(&self) -> Result<Option<HistoryListLength>> {
+        if !<B::Store as Server<B>>::UNDO_HISTORY {
+            return Ok(None);
+        }
+        let mut conn = self.reader().acquire().await?;
+        let read = self
+            .inner
+            .store
+            .history_list_length(&mut conn, &self.inner.server)
+            .await;
+        let unavailable = match read {
+            Ok(Some(n)) => return Ok(Some(HistoryListLength::Length(n))),
+            Ok(None) => "the server reports no history list length (InnoDB's trx_rseg_history_len \
+                 counter disabled? innodb_monitor_enable turns it on)"
+                .to_owned(),
+            Err(Error::PermissionDenied { source, .. }) => format!(
+                "the database user may not read it ({source}); `sqlmq grants --monitoring --user \
+                 NAME` prints the grant (README: `sqlmq serve`, Alerts)"
+            ),
+            // The database is unavailable: the caller's outage, as for any other read.
+            Err(e) if e.is_retryable() => return Err(e),
+            // A server that has no such table or variable: not this call's failure.
+            Err(e) => e.to_string(),
+        };
+        Ok(Some(HistoryListLength::Unavailable(unavailable)))
     }
 }

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mod.rs` | [`Client`]: connecting, migrating, the pool and the server's facts |
 //! | `builder.rs` | [`ClientBuilder`] and the defaults |
-//! | `lookups.rs` | creating and finding queues and topics; stats; processes; the probes |
+//! | `lookups.rs` | creating and finding queues and topics; stats; processes; the history list length; the probes |
 //! | `wakeups.rs` | in-process wakeups after local commits, housekeeping schedules |
 //! | `waitroom.rs` | long polls: a line per source, one shared prober per client |
 //! | `delay.rs` | the adaptive delay between probes of an idle process |

@@ -25,6 +25,23 @@ pub enum GrantRole {
     /// poll ([`ClientBuilder::notifications`](crate::ClientBuilder::notifications)). The binary
     /// log carries every database's row changes, so grant it where that is acceptable.
     Notifications,
+    /// What reading InnoDB's history list length needs besides the runtime grants
+    /// ([`Client::history_list_length`](crate::Client::history_list_length), `sqlmq serve`'s
+    /// gauge `sqlmq_innodb_history_list_length` and its alert): on MySQL the `PROCESS`
+    /// privilege, server-wide; nothing on MariaDB, which reports the figure to every user.
+    /// Optional: without it the figure is reported unavailable. `PROCESS` also shows every
+    /// session's statements (the process list, `information_schema.INNODB_TRX`), so it is not
+    /// part of the runtime grants: give it to the user `sqlmq serve` runs as, where that is
+    /// acceptable.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for grant in client.grants(sqlmq::GrantRole::Monitoring, "serve", "%").await? {
+    ///     println!("{grant}"); // MySQL: GRANT PROCESS ON *.* TO 'serve'@'%';
+    /// }
+    /// # Ok(()) }
+    /// ```
+    Monitoring,
 }
 
 /// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).

@@ -17,7 +17,7 @@
 //! | `queue_config.rs`, `topic_config.rs`, `group_config.rs` | settings, with their defaults |
 //! | `queue_stats.rs`, `lag.rs`, `trace.rs`, `process.rs` | what operators look at |
 //! | `reports.rs` | what an operation did |
-//! | `server.rs` | [`ServerInfo`] |
+//! | `server.rs` | [`ServerInfo`], [`HistoryListLength`] |
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
 
 mod backoff;
@@ -65,7 +65,7 @@ pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
-pub use server::{Flavor, ServerInfo};
+pub use server::{Flavor, HistoryListLength, ServerInfo};
 pub use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::TopicConfig;
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};

@@ -60,3 +60,47 @@ impl ServerInfo {
         self.warnings.is_empty()
     }
 }
+
+/// InnoDB's history list length: the undo logs of committed transactions that purge has not
+/// removed yet ([`Client::history_list_length`](crate::Client::history_list_length)).
+///
+/// It stays small (hundreds) while every transaction is short, as sqlmq's are; it grows while
+/// a transaction anywhere on the server stays open (its read view keeps every later row version
+/// alive) or purge falls behind the writes. A queue suffers from it: a claim reads the head of
+/// `ready`, where the rows of claimed messages linger delete-marked until purged.
+///
+/// ```
+/// use sqlmq::HistoryListLength;
+/// # fn f(h: HistoryListLength) {
+/// match h {
+///     HistoryListLength::Length(n) => println!("{n} undo logs not purged yet"),
+///     HistoryListLength::Unavailable(why) => println!("not available: {why}"),
+///     _ => {}
+/// }
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum HistoryListLength {
+    /// The undo logs of committed transactions not purged yet.
+    Length(u64),
+    /// The server would not tell this client's user, or does not report the figure: why, and
+    /// what would let it (on MySQL, the `PROCESS` privilege: `sqlmq grants --monitoring`).
+    Unavailable(String),
+}
+
+impl HistoryListLength {
+    /// The length, when the server reported it.
+    ///
+    /// ```
+    /// use sqlmq::HistoryListLength;
+    /// assert_eq!(HistoryListLength::Length(42).length(), Some(42));
+    /// assert_eq!(HistoryListLength::Unavailable("no".into()).length(), None);
+    /// ```
+    pub fn length(&self) -> Option<u64> {
+        match self {
+            HistoryListLength::Length(n) => Some(*n),
+            HistoryListLength::Unavailable(_) => None,
+        }
+    }
+}

@@ -25,6 +25,11 @@ pub trait Server<B: Backend>: Sized {
     /// transaction or another process: an idle consumer never queues for the write lock.
     const ONE_WRITER: bool = false;
 
+    /// Whether the database keeps the undo history of committed transactions until a purge
+    /// removes it (InnoDB): [`Server::history_list_length`] then reads its length. Where it
+    /// does not (SQLite), the engine answers "not applicable" without asking.
+    const UNDO_HISTORY: bool = false;
+
     /// The store for tables named with `prefix` (validated by the engine).
     fn new(prefix: &str) -> Self;
 
@@ -52,6 +57,18 @@ pub trait Server<B: Backend>: Sized {
 
     /// The database clock, in microseconds since the Unix epoch.
     fn now_us(&self, conn: &mut B::Connection) -> impl Future<Output = Result<i64>> + Send;
+
+    /// InnoDB's history list length (undo logs of committed transactions not purged yet), as
+    /// the server reports it to this connection's user; `None` when it reports none. One
+    /// statement; a user the server refuses it to gets [`Error::PermissionDenied`]. Only called
+    /// where [`Server::UNDO_HISTORY`] is true.
+    ///
+    /// [`Error::PermissionDenied`]: crate::Error::PermissionDenied
+    fn history_list_length(
+        &self,
+        conn: &mut B::Connection,
+        server: &ServerInfo,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
 }
 
 /// Versioned migrations: the primitives of the engine's one migration loop

@@ -1,10 +1,12 @@
 //! Tests of the MySQL/MariaDB backend alone (the conformance suite, `tests/conformance/`, runs
 //! every guarantee on every backend): a private `mariadbd` killed with `kill -9` mid-traffic,
 //! one that accepts TLS connections only, and one whose tablespace fills; what waiting long
-//! polls cost the server, counted; notifications from a private server's binary log.
+//! polls cost the server, counted; notifications from a private server's binary log; InnoDB's
+//! history list length and what reading it needs.
 
 mod durability;
 mod full_disk;
+mod history;
 mod long_polls;
 mod notifications;
 mod privileges;

@@ -1,4 +1,5 @@
-//! The GRANT statements of the runtime and migration users (README, "Least privilege").
+//! The GRANT statements of the runtime and migration users, and of the optional notifications
+//! and monitoring (README, "Least privilege").
 //!
 //! The table list is read from the migrations themselves, so a table added by a new migration is
 //! granted without anyone remembering to list it here.
@@ -57,6 +58,14 @@ pub(crate) fn statements(
         out.push(format!(
             "GRANT REPLICATION SLAVE, {monitor} ON *.* TO {grantee};"
         ));
+        return out;
+    }
+    if role == GrantRole::Monitoring {
+        // MariaDB's status variable needs no privilege (see `server.rs`); MySQL's only source,
+        // INNODB_METRICS, needs PROCESS.
+        if !mariadb {
+            out.push(format!("GRANT PROCESS ON *.* TO {grantee};"));
+        }
         return out;
     }
     if role == GrantRole::Migration {
@@ -133,5 +142,13 @@ mod tests {
             on(false),
             ["GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'a'@'%';"]
         );
+    }
+
+    #[test]
+    fn monitoring_is_process_on_mysql_and_nothing_on_mariadb() {
+        let st = Statements::new("sqlmq_");
+        let on = |mariadb| statements(&st, mariadb, "app", GrantRole::Monitoring, "s", "%");
+        assert_eq!(on(false), ["GRANT PROCESS ON *.* TO 's'@'%';"]);
+        assert!(on(true).is_empty());
     }
 }

@@ -84,10 +84,25 @@ async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
     })
 }
 
+/// MariaDB's history list length: a status variable, which every user may read (no `PROCESS`
+/// privilege, unlike `information_schema.INNODB_METRICS`), and the same figure as that table's
+/// `trx_rseg_history_len`.
+const HISTORY_MARIADB: &str = "SELECT CAST(VARIABLE_VALUE AS SIGNED) \
+    FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_HISTORY_LIST_LENGTH'";
+
+/// MySQL's: it has no such status variable, so the InnoDB monitor counter, which needs the
+/// `PROCESS` privilege (`sqlmq grants --monitoring`). A counter someone disabled
+/// (`innodb_monitor_disable`) keeps a stale value: no row then.
+const HISTORY_MYSQL: &str = "SELECT CAST(count AS SIGNED) FROM information_schema.INNODB_METRICS \
+    WHERE name = 'trx_rseg_history_len' AND status = 'enabled'";
+
 const LOCK_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE";
 const SKIP_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE SKIP LOCKED";
 
 impl Server<MySql> for MySqlStore {
+    /// InnoDB keeps the undo history until purge removes it.
+    const UNDO_HISTORY: bool = true;
+
     /// READ COMMITTED set explicitly for this transaction (never the server default,
     /// REPEATABLE READ, whose gap locks make claims deadlock with producers).
     const BEGIN: &'static str = BEGIN_READ_COMMITTED;
@@ -173,6 +188,21 @@ impl Server<MySql> for MySqlStore {
             .fetch_one(&mut *conn)
             .await?;
         Ok(row.try_get(0)?)
+    }
+
+    async fn history_list_length(
+        &self,
+        conn: &mut MySqlConnection,
+        server: &ServerInfo,
+    ) -> Result<Option<u64>> {
+        let sql = if server.flavor == Flavor::MariaDb {
+            HISTORY_MARIADB
+        } else {
+            HISTORY_MYSQL
+        };
+        let length: Option<Option<i64>> =
+            sqlx::query_scalar(sql).fetch_optional(&mut *conn).await?;
+        Ok(length.flatten().map(|n| n.max(0) as u64))
     }
 }
 

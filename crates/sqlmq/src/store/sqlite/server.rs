@@ -104,6 +104,15 @@ impl Server<Sqlite> for SqliteStore {
             .await?;
         Ok(row.try_get(0)?)
     }
+
+    /// Never called: SQLite keeps no undo history ([`Server::UNDO_HISTORY`] is false).
+    async fn history_list_length(
+        &self,
+        _conn: &mut SqliteConnection,
+        _server: &ServerInfo,
+    ) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

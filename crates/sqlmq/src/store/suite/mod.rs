@@ -28,7 +28,7 @@
 //! | `group_dead.rs` | `GroupDead` |
 //! | `group_state.rs` | `GroupState` |
 //! | `schema.rs` | `Schema`, `Server::now_us` |
-//! | `server.rs` | `Server`: connect, detect, the locking self-test, the budget, the prefix |
+//! | `server.rs` | `Server`: connect, detect, the locking self-test, the budget, the prefix, the history list length |
 
 mod admin;
 mod claim;

@@ -1,5 +1,6 @@
 //! `Server`: connecting, the server's facts, the locking self-test, the statement budget, the
-//! table prefix. (The database clock, `now_us`, is checked in `schema.rs`.)
+//! table prefix, the history list length. (The database clock, `now_us`, is checked in
+//! `schema.rs`.)
 
 use sqlx::Connection;
 
@@ -73,9 +74,34 @@ async fn prefixes_are_kept<B: SuiteBackend>() {
     assert_eq!(b.prefix(), "");
 }
 
+/// Where the backend keeps an undo history (`Server::UNDO_HISTORY`), `history_list_length`
+/// answers with a length, or with the server's refusal of a user without the privilege to read
+/// it (MySQL's PROCESS); where it keeps none, the client answers "not applicable" (`None`)
+/// without asking.
+async fn history_list_length_where_there_is_one<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    if <StoreOf<B> as Server<B>>::UNDO_HISTORY {
+        let mut conn = client.pool().acquire().await.unwrap();
+        let read = client
+            .store()
+            .history_list_length(&mut conn, client.server())
+            .await;
+        match read {
+            Ok(Some(_)) | Err(Error::PermissionDenied { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        drop(conn);
+        assert!(client.history_list_length().await.unwrap().is_some());
+    } else {
+        assert_eq!(client.history_list_length().await.unwrap(), None);
+    }
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
     connect_and_refuse_other_schemes,
     detect_budget_and_adopt,
     verify_locking_passes,
     prefixes_are_kept,
+    history_list_length_where_there_is_one,
 ]);
