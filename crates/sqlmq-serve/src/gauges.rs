@@ -56,6 +56,7 @@ pub fn install_prometheus_recorder() -> PrometheusHandle {
 fn database_families() -> HashSet<String> {
     let every = Snapshot {
         taken_at: Some(SystemTime::UNIX_EPOCH),
+        history_list_length: Some(sqlmq::HistoryListLength::Length(0)),
         ..Snapshot::default()
     };
     render_gauges(&every)
@@ -478,6 +479,17 @@ pub fn render_gauges(s: &Snapshot) -> String {
         .filter(|p| p.silent_for > SILENT_AFTER)
         .count();
     f.line("sqlmq_processes_silent", &[], silent as f64);
+
+    // Absent, not 0, where there is no figure (SQLite) or the server would not tell: an alert
+    // on it must not read "unknown" as "fine".
+    if let Some(length) = s.history_list_length.as_ref().and_then(|h| h.length()) {
+        f.head(
+            "sqlmq_innodb_history_list_length",
+            "gauge",
+            "InnoDB's history list length: undo logs of committed transactions not purged yet, server-wide (grows while a transaction stays open or purge lags; absent where unavailable)",
+        );
+        f.line("sqlmq_innodb_history_list_length", &[], length as f64);
+    }
     out
 }
 
@@ -492,6 +504,7 @@ mod tests {
             "sqlmq_group_consume_timeouts",
             "sqlmq_gauges_refreshed_timestamp_seconds",
             "sqlmq_processes_silent",
+            "sqlmq_innodb_history_list_length",
         ] {
             assert!(families.contains(name), "{name}: {families:?}");
         }
@@ -523,6 +536,26 @@ mod tests {
         for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
             let name = line.split(' ').nth(2).unwrap();
             assert!(text.contains(&format!("# HELP {name} ")), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_history_list_length_is_absent_unless_the_server_told_it() {
+        use sqlmq::HistoryListLength::{Length, Unavailable};
+        let with = |h| Snapshot {
+            up: true,
+            history_list_length: h,
+            ..Snapshot::default()
+        };
+        let text = render_gauges(&with(Some(Length(1234))));
+        assert!(
+            text.contains("\nsqlmq_innodb_history_list_length 1234\n"),
+            "{text}"
+        );
+        assert!(text.contains("# HELP sqlmq_innodb_history_list_length "));
+        for h in [None, Some(Unavailable("PROCESS".into()))] {
+            let text = render_gauges(&with(h));
+            assert!(!text.contains("sqlmq_innodb_history_list_length"), "{text}");
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct Sample {
     pub groups: HashMap<String, GroupPoint>,
     /// Per topic: records ever sequenced.
     pub topics: HashMap<String, u64>,
+    /// InnoDB's history list length, when the server told it.
+    pub history_list_length: Option<u64>,
 }
 
 /// A queue at one point in time.
@@ -82,6 +84,10 @@ impl Sample {
             queues,
             groups,
             topics,
+            history_list_length: snapshot
+                .history_list_length
+                .as_ref()
+                .and_then(|h| h.length()),
         }
     }
 }
@@ -147,6 +153,35 @@ impl History {
         Some((before, latest))
     }
 
+    /// Whether `value` stayed above `threshold` for `window`: in the latest sample and in every
+    /// one back to the last taken `window` or more before it. A history shorter than the
+    /// window, or a sample without a value on the way, says no (Prometheus' `for:`: a condition
+    /// alerts once it has lasted, and an interruption starts it afresh).
+    pub(crate) fn above_for(
+        &self,
+        window: std::time::Duration,
+        threshold: u64,
+        value: impl Fn(&Sample) -> Option<u64>,
+    ) -> bool {
+        let Some(cutoff) = self
+            .samples
+            .back()
+            .and_then(|s| s.at)
+            .and_then(|t| t.checked_sub(window))
+        else {
+            return false;
+        };
+        for sample in self.samples.iter().rev() {
+            if value(sample).is_none_or(|v| v <= threshold) {
+                return false;
+            }
+            if sample.at.is_some_and(|t| t <= cutoff) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// How many samples are kept.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -181,5 +216,29 @@ mod tests {
             .change_over(Duration::from_secs(300), |s| s.topics.get("t").copied())
             .unwrap();
         assert_eq!(now - before, 150);
+    }
+
+    #[test]
+    fn above_for_needs_the_whole_window_above() {
+        let window = Duration::from_secs(300);
+        let of = |s: &Sample| s.topics.get("t").copied();
+        let history = |values: &[u64]| {
+            let mut h = History::default();
+            for (i, v) in values.iter().enumerate() {
+                h.push(at(i as u64 * 60, *v));
+            }
+            h
+        };
+        // Six minutes of samples a minute apart, all above: the last five minutes are covered.
+        assert!(history(&[11, 11, 11, 11, 11, 11]).above_for(window, 10, of));
+        // Above for only the last four minutes, or not yet five minutes of history.
+        assert!(!history(&[5, 11, 11, 11, 11, 11]).above_for(window, 10, of));
+        assert!(!history(&[11, 11, 11, 11, 11]).above_for(window, 10, of));
+        // A dip inside the window starts it afresh; equal to the threshold is not above.
+        assert!(!history(&[11, 11, 11, 9, 11, 11]).above_for(window, 10, of));
+        assert!(!history(&[10, 10, 10, 10, 10, 10]).above_for(window, 10, of));
+        // Older dips do not matter.
+        assert!(history(&[1, 2, 11, 11, 11, 11, 11, 11]).above_for(window, 10, of));
+        assert!(!History::default().above_for(window, 10, of));
     }
 }

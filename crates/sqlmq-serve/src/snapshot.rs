@@ -47,6 +47,9 @@ pub struct Snapshot {
     pub processes: Vec<sqlmq::ProcessInfo>,
     /// Records held past their group's consume timeout, by `topic/group`.
     pub consume_timeouts: BTreeMap<String, usize>,
+    /// InnoDB's history list length, or why the server would not tell; `None` where the
+    /// database has no undo history (SQLite).
+    pub history_list_length: Option<sqlmq::HistoryListLength>,
 }
 
 /// Read everything once.
@@ -72,6 +75,8 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
         }
     }
     let processes = client.processes().await?;
+    // A figure the server refuses to this user is "unavailable", not a failed read.
+    let history_list_length = client.history_list_length().await?;
     Ok(Snapshot {
         taken_at: Some(SystemTime::now()),
         up: true,
@@ -82,7 +87,25 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
         groups,
         processes,
         consume_timeouts,
+        history_list_length,
     })
+}
+
+/// Say once why the history list length is unavailable (and once that it is back), rather
+/// than at every refresh.
+fn log_history_change(before: &Snapshot, now: &Snapshot) {
+    use sqlmq::HistoryListLength::Unavailable;
+    match (&before.history_list_length, &now.history_list_length) {
+        (Some(Unavailable(_)), Some(Unavailable(_))) => {}
+        (_, Some(Unavailable(reason))) => tracing::info!(
+            %reason,
+            "InnoDB's history list length is unavailable: no gauge sqlmq_innodb_history_list_length, no alert"
+        ),
+        (Some(Unavailable(_)), Some(_)) => {
+            tracing::info!("InnoDB's history list length is readable again")
+        }
+        _ => {}
+    }
 }
 
 /// Refresh once: on failure keep the previous figures but mark the database down.
@@ -118,6 +141,7 @@ pub(crate) async fn refresh<B: Backend>(state: &AppState<B>) {
         }
     };
     if next.up {
+        log_history_change(&state.snapshot(), &next);
         let traffic = state.traffic.lock().expect("poisoned").clone();
         let sample = Sample::of(&next, &traffic);
         state.history.lock().expect("poisoned").push(sample);

@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{TestServer, eventually, require_tool, test_config, workspace_root};
+use common::{TestDb, TestServer, eventually, require_tool, test_config, workspace_root};
 use serde_json::{Value, json};
 
 const RULES: &str = "docs/alerts/sqlmq.rules.yml";
@@ -228,7 +228,21 @@ fn receipts(messages: &[Value]) -> Value {
 async fn live_metrics_pass_promtool_and_hold_every_metric_the_rules_name() {
     promtool(); // fail before the setup when it is missing
     let handle = sqlmq_serve::install_prometheus_recorder();
-    let s = TestServer::with(test_config().prometheus(handle)).await;
+    // The server's user is given what `sqlmq grants --monitoring` prints, as the README tells
+    // operators to, before it connects: nothing on MariaDB, which reports InnoDB's history list
+    // length to every user; PROCESS on MySQL.
+    let db = TestDb::new().await;
+    let admin = sqlmq::Client::connect(&db.admin_url).await.unwrap();
+    for grant in admin
+        .grants(sqlmq::GrantRole::Monitoring, &db.name, "%")
+        .await
+        .unwrap()
+    {
+        db.exec(&grant, &[]).await;
+    }
+    admin.pool().close().await;
+    let client = db.client().await;
+    let s = TestServer::on(db, client, test_config().prometheus(handle)).await;
 
     // A queue with traffic: acked, dead-lettered and waiting messages.
     assert_eq!(

@@ -208,3 +208,120 @@ async fn a_request_that_finds_the_pool_busy_is_503_with_retry_after() {
     assert_eq!(s.get("/v1/queues").await.0, 200);
     s.finish().await;
 }
+
+/// InnoDB's history list length on MariaDB: the gauge is there for the server's runtime user (a
+/// status variable every user may read), and it counts the undo logs a transaction held open
+/// keeps from purge; the alerts page shows the figure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_list_length_follows_a_transaction_held_open() {
+    use sqlx::Connection;
+    let s = TestServer::start().await;
+    if s.client.server().flavor != sqlmq::Flavor::MariaDb {
+        // MySQL: it needs PROCESS, which tests/alerts.rs grants; here the runtime user has
+        // only data statements, so the gauge is absent and the alerts page says why.
+        s.state.refresh_gauges().await;
+        assert!(
+            !metrics(&s)
+                .await
+                .contains("sqlmq_innodb_history_list_length")
+        );
+        s.finish().await;
+        return;
+    }
+    let before = eventually(Duration::from_secs(10), "the gauge", || async {
+        gauge(&metrics(&s).await, "sqlmq_innodb_history_list_length")
+    })
+    .await;
+    assert!(before >= 0.0 && before.fract() == 0.0, "{before}");
+    assert!(
+        metrics(&s)
+            .await
+            .contains("# TYPE sqlmq_innodb_history_list_length gauge")
+    );
+
+    // A read view held open: nothing committed after it can be purged.
+    s.db.exec(
+        "CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)",
+        &[],
+    )
+    .await;
+    s.db.exec("INSERT INTO counter VALUES (1, 0)", &[]).await;
+    let mut holder = sqlx::MySqlConnection::connect(&s.db.admin_url)
+        .await
+        .unwrap();
+    sqlx::raw_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    sqlx::query("SELECT n FROM counter")
+        .fetch_all(&mut holder)
+        .await
+        .unwrap();
+    let updates = 300.0;
+    for _ in 0..updates as usize {
+        s.db.exec("UPDATE counter SET n = n + 1 WHERE id = 1", &[])
+            .await;
+    }
+    let held = eventually(Duration::from_secs(10), "the held history", || async {
+        gauge(&metrics(&s).await, "sqlmq_innodb_history_list_length").filter(|n| *n >= updates)
+    })
+    .await;
+    let page = s
+        .http
+        .get(s.url("/alerts"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("InnoDB history list length above 100000"),
+        "{page}"
+    );
+    assert!(page.contains("id=\"history-list-length\""), "{page}");
+    assert!(
+        !page.contains(", above 100000 for 5 minutes"),
+        "no alert: {held} is short"
+    );
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    holder.close().await.unwrap();
+    s.finish().await;
+}
+
+/// SQLite has no undo history: no gauge, a refresh that succeeds, and the alerts page says the
+/// figure does not apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_the_history_list_length_is_absent_and_nothing_fails() {
+    let db = sqlmq_testkit::TestDb::<sqlmq::Sqlite>::new().await;
+    let client = db.client().await;
+    assert_eq!(client.history_list_length().await.unwrap(), None);
+    let server = sqlmq_serve::Server::bind(client, test_config())
+        .await
+        .expect("bind");
+    let base = format!("http://{}", server.local_addr());
+    let state = server.state().clone();
+    let stop = sqlmq::CancellationToken::new();
+    let task = tokio::spawn(server.run(stop.clone()));
+    state.refresh_gauges().await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let r = http.get(format!("{base}{path}")).send();
+        async move { r.await.unwrap().text().await.unwrap() }
+    };
+    let text = get("/metrics").await;
+    assert_eq!(gauge(&text, "sqlmq_up"), Some(1.0), "{text}");
+    assert!(!text.contains("sqlmq_innodb_history_list_length"), "{text}");
+    let page = get("/alerts").await;
+    assert!(
+        page.contains("not applicable (no InnoDB: SQLite)"),
+        "{page}"
+    );
+    assert!(page.contains("No active alerts."), "{page}");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    db.drop().await;
+}
