@@ -57,7 +57,12 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
     let connect: MySqlConnectOptions = url
         .parse()
         .map_err(|e| Error::InvalidArgument(format!("invalid database URL: {e}")))?;
-    let connect = connect.statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    let mut connect = connect.statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    // A client key in PKCS#1 or SEC1 PEM, which native-tls would refuse, given as PKCS#8.
+    let tls = super::tls::TlsParams::of(url);
+    if let Some(key) = super::tls::pkcs8_client_key(&tls).map_err(Error::InvalidArgument)? {
+        connect = connect.ssl_client_key_from_pem(key);
+    }
     let port = connect.get_port();
     // One direct connection first: a pool would keep retrying until its acquire timeout and
     // then report only "pool timed out", hiding the cause (refused, bad password...).

@@ -11,6 +11,10 @@
 //! reads of a row. Changes are reported at their
 //! transaction's commit event, in commit order.
 //!
+//! The follower's connection speaks TLS as the URL says (`tls.rs`: `ssl-mode`, `ssl-ca`,
+//! `ssl-cert`, `ssl-key`, read as sqlx reads them for the pool); under `PREFERRED` it does what
+//! sqlx did for the pool, TLS when the pool's connections have it.
+//!
 //! The server may send a transaction's events before InnoDB has made its commit visible (the
 //! binary log is written first): a claim woken by them can find nothing yet. The receiver
 //! then probes again shortly (`client/notifications.rs`), so this costs milliseconds, never a
@@ -29,6 +33,7 @@ use percent_encoding::percent_decode_str;
 use sqlx::{MySql, Pool, Row};
 
 use super::MySqlStore;
+use super::tls::{FollowerTls, TlsParams, follower_tls};
 use crate::store::follow::{Change, Follow, FollowEnd, Followed};
 use crate::store::server::Server;
 
@@ -56,17 +61,31 @@ impl Follow<MySql> for MySqlStore {
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),
     ) -> FollowEnd {
-        let opts = match options(url) {
-            Ok(o) => mysql_async::Opts::from(o),
+        let (opts, tls) = match options(url) {
+            Ok(o) => o,
             Err(why) => return FollowEnd::Off(why),
         };
-        let database = opts.db_name().unwrap_or_default().to_owned();
+        let database = mysql_async::Opts::from(opts.clone())
+            .db_name()
+            .unwrap_or_default()
+            .to_owned();
         let (file, position) = match start(pool).await {
             Ok(p) => p,
             Err(end) => return end,
         };
+        // TLS as the pool's connections: under PREFERRED, whatever sqlx chose for them (TLS
+        // when the server offers it), learnt without a connection attempt of the follower's.
+        let ssl = match tls {
+            FollowerTls::Off => None,
+            FollowerTls::Required(ssl) => Some(ssl),
+            FollowerTls::Preferred(ssl) => match encrypted(pool).await {
+                Ok(true) => Some(ssl),
+                Ok(false) => None,
+                Err(e) => return FollowEnd::Lost(format!("checking the server: {e}")),
+            },
+        };
         // The one connection beyond the pool, while notifications are live.
-        let mut conn = match Conn::new(opts).await {
+        let mut conn = match Conn::new(opts.ssl_opts(ssl)).await {
             Ok(c) => c,
             Err(e) => return FollowEnd::Lost(format!("connecting: {e}")),
         };
@@ -200,9 +219,20 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Whether the pool's connections are encrypted (a session's `Ssl_cipher` is empty without
+/// TLS). A plain text statement: not every server prepares SHOW.
+async fn encrypted(pool: &Pool<MySql>) -> Result<bool, sqlx::Error> {
+    let row = sqlx::raw_sql("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        .fetch_optional(pool)
+        .await?;
+    Ok(row
+        .and_then(|r| r.try_get::<String, _>(1).ok())
+        .is_some_and(|cipher| !cipher.is_empty()))
+}
+
 /// The follower's connection options, from sqlmq's URL (`mysql://user:password@host:port/db`
-/// and sqlx's `socket` and `ssl-mode` parameters).
-fn options(url: &str) -> Result<OptsBuilder, String> {
+/// and sqlx's `socket`, `ssl-mode`, `ssl-ca`, `ssl-cert` and `ssl-key` parameters).
+fn options(url: &str) -> Result<(OptsBuilder, FollowerTls), String> {
     let parsed = url::Url::parse(url).map_err(|e| format!("invalid database URL: {e}"))?;
     let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
     let mut opts = OptsBuilder::default()
@@ -212,23 +242,11 @@ fn options(url: &str) -> Result<OptsBuilder, String> {
         .pass(parsed.password().map(decode))
         .db_name(Some(decode(parsed.path().trim_start_matches('/'))).filter(|d| !d.is_empty()))
         .prefer_socket(false);
-    for (key, value) in parsed.query_pairs() {
-        match key.as_ref() {
-            "socket" => opts = opts.socket(Some(value.into_owned())),
-            "ssl-mode" | "sslmode"
-                if !matches!(
-                    value.to_ascii_lowercase().as_str(),
-                    "disabled" | "preferred"
-                ) =>
-            {
-                return Err(format!(
-                    "the binary-log follower does not speak TLS yet (ssl-mode={value})"
-                ));
-            }
-            _ => {}
-        }
+    if let Some((_, socket)) = parsed.query_pairs().find(|(key, _)| key == "socket") {
+        opts = opts.socket(Some(socket.into_owned()));
     }
-    Ok(opts)
+    let tls = follower_tls(&TlsParams::of(url))?;
+    Ok((opts, tls))
 }
 
 /// Check that the server writes row events, and find where its binary log ends: on a
@@ -320,7 +338,8 @@ mod tests {
 
     #[test]
     fn the_url_gives_host_user_password_database_and_socket() {
-        let o = options("mysql://us%40r:p%2Fss@db.example:3307/app?socket=/tmp/s.sock").unwrap();
+        let (o, _) =
+            options("mysql://us%40r:p%2Fss@db.example:3307/app?socket=/tmp/s.sock").unwrap();
         let o = mysql_async::Opts::from(o);
         assert_eq!(o.ip_or_hostname(), "db.example");
         assert_eq!(o.tcp_port(), 3307);
@@ -339,9 +358,22 @@ mod tests {
     }
 
     #[test]
-    fn tls_required_turns_the_follower_off_with_the_reason() {
-        let why = options("mysql://root@h/db?ssl-mode=REQUIRED").unwrap_err();
-        assert!(why.contains("TLS"), "{why}");
-        assert!(options("mysql://root@h/db?ssl-mode=PREFERRED").is_ok());
+    fn the_follower_speaks_tls_as_the_url_says() {
+        let tls = |url: &str| options(url).unwrap().1;
+        assert!(matches!(
+            tls("mysql://root@h/db?ssl-mode=REQUIRED"),
+            FollowerTls::Required(_)
+        ));
+        assert!(matches!(
+            tls("mysql://root@h/db"),
+            FollowerTls::Preferred(_)
+        ));
+        assert!(matches!(
+            tls("mysql://root@h/db?ssl-mode=DISABLED"),
+            FollowerTls::Off
+        ));
+        // What cannot be used turns notifications off with the reason.
+        let why = options("mysql://root@h/db?ssl-mode=REQUIRED&ssl-key=/k.pem").unwrap_err();
+        assert!(why.contains("ssl-cert"), "{why}");
     }
 }

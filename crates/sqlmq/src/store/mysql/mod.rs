@@ -12,6 +12,7 @@
 //! | `statements.rs` | | table-prefix expansion, bucketed list sizes, derived-table id lists |
 //! | `errors.rs` | | error numbers and their classes |
 //! | `connect.rs` | | opening a pool: session settings, when to ping |
+//! | `tls.rs` | | TLS parameters: client keys in any PEM form, the follower's TLS options |
 //! | `script.rs` | | several statements in one round trip, values rendered as literals |
 //! | `server.rs` | `Server` | flavour/version/durability detection, `SKIP LOCKED` self-test, clock |
 //! | `schema.rs` | | the migrations |
@@ -42,9 +43,9 @@
 //! | `plans.rs`, `plans_topics.rs` | | the EXPLAIN test of every hot statement |
 
 pub(crate) mod admin;
+pub(crate) mod browse;
 pub(crate) mod claim;
 pub(crate) mod connect;
-pub(crate) mod browse;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
@@ -75,6 +76,7 @@ pub(crate) mod server;
 pub(crate) mod settle;
 
 pub(crate) mod stream;
+mod tls;
 pub(crate) mod topics;
 
 use sqlx::{MySql, MySqlConnection};
