@@ -157,10 +157,40 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
+/// The document as served: [`openapi`] in JSON, with its response links spelled as OpenAPI
+/// spells them (utoipa 5.5 writes a link's `operationId`, `operationRef` and `requestBody` in
+/// snake case, which validators and generators reject).
+fn served_json() -> String {
+    let mut doc = serde_json::to_value(openapi()).expect("the document serializes");
+    let links = doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|op| op.get_mut("responses").and_then(|r| r.as_object_mut()))
+        .flat_map(|responses| responses.values_mut())
+        .filter_map(|response| response.get_mut("links").and_then(|l| l.as_object_mut()))
+        .flat_map(|links| links.values_mut())
+        .filter_map(|link| link.as_object_mut());
+    for link in links {
+        for (snake, camel) in [
+            ("operation_id", "operationId"),
+            ("operation_ref", "operationRef"),
+            ("request_body", "requestBody"),
+        ] {
+            if let Some(v) = link.remove(snake) {
+                link.insert(camel.to_owned(), v);
+            }
+        }
+    }
+    doc.to_string()
+}
+
 /// `GET /openapi.json`.
 pub(crate) async fn serve() -> Response {
     static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let text = DOC.get_or_init(|| openapi().to_json().expect("the document serializes"));
+    let text = DOC.get_or_init(served_json);
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         text.clone(),
@@ -207,5 +237,37 @@ mod tests {
             }
         }
         assert!(ids.len() >= 47, "{} operations", ids.len());
+    }
+
+    /// Every link names an operation of the document, in OpenAPI's spelling.
+    #[test]
+    fn links_name_operations_in_openapis_spelling() {
+        let doc: serde_json::Value = serde_json::from_str(&super::served_json()).unwrap();
+        let text = doc.to_string();
+        assert!(
+            !text.contains("\"operation_id\""),
+            "snake case left in a link"
+        );
+        let ids: HashSet<String> = super::openapi()
+            .paths
+            .paths
+            .values()
+            .flat_map(|i| [&i.get, &i.put, &i.post, &i.delete])
+            .flatten()
+            .filter_map(|op| op.operation_id.clone())
+            .collect();
+        let mut links = 0;
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                for response in op["responses"].as_object().into_iter().flatten() {
+                    for link in response.1["links"].as_object().into_iter().flatten() {
+                        let target = link.1["operationId"].as_str().unwrap();
+                        assert!(ids.contains(target), "link to unknown {target}");
+                        links += 1;
+                    }
+                }
+            }
+        }
+        assert!(links >= 8, "{links} links");
     }
 }

@@ -1,6 +1,8 @@
 //! Schemathesis (from PyPI) fuzzes every operation of `/openapi.json` against a live server:
 //! zero 5xx, and every answer (errors included) matches its documented status, content type
-//! and schema. `.ci/run` installs schemathesis; without it this test fails and says how to
+//! and schema. Its stateful phase follows the document's links (a sent message looked up and
+//! cancelled by the id the send returned, a published record traced, a created queue, topic or
+//! group described). `.ci/run` installs schemathesis; without it this test fails and says how to
 //! install it.
 
 mod common;
@@ -48,7 +50,7 @@ async fn every_operation_conforms_and_never_answers_5xx() {
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
             "--phases",
-            "examples,coverage,fuzzing",
+            "examples,coverage,fuzzing,stateful",
             "--max-examples",
             "20",
             "--seed",
@@ -87,6 +89,10 @@ async fn every_operation_conforms_and_never_answers_5xx() {
     assert!(
         text.contains(" passed") && !text.contains(" failed"),
         "{text}"
+    );
+    assert!(
+        text.contains("✅ Stateful"),
+        "the stateful phase followed the document's links:\n{text}"
     );
     s.finish().await;
 }

@@ -211,7 +211,11 @@ pub async fn get<B: Backend>(
     params(("topic" = String, Path, description = "Topic name"),
            ("group" = String, Path, description = "Group name")),
     request_body = GroupConfigRequest,
-    responses((status = 200, description = "The group as it is now", body = GroupOut)))]
+    responses((status = 200, description = "The group as it is now", body = GroupOut,
+        links(
+            ("GroupGet" = (operation_id = "group_get",
+                parameters(("topic" = "$request.path.topic"), ("group" = "$request.path.group")))),
+        ))))]
 pub async fn put<B: Backend>(
     State(state): State<AppState<B>>,
     Path((topic_name, name)): Path<(String, String)>,

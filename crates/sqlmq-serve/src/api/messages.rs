@@ -133,7 +133,15 @@ pub(crate) async fn send_messages<B: Backend>(
 #[utoipa::path(post, operation_id = "messages_send", path = "/v1/queues/{queue}/messages", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = SendRequest,
-    responses((status = 200, description = "The messages' ids", body = SendResponse)))]
+    responses((status = 200, description = "The messages' ids", body = SendResponse,
+        links(
+            ("QueueMessageGet" = (operation_id = "queue_message_get",
+                parameters(("queue" = "$request.path.queue"), ("id" = "$response.body#/messages/0/id")),
+                description = "The first message sent, in whatever state it is now")),
+            ("MessageCancel" = (operation_id = "message_cancel",
+                parameters(("queue" = "$request.path.queue"), ("id" = "$response.body#/messages/0/id")),
+                description = "Remove the first message sent while it waits")),
+        ))))]
 pub async fn send<B: Backend>(
     State(state): State<AppState<B>>,
     Path(name): Path<String>,

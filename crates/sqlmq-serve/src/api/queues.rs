@@ -153,7 +153,12 @@ pub async fn get<B: Backend>(
 #[utoipa::path(put, operation_id = "queue_put", path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = QueueConfigRequest,
-    responses((status = 200, description = "The queue as it is now", body = QueueOut)))]
+    responses((status = 200, description = "The queue as it is now", body = QueueOut,
+        links(
+            ("QueueGet" = (operation_id = "queue_get", parameters(("queue" = "$request.path.queue")))),
+            ("QueueMessagesList" = (operation_id = "queue_messages_list",
+                parameters(("queue" = "$request.path.queue")))),
+        ))))]
 pub async fn put<B: Backend>(
     State(state): State<AppState<B>>,
     Path(name): Path<String>,

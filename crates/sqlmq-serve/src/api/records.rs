@@ -211,7 +211,12 @@ pub(crate) async fn query<B: Backend>(
 #[utoipa::path(post, operation_id = "records_publish", path = "/v1/topics/{topic}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = PublishRequest,
-    responses((status = 200, description = "The records' ids and partitions", body = PublishResponse)))]
+    responses((status = 200, description = "The records' ids and partitions", body = PublishResponse,
+        links(
+            ("RecordTrace" = (operation_id = "record_trace",
+                parameters(("topic" = "$request.path.topic"), ("id" = "$response.body#/records/0/id")),
+                description = "The first record's state in every group")),
+        ))))]
 pub async fn publish<B: Backend>(
     State(state): State<AppState<B>>,
     Path(name): Path<String>,

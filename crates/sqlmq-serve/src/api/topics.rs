@@ -179,7 +179,11 @@ pub async fn get<B: Backend>(
 #[utoipa::path(put, operation_id = "topic_put", path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = TopicConfigRequest,
-    responses((status = 200, description = "The topic as it is now", body = TopicOut)))]
+    responses((status = 200, description = "The topic as it is now", body = TopicOut,
+        links(
+            ("TopicGet" = (operation_id = "topic_get", parameters(("topic" = "$request.path.topic")))),
+            ("RecordsList" = (operation_id = "records_list", parameters(("topic" = "$request.path.topic")))),
+        ))))]
 pub async fn put<B: Backend>(
     State(state): State<AppState<B>>,
     Path(name): Path<String>,
