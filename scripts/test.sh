@@ -2,6 +2,10 @@
 # The whole test suite, on a fresh Debian machine that has only Rust: README's second command,
 # and exactly what CI runs (.ci/run).
 #
+# The build links the system's OpenSSL (the TLS of database connections: sqlx's and
+# mysql_async's native-tls, through openssl-sys): its headers and pkg-config (Debian's
+# libssl-dev, pkg-config) are installed first when missing.
+#
 # The SQLite tests need nothing. The MySQL/MariaDB tests need a server on which they may
 # create and drop databases and users (each test database gets a user without DDL rights, as
 # which the code under test runs): the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
@@ -47,6 +51,13 @@ wait_for() {
     done
     return 1
 }
+
+# 0. What the build needs before cargo runs: OpenSSL's headers, found through pkg-config.
+if ! pkg-config --exists openssl 2>/dev/null; then
+    log "installing libssl-dev and pkg-config (the build links OpenSSL for TLS to the database)"
+    apt_install libssl-dev pkg-config || die "cannot install libssl-dev and pkg-config here: \
+install them (Debian/Ubuntu: libssl-dev pkg-config; Fedora: openssl-devel pkgconf)"
+fi
 
 # 1. A MySQL/MariaDB server for the MySQL half of the suite.
 if [ -n "${SQLMQ_TEST_DATABASE_URL:-}" ]; then
