@@ -81,6 +81,25 @@ pub(crate) fn span(
     )
 }
 
+/// The span of a send or publish of `count` messages to `destination`; each message, given as
+/// its id and headers, carries the span's trace context from now on.
+pub(crate) fn send_span<'a>(
+    destination: &str,
+    count: usize,
+    messages: impl Iterator<Item = (crate::domain::MessageId, &'a mut BTreeMap<String, String>)>,
+) -> Span {
+    let span = span(Operation::Send, &destination, count);
+    if !span.is_disabled() {
+        for (id, headers) in messages {
+            if count == 1 {
+                span.record("messaging.message.id", tracing::field::display(id));
+            }
+            inject(&span, headers);
+        }
+    }
+    span
+}
+
 /// Add the trace context of `span` to `headers` (unless they carry a `traceparent` already:
 /// the application's own wins), so that whoever handles the message continues the trace.
 /// Nothing happens without the `opentelemetry` feature, or when `span` belongs to no trace.

@@ -10,7 +10,7 @@ use crate::domain::{Error, Message, MessageId, Result, Sent, check_headers, vali
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::tx;
 use tracing::Instrument;
 
@@ -62,16 +62,12 @@ impl<B: Backend> Queue<B> {
     /// The span of a send of `messages`, whose trace context each message carries from now on
     /// (see `telemetry.rs`).
     fn send_span(&self, messages: &mut [Message]) -> tracing::Span {
-        let span = telemetry::span(Operation::Send, &self.name(), messages.len());
-        if !span.is_disabled() {
-            if let [one] = messages {
-                span.record("messaging.message.id", tracing::field::display(one.id));
-            }
-            for m in messages.iter_mut() {
-                telemetry::inject(&span, &mut m.headers);
-            }
-        }
-        span
+        let n = messages.len();
+        telemetry::send_span(
+            self.name(),
+            n,
+            messages.iter_mut().map(|m| (m.id, &mut m.headers)),
+        )
     }
 
     /// Send a batch atomically: at commit every message becomes visible at once, on any error

@@ -43,7 +43,7 @@ use crate::store::prelude::*;
 use crate::store::rows::{PendingBatch, PendingRow};
 use crate::store::statements::{MAX_LIST, run_within};
 use crate::store::{Backend, Publish};
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::tx;
 use sqlx::MySql;
 use tracing::Instrument;
@@ -172,16 +172,12 @@ impl<B: Backend> Topic<B> {
     /// The span of a publish of `records`, whose trace context each record carries from now
     /// on (see `telemetry.rs`).
     fn publish_span(&self, records: &mut [Record]) -> tracing::Span {
-        let span = telemetry::span(Operation::Send, &self.name(), records.len());
-        if !span.is_disabled() {
-            if let [one] = records {
-                span.record("messaging.message.id", tracing::field::display(one.id));
-            }
-            for r in records.iter_mut() {
-                telemetry::inject(&span, &mut r.headers);
-            }
-        }
-        span
+        let n = records.len();
+        telemetry::send_span(
+            self.name(),
+            n,
+            records.iter_mut().map(|r| (r.id, &mut r.headers)),
+        )
     }
 
     /// Publish a batch atomically: all records are published at commit, or none. Any size;
