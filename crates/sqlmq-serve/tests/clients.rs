@@ -187,7 +187,12 @@ async fn a_generated_typescript_client_has_every_operation_and_drives_the_server
     // The project (pinned by its lock file) is copied out so that node_modules and generated
     // files never land in the repository.
     let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/typescript");
-    for f in ["package.json", "package-lock.json", "tsconfig.json", "drive.ts"] {
+    for f in [
+        "package.json",
+        "package-lock.json",
+        "tsconfig.json",
+        "drive.ts",
+    ] {
         std::fs::copy(project.join(f), dir.0.join(f)).unwrap();
     }
     let (s, doc) = server_and_document(&dir.0).await;

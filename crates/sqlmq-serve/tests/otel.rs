@@ -88,7 +88,9 @@ async fn an_http_send_is_one_trace_through_the_workers_handler_to_its_ack() {
     assert_eq!(send.span_context.trace_id(), trace);
     assert_eq!(send.parent_span_id, http.span_context.span_id());
     // The message carries the send's context.
-    let carried = headers.get("traceparent").expect("the message carries a traceparent");
+    let carried = headers
+        .get("traceparent")
+        .expect("the message carries a traceparent");
     assert!(
         carried.contains(&format!("{TRACE}-{}", send.span_context.span_id())),
         "{carried}"
@@ -110,14 +112,20 @@ async fn an_http_send_is_one_trace_through_the_workers_handler_to_its_ack() {
     assert_eq!(ack[0].span_context.trace_id(), trace);
     assert_eq!(ack[0].parent_span_id, process.span_context.span_id());
 
-    assert!(!named(&spans, "receive jobs").is_empty(), "the claims are spans too");
+    assert!(
+        !named(&spans, "receive jobs").is_empty(),
+        "the claims are spans too"
+    );
     let attribute = |span: &SpanData, key: &str| {
         span.attributes
             .iter()
             .find(|kv| kv.key.as_str() == key)
             .map(|kv| kv.value.to_string())
     };
-    assert_eq!(attribute(send, "messaging.system").as_deref(), Some("sqlmq"));
+    assert_eq!(
+        attribute(send, "messaging.system").as_deref(),
+        Some("sqlmq")
+    );
     assert_eq!(
         attribute(process, "messaging.destination.name").as_deref(),
         Some("jobs")

@@ -26,8 +26,8 @@
 
 mod atomic_batch;
 mod bad_input;
-mod browse;
 mod broadcast_worker;
+mod browse;
 mod competing_consumers;
 mod concurrent_sends;
 mod exactly_once;

@@ -60,9 +60,9 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 pub use admin::AdminSql;
+pub use browse::BrowseSql;
 pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Refusal, Run};
-pub use browse::BrowseSql;
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
 pub use group_claim::GroupClaimSql;

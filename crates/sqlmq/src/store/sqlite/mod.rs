@@ -53,9 +53,9 @@
 //! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
 
 pub(crate) mod admin;
+pub(crate) mod browse;
 pub(crate) mod claim;
 mod connect;
-pub(crate) mod browse;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
