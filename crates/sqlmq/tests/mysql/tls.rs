@@ -39,30 +39,32 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(status.success(), "openssl {args:?} failed");
 }
 
+/// A self-signed CA in `dir`: `{name}.pem` and `{name}-key.pem`, with subject `cn`.
+fn make_ca(dir: &Path, name: &str, cn: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            cn,
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
+}
+
 /// A CA, another CA, and a server certificate for [`CERT_HOST`] signed by the first.
 fn make_certs(dir: &Path) -> Certs {
-    let ca = |name: &str, cn: &str| {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                cn,
-                "-keyout",
-                &format!("{name}-key.pem"),
-                "-out",
-                &format!("{name}.pem"),
-            ],
-        );
-    };
-    ca("ca", "/CN=sqlmq test CA");
-    ca("other-ca", "/CN=another CA");
+    make_ca(dir, "ca", "/CN=sqlmq test CA");
+    make_ca(dir, "other-ca", "/CN=another CA");
     openssl(
         dir,
         &[
@@ -320,24 +322,7 @@ fn manual_certs(dir: &Path) -> ManualCerts {
             .unwrap()
             .starts_with("-----BEGIN RSA PRIVATE KEY-----")
     );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=another CA",
-            "-keyout",
-            "other-ca-key.pem",
-            "-out",
-            "other-ca.pem",
-        ],
-    );
+    make_ca(dir, "other-ca", "/CN=another CA");
     ManualCerts {
         ca: dir.join("ca-cert.pem"),
         other_ca: dir.join("other-ca.pem"),
