@@ -214,7 +214,6 @@ async fn a_request_that_finds_the_pool_busy_is_503_with_retry_after() {
 /// keeps from purge; the alerts page shows the figure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_list_length_follows_a_transaction_held_open() {
-    use sqlx::Connection;
     let s = TestServer::start().await;
     if s.client.server().flavor != sqlmq::Flavor::MariaDb {
         // MySQL: it needs PROCESS, which tests/alerts.rs grants; here the runtime user has
@@ -240,28 +239,8 @@ async fn the_history_list_length_follows_a_transaction_held_open() {
     );
 
     // A read view held open: nothing committed after it can be purged.
-    s.db.exec(
-        "CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)",
-        &[],
-    )
-    .await;
-    s.db.exec("INSERT INTO counter VALUES (1, 0)", &[]).await;
-    let mut holder = sqlx::MySqlConnection::connect(&s.db.admin_url)
-        .await
-        .unwrap();
-    sqlx::raw_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    sqlx::query("SELECT n FROM counter")
-        .fetch_all(&mut holder)
-        .await
-        .unwrap();
     let updates = 300.0;
-    for _ in 0..updates as usize {
-        s.db.exec("UPDATE counter SET n = n + 1 WHERE id = 1", &[])
-            .await;
-    }
+    let view = sqlmq_testkit::hold_undo(&s.db, updates as usize).await;
     let held = eventually(Duration::from_secs(10), "the held history", || async {
         gauge(&metrics(&s).await, "sqlmq_innodb_history_list_length").filter(|n| *n >= updates)
     })
@@ -284,11 +263,7 @@ async fn the_history_list_length_follows_a_transaction_held_open() {
         !page.contains(", above 100000 for 5 minutes"),
         "no alert: {held} is short"
     );
-    sqlx::raw_sql("ROLLBACK")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    holder.close().await.unwrap();
+    view.release().await;
     s.finish().await;
 }
 

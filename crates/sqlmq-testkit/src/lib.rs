@@ -23,6 +23,7 @@ mod private_server;
 mod proxy;
 mod server;
 mod tmpfs;
+mod undo;
 mod wait;
 
 pub use backend::{TestBackend, Value};
@@ -36,4 +37,5 @@ pub use server::{
     TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,
 };
 pub use tmpfs::Tmpfs;
+pub use undo::{HeldReadView, hold_undo};
 pub use wait::{eventually, eventually_async};

@@ -5,7 +5,6 @@
 
 use sqlmq::{Client, Flavor, GrantRole, HistoryListLength, MySql};
 use sqlmq_testkit::TestDb;
-use sqlx::{Connection, MySqlConnection};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_user_reads_it_or_is_told_what_to_grant() {
@@ -61,31 +60,10 @@ async fn monitoring_client(db: &TestDb<MySql>) -> Client<MySql> {
 async fn it_counts_the_undo_logs_a_read_view_keeps_from_purge() {
     let db = TestDb::<MySql>::new().await;
     let client = monitoring_client(&db).await;
-    db.exec(
-        "CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)",
-        &[],
-    )
-    .await;
-    db.exec("INSERT INTO counter VALUES (1, 0)", &[]).await;
     // A transaction left open with a read view: purge may not remove any row version committed
     // after it, whoever committed it (the long-running transaction the alert is about).
-    let mut holder = MySqlConnection::connect(&db.admin_url).await.unwrap();
-    sqlx::raw_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    sqlx::query("SELECT n FROM counter")
-        .fetch_all(&mut holder)
-        .await
-        .unwrap();
     let updates = 200;
-    let pool = db.pool().await;
-    for _ in 0..updates {
-        sqlx::query("UPDATE counter SET n = n + 1 WHERE id = 1")
-            .execute(&pool)
-            .await
-            .unwrap();
-    }
+    let view = sqlmq_testkit::hold_undo(&db, updates as usize).await;
     let length = client
         .history_list_length()
         .await
@@ -93,11 +71,6 @@ async fn it_counts_the_undo_logs_a_read_view_keeps_from_purge() {
         .and_then(|h| h.length())
         .expect("readable with the monitoring grants");
     assert!(length >= updates, "{length} < {updates}");
-    sqlx::raw_sql("ROLLBACK")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    holder.close().await.unwrap();
-    pool.close().await;
+    view.release().await;
     db.drop().await;
 }
