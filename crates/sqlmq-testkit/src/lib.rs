@@ -11,6 +11,7 @@
 //! | `private_server.rs` | [`PrivateServer`]: a MariaDB of the test's own (ports, data directory, optionally on a small tmpfs) to kill, restart, fill or limit |
 //! | `tmpfs.rs` | [`Tmpfs`]: a small file system to fill (a full disk) |
 //! | `wait.rs` | [`eventually`], [`eventually_async`]: conditions with a deadline, never a fixed sleep |
+//! | `undo.rs` | [`hold_undo`]: a read view held open while a row is updated (InnoDB's history list grows) |
 
 #![warn(missing_docs)]
 
