@@ -81,6 +81,39 @@ pub(crate) fn span(
     )
 }
 
+/// Run `claim` (of up to `n` messages from `destination`) in a `receive` span that records
+/// how many it claimed.
+/// (The span is made before the returned future runs: `destination` need not outlive it.)
+pub(crate) fn receive(
+    destination: &dyn std::fmt::Display,
+    n: usize,
+    claim: impl std::future::Future<Output = crate::domain::Result<Vec<crate::domain::Delivery>>>,
+) -> impl std::future::Future<Output = crate::domain::Result<Vec<crate::domain::Delivery>>> {
+    use tracing::Instrument;
+    let span = span(Operation::Receive, destination, n);
+    async move {
+        let claimed = claim.instrument(span.clone()).await;
+        if let Ok(got) = &claimed {
+            span.record("messaging.batch.message_count", got.len());
+        }
+        claimed
+    }
+}
+
+/// The span a handler runs `delivery` in: a `process` span continuing the trace the message
+/// was sent in.
+pub(crate) fn process(
+    destination: &dyn std::fmt::Display,
+    delivery: &crate::domain::Delivery,
+) -> Span {
+    let span = span(Operation::Process, destination, 1);
+    if !span.is_disabled() {
+        span.record("messaging.message.id", tracing::field::display(delivery.id));
+        continue_trace(&span, &delivery.headers);
+    }
+    span
+}
+
 /// The span of a send or publish of `count` messages to `destination`; each message, given as
 /// its id and headers, carries the span's trace context from now on.
 pub(crate) fn send_span<'a>(

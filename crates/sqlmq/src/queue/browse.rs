@@ -9,6 +9,17 @@ use crate::store::prelude::*;
 /// The largest page (and key listing) one read returns.
 const MAX_PAGE: usize = 10_000;
 
+/// A page size (or key listing size) one read may return.
+fn check_limit(limit: usize) -> Result<()> {
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "limit must be 1..={MAX_PAGE}, got {limit}"
+        )))
+    }
+}
+
 impl<B: Backend> Queue<B> {
     /// Up to `limit` (1 to 10 000) messages in `state`, in the order that state hands them out
     /// (ready: by priority, then the order they became ready; scheduled: by due time; blocked:
@@ -36,11 +47,7 @@ impl<B: Backend> Queue<B> {
                 "dead letters are listed by dead_letters, not browse".into(),
             ));
         }
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(Error::InvalidArgument(format!(
-                "limit must be 1..={MAX_PAGE}, got {limit}"
-            )));
-        }
+        check_limit(limit)?;
         let after = after.map(|a| After::decode(state, a)).transpose()?;
         let mut conn = self.reader().acquire().await?;
         // One more than asked tells whether a next page exists.
@@ -90,11 +97,7 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn messages_by_key(&self, key: &str, limit: usize) -> Result<Vec<QueuedMessage>> {
         self.client.require_schema()?;
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(Error::InvalidArgument(format!(
-                "limit must be 1..={MAX_PAGE}, got {limit}"
-            )));
-        }
+        check_limit(limit)?;
         let mut conn = self.reader().acquire().await?;
         let store = self.store();
         let ids = store.ids_by_key(&mut conn, self.id(), key, limit).await?;

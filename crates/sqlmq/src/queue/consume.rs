@@ -10,9 +10,8 @@ use crate::domain::{Delivery, Result, TAKEN_TOKEN};
 use crate::store::prelude::*;
 use crate::store::rows::ClaimRequest;
 use crate::store::{Backend, Server};
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::tx;
-use tracing::Instrument;
 
 /// The limits of a claim, the same on every backend (declared on the default backend's
 /// `Queue` so that `Queue::MAX_RECEIVE` needs no type annotation).
@@ -206,12 +205,7 @@ impl<B: Backend> Queue<B> {
 
     /// The claim itself, without housekeeping (the worker runs maintenance as a service).
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
-        let span = telemetry::span(Operation::Receive, &self.name(), n);
-        let claimed = self.claim_untraced(n, lease).instrument(span.clone()).await;
-        if let Ok(got) = &claimed {
-            span.record("messaging.batch.message_count", got.len());
-        }
-        claimed
+        telemetry::receive(&self.name(), n, self.claim_untraced(n, lease)).await
     }
 
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {

@@ -16,10 +16,9 @@ use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
 use crate::store::rows::GroupRow;
 use crate::store::{Backend, Server};
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::tx;
 use sqlx::MySql;
-use tracing::Instrument;
 
 /// A handle to one consumer group of a topic. Cheap to clone.
 ///
@@ -200,12 +199,7 @@ impl<B: Backend> Group<B> {
     /// The claim itself (the worker runs maintenance and sequencing as services).
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
         let destination = telemetry::GroupName(self.topic.name(), self.name());
-        let span = telemetry::span(Operation::Receive, &destination, n);
-        let claimed = self.claim_untraced(n, lease).instrument(span.clone()).await;
-        if let Ok(got) = &claimed {
-            span.record("messaging.batch.message_count", got.len());
-        }
-        claimed
+        telemetry::receive(&destination, n, self.claim_untraced(n, lease)).await
     }
 
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {

@@ -35,7 +35,7 @@ use crate::client::delay::PollDelay;
 use crate::domain::{AttemptError, Delivery, Error, Result, StreamRecord, validate_name};
 use crate::outage::{Outage, sleep_unless_stopped};
 use crate::store::Backend;
-use crate::telemetry::{self, Operation};
+use crate::telemetry;
 use crate::topic::Group;
 use tracing::Instrument;
 
@@ -424,11 +424,7 @@ async fn run_handler<B: Backend>(
     let ctx = JobContext::for_member(rt.group.clone(), rt.member.clone(), &mut delivery);
     // The handler's span continues the trace the record was published in (`telemetry.rs`).
     let destination = telemetry::GroupName(rt.group.topic().name(), rt.group.name());
-    let span = telemetry::span(Operation::Process, &destination, 1);
-    if !span.is_disabled() {
-        span.record("messaging.message.id", tracing::field::display(delivery.id));
-        telemetry::continue_trace(&span, &delivery.headers);
-    }
+    let span = telemetry::process(&destination, &delivery);
     let started = Instant::now();
     let call =
         AssertUnwindSafe(rt.handler.call(delivery, ctx.clone()).instrument(span)).catch_unwind();

@@ -75,11 +75,7 @@ type Handling =
 /// boxed and allocated only when needed, which keeps every spawned task small.
 pub(crate) async fn execute<B: Backend>(rt: Arc<SourceRuntime<B>>, delivery: Delivery) -> Settled {
     // The handler's span continues the trace the message was sent in (see `telemetry.rs`).
-    let span = telemetry::span(Operation::Process, &rt.source, 1);
-    if !span.is_disabled() {
-        span.record("messaging.message.id", tracing::field::display(delivery.id));
-        telemetry::continue_trace(&span, &delivery.headers);
-    }
+    let span = telemetry::process(&rt.source, &delivery);
     run(rt, delivery).instrument(span).await
 }
 
