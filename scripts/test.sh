@@ -52,7 +52,14 @@ wait_for() {
     return 1
 }
 
-# 0. What the build needs before cargo runs: OpenSSL's headers, found through pkg-config.
+# 0. Room for the build: the test build writes about 5 GB under target/. A full disk shows up
+# as a linker killed by SIGBUS, far from its cause, so say it first.
+avail_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ "${avail_kib:-0}" -lt $((8 * 1024 * 1024)) ]; then
+    log "warning: only $((${avail_kib:-0} / 1024)) MiB free here; the test build needs about 5 GB"
+fi
+
+# What the build needs before cargo runs: OpenSSL's headers, found through pkg-config.
 if ! pkg-config --exists openssl 2>/dev/null; then
     log "installing libssl-dev and pkg-config (the build links OpenSSL for TLS to the database)"
     apt_install libssl-dev pkg-config || die "cannot install libssl-dev and pkg-config here: \
