@@ -79,6 +79,7 @@ mod job;
 pub mod nodelay;
 mod outage;
 mod queue;
+mod schedule;
 mod source;
 mod store;
 pub mod telemetry;
@@ -88,13 +89,14 @@ mod worker;
 
 pub use client::{Client, ClientBuilder, NotificationStatus};
 pub use domain::{
-    AckReport, AttemptError, Backoff, DeadLetter, Delivery, DeliveryEvent, Error, ErrorClass,
-    Flavor, GrantRole, GroupConfig, GroupLag, GroupMaintenance, GroupMode, GroupTrace,
-    HistoryListLength, MaintenanceReport, MemberLag, Message, MessageId, MessagePage, MessageState,
-    MigrationReport, NackOutcome, PartitionInfo, PartitionLag, PendingRetry, ProcessInfo,
-    Published, QueueConfig, QueueStats, QueuedMessage, Receipt, Record, Result, RetentionReport,
-    Sent, ServerInfo, StartAt, StreamRecord, TopicConfig, TopicStats, Trace, TraceState,
-    default_group_ladder, partition_for_key, validate_name,
+    AckReport, AttemptError, Backoff, CATCH_UP_GRACE, CatchUp, DeadLetter, Delivery, DeliveryEvent,
+    Error, ErrorClass, FIRE_TIME_HEADER, Flavor, GrantRole, GroupConfig, GroupLag,
+    GroupMaintenance, GroupMode, GroupTrace, HistoryListLength, MaintenanceReport, MemberLag,
+    Message, MessageId, MessagePage, MessageState, MigrationReport, NackOutcome, PartitionInfo,
+    PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats, QueuedMessage,
+    Receipt, Record, Result, RetentionReport, SCHEDULE_HEADER, Schedule, ScheduleConfig,
+    ScheduleTarget, Sent, ServerInfo, StartAt, StreamRecord, Timing, TopicConfig, TopicStats,
+    Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };
 pub use job::Job;
 pub use outage::{Outage, OutageReport};

@@ -30,6 +30,8 @@ pub(crate) enum Subject {
     Topic(i32),
     /// A consumer group, by id (housekeeping).
     Group(i32),
+    /// The schedules: woken when this client creates, changes or resumes one.
+    Schedules,
 }
 
 impl<B: Backend> Client<B> {
@@ -48,7 +50,7 @@ impl<B: Backend> Client<B> {
         match subject {
             Subject::Queue(id) => self.inner.waitroom.call(Watched::Queue(id)),
             Subject::Topic(id) => self.inner.waitroom.call_topic(id),
-            Subject::Group(_) => {}
+            Subject::Group(_) | Subject::Schedules => {}
         }
     }
 

@@ -59,6 +59,11 @@ pub enum Error {
     #[error("unknown topic {0:?} (create it first: `sqlmq topic create {0}`)")]
     UnknownTopic(String),
 
+    /// The schedule does not exist (create it with `Client::create_schedule` or
+    /// `sqlmq schedule create`).
+    #[error("unknown schedule {0:?}")]
+    UnknownSchedule(String),
+
     /// The consumer group does not exist on that topic.
     #[error("unknown consumer group {group:?} of topic {topic:?}")]
     UnknownGroup {

@@ -36,6 +36,7 @@ mod queue_config;
 mod queue_stats;
 mod record;
 mod reports;
+mod schedule;
 mod server;
 mod settle;
 mod topic_config;
@@ -65,6 +66,11 @@ pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
+pub use schedule::{
+    CATCH_UP_GRACE, CatchUp, FIRE_TIME_HEADER, SCHEDULE_HEADER, Schedule, ScheduleConfig,
+    ScheduleTarget, Timing,
+};
+pub(crate) use schedule::{NEVER, Plan, plan};
 pub use server::{Flavor, HistoryListLength, ServerInfo};
 pub use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::TopicConfig;

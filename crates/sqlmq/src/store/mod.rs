@@ -17,6 +17,7 @@
 //! | `group.rs` | [`Groups`], [`GroupClaim`], [`GroupSettle`], [`GroupDead`], [`GroupState`] |
 //! | `member.rs` | [`MemberDead`] (broadcast members' dead letters) |
 //! | `process.rs` | [`Processes`] |
+//! | `schedule.rs` | [`Schedules`] (recurring schedules) |
 //! | `rows.rs` | rows and parameters that cross the seam |
 //! | `statements.rs` | statement texts: table-prefix expansion, bucketed list sizes |
 //! | `mysql/` | the MySQL/MariaDB backend |
@@ -37,6 +38,7 @@ pub(crate) mod mysql;
 mod process;
 mod queue;
 pub(crate) mod rows;
+mod schedule;
 mod server;
 pub(crate) mod sqlite;
 pub(crate) mod statements;
@@ -53,6 +55,7 @@ pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
 pub use queue::{Admin, Browse, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSend};
+pub use schedule::Schedules;
 pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
 pub use topic::{Publish, Retention, Stream, Topics};
@@ -123,6 +126,7 @@ store_traits!(
     GroupState,
     MemberDead,
     Processes,
+    Schedules,
 );
 
 mod sealed {

@@ -371,3 +371,41 @@ pub struct ConnectOptions {
     /// How long a statement may wait for a row lock before failing (retried).
     pub lock_wait_timeout: Duration,
 }
+
+/// A recurring schedule as stored (times in µs since the epoch, database clock).
+#[derive(Clone, Debug)]
+pub struct ScheduleRow {
+    pub name: String,
+    /// The configuration but the body, as JSON (`ScheduleConfig::to_json`).
+    pub spec: String,
+    pub body: Vec<u8>,
+    pub paused: bool,
+    /// `domain::NEVER` when the timing has no future fire time.
+    pub next_fire: i64,
+    pub last_fired: Option<i64>,
+    pub fired: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A schedule's configuration to store, with its next fire time and the database clock.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleWrite<'a> {
+    pub name: &'a str,
+    pub spec: &'a str,
+    pub body: &'a [u8],
+    pub next_fire: i64,
+    pub now: i64,
+}
+
+/// One firing of a schedule, applied only if its next fire time is still `expected` and it
+/// is not paused.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleAdvance<'a> {
+    pub name: &'a str,
+    pub expected: i64,
+    pub next: i64,
+    /// The latest fire time fired (`None` when a pass fired nothing, all missed).
+    pub last_fired: Option<i64>,
+    pub fired: i64,
+}

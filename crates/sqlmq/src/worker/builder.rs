@@ -50,6 +50,7 @@ pub struct WorkerBuilder<B: Backend = MySql> {
     pub(super) stop_when_drained: bool,
     pub(super) max_messages: Option<u64>,
     pub(super) kill: Option<CancellationToken>,
+    pub(super) fire_schedules: bool,
 }
 
 /// A worker's defaults and fixed limits, the same on every backend (declared on the default
@@ -551,6 +552,18 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ```
     pub fn kill_on(mut self, token: CancellationToken) -> Self {
         self.kill = Some(token);
+        self
+    }
+
+    /// Whether this worker fires its database's due recurring schedules (default true; see
+    /// [`Client::run_schedules`](crate::Client::run_schedules)). Any number of processes may:
+    /// each fire time is sent once.
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::WorkerBuilder) { b.fire_schedules(false); }
+    /// ```
+    pub fn fire_schedules(mut self, fire: bool) -> Self {
+        self.fire_schedules = fire;
         self
     }
 

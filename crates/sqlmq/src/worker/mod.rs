@@ -109,6 +109,7 @@ impl Worker {
             stop_when_drained: false,
             max_messages: None,
             kill: None,
+            fire_schedules: true,
         }
     }
 }

@@ -107,6 +107,9 @@ impl<B: Backend> Running<B> {
         self.services.cancel();
         let _ = (&mut self.prober).await;
         let _ = (&mut self.heartbeat).await;
+        if let Some(scheduler) = &mut self.scheduler {
+            let _ = scheduler.await;
+        }
         match self.registration.deregister().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(released = n, "released leases still held at exit"),

@@ -42,6 +42,8 @@ pub(super) struct Running<B: Backend> {
     pub ackers: Vec<JoinHandle<()>>,
     pub prober: JoinHandle<()>,
     pub heartbeat: JoinHandle<()>,
+    /// Fires the database's recurring schedules (unless the builder said not to).
+    pub scheduler: Option<JoinHandle<()>>,
     pub registration: Arc<Registration<B>>,
     pub tally: Arc<Tally>,
 }
@@ -193,6 +195,10 @@ impl<B: Backend> WorkerBuilder<B> {
                 (registration.clone(), services.clone(), stop.clone());
             tokio::spawn(async move { registration.run(services, claims).await })
         };
+        let scheduler = self.fire_schedules.then(|| {
+            let (client, services) = (self.client.clone(), services.clone());
+            tokio::spawn(async move { client.run_schedules(services).await })
+        });
         tracing::info!(
             process = self.client.owner_id(),
             sources = sources.len(),
@@ -209,6 +215,7 @@ impl<B: Backend> WorkerBuilder<B> {
             ackers,
             prober,
             heartbeat,
+            scheduler,
             registration,
             tally,
         }))

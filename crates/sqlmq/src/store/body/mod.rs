@@ -22,6 +22,7 @@
 //! | `browse.rs` | `Browse`: messages by state, one by id or key |
 //! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
+//! | `schedules.rs` | `Schedules`: recurring schedules' rows, the fire's compare-and-set |
 //! | `migrate.rs` | `Schema`: the version table, the lock, one migration |
 //! | `topics.rs` | `Topics` |
 //! | `groups.rs` | `Groups` |
@@ -52,6 +53,7 @@ mod probe;
 mod processes;
 pub(crate) mod queues;
 mod retention;
+mod schedules;
 pub(crate) mod settle;
 mod stream;
 mod topics;
@@ -81,6 +83,7 @@ pub use probe::ProbeSql;
 pub use processes::ProcessSql;
 pub use queues::QueueSql;
 pub use retention::RetentionSql;
+pub use schedules::ScheduleSql;
 pub use settle::{ErrorHistory, SettleSql};
 pub use stream::StreamSql;
 pub use topics::TopicSql;
@@ -155,6 +158,8 @@ pub trait Dialect: Driver + Types {
     const PROBE: ProbeSql;
     /// The process registry.
     const PROCESSES: ProcessSql;
+    /// Recurring schedules.
+    const SCHEDULES: ScheduleSql;
     /// The migrations.
     const MIGRATE: MigrateSql;
 
@@ -249,6 +254,7 @@ macro_rules! statement_tables {
         const BROWSE: $crate::store::body::BrowseSql = browse::SQL;
         const PROBE: $crate::store::body::ProbeSql = probe::SQL;
         const PROCESSES: $crate::store::body::ProcessSql = processes::SQL;
+        const SCHEDULES: $crate::store::body::ScheduleSql = schedules::SQL;
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
         const TOPICS: $crate::store::body::TopicSql = topics::SQL;
         const GROUPS: $crate::store::body::GroupSql = groups::SQL;

@@ -29,6 +29,7 @@
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
 //! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
+//! | `schedules.rs` | `Schedules` | recurring schedules: the insert that keeps an existing row, the locked read |
 //! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
 //! | `follow.rs` | `Follow` | the binary log followed for commits (wake-up hints) |
 //! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
@@ -68,6 +69,7 @@ pub(crate) mod probe;
 pub(crate) mod processes;
 pub(crate) mod queues;
 pub(crate) mod retention;
+mod schedules;
 pub(crate) mod schema;
 mod script;
 mod send_script;

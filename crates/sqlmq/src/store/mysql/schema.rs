@@ -25,6 +25,7 @@
 //! | `group_history` | per group and message: deliveries, state, errors (trace) | PK `(group_id, partition_no, msg_offset)` |
 //! | `group_positions` | broadcast members' checkpointed positions | PK `(group_id, member, partition_no)` |
 //! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
+//! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
 //! Keys are `VARBINARY`: `utf8mb4_bin` is a PAD SPACE collation on MySQL, under which `"a"` and
@@ -347,6 +348,27 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) ENGINE=InnoDB"],
         reverse: Some(Reverse {
             drops: &["member_dead"],
+            disposable: &[],
+        }),
+    },
+    Migration {
+        version: 5,
+        description: "recurring schedules",
+        statements: &["CREATE TABLE IF NOT EXISTS {p}schedules (
+            name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+            spec MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            body MEDIUMBLOB NOT NULL,
+            paused TINYINT NOT NULL DEFAULT 0,
+            next_fire BIGINT NOT NULL,
+            last_fired BIGINT NULL,
+            fired BIGINT NOT NULL DEFAULT 0,
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            PRIMARY KEY (name),
+            KEY due (paused, next_fire)
+        ) ENGINE=InnoDB"],
+        reverse: Some(Reverse {
+            drops: &["schedules"],
             disposable: &[],
         }),
     },

@@ -40,6 +40,7 @@
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
 //! | `processes.rs` | `Processes` | worker process registry |
+//! | `schedules.rs` | `Schedules` | recurring schedules: the insert that keeps an existing row, the locked read |
 //! | `probe.rs` | `Probe` | the idle worker's wakeup probes |
 //! | `follow.rs` | `Follow` | the database's files watched for commits (wake-up hints) |
 //! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
@@ -74,6 +75,7 @@ pub(crate) mod processes;
 pub(crate) mod publish;
 pub(crate) mod queues;
 pub(crate) mod retention;
+mod schedules;
 pub(crate) mod schema;
 pub(crate) mod server;
 pub(crate) mod settle;

@@ -315,6 +315,28 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
         }),
     },
+    Migration {
+        version: 5,
+        description: "recurring schedules",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}schedules (
+            name TEXT NOT NULL PRIMARY KEY,
+            spec TEXT NOT NULL,
+            body BLOB NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            next_fire INTEGER NOT NULL,
+            last_fired INTEGER,
+            fired INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}schedules_due ON {p}schedules (paused, next_fire)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["schedules"],
+            disposable: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]

@@ -1,0 +1,165 @@
+//! `Schedules`: recurring schedules' rows. Every time is bound (µs of the database clock, read
+//! by the engine), so the statements are the same on every backend but two: the insert that
+//! leaves an existing row alone, and the read that locks a row.
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::Result;
+use crate::store::rows::{ScheduleAdvance, ScheduleRow, ScheduleWrite};
+use crate::store::{Backend, Schedules};
+
+/// The schedule statements whose shape differs by backend.
+pub struct ScheduleSql {
+    /// Insert unless the name exists: name, spec, body, next fire, created, updated.
+    pub insert: &'static str,
+    /// One schedule's columns (those of [`decode`]), its row locked until the transaction
+    /// ends: name.
+    pub lock: &'static str,
+}
+
+/// The columns [`decode`] reads, in order.
+macro_rules! schedule_columns {
+    () => {
+        "SELECT name, spec, body, paused, next_fire, last_fired, fired, created_at, updated_at \
+         FROM {p}schedules"
+    };
+}
+const BY_NAME: &str = concat!(schedule_columns!(), " WHERE name = ?");
+const ALL: &str = concat!(schedule_columns!(), " ORDER BY name");
+const DUE: &str = concat!(
+    schedule_columns!(),
+    " WHERE paused = 0 AND next_fire <= ? ORDER BY next_fire LIMIT 100"
+);
+const UPDATE: &str =
+    "UPDATE {p}schedules SET spec = ?, body = ?, next_fire = ?, updated_at = ? WHERE name = ?";
+const DELETE: &str = "DELETE FROM {p}schedules WHERE name = ?";
+const PAUSE: &str = "UPDATE {p}schedules SET paused = 1, updated_at = ? WHERE name = ?";
+const RESUME: &str =
+    "UPDATE {p}schedules SET paused = 0, next_fire = ?, updated_at = ? WHERE name = ?";
+const NEXT_DUE: &str = "SELECT MIN(next_fire) FROM {p}schedules WHERE paused = 0";
+const ADVANCE: &str = "UPDATE {p}schedules SET next_fire = ?, \
+    last_fired = COALESCE(?, last_fired), fired = fired + ? \
+    WHERE name = ? AND next_fire = ? AND paused = 0";
+
+fn decode<R: Columns>(row: &R) -> Result<ScheduleRow>
+where
+    R::Database: super::Types,
+{
+    Ok(ScheduleRow {
+        name: row.col(0)?,
+        spec: row.col(1)?,
+        body: row.col(2)?,
+        paused: row.col::<i64>(3)? != 0,
+        next_fire: row.col(4)?,
+        last_fired: row.col(5)?,
+        fired: row.col(6)?,
+        created_at: row.col(7)?,
+        updated_at: row.col(8)?,
+    })
+}
+
+impl<B: Backend> Schedules<B> for SqlStore<B> {
+    async fn insert_schedule(
+        &self,
+        conn: &mut B::Connection,
+        write: &ScheduleWrite<'_>,
+    ) -> Result<bool> {
+        let done = self
+            .query(B::SCHEDULES.insert)
+            .arg(write.name)
+            .arg(write.spec)
+            .arg(write.body)
+            .arg(write.next_fire)
+            .arg(write.now)
+            .arg(write.now)
+            .run(conn)
+            .await?;
+        Ok(done == 1)
+    }
+
+    async fn update_schedule(
+        &self,
+        conn: &mut B::Connection,
+        write: &ScheduleWrite<'_>,
+    ) -> Result<bool> {
+        let done = self
+            .query(UPDATE)
+            .arg(write.spec)
+            .arg(write.body)
+            .arg(write.next_fire)
+            .arg(write.now)
+            .arg(write.name)
+            .run(conn)
+            .await?;
+        Ok(done == 1)
+    }
+
+    async fn schedule_row(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        lock: bool,
+    ) -> Result<Option<ScheduleRow>> {
+        let sql = if lock { B::SCHEDULES.lock } else { BY_NAME };
+        let row = self.query(sql).arg(name).first(conn).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn schedule_rows(&self, conn: &mut B::Connection) -> Result<Vec<ScheduleRow>> {
+        let rows = self.query(ALL).rows(conn).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn delete_schedule(&self, conn: &mut B::Connection, name: &str) -> Result<bool> {
+        Ok(self.query(DELETE).arg(name).run(conn).await? == 1)
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        resume_at: Option<i64>,
+        now: i64,
+    ) -> Result<bool> {
+        let done = match resume_at {
+            None => self.query(PAUSE).arg(now).arg(name).run(conn).await?,
+            Some(next) => {
+                self.query(RESUME)
+                    .arg(next)
+                    .arg(now)
+                    .arg(name)
+                    .run(conn)
+                    .await?
+            }
+        };
+        Ok(done == 1)
+    }
+
+    async fn next_schedule_due(&self, conn: &mut B::Connection) -> Result<Option<i64>> {
+        match self.query(NEXT_DUE).first(conn).await? {
+            Some(row) => row.col(0),
+            None => Ok(None),
+        }
+    }
+
+    async fn due_schedules(&self, conn: &mut B::Connection, now: i64) -> Result<Vec<ScheduleRow>> {
+        let rows = self.query(DUE).arg(now).rows(conn).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    async fn advance_schedule(
+        &self,
+        conn: &mut B::Connection,
+        advance: &ScheduleAdvance<'_>,
+    ) -> Result<bool> {
+        let done = self
+            .query(ADVANCE)
+            .arg(advance.next)
+            .arg(advance.last_fired)
+            .arg(advance.fired)
+            .arg(advance.name)
+            .arg(advance.expected)
+            .run(conn)
+            .await?;
+        Ok(done == 1)
+    }
+}
