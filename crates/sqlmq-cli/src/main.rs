@@ -82,6 +82,9 @@ enum Command {
     Purge(cmd::purge::Args),
     /// Run a shell command for every message of a queue: a worker for any language.
     Consume(cmd::consume::Args),
+    /// Create, list, describe, pause, resume or delete recurring schedules (cron or interval).
+    #[command(subcommand)]
+    Schedule(cmd::schedule::ScheduleCommand),
     /// Create, list or describe topics (partitioned streams with consumer groups).
     #[command(subcommand)]
     Topic(cmd::topic::TopicCommand),
@@ -149,6 +152,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Purge(args) => cmd::purge::run::<B>(settings, args).await,
         Consume(args) => cmd::consume::run::<B>(settings, args).await,
         Topic(command) => cmd::topic::run::<B>(settings, command).await,
+        Schedule(command) => cmd::schedule::run::<B>(settings, command).await,
         Publish(args) => cmd::publish::run::<B>(settings, args).await,
         Subscribe(args) => cmd::subscribe::run::<B>(settings, args).await,
         Groups(args) => cmd::groups::run::<B>(settings, args).await,

@@ -24,6 +24,7 @@ pub mod replay;
 pub mod reset;
 pub mod resume;
 pub mod retries;
+pub mod schedule;
 pub mod send;
 pub mod serve;
 pub mod show;

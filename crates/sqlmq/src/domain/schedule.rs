@@ -31,8 +31,9 @@ pub const SCHEDULE_HEADER: &str = "sqlmq-schedule";
 /// ```
 pub const FIRE_TIME_HEADER: &str = "sqlmq-fire-time";
 
-/// How late a fire time may be found and still fire under [`CatchUp::Skip`]: one found later
-/// than this was missed (no process ran, or the database was unreachable) and is skipped.
+/// How late a fire time may be found and still count as late rather than missed: a late one
+/// always fires; what becomes of a missed one (no process ran, or the database was
+/// unreachable) is the schedule's [`CatchUp`] policy.
 ///
 /// ```
 /// assert_eq!(sqlmq::CATCH_UP_GRACE, std::time::Duration::from_secs(60));
@@ -250,8 +251,9 @@ impl std::fmt::Display for ScheduleTarget {
     }
 }
 
-/// What becomes of fire times missed while no process ran (or the database was unreachable,
-/// or the schedule's process was late by more than [`CATCH_UP_GRACE`]).
+/// What becomes of missed fire times: those found more than [`CATCH_UP_GRACE`] late (no
+/// process ran, or the database was unreachable). Fire times found later than due but within
+/// the grace always fire.
 ///
 /// ```
 /// assert_eq!("all".parse::<sqlmq::CatchUp>().unwrap(), sqlmq::CatchUp::All);
@@ -260,11 +262,10 @@ impl std::fmt::Display for ScheduleTarget {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CatchUp {
-    /// Missed fire times are dropped; the latest fires only if it is less than
-    /// [`CATCH_UP_GRACE`] old.
+    /// Missed fire times are dropped.
     #[default]
     Skip,
-    /// The latest missed fire time fires once, however late.
+    /// The latest missed fire time fires once, however late; the others are dropped.
     One,
     /// Every missed fire time fires, oldest first, up to the schedule's
     /// [`catch_up_limit`](ScheduleConfig::catch_up_limit) (the latest ones are kept).
@@ -543,36 +544,39 @@ pub(crate) struct Plan {
 }
 
 /// Which fire times a schedule whose next fire time is `next_fire` fires at `now_us` (both µs,
-/// database clock): every fire time in `[next_fire, now]` is due, and the catch-up policy
-/// keeps the last one (skip: if it is within the grace; one: always) or the latest
-/// `catch_up_limit` (all).
+/// database clock). Every fire time in `[next_fire, now]` is due. Those at most
+/// [`CATCH_UP_GRACE`] old are late, not missed: they always fire (a busy process or a slow
+/// commit loses none). Older ones were missed, and the catch-up policy decides: skip drops
+/// them, one fires the latest of them, all fires them. At most `catch_up_limit` fire, the
+/// latest kept.
 pub(crate) fn plan(config: &ScheduleConfig, next_fire: i64, now_us: i64) -> Result<Plan> {
     let next = config.timing.next_after(now_us)?.unwrap_or(NEVER);
+    let limit = config.catch_up_limit as usize;
+    let grace = CATCH_UP_GRACE.as_micros() as i64;
     let mut fires = Vec::new();
-    if next_fire <= now_us
-        && let Some(latest) = config.timing.last_at_or_before(now_us)?
-        && latest >= next_fire
-    {
-        match config.catch_up {
-            CatchUp::Skip => {
-                if now_us - latest <= CATCH_UP_GRACE.as_micros() as i64 {
-                    fires.push(latest);
-                }
-            }
-            CatchUp::One => fires.push(latest),
-            CatchUp::All => {
-                let mut at = Some(latest);
-                while let Some(t) = at {
-                    if t < next_fire || fires.len() >= config.catch_up_limit as usize {
-                        break;
-                    }
-                    fires.push(t);
-                    at = config.timing.last_at_or_before(t - 1)?;
-                }
-                fires.reverse();
-            }
+    let mut at = if next_fire <= now_us {
+        config.timing.last_at_or_before(now_us)?
+    } else {
+        None
+    };
+    // Walk back from the latest due fire time: the late ones, then as many missed ones as
+    // the policy takes.
+    while let Some(t) = at {
+        if t < next_fire || fires.len() >= limit {
+            break;
         }
+        let missed = now_us - t > grace;
+        match config.catch_up {
+            CatchUp::Skip if missed => break,
+            CatchUp::One if missed => {
+                fires.push(t);
+                break;
+            }
+            _ => fires.push(t),
+        }
+        at = config.timing.last_at_or_before(t - 1)?;
     }
+    fires.reverse();
     Ok(Plan { fires, next })
 }
 
@@ -635,28 +639,32 @@ mod tests {
         assert_eq!(hourly_late(CatchUp::All).fires, vec![3600 * S]);
         assert_eq!(hourly_late(CatchUp::All).next, 7200 * S);
 
-        // Every second, 600 s missed: skip fires only the current second, one fires it once,
-        // all fires the latest 100 (the limit), oldest first.
+        // Every second, 600 s missed. The last minute's fire times are late, not missed:
+        // each policy fires them; one adds the latest missed, all the missed up to the limit.
         let now = 1600 * S + 400_000;
-        assert_eq!(
-            plan(&every(1, CatchUp::Skip), 1000 * S, now).unwrap().fires,
-            vec![1600 * S]
-        );
-        assert_eq!(
-            plan(&every(1, CatchUp::One), 1000 * S, now).unwrap().fires,
-            vec![1600 * S]
-        );
+        let secs = |from: i64, to: i64| (from..=to).map(|s| s * S).collect::<Vec<_>>();
+        let skip = plan(&every(1, CatchUp::Skip), 1000 * S, now).unwrap();
+        assert_eq!(skip.fires, secs(1541, 1600));
+        assert_eq!(skip.next, 1601 * S);
+        let one = plan(&every(1, CatchUp::One), 1000 * S, now).unwrap();
+        assert_eq!(one.fires, secs(1540, 1600));
         let all = plan(&every(1, CatchUp::All), 1000 * S, now).unwrap();
-        assert_eq!(all.fires.len(), 100);
-        assert_eq!((all.fires[0], all.fires[99]), (1501 * S, 1600 * S));
-        assert_eq!(all.next, 1601 * S);
+        assert_eq!(all.fires, secs(1501, 1600));
         let all = plan(
             &every(1, CatchUp::All).catch_up_limit(10_000),
             1000 * S,
             now,
         )
         .unwrap();
-        assert_eq!(all.fires, (1000..=1600).map(|s| s * S).collect::<Vec<_>>());
+        assert_eq!(all.fires, secs(1000, 1600));
+    }
+
+    #[test]
+    fn a_late_pass_fires_every_late_fire_time() {
+        // A pass 2.5 s late on a 1 s schedule fires the three fire times it finds due.
+        let p = plan(&every(1, CatchUp::Skip), 100 * S, 102 * S + 500_000).unwrap();
+        assert_eq!(p.fires, vec![100 * S, 101 * S, 102 * S]);
+        assert_eq!(p.next, 103 * S);
     }
 
     #[test]
@@ -694,6 +702,20 @@ mod tests {
                 .next_after(0)
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn cron_fire_times_are_whole_seconds() {
+        let t = Timing::cron("* * * * * *", "UTC");
+        assert_eq!(t.last_at_or_before(5 * S - 1).unwrap(), Some(4 * S));
+        assert_eq!(t.last_at_or_before(5 * S).unwrap(), Some(5 * S));
+        assert_eq!(t.next_after(4 * S + 500_000).unwrap(), Some(5 * S));
+        assert_eq!(t.next_after(5 * S).unwrap(), Some(6 * S));
+        let c = ScheduleConfig::new(t, ScheduleTarget::Queue("q".into())).catch_up(CatchUp::All);
+        assert_eq!(
+            plan(&c, 2 * S, 4 * S + 10).unwrap().fires,
+            vec![2 * S, 3 * S, 4 * S]
         );
     }
 
