@@ -117,6 +117,7 @@ impl From<sqlmq::Error> for ApiError {
             E::UnknownQueue(_) => (StatusCode::NOT_FOUND, "unknown_queue"),
             E::UnknownTopic(_) => (StatusCode::NOT_FOUND, "unknown_topic"),
             E::UnknownGroup { .. } => (StatusCode::NOT_FOUND, "unknown_group"),
+            E::UnknownSchedule(_) => (StatusCode::NOT_FOUND, "unknown_schedule"),
             E::MessageNotFound(_) => (StatusCode::NOT_FOUND, "message_not_found"),
             E::MessageInFlight(_) => (StatusCode::CONFLICT, "message_in_flight"),
             E::LeaseLost { .. } => (StatusCode::CONFLICT, "lease_lost"),
@@ -184,11 +185,14 @@ mod tests {
             (sqlmq::Error::InvalidArgument("x".into()), 422),
             (sqlmq::Error::PayloadTooLarge { size: 2, limit: 1 }, 413),
             (sqlmq::Error::UnknownTopic("t".into()), 404),
+            (sqlmq::Error::UnknownSchedule("s".into()), 404),
             (sqlmq::Error::MessageInFlight(sqlmq::MessageId::new()), 409),
         ];
         for (err, status) in cases {
             assert_eq!(ApiError::from(err).status.as_u16(), status);
         }
+        let e = ApiError::from(sqlmq::Error::UnknownSchedule("nightly".into()));
+        assert_eq!(e.code, "unknown_schedule");
     }
 
     #[test]

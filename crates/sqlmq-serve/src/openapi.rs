@@ -18,8 +18,8 @@ use crate::error::ErrorBody;
 #[openapi(
     info(
         title = "sqlmq",
-        description = "Durable, transactional queues and topics stored in the application's \
-            database. Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
+        description = "Durable, transactional queues, topics and recurring schedules stored in the \
+            application's database. Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
     ),
     paths(
         api::system::healthz, api::system::readyz, api::system::metrics, api::system::processes,
@@ -37,8 +37,10 @@ use crate::error::ErrorBody;
         api::group_admin::retry_now_handler, api::group_admin::dead,
         api::group_admin::redrive_handler, api::group_admin::purge_dead,
         api::broadcast::poll, api::broadcast::checkpoint, api::broadcast::leave,
+        api::schedules::list, api::schedules::get, api::schedules::put, api::schedules::delete,
+        api::schedules::pause, api::schedules::resume,
     ),
-    components(schemas(ErrorBody, api::browse::ListedState)),
+    components(schemas(ErrorBody, api::browse::ListedState, api::schedules::CatchUpPolicy)),
     modifiers(&Common),
 )]
 struct ApiDoc;
@@ -50,7 +52,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("400", "Malformed request (JSON syntax, query string)"),
     ("401", "Missing or invalid bearer token"),
     ("403", "Read-only token used for a write"),
-    ("404", "Unknown queue, topic, group or message"),
+    ("404", "Unknown queue, topic, group, message or schedule"),
     (
         "409",
         "Conflict (message in flight, lease lost, busy member)",
@@ -134,6 +136,7 @@ fn path_schema(name: &str) -> Schema {
         "queue" => ("^[A-Za-z0-9._-]{1,128}$", 128, "jobs"),
         "topic" => ("^[A-Za-z0-9._-]{1,128}$", 128, "orders"),
         "group" => ("^[A-Za-z0-9._-]{1,128}$", 128, "billing"),
+        "schedule" => ("^[A-Za-z0-9._-]{1,128}$", 128, "nightly"),
         _ => ("^[A-Za-z0-9._-]{1,128}$", 128, "member-1"),
     };
     Schema::Object(
@@ -236,7 +239,7 @@ mod tests {
                 );
             }
         }
-        assert!(ids.len() >= 47, "{} operations", ids.len());
+        assert!(ids.len() >= 53, "{} operations", ids.len());
     }
 
     /// Every link names an operation of the document, in OpenAPI's spelling.

@@ -2,8 +2,9 @@
 //!
 //! Shutdown protocol: the caller's token is cancelled (SIGTERM/Ctrl-C with
 //! [`shutdown_on_signals`]); the listener stops accepting; the server's own token is cancelled
-//! so that long polls return at once with an empty list; requests in flight finish; the
-//! background refresher stops; `run` returns `Ok`.
+//! so that long polls return at once with an empty list, and the schedules stop firing
+//! (a fire in progress commits or rolls back first); requests in flight finish; the background
+//! refresher stops; `run` returns `Ok`.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -62,8 +63,9 @@ pub enum ServeError {
 
 /// The whole application: API, dashboard, `/metrics`, `/openapi.json`, with authentication,
 /// body limit and HTTP metrics, on the client's backend. For embedding in another axum server;
-/// [`Server`] runs it. The refresher of database gauges is not started by this function (see
-/// [`Server::run`]).
+/// [`Server`] runs it. Neither the refresher of database gauges nor the firing of due schedules
+/// is started by this function (see [`Server::run`]; an embedding application fires schedules
+/// with `sqlmq::Client::run_schedules`, or from its workers).
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) {
@@ -192,6 +194,8 @@ impl<B: Backend> Server<B> {
     }
 
     /// Serve until `shutdown` is cancelled, then shut down gracefully (see the module docs).
+    /// Meanwhile the gauges are refreshed in the background and due schedules are fired
+    /// (`sqlmq::Client::run_schedules`).
     ///
     /// ```no_run
     /// # async fn f(s: sqlmq_serve::Server) -> Result<(), sqlmq_serve::ServeError> {
@@ -201,6 +205,13 @@ impl<B: Backend> Server<B> {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
         let state = self.state.clone();
         let refresher = tokio::spawn(crate::snapshot::run(state.clone()));
+        // Due schedules fire from here as from every worker: the database picks one firer of
+        // each fire time, so any number of servers and workers may run this.
+        let schedules = tokio::spawn({
+            let client = state.client.clone();
+            let stop = state.shutdown.clone();
+            async move { client.run_schedules(stop).await }
+        });
         let stopping = state.shutdown.clone();
         let graceful = async move {
             shutdown.cancelled().await;
@@ -210,6 +221,7 @@ impl<B: Backend> Server<B> {
         let result = crate::http1::serve(self.listener, self.app, graceful).await;
         state.shutdown.cancel();
         let _ = refresher.await;
+        let _ = schedules.await;
         result.map_err(ServeError::Io)
     }
 }

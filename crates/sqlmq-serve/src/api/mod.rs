@@ -12,6 +12,7 @@
 //! | `group_consume.rs` | cluster-group receive, ack, nack, extend |
 //! | `group_admin.rs` | reset, replay, retries, a group's dead letters |
 //! | `broadcast.rs` | broadcast members' poll and checkpoint |
+//! | `schedules.rs` | `/v1/schedules`, `/v1/schedules/{schedule}` (+ pause, resume) |
 //! | `system.rs` | `/healthz`, `/readyz`, `/metrics`, `/v1/processes` |
 //! | `consume.rs`, `model.rs` | what queues and groups share |
 
@@ -26,6 +27,7 @@ pub mod messages;
 pub mod model;
 pub mod queues;
 pub mod records;
+pub mod schedules;
 pub mod system;
 pub mod topics;
 pub mod trace;
@@ -41,6 +43,7 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
     let q = "/v1/queues/{queue}";
     let t = "/v1/topics/{topic}";
     let g = "/v1/topics/{topic}/groups/{group}";
+    let s = "/v1/schedules/{schedule}";
     Router::new()
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
@@ -102,4 +105,13 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
             &format!("{g}/members/{{member}}/checkpoint"),
             post(broadcast::checkpoint),
         )
+        .route("/v1/schedules", get(schedules::list))
+        .route(
+            s,
+            get(schedules::get)
+                .put(schedules::put)
+                .delete(schedules::delete),
+        )
+        .route(&format!("{s}/pause"), post(schedules::pause))
+        .route(&format!("{s}/resume"), post(schedules::resume))
 }

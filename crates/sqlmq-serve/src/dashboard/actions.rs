@@ -211,6 +211,36 @@ async fn replay<B: Backend>(
     )
 }
 
+fn schedules_page() -> String {
+    "/schedules".to_owned()
+}
+
+async fn schedule_pause<B: Backend>(
+    State(s): State<AppState<B>>,
+    Path(name): Path<String>,
+) -> Response {
+    done(
+        async {
+            crate::api::schedules::set_paused(&s, &name, true).await?;
+            Ok((schedules_page(), format!("Schedule {name} paused.")))
+        }
+        .await,
+    )
+}
+
+async fn schedule_resume<B: Backend>(
+    State(s): State<AppState<B>>,
+    Path(name): Path<String>,
+) -> Response {
+    done(
+        async {
+            crate::api::schedules::set_paused(&s, &name, false).await?;
+            Ok((schedules_page(), format!("Schedule {name} resumed.")))
+        }
+        .await,
+    )
+}
+
 /// Every action route.
 pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
     let q = "/ui/queues/{queue}";
@@ -227,4 +257,6 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{g}/dead/purge"), post(group_purge_dead))
         .route(&format!("{g}/reset"), post(reset))
         .route(&format!("{g}/replay"), post(replay))
+        .route("/ui/schedules/{schedule}/pause", post(schedule_pause))
+        .route("/ui/schedules/{schedule}/resume", post(schedule_resume))
 }

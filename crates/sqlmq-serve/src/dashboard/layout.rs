@@ -48,6 +48,7 @@ const SCRIPT: &str = r#"
 pub enum Nav {
     Overview,
     Processes,
+    Schedules,
     Alerts,
     None,
 }
@@ -94,6 +95,7 @@ pub fn page(title: &str, nav: Nav, chrome: Chrome<'_>, body: Markup) -> Markup {
                     span.brand { "sqlmq" }
                     (link("/", "Overview", Nav::Overview))
                     (link("/processes", "Processes", Nav::Processes))
+                    (link("/schedules", "Schedules", Nav::Schedules))
                     (link("/alerts", "Alerts", Nav::Alerts))
                     div.right {
                         @if !access.can_write() { span.badge #read-only { "read-only" } }

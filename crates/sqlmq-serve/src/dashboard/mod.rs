@@ -9,6 +9,7 @@
 //! | `trace.rs` | `/topics/{topic}/records/{id}`: a record's trace across groups |
 //! | `group.rs` | `/topics/{topic}/groups/{group}`: lag, retries, dead letters, reset, replay |
 //! | `processes.rs` | `/processes` |
+//! | `schedules.rs` | `/schedules`: timing, target, next and last fire, pause/resume |
 //! | `alerts.rs` | `/alerts` and the rules |
 //! | `actions.rs` | the POST forms behind every button (full access only) |
 //! | `login.rs` | `/login`, `/logout`: the token as an `HttpOnly` cookie |
@@ -28,6 +29,7 @@ mod messages;
 mod overview;
 mod processes;
 mod queue;
+mod schedules;
 mod topic;
 mod trace;
 
@@ -143,6 +145,10 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(
             "/processes",
             get(|cx| async { respond(processes::show(cx).await) }),
+        )
+        .route(
+            "/schedules",
+            get(|cx| async { respond(schedules::show(cx).await) }),
         )
         .route(
             "/alerts",
