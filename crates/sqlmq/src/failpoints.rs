@@ -19,6 +19,7 @@
 //! | `sequence.claimed` | the committed pending rows locked (`SKIP LOCKED`) |
 //! | `sequence.logged` | the rows copied into the log |
 //! | `sequence.deleted` | the pending rows deleted, before the counter moves |
+//! | `schedule.<name>.sent` | a fire of schedule `<name>`: its compare-and-set done and its messages sent, before COMMIT |
 //! | `migrate.<version>.<n>` | migration `<version>`: its first `n` statements run (0: none yet), its version not yet recorded |
 //! | `reverse.<version>.<n>` | the reverse of migration `<version>`: its version forgotten and its first `n` tables dropped |
 
@@ -39,6 +40,11 @@ pub(crate) async fn before_commit(_op: &'static str) {}
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub(crate) async fn migration_step(_what: &'static str, _version: i64, _n: usize) {}
+
+/// Mark the point `schedule.<name>.sent`.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) async fn schedule_sent(_name: &str) {}
 
 /// Mark the point `<op>.before_begin`.
 #[cfg(not(feature = "failpoints"))]
@@ -61,6 +67,12 @@ pub(crate) async fn before_commit(op: &'static str) {
 #[cfg(feature = "failpoints")]
 pub(crate) async fn migration_step(what: &'static str, version: i64, n: usize) {
     armed::hit(&format!("{what}.{version}.{n}")).await;
+}
+
+/// Mark the point `schedule.<name>.sent`.
+#[cfg(feature = "failpoints")]
+pub(crate) async fn schedule_sent(name: &str) {
+    armed::hit(&format!("schedule.{name}.sent")).await;
 }
 
 /// Mark the point `<op>.before_begin`.

@@ -164,6 +164,7 @@ impl<B: Backend> Client<B> {
                 for &at in &fires {
                     partitions.extend(send(conn, &row.name, config, target, at).await?);
                 }
+                crate::failpoints::schedule_sent(&row.name).await;
                 Ok((fires.len() as u64, partitions))
             })
         })

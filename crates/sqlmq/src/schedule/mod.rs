@@ -66,9 +66,9 @@ impl<B: Backend> Client<B> {
                     next_fire: next,
                     now,
                 };
-                if store.insert_schedule(conn, &write).await? {
-                    return Ok(());
-                }
+                // Inserted, or left alone when the name exists; either way the row is then
+                // locked and written, its next fire time kept when the timing is the same.
+                store.insert_schedule(conn, &write).await?;
                 if let Some(old) = store.schedule_row(conn, name, true).await?
                     && let Ok(was) = ScheduleConfig::from_stored(&old.spec, Vec::new())
                     && was.timing == config.timing

@@ -10,12 +10,13 @@ use crate::domain::Result;
 /// Schedule rows. Times are µs since the epoch of the database clock, read by the engine
 /// (`Server::now_us`) and bound, so that no statement depends on a process's clock.
 pub trait Schedules<B: Backend> {
-    /// Insert a schedule unless one of that name exists; true when inserted.
+    /// Insert a schedule unless one of that name exists (then nothing changes; whether a row
+    /// was inserted is not told: MySQL counts a found row as affected).
     fn insert_schedule(
         &self,
         conn: &mut B::Connection,
         write: &ScheduleWrite<'_>,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Replace a schedule's configuration and next fire time; false when it does not exist.
     fn update_schedule(

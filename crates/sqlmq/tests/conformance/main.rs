@@ -17,6 +17,7 @@
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
 //! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
+//! | `schedules` | recurring schedules: each fire time sent once by competing clients, one dying mid-fire; catch-up policies; create, replace, pause, resume, delete |
 //! | `schema` | migrations, version checks, table prefixes |
 //! | `upgrade` | a database in every state migrated from every earlier version keeps every message; `migrate_to` down and up; workers across an upgrade |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
@@ -37,6 +38,7 @@ mod long_polls;
 mod ordering;
 mod pipeline;
 mod queue_basics;
+mod schedules;
 mod schema;
 mod topic_groups;
 mod topic_publish;

@@ -62,9 +62,8 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         &self,
         conn: &mut B::Connection,
         write: &ScheduleWrite<'_>,
-    ) -> Result<bool> {
-        let done = self
-            .query(B::SCHEDULES.insert)
+    ) -> Result<()> {
+        self.query(B::SCHEDULES.insert)
             .arg(write.name)
             .arg(write.spec)
             .arg(write.body)
@@ -73,7 +72,7 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
             .arg(write.now)
             .run(conn)
             .await?;
-        Ok(done == 1)
+        Ok(())
     }
 
     async fn update_schedule(
