@@ -3,7 +3,7 @@
 //! TypeScript (openapi-typescript types with openapi-fetch) — contain every operation and drive
 //! a queue and a topic end to end against a live server (send, long-poll receive, ack, nack to
 //! a dead letter, dead letters listed and redriven, messages browsed, publish, records read,
-//! a group's receive and ack). The scripts they run are in `tests/clients/`. `.ci/run` installs
+//! a group's receive and ack, a schedule created, paused, listed and deleted). The scripts they run are in `tests/clients/`. `.ci/run` installs
 //! the tools (PyPI: openapi-spec-validator, openapi-python-client; the TypeScript packages come
 //! from `tests/clients/typescript/package-lock.json` through `npm ci`); without them these tests
 //! fail and say how to install them.

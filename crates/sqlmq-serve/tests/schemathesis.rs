@@ -42,6 +42,15 @@ async fn every_operation_conforms_and_never_answers_5xx() {
         json!({"records": [{"body": "r", "key": "k"}]}),
     )
     .await;
+    assert_eq!(
+        s.put(
+            "/v1/schedules/nightly",
+            json!({"cron": "0 3 * * *", "queue": "jobs"})
+        )
+        .await
+        .0,
+        201
+    );
 
     let out = tokio::process::Command::new(&st)
         .args([

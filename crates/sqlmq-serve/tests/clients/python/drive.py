@@ -1,5 +1,6 @@
 """Drives a live `sqlmq serve` through the Python client that openapi-python-client generated
-from its /openapi.json (package `sqlmq_client`, on PYTHONPATH): a queue and a topic end to end.
+from its /openapi.json (package `sqlmq_client`, on PYTHONPATH): a queue and a topic end to end,
+and a schedule.
 Run by crates/sqlmq-serve/tests/clients.rs with SQLMQ_URL set; exits non-zero on any surprise.
 """
 
@@ -23,9 +24,17 @@ from sqlmq_client.api.messages import (
 )
 from sqlmq_client.api.queues import queue_get, queue_put
 from sqlmq_client.api.records import records_list, records_publish
+from sqlmq_client.api.schedules import (
+    schedule_delete,
+    schedule_get,
+    schedule_pause,
+    schedule_put,
+    schedules_list,
+)
 from sqlmq_client.api.topics import topic_put
 from sqlmq_client.models import (
     AckRequest,
+    CatchUpPolicy,
     GroupConfigRequest,
     IdsRequest,
     ListedState,
@@ -35,6 +44,7 @@ from sqlmq_client.models import (
     PublishRequest,
     QueueConfigRequest,
     ReceiveRequest,
+    ScheduleRequest,
     SendRequest,
     TopicConfigRequest,
 )
@@ -115,4 +125,22 @@ acked = ok(
     group_ack.sync_detailed("py-events", "py-billing", client=client, body=AckRequest(receipts=[got[0].receipt]))
 )
 assert acked.results[0].result == "ok", acked
+
+# A schedule: created (201) on the queue, paused, listed, deleted.
+created = ok(
+    schedule_put.sync_detailed(
+        "py-nightly",
+        client=client,
+        body=ScheduleRequest(
+            cron="0 3 * * *", time_zone="Europe/Paris", queue="py-jobs", body="report", catch_up=CatchUpPolicy.ONE
+        ),
+    ),
+    201,
+)
+assert created.cron == "0 3 * * *" and created.time_zone == "Europe/Paris", created
+assert created.catch_up == CatchUpPolicy.ONE and created.next_fire and not created.paused, created
+assert ok(schedule_pause.sync_detailed("py-nightly", client=client)).paused
+assert [s.name for s in ok(schedules_list.sync_detailed(client=client)).schedules] == ["py-nightly"]
+assert schedule_delete.sync_detailed("py-nightly", client=client).status_code == 204
+assert schedule_get.sync_detailed("py-nightly", client=client).status_code == 404
 print("python client: every step passed")

@@ -1,7 +1,8 @@
 // Drives a live `sqlmq serve` through a TypeScript client: types generated from its
 // /openapi.json by openapi-typescript (schema.d.ts, beside this file at test time), requests
-// made by openapi-fetch. A queue and a topic end to end; `tsc` type-checks every call against
-// the document first. Run by crates/sqlmq-serve/tests/clients.rs with SQLMQ_URL set.
+// made by openapi-fetch. A queue and a topic end to end, and a schedule; `tsc` type-checks
+// every call against the document first. Run by crates/sqlmq-serve/tests/clients.rs with
+// SQLMQ_URL set.
 
 import createClient from "openapi-fetch";
 import type { paths } from "./schema";
@@ -108,9 +109,35 @@ async function topics(): Promise<void> {
   check(acked.data?.results[0]?.result === "ok", "group_ack", acked);
 }
 
+async function schedules(): Promise<void> {
+  const schedule = { path: { schedule: "ts-nightly" } };
+  const put = await client.PUT("/v1/schedules/{schedule}", {
+    params: schedule,
+    body: { every: "1h", queue: "ts-jobs", body: "report", catch_up: "all", catch_up_limit: 3 },
+  });
+  check(
+    put.response.status === 201 && put.data?.every === "1h" && put.data.catch_up === "all",
+    "schedule_put",
+    put.data ?? put.error,
+  );
+  const paused = await client.POST("/v1/schedules/{schedule}/pause", { params: schedule });
+  check(paused.data?.paused === true, "schedule_pause", paused.data ?? paused.error);
+  const listed = await client.GET("/v1/schedules");
+  check(listed.data?.schedules.map((s) => s.name).join() === "ts-nightly", "schedules_list", listed.data);
+  const deleted = await client.DELETE("/v1/schedules/{schedule}", { params: schedule });
+  check(deleted.response.status === 204, "schedule_delete", deleted.error);
+  const gone = await client.GET("/v1/schedules/{schedule}", { params: schedule });
+  check(
+    gone.response.status === 404 && gone.error?.error.code === "unknown_schedule",
+    "schedule_get after delete",
+    gone.error,
+  );
+}
+
 try {
   await queues();
   await topics();
+  await schedules();
   console.log("typescript client: every step passed");
 } catch (e) {
   console.error(e);
