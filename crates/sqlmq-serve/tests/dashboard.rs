@@ -1,8 +1,8 @@
 //! The dashboard in headless Chromium (Debian's `chromium` + `chromium-driver`, driven over
 //! WebDriver): every page renders with real data, a redrive works end to end through its
-//! confirmation dialog, read-only access shows no action, and a screenshot of every page is
-//! saved: into `target/screenshots/`, or into `docs/screenshots/` with
-//! `SQLMQ_UPDATE_SCREENSHOTS=1`.
+//! confirmation dialog, a schedule is paused with its button, read-only access shows no
+//! action, and a screenshot of every page is saved: into `target/screenshots/`, or into
+//! `docs/screenshots/` with `SQLMQ_UPDATE_SCREENSHOTS=1`.
 
 mod common;
 
@@ -196,6 +196,20 @@ async fn seed(s: &TestServer) -> (String, sqlmq::CancellationToken) {
         s,
         "/v1/topics/orders/groups/shipping/receive",
         json!({"max": 4}),
+    )
+    .await;
+
+    // Schedules: a nightly report and a heartbeat that fires during the test.
+    put(
+        s,
+        "/v1/schedules/nightly-report",
+        json!({"cron": "0 3 * * *", "time_zone": "Europe/Paris", "queue": "thumbnails", "body": "report"}),
+    )
+    .await;
+    put(
+        s,
+        "/v1/schedules/heartbeat",
+        json!({"every": "2s", "topic": "clicks"}),
     )
     .await;
 
@@ -421,6 +435,62 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
     );
     b.screenshot(&shots.join("processes.png")).await;
 
+    // Schedules: timing, target, fire times; pause one with its button.
+    eventually(
+        Duration::from_secs(10),
+        "the heartbeat's first fire",
+        || async {
+            let v = get(&s, "/v1/schedules/heartbeat").await;
+            (v["fired"].as_u64()? > 0).then_some(())
+        },
+    )
+    .await;
+    b.goto(&s.url("/schedules")).await;
+    let table = b.text("#schedules").await;
+    for needle in [
+        "nightly-report",
+        "0 3 * * * (Europe/Paris)",
+        "queue thumbnails",
+        "heartbeat",
+        "every 2s",
+        "topic clicks",
+    ] {
+        assert!(
+            table.contains(needle),
+            "the schedules page lacks {needle}: {table}"
+        );
+    }
+    assert_eq!(
+        b.find_all("#schedules tr").await.len(),
+        3,
+        "header + 2 schedules"
+    );
+    b.screenshot(&shots.join("schedules.png")).await;
+    b.click(
+        &b.find("form[action='/ui/schedules/heartbeat/pause'] button")
+            .await,
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the pause's flash message",
+        || async {
+            b.source()
+                .await
+                .contains("Schedule heartbeat paused.")
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(get(&s, "/v1/schedules/heartbeat").await["paused"], true);
+    assert_eq!(
+        b.find_all("form[action='/ui/schedules/heartbeat/resume']")
+            .await
+            .len(),
+        1,
+        "a paused schedule offers to resume"
+    );
+
     // The auto-refresh pause toggle keeps its state across reloads.
     b.click(&b.find("#refresh").await).await;
     b.goto(&s.url("/processes")).await;
@@ -444,6 +514,7 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
         "/topics/orders",
         "/topics/orders/groups/billing",
         "/processes",
+        "/schedules",
         "/alerts",
         &format!("/topics/orders/records/{traced}"),
     ] {

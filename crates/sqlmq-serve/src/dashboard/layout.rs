@@ -27,6 +27,7 @@ form.inline{display:inline}button{cursor:pointer}button.danger{color:#b3261e}
 .row{display:flex;gap:16px;flex-wrap:wrap}.row>div{flex:1;min-width:380px}
 pre{white-space:pre-wrap;word-break:break-all;margin:0;max-width:520px}
 svg{background:#fff;border:1px solid #e3e6ec}.badge{padding:1px 6px;border-radius:8px;background:#eef0f4}
+.nowrap{white-space:nowrap}
 "#;
 
 const SCRIPT: &str = r#"

@@ -56,7 +56,7 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
                  th { "last fired" } th.n { "fired" } @if write { th { "" } } }
             @for s in &list {
                 tr {
-                    td { (s.name) }
+                    td.nowrap { (s.name) }
                     td { code { (timing(&s.config.timing)) } }
                     td { (target(&s.config.target)) }
                     td { @if s.paused { span.badge { "paused" } } @else { "running" } }
