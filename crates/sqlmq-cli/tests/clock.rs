@@ -12,7 +12,7 @@ mod common;
 use std::process::Output;
 use std::time::Duration;
 
-use common::TestDb;
+use common::{TestDb, skewed_cmd};
 use serde_json::Value;
 
 /// How far off the skewed clients are, both ways.
@@ -22,29 +22,6 @@ const SKEWS: [&str; 2] = ["+5h", "-5h"];
 /// would read as a flag).
 fn body(skew: &str) -> String {
     format!("skew{skew}")
-}
-
-/// The multithreaded libfaketime, wherever Debian put it for this architecture.
-fn libfaketime() -> String {
-    let found = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("faketime/libfaketimeMT.so.1"))
-        .find(|p| p.exists());
-    found
-        .expect("libfaketime is installed (scripts/test.sh installs it: Debian package faketime)")
-        .display()
-        .to_string()
-}
-
-/// The binary with its wall clock shifted by `skew` (`+5h`, `-5h`).
-fn skewed_cmd(db: &TestDb, skew: &str, args: &[&str]) -> std::process::Command {
-    let mut cmd = db.cmd(args);
-    cmd.env("LD_PRELOAD", libfaketime())
-        .env("FAKETIME", skew)
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-    cmd
 }
 
 /// Run the binary to completion with its wall clock shifted by `skew`.

@@ -25,9 +25,9 @@ pub enum ScheduleCommand {
         /// Cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first
         #[arg(long, value_name = "EXPR")]
         cron: Option<String>,
-        /// IANA time zone the cron expression is read in
-        #[arg(long, value_name = "ZONE", default_value = "UTC", requires = "cron")]
-        tz: String,
+        /// IANA time zone the cron expression is read in [default: UTC]
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
         /// Fire every DUR (at least 1s), at its multiples since the Unix epoch
         #[arg(long, value_name = "DUR", value_parser = parse_duration)]
         every: Option<Duration>,
@@ -184,8 +184,11 @@ pub async fn run<B: Backend>(settings: &Settings, command: ScheduleCommand) -> R
             catch_up,
             catch_up_limit,
         } => {
+            if tz.is_some() && cron.is_none() {
+                return Err(UsageError("--tz is the time zone of --cron".into()).into());
+            }
             let timing = match (cron, every) {
-                (Some(expr), None) => Timing::cron(expr, tz),
+                (Some(expr), None) => Timing::cron(expr, tz.unwrap_or_else(|| "UTC".into())),
                 (None, Some(d)) => Timing::Every(d),
                 _ => return Err(UsageError("give one of --cron and --every".into()).into()),
             };

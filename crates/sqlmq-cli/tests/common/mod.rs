@@ -176,14 +176,7 @@ impl TestDb {
 
     /// Spawn the binary in the background; killed when the guard drops.
     pub fn spawn(&self, args: &[&str]) -> Running {
-        let child = self
-            .cmd(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Running { child: Some(child) }
+        spawn_cmd(self.cmd(args))
     }
 }
 
@@ -192,6 +185,40 @@ impl Drop for TestDb {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The multithreaded libfaketime, wherever Debian put it for this architecture.
+pub fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("faketime/libfaketimeMT.so.1"))
+        .find(|p| p.exists());
+    found
+        .expect("libfaketime is installed (scripts/test.sh installs it: Debian package faketime)")
+        .display()
+        .to_string()
+}
+
+/// The binary with its wall clock shifted by `skew` (`+5h`, `-5h`).
+pub fn skewed_cmd(db: &TestDb, skew: &str, args: &[&str]) -> std::process::Command {
+    let mut cmd = db.cmd(args);
+    cmd.env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", skew)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    cmd
+}
+
+/// Spawn `cmd` in the background; killed when the guard drops.
+pub fn spawn_cmd(mut cmd: Command) -> Running {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Running { child: Some(child) }
 }
 
 /// Counts of one queue, from `queues --json`.
