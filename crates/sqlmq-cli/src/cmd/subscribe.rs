@@ -135,6 +135,9 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         groups.push(group);
     }
     let Some(exec) = &args.exec else {
+        // A printing subscriber fires the database's schedules too, as a worker does.
+        let (scheduler, until) = (client.clone(), stop.clone());
+        tokio::spawn(async move { scheduler.run_schedules(until).await });
         let group = &groups[0];
         return match group.config().mode {
             GroupMode::Cluster => print_cluster(group, &args, &stop).await,
