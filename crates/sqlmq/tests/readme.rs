@@ -13,6 +13,7 @@ const SECTIONS: &[&str] = &[
     "## Using the library",
     "### The worker runtime",
     "### Topics and consumer groups",
+    "### Recurring schedules",
     "### Backends: MySQL/MariaDB and SQLite",
 ];
 
