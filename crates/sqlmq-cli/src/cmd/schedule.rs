@@ -17,51 +17,7 @@ use crate::settings::Settings;
 pub enum ScheduleCommand {
     /// Create a schedule, or replace an existing one's settings (what it fired is kept; so is
     /// its next fire time when the timing is the same)
-    #[command(group(clap::ArgGroup::new("timing").required(true).args(["cron", "every"])))]
-    #[command(group(clap::ArgGroup::new("target").required(true).args(["queue", "topic"])))]
-    Create {
-        /// Schedule name: 1 to 128 characters of A-Z a-z 0-9 . _ -
-        name: String,
-        /// Cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first
-        #[arg(long, value_name = "EXPR")]
-        cron: Option<String>,
-        /// IANA time zone the cron expression is read in [default: UTC]
-        #[arg(long, value_name = "ZONE")]
-        tz: Option<String>,
-        /// Fire every DUR (at least 1s), at its multiples since the Unix epoch
-        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-        every: Option<Duration>,
-        /// Send a message to this queue
-        #[arg(long, value_name = "QUEUE")]
-        queue: Option<String>,
-        /// Publish a record to this topic
-        #[arg(long, value_name = "TOPIC")]
-        topic: Option<String>,
-        /// Body of each message
-        #[arg(long, value_name = "TEXT", default_value = "")]
-        body: String,
-        /// A header of each message (repeatable)
-        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_header)]
-        header: Vec<(String, String)>,
-        /// Ordering key (queue) or record key (topic) of each message
-        #[arg(long, value_name = "KEY")]
-        key: Option<String>,
-        /// Priority of each message (queue; lower first)
-        #[arg(
-            long,
-            value_name = "N",
-            default_value_t = 0,
-            allow_negative_numbers = true
-        )]
-        priority: i16,
-        /// Fire times missed while no process ran: skip them, fire the latest once, or fire
-        /// them all (up to --catch-up-limit)
-        #[arg(long, value_name = "POLICY", default_value = "skip", value_parser = ["skip", "one", "all"])]
-        catch_up: String,
-        /// Most missed fire times `--catch-up all` fires at once
-        #[arg(long, value_name = "N", default_value_t = ScheduleConfig::DEFAULT_CATCH_UP_LIMIT)]
-        catch_up_limit: u32,
-    },
+    Create(Box<CreateArgs>),
     /// List schedules with their next and last fire times
     List {
         /// Print a JSON array
@@ -94,6 +50,54 @@ pub enum ScheduleCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Arguments of `sqlmq schedule create`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("timing").required(true).args(["cron", "every"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["queue", "topic"])))]
+pub struct CreateArgs {
+    /// Schedule name: 1 to 128 characters of A-Z a-z 0-9 . _ -
+    name: String,
+    /// Cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first
+    #[arg(long, value_name = "EXPR")]
+    cron: Option<String>,
+    /// IANA time zone the cron expression is read in [default: UTC]
+    #[arg(long, value_name = "ZONE")]
+    tz: Option<String>,
+    /// Fire every DUR (at least 1s), at its multiples since the Unix epoch
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    every: Option<Duration>,
+    /// Send a message to this queue
+    #[arg(long, value_name = "QUEUE")]
+    queue: Option<String>,
+    /// Publish a record to this topic
+    #[arg(long, value_name = "TOPIC")]
+    topic: Option<String>,
+    /// Body of each message
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    body: String,
+    /// A header of each message (repeatable)
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_header)]
+    header: Vec<(String, String)>,
+    /// Ordering key (queue) or record key (topic) of each message
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Priority of each message (queue; lower first)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    priority: i16,
+    /// Fire times missed while no process ran: skip them, fire the latest once, or fire
+    /// them all (up to --catch-up-limit)
+    #[arg(long, value_name = "POLICY", default_value = "skip", value_parser = ["skip", "one", "all"])]
+    catch_up: String,
+    /// Most missed fire times `--catch-up all` fires at once
+    #[arg(long, value_name = "N", default_value_t = ScheduleConfig::DEFAULT_CATCH_UP_LIMIT)]
+    catch_up_limit: u32,
 }
 
 /// A schedule for scripts.
@@ -170,20 +174,21 @@ fn when(t: Option<SystemTime>) -> String {
 /// Run `sqlmq schedule ...`.
 pub async fn run<B: Backend>(settings: &Settings, command: ScheduleCommand) -> Result<()> {
     match command {
-        ScheduleCommand::Create {
-            name,
-            cron,
-            tz,
-            every,
-            queue,
-            topic,
-            body,
-            header,
-            key,
-            priority,
-            catch_up,
-            catch_up_limit,
-        } => {
+        ScheduleCommand::Create(args) => {
+            let CreateArgs {
+                name,
+                cron,
+                tz,
+                every,
+                queue,
+                topic,
+                body,
+                header,
+                key,
+                priority,
+                catch_up,
+                catch_up_limit,
+            } = *args;
             if tz.is_some() && cron.is_none() {
                 return Err(UsageError("--tz is the time zone of --cron".into()).into());
             }

@@ -42,6 +42,8 @@ pub const CATCH_UP_GRACE: Duration = Duration::from_secs(60);
 
 /// The shortest interval of [`Timing::Every`].
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest interval of [`Timing::Every`]: 100 years (its fire times stay printable dates).
+const MAX_INTERVAL: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// When a schedule fires.
 ///
@@ -67,7 +69,7 @@ pub enum Timing {
         /// The IANA time zone it is read in.
         zone: String,
     },
-    /// Every interval (at least one second), at its multiples since the Unix epoch: every
+    /// Every interval (one second to 100 years, in whole milliseconds), at its multiples since the Unix epoch: every
     /// minute fires on the minute, every hour on the hour (UTC).
     #[serde(with = "interval")]
     Every(Duration),
@@ -121,9 +123,10 @@ impl Timing {
                         "schedule interval {d:?}: at least 1s, in whole milliseconds"
                     )));
                 }
-                if d.as_millis() > i64::MAX as u128 / 1000 {
+                if *d > MAX_INTERVAL {
                     return Err(Error::InvalidArgument(format!(
-                        "schedule interval {d:?} is too long"
+                        "schedule interval {}: at most 100 years",
+                        humantime::format_duration(*d)
                     )));
                 }
             }
