@@ -94,7 +94,7 @@ pub use domain::{
     GroupMaintenance, GroupMode, GroupTrace, HistoryListLength, MaintenanceReport, MemberLag,
     Message, MessageId, MessagePage, MessageState, MigrationReport, NackOutcome, PartitionInfo,
     PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats, QueuedMessage,
-    Receipt, Record, Result, RetentionReport, SCHEDULE_HEADER, Schedule, ScheduleConfig,
+    RateLimit, Receipt, Record, Result, RetentionReport, SCHEDULE_HEADER, Schedule, ScheduleConfig,
     ScheduleTarget, Sent, ServerInfo, StartAt, StreamRecord, Timing, TopicConfig, TopicStats,
     Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Subcommand;
-use sqlmq::{Backoff, QueueConfig};
+use sqlmq::{Backoff, QueueConfig, RateLimit};
 
 use super::{confirm, parse_backoff, parse_duration};
 use crate::settings::Settings;
@@ -27,6 +27,14 @@ pub enum QueueCommand {
         /// How long idempotency keys (`send --id`) are remembered [default: 24h]
         #[arg(long, value_name = "DUR", value_parser = parse_duration)]
         dedup_window: Option<Duration>,
+        /// At most N messages in flight in the whole queue, every process together (0: no
+        /// limit)
+        #[arg(long, value_name = "N")]
+        max_in_flight: Option<u32>,
+        /// At most COUNT deliveries in any window of DURATION, every process together: e.g.
+        /// 100/1m or 20/1s (`none`: no limit)
+        #[arg(long, value_name = "COUNT/DUR", value_parser = parse_rate_limit)]
+        rate_limit: Option<RateChoice>,
     },
     /// Delete a queue with all its messages and dead letters
     Delete {
@@ -46,6 +54,8 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             max_attempts,
             backoff,
             dedup_window,
+            max_in_flight,
+            rate_limit,
         } => {
             let client = settings.connect::<B>().await?;
             // Start from the existing configuration so that options not given are kept rather
@@ -67,6 +77,12 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             if let Some(w) = dedup_window {
                 config = config.dedup_window(w);
             }
+            if let Some(n) = max_in_flight {
+                config = config.max_in_flight((n > 0).then_some(n));
+            }
+            if let Some(RateChoice(rate)) = rate_limit {
+                config = config.rate_limit(rate);
+            }
             client.create_queue(&name, config.clone()).await?;
             let verb = if created { "created" } else { "updated" };
             println!("{verb} queue {name}: {}", describe(&config));
@@ -82,6 +98,21 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
         }
     }
     Ok(())
+}
+
+/// A `--rate-limit` value: a limit, or none.
+#[derive(Clone, Debug)]
+pub struct RateChoice(Option<RateLimit>);
+
+/// clap value parser for `--rate-limit`: `COUNT/DURATION` or `none`.
+fn parse_rate_limit(text: &str) -> Result<RateChoice, String> {
+    match text {
+        "none" => Ok(RateChoice(None)),
+        text => text
+            .parse::<RateLimit>()
+            .map(|r| RateChoice(Some(r)))
+            .map_err(|e| e.to_string()),
+    }
 }
 
 /// A queue's settings on one line.
@@ -101,9 +132,16 @@ fn describe(config: &QueueConfig) -> String {
             format!("ladder {}", steps.join(","))
         }
     };
-    format!(
+    let mut line = format!(
         "max attempts {}, backoff {backoff}, dedup window {}",
         config.max_attempts,
         humantime::format_duration(config.dedup_window)
-    )
+    );
+    if let Some(n) = config.max_in_flight {
+        line.push_str(&format!(", at most {n} in flight"));
+    }
+    if let Some(rate) = config.rate_limit {
+        line.push_str(&format!(", rate limit {rate}"));
+    }
+    line
 }

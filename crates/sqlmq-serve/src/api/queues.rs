@@ -22,6 +22,12 @@ pub struct QueueConfigOut {
     pub backoff: String,
     /// How long idempotency keys are remembered, in milliseconds.
     pub dedup_window_ms: u64,
+    /// At most this many messages in flight in the whole queue, every process together (null:
+    /// no limit).
+    pub max_in_flight: Option<u32>,
+    /// At most this many deliveries per window, every process together, as `COUNT/DURATION`
+    /// (`100/1m`; null: no limit).
+    pub rate_limit: Option<String>,
 }
 
 /// A queue: its settings and its messages by state.
@@ -67,6 +73,14 @@ pub struct QueueConfigRequest {
     /// How long idempotency keys are remembered, in milliseconds (default 24 h).
     #[schema(minimum = 0, maximum = 31622400000_u64)]
     pub dedup_window_ms: Option<u64>,
+    /// At most this many messages in flight in the whole queue, every process together; 0
+    /// removes the limit.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_in_flight: Option<u32>,
+    /// At most this many deliveries per window, every process together: `COUNT/DURATION`
+    /// (`100/1m`, `20/1s`); `none` removes the limit.
+    #[schema(example = "100/1m")]
+    pub rate_limit: Option<String>,
 }
 
 /// A backoff in the text form the CLI and this API accept.
@@ -83,6 +97,8 @@ fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
         max_attempts: c.max_attempts,
         backoff: backoff_text(&c.backoff),
         dedup_window_ms: c.dedup_window.as_millis() as u64,
+        max_in_flight: c.max_in_flight,
+        rate_limit: c.rate_limit.map(|r| r.to_string()),
     }
 }
 
@@ -181,6 +197,15 @@ pub async fn put<B: Backend>(
     }
     if let Some(ms) = request.dedup_window_ms {
         config = config.dedup_window(Duration::from_millis(ms));
+    }
+    if let Some(n) = request.max_in_flight {
+        config = config.max_in_flight((n > 0).then_some(n));
+    }
+    if let Some(text) = &request.rate_limit {
+        config = config.rate_limit(match text.as_str() {
+            "none" => None,
+            text => Some(text.parse()?),
+        });
     }
     state.client.create_queue(&name, config).await?;
     Ok(Json(one(&state, &name).await?))

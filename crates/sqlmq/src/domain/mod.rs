@@ -34,6 +34,7 @@ mod name;
 mod process;
 mod queue_config;
 mod queue_stats;
+mod rate_limit;
 mod record;
 mod reports;
 mod schedule;
@@ -62,6 +63,7 @@ pub(crate) use name::{MAX_NAME_LEN, validate_key, validate_table_prefix};
 pub use process::ProcessInfo;
 pub use queue_config::QueueConfig;
 pub use queue_stats::QueueStats;
+pub use rate_limit::RateLimit;
 pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backoff::Backoff;
 use super::error::{Error, Result};
+use super::rate_limit::RateLimit;
 
 /// Per-queue settings.
 ///
@@ -29,6 +30,14 @@ pub struct QueueConfig {
     /// How long an idempotency key is remembered (default 24 h,
     /// [`QueueConfig::DEFAULT_DEDUP_WINDOW`]).
     pub dedup_window: Duration,
+    /// At most this many messages in flight (claimed, not yet settled) in the whole queue,
+    /// every process together (default: no limit).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// At most this many deliveries in any window of this length, every process together
+    /// (default: no limit).
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for QueueConfig {
@@ -37,6 +46,8 @@ impl Default for QueueConfig {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
             dedup_window: Self::DEFAULT_DEDUP_WINDOW,
+            max_in_flight: None,
+            rate_limit: None,
         }
     }
 }
@@ -100,7 +111,45 @@ impl QueueConfig {
         self
     }
 
+    /// Limit the messages in flight in the whole queue, every process together (`None`: no
+    /// limit). A claim takes at most what is left; a consumer whose message is never settled
+    /// gives its slot back when the lease ends.
+    ///
+    /// ```
+    /// let c = sqlmq::QueueConfig::default().max_in_flight(Some(5));
+    /// assert_eq!(c.max_in_flight, Some(5));
+    /// ```
+    pub fn max_in_flight(mut self, n: Option<u32>) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    /// Limit the deliveries per window, every process together (`None`: no limit).
+    ///
+    /// ```
+    /// let c = sqlmq::QueueConfig::default().rate_limit(Some("100/1m".parse().unwrap()));
+    /// assert_eq!(c.rate_limit.unwrap().count, 100);
+    /// ```
+    pub fn rate_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// Whether claims of this queue go through its limits.
+    pub(crate) fn is_limited(&self) -> bool {
+        self.max_in_flight.is_some() || self.rate_limit.is_some()
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
+        if self.max_in_flight.is_some_and(|n| n == 0 || n > 1_000_000) {
+            return Err(Error::InvalidArgument(format!(
+                "max_in_flight must be 1..=1000000, got {}",
+                self.max_in_flight.unwrap_or_default()
+            )));
+        }
+        if let Some(rate) = &self.rate_limit {
+            rate.validate()?;
+        }
         if self.max_attempts == 0 || self.max_attempts > 1_000_000 {
             return Err(Error::InvalidArgument(format!(
                 "max_attempts must be 1..=1000000, got {}",

@@ -144,6 +144,7 @@ impl<B: Backend> Queue<B> {
     ) -> Result<Vec<Delivery>> {
         check_claim(n, lease)?;
         self.client.require_schema()?;
+        self.refuse_if_limited("receive_in").await?;
         let started = Instant::now();
         let store = self.store();
         let request = &self.claim_request(n, lease);
@@ -190,6 +191,7 @@ impl<B: Backend> Queue<B> {
     pub async fn take_in(&self, conn: &mut B::Connection, n: usize) -> Result<Vec<Delivery>> {
         check_take(n)?;
         self.client.require_schema()?;
+        self.refuse_if_limited("take_in").await?;
         let started = Instant::now();
         let (store, id) = (self.store(), self.id());
         let mut taken =
@@ -211,6 +213,11 @@ impl<B: Backend> Queue<B> {
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
         let started = Instant::now();
         let consumer = self.consumer();
+        if self.limited().await? {
+            let claimed = self.claim_limited(n, lease).await?;
+            consumer.record_claim(started, claimed.len());
+            return Ok(claimed);
+        }
         // With one writer at a time the claim, a write, may wait for an open transaction (a
         // batch being sent, a handler's `ack_in`) or another process: a plain read first
         // spares an empty claim that wait. A server database claims directly: its claim is as
@@ -231,7 +238,7 @@ impl<B: Backend> Queue<B> {
     }
 
     /// What a claim of `n` messages for `lease` by this client asks the store for.
-    fn claim_request(&self, n: usize, lease: Duration) -> ClaimRequest<'_> {
+    pub(super) fn claim_request(&self, n: usize, lease: Duration) -> ClaimRequest<'_> {
         ClaimRequest {
             queue_id: self.id(),
             n,

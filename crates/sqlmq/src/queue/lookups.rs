@@ -6,6 +6,7 @@ use crate::client::{Client, Subject};
 use crate::domain::{Error, QueueConfig, QueueStats, Result, validate_name};
 use crate::store::Backend;
 use crate::store::prelude::*;
+use crate::tx;
 
 impl<B: Backend> Client<B> {
     /// Create a queue, or update the configuration of an existing one (its messages are kept).
@@ -22,13 +23,18 @@ impl<B: Backend> Client<B> {
         validate_name("queue", name)?;
         config.validate()?;
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
-        let row = self
-            .inner
-            .store
-            .upsert_queue(&mut conn, name, &config)
-            .await?;
-        Ok(Queue::new(self.clone(), row.id, row.name))
+        let (store, config) = (&self.inner.store, &config);
+        // The queue row and its limits row together.
+        let row = tx::run(&self.inner.pool, "create_queue", |conn, _| {
+            Box::pin(store.upsert_queue(conn, name, config))
+        })
+        .await?;
+        Ok(Queue::new(
+            self.clone(),
+            row.id,
+            row.name,
+            row.config.is_limited(),
+        ))
     }
 
     /// A handle to an existing queue.
@@ -47,7 +53,12 @@ impl<B: Backend> Client<B> {
         self.require_schema()?;
         let mut conn = self.reader().acquire().await?;
         match self.inner.store.queue_by_name(&mut conn, name).await? {
-            Some(row) => Ok(Queue::new(self.clone(), row.id, row.name)),
+            Some(row) => Ok(Queue::new(
+                self.clone(),
+                row.id,
+                row.name,
+                row.config.is_limited(),
+            )),
             None => Err(Error::UnknownQueue(name.to_owned())),
         }
     }

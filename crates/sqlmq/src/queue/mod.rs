@@ -11,6 +11,7 @@
 mod browse;
 mod consume;
 mod enqueue;
+mod limits;
 mod lookups;
 mod manage;
 mod produce;
@@ -48,6 +49,8 @@ struct Handle<B: Backend> {
     name: String,
     /// Started by the first `send` (it needs a runtime), shared by the handle's clones.
     sends: OnceLock<Coalescer<Queue<B>>>,
+    /// Whether the queue has limits, and whether its gate is known to be shut.
+    limits: std::sync::Mutex<limits::LimitState>,
 }
 
 impl<B: Backend> Clone for Queue<B> {
@@ -69,13 +72,14 @@ impl<B: Backend> std::fmt::Debug for Queue<B> {
 }
 
 impl<B: Backend> Queue<B> {
-    pub(crate) fn new(client: Client<B>, id: i32, name: String) -> Queue<B> {
+    pub(crate) fn new(client: Client<B>, id: i32, name: String, limited: bool) -> Queue<B> {
         Queue {
             client,
             inner: Arc::new(Handle {
                 id,
                 name,
                 sends: OnceLock::new(),
+                limits: std::sync::Mutex::new(limits::LimitState::new(limited)),
             }),
         }
     }
@@ -84,7 +88,12 @@ impl<B: Backend> Queue<B> {
     /// when the last clone of this one is dropped.
     fn coalescer(&self) -> &Coalescer<Queue<B>> {
         self.inner.sends.get_or_init(|| {
-            let own = Queue::new(self.client.clone(), self.id(), self.name().to_owned());
+            let own = Queue::new(
+                self.client.clone(),
+                self.id(),
+                self.name().to_owned(),
+                false,
+            );
             Coalescer::start(own)
         })
     }

@@ -10,7 +10,7 @@
 //! | file | traits |
 //! |---|---|
 //! | `server.rs` | [`Server`] (connect, begin, server checks, clock), [`Schema`] (migrations) |
-//! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`], [`Browse`] |
+//! | `queue.rs` | [`Queues`], [`Enqueue`], [`ScriptedSend`], [`Claim`], [`Maintain`], [`Admin`], [`DeadLetters`], [`Browse`], [`Limits`] |
 //! | `consume.rs` | [`QueueSettle`] (ack, fail, extend, release), [`Probe`] |
 //! | `follow.rs` | [`Follow`]: the commits that wake waiting consumers (binary log, WAL file) |
 //! | `topic.rs` | [`Topics`], [`Publish`], [`Stream`], [`Retention`] |
@@ -54,7 +54,9 @@ pub use follow::Follow;
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
 pub use process::Processes;
-pub use queue::{Admin, Browse, Claim, DeadLetters, Enqueue, Maintain, Queues, ScriptedSend};
+pub use queue::{
+    Admin, Browse, Claim, DeadLetters, Enqueue, Limits, Maintain, Queues, ScriptedSend,
+};
 pub use schedule::Schedules;
 pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
@@ -112,6 +114,7 @@ store_traits!(
     Admin,
     DeadLetters,
     Browse,
+    Limits,
     QueueSettle,
     Probe,
     Follow,

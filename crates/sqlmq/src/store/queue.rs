@@ -9,7 +9,8 @@ use super::rows::{
     ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueRow, SendBatch,
 };
 use crate::domain::{
-    After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, Result,
+    After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, RateLimit,
+    Result,
 };
 
 /// Queue rows. Names are compared by the backend's rules (MySQL's `ascii_bin` ignores
@@ -329,4 +330,41 @@ pub trait Browse<B: Backend> {
         key: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<MessageId>>> + Send;
+}
+
+/// A limited queue's gate: what its claims may take, read and counted under the lock of its
+/// limits row, so that the claims of every process are counted one after the other.
+pub trait Limits<B: Backend> {
+    /// The queue's limits, their row locked until the transaction ends (on a backend with
+    /// row locks); `None` when it has none.
+    fn lock_limits(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<Option<(Option<u32>, Option<RateLimit>)>>> + Send;
+
+    /// The queue's messages in flight (leased, whether or not the lease has ended).
+    fn in_flight(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Forget deliveries at or before `before_us`, then count those after it: how many, and
+    /// when the oldest of them was (µs).
+    fn recent_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        before_us: i64,
+    ) -> impl Future<Output = Result<(u64, Option<i64>)>> + Send;
+
+    /// Record `n` deliveries at `at_us`.
+    fn record_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        at_us: i64,
+        n: usize,
+    ) -> impl Future<Output = Result<()>> + Send;
 }

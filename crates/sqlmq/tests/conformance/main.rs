@@ -12,6 +12,7 @@
 //! | `bad_input` | typed errors, nothing written |
 //! | `browse` | messages looked at by state, id and key: ordered pages without gaps, nothing changed |
 //! | `competing_consumers` | exclusive leases with fencing across tasks and processes |
+//! | `limits` | a queue's limits across clients: never more in flight than `max_in_flight` (a dead consumer's slots back when its leases end), never more deliveries in a window than the rate limit |
 //! | `lock_held` | `receive_in` (claim, effects and acks) and `take_in` (claim and remove) in the caller's transaction; rollback or `kill -9` gives the batch back at once; concurrent takers remove each message once |
 //! | `long_polls` | `receive_wait`: first come first served, woken across clients by the shared probe, a wait that ends claims nothing |
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
@@ -33,6 +34,7 @@ mod competing_consumers;
 mod concurrent_sends;
 mod exactly_once;
 mod late_committer;
+mod limits;
 mod lock_held;
 mod long_polls;
 mod ordering;

@@ -20,6 +20,7 @@
 //! | `admin.rs` | `Admin`: counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters`: list, redrive |
 //! | `browse.rs` | `Browse`: messages by state, one by id or key |
+//! | `limits.rs` | `Limits`: a limited queue's gate (most in flight, deliveries per window) |
 //! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
 //! | `processes.rs` | `Processes` |
 //! | `schedules.rs` | `Schedules`: recurring schedules' rows, the fire's compare-and-set |
@@ -46,6 +47,7 @@ mod group_settle;
 mod group_state;
 mod groups;
 pub(crate) mod keys;
+mod limits;
 mod maintain;
 mod member_dead;
 mod migrate;
@@ -74,6 +76,7 @@ pub use group_settle::{GroupSettleSql, HistoryRow};
 pub use group_state::GroupStateSql;
 pub use groups::GroupSql;
 pub use keys::KeySql;
+pub use limits::LimitSql;
 pub use maintain::MaintainSql;
 pub use member_dead::MemberDeadSql;
 pub use migrate::MigrateSql;
@@ -154,6 +157,8 @@ pub trait Dialect: Driver + Types {
     const DEAD: DeadSql;
     /// Looking at a queue's messages.
     const BROWSE: BrowseSql;
+    /// A limited queue's gate.
+    const LIMITS: LimitSql;
     /// The wakeup probes.
     const PROBE: ProbeSql;
     /// The process registry.
@@ -252,6 +257,7 @@ macro_rules! statement_tables {
         const ADMIN: $crate::store::body::AdminSql = admin::SQL;
         const DEAD: $crate::store::body::DeadSql = dead::SQL;
         const BROWSE: $crate::store::body::BrowseSql = browse::SQL;
+        const LIMITS: $crate::store::body::LimitSql = limits::SQL;
         const PROBE: $crate::store::body::ProbeSql = probe::SQL;
         const PROCESSES: $crate::store::body::ProcessSql = processes::SQL;
         const SCHEDULES: $crate::store::body::ScheduleSql = schedules::SQL;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Backoff, Error, QueueConfig, Result, millis_of};
+use crate::domain::{Backoff, Error, QueueConfig, RateLimit, Result, millis_of};
 use crate::store::rows::QueueRow;
 use crate::store::{Backend, Queues};
 
@@ -14,18 +14,26 @@ pub struct QueueSql {
     pub upsert: &'static str,
     /// Pause or resume a queue (paused as 0/1, name).
     pub set_paused: &'static str,
+    /// Create or replace a queue's limits (queue id, most in flight, rate count, rate window
+    /// in µs; each NULL for none).
+    pub upsert_limits: &'static str,
 }
 
-/// The columns [`decode`] reads, in order.
+/// The columns [`decode`] reads, in order: the queue row and its limits (NULL when it has
+/// none).
 macro_rules! queue_columns {
     () => {
-        "SELECT id, name, paused, max_attempts, backoff, dedup_window_ms FROM {p}queues"
+        "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, \
+         l.max_in_flight, l.rate_count, l.rate_window_us \
+         FROM {p}queues q LEFT JOIN {p}queue_limits l ON l.queue_id = q.id"
     };
 }
-pub(crate) const BY_NAME: &str = concat!(queue_columns!(), " WHERE name = ?");
-pub(crate) const BY_ID: &str = concat!(queue_columns!(), " WHERE id = ?");
-const ALL: &str = concat!(queue_columns!(), " ORDER BY name");
+pub(crate) const BY_NAME: &str = concat!(queue_columns!(), " WHERE q.name = ?");
+pub(crate) const BY_ID: &str = concat!(queue_columns!(), " WHERE q.id = ?");
+const ALL: &str = concat!(queue_columns!(), " ORDER BY q.name");
 const DELETE: &str = "DELETE FROM {p}queues WHERE id = ?";
+const DELETE_LIMITS: &str = "DELETE FROM {p}queue_limits WHERE queue_id = ?";
+const DELETE_DELIVERIES: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ?";
 
 fn decode<R: Columns>(row: &R) -> Result<QueueRow>
 where
@@ -42,6 +50,16 @@ where
             max_attempts: row.col::<i64>(3)?.clamp(1, u32::MAX as i64) as u32,
             backoff,
             dedup_window: Duration::from_millis(row.col::<i64>(5)?.max(0) as u64),
+            max_in_flight: row
+                .col::<Option<i64>>(6)?
+                .map(|n| n.clamp(1, u32::MAX as i64) as u32),
+            rate_limit: match (row.col::<Option<i64>>(7)?, row.col::<Option<i64>>(8)?) {
+                (Some(count), Some(us)) => Some(RateLimit::new(
+                    count.clamp(1, u32::MAX as i64) as u32,
+                    Duration::from_micros(us.max(1) as u64),
+                )),
+                _ => None,
+            },
         },
     })
 }
@@ -60,6 +78,22 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
             .arg(millis_of(config.dedup_window))
             .run(conn)
             .await?;
+        let row = self
+            .queue_by_name(conn, name)
+            .await?
+            .ok_or_else(|| Error::UnknownQueue(name.to_owned()))?;
+        if config.is_limited() {
+            let rate = config.rate_limit.as_ref();
+            self.query(B::QUEUES.upsert_limits)
+                .arg(row.id)
+                .arg(config.max_in_flight.map(i64::from))
+                .arg(rate.map(|r| i64::from(r.count)))
+                .arg(rate.map(|r| r.per.as_micros() as i64))
+                .run(conn)
+                .await?;
+        } else {
+            self.query(DELETE_LIMITS).arg(row.id).run(conn).await?;
+        }
         self.queue_by_name(conn, name)
             .await?
             .ok_or_else(|| Error::UnknownQueue(name.to_owned()))
@@ -95,6 +129,8 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
     }
 
     async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
+        self.query(DELETE_DELIVERIES).arg(id).run(conn).await?;
+        self.query(DELETE_LIMITS).arg(id).run(conn).await?;
         self.query(DELETE).arg(id).run(conn).await?;
         Ok(())
     }

@@ -28,6 +28,7 @@
 //! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
 //! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
 //! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
+//! | `limits.rs` | `Limits` | a limited queue's limits row, read locked |
 //! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
 //! | `schedules.rs` | `Schedules` | recurring schedules: the insert that keeps an existing row, the locked read |
 //! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
@@ -58,6 +59,7 @@ pub(crate) mod group_settle;
 pub(crate) mod group_state;
 pub(crate) mod groups;
 pub(crate) mod keys;
+mod limits;
 pub(crate) mod maintain;
 mod member_dead;
 pub(crate) mod migrate;

@@ -319,13 +319,13 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
             "queue by name",
             st.get(body::queues::BY_NAME),
             vec![Bind::Bytes(b"q".to_vec())],
-            ("queues", "name"),
+            ("q", "name"),
         ),
         c(
             "queue by id",
             st.get(body::queues::BY_ID),
             vec![Int(q)],
-            ("queues", "PRIMARY"),
+            ("q", "PRIMARY"),
         ),
     ];
     let b = &M::BROWSE;

@@ -25,6 +25,8 @@
 //! | `group_history` | per group and message: deliveries, state, errors (trace) | PK `(group_id, partition_no, msg_offset)` |
 //! | `group_positions` | broadcast members' checkpointed positions | PK `(group_id, member, partition_no)` |
 //! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
+//! | `queue_limits` | a limited queue's most in flight and rate (absent: no limit) | PK `queue_id` |
+//! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many | `(queue_id, at_us)` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
@@ -370,6 +372,31 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["schedules"],
             disposable: &[],
+        }),
+    },
+    Migration {
+        version: 6,
+        description: "queue limits",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}queue_limits (
+            queue_id INT NOT NULL,
+            max_in_flight INT NULL,
+            rate_count INT NULL,
+            rate_window_us BIGINT NULL,
+            PRIMARY KEY (queue_id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
+            id BIGINT NOT NULL AUTO_INCREMENT,
+            queue_id INT NOT NULL,
+            at_us BIGINT NOT NULL,
+            n INT NOT NULL,
+            PRIMARY KEY (id),
+            KEY recent (queue_id, at_us)
+        ) ENGINE=InnoDB",
+        ],
+        reverse: Some(Reverse {
+            drops: &["queue_deliveries", "queue_limits"],
+            disposable: &["queue_deliveries"],
         }),
     },
 ];

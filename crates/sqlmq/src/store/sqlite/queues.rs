@@ -20,4 +20,8 @@ pub(super) const SQL: QueueSql = QueueSql {
         now_us!(),
         " WHERE name = ?"
     ),
+    upsert_limits: "INSERT INTO {p}queue_limits \
+        (queue_id, max_in_flight, rate_count, rate_window_us) VALUES (?, ?, ?, ?) \
+        ON CONFLICT (queue_id) DO UPDATE SET max_in_flight = excluded.max_in_flight, \
+        rate_count = excluded.rate_count, rate_window_us = excluded.rate_window_us",
 };

@@ -337,6 +337,29 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
         }),
     },
+    Migration {
+        version: 6,
+        description: "queue limits",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}queue_limits (
+            queue_id INTEGER NOT NULL PRIMARY KEY,
+            max_in_flight INTEGER,
+            rate_count INTEGER,
+            rate_window_us INTEGER
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
+            id INTEGER PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            at_us INTEGER NOT NULL,
+            n INTEGER NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}queue_deliveries_recent ON {p}queue_deliveries (queue_id, at_us)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["queue_deliveries", "queue_limits"],
+            disposable: &["queue_deliveries"],
+        }),
+    },
 ];
 
 #[cfg(test)]

@@ -1,0 +1,128 @@
+//! A queue's delivery rate limit ([`RateLimit`]): at most `count` deliveries in any window of
+//! `per`, counted in the database across every process.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+
+/// At most `count` deliveries in any window of length `per` (a sliding window: no interval of
+/// that length, wherever it starts, sees more), every process together. Written `100/1m`,
+/// `20/1s`, `5/250ms`.
+///
+/// ```
+/// use std::time::Duration;
+/// let r: sqlmq::RateLimit = "100/1m".parse().unwrap();
+/// assert_eq!((r.count, r.per), (100, Duration::from_secs(60)));
+/// assert_eq!(r.to_string(), "100/1m");
+/// assert!("0/1s".parse::<sqlmq::RateLimit>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// Deliveries allowed per window (1 to 1 000 000).
+    pub count: u32,
+    /// The window (10 ms to 1 day, whole milliseconds).
+    #[serde(with = "millis")]
+    pub per: Duration,
+}
+
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+impl RateLimit {
+    /// Most deliveries a window may allow.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::RateLimit::MAX_COUNT, 1_000_000);
+    /// ```
+    pub const MAX_COUNT: u32 = 1_000_000;
+
+    /// `count` per `per`.
+    ///
+    /// ```
+    /// let r = sqlmq::RateLimit::new(20, std::time::Duration::from_secs(1));
+    /// assert!(r.validate().is_ok());
+    /// ```
+    pub fn new(count: u32, per: Duration) -> RateLimit {
+        RateLimit { count, per }
+    }
+
+    /// Check the bounds.
+    ///
+    /// ```
+    /// let r = sqlmq::RateLimit::new(20, std::time::Duration::from_millis(1));
+    /// assert!(r.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let whole_ms = self.per.subsec_micros() % 1000 == 0 && self.per.subsec_nanos() % 1000 == 0;
+        if !(1..=Self::MAX_COUNT).contains(&self.count)
+            || self.per < Duration::from_millis(10)
+            || self.per > Duration::from_secs(86_400)
+            || !whole_ms
+        {
+            return Err(Error::InvalidArgument(format!(
+                "rate limit {self}: 1 to {} deliveries per 10ms to 1d (whole milliseconds)",
+                Self::MAX_COUNT
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for RateLimit {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<RateLimit> {
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "rate limit {s:?}: COUNT/DURATION, such as 100/1m or 20/1s"
+            ))
+        };
+        let (count, per) = s.split_once('/').ok_or_else(bad)?;
+        let count: u32 = count.trim().parse().map_err(|_| bad())?;
+        let per = humantime::parse_duration(per.trim()).map_err(|_| bad())?;
+        let limit = RateLimit { count, per };
+        limit.validate()?;
+        Ok(limit)
+    }
+}
+
+impl std::fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.count, humantime::format_duration(self.per))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        for (text, count, per) in [
+            ("20/1s", 20, Duration::from_secs(1)),
+            ("100/1m", 100, Duration::from_secs(60)),
+            (" 5 / 250ms ", 5, Duration::from_millis(250)),
+        ] {
+            let r: RateLimit = text.parse().unwrap();
+            assert_eq!((r.count, r.per), (count, per));
+            assert_eq!(r.to_string().parse::<RateLimit>().unwrap(), r);
+        }
+        for bad in [
+            "", "20", "/1s", "20/", "x/1s", "20/soon", "0/1s", "20/1ms", "20/2d", "-1/1s",
+        ] {
+            assert!(bad.parse::<RateLimit>().is_err(), "{bad}");
+        }
+    }
+}

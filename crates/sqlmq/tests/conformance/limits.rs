@@ -1,0 +1,210 @@
+//! A queue's limits, counted in the database across clients: never more than `max_in_flight`
+//! messages in flight (a dead consumer's slots come back when its leases end), and never more
+//! than the rate limit's count in any window of its length, wherever the window starts.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlmq::{
+    CancellationToken, Client, Delivery, Error, JobContext, Message, MessageId, Outcome,
+    QueueConfig, RateLimit, Worker,
+};
+use sqlmq_testkit::{TestBackend, TestDb, eventually_async, queue};
+
+/// What the handlers of every client saw.
+#[derive(Default)]
+struct Seen {
+    running: AtomicUsize,
+    most_running: AtomicUsize,
+    ids: Mutex<Vec<MessageId>>,
+    starts: Mutex<Vec<Instant>>,
+}
+
+/// A worker on `q` of `client` whose handler records into `seen` and takes `work`.
+fn worker<B: TestBackend>(
+    client: &Client<B>,
+    seen: &Arc<Seen>,
+    work: Duration,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>> {
+    let seen = seen.clone();
+    let run = Worker::builder(client)
+        .queue_raw("q", move |d: Delivery, _ctx: JobContext<B>| {
+            let seen = seen.clone();
+            async move {
+                seen.starts.lock().unwrap().push(Instant::now());
+                let now = seen.running.fetch_add(1, Ordering::SeqCst) + 1;
+                seen.most_running.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(work).await;
+                seen.running.fetch_sub(1, Ordering::SeqCst);
+                seen.ids.lock().unwrap().push(d.id);
+                Ok::<_, String>(Outcome::Done)
+            }
+        })
+        .concurrency(8)
+        .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+        .run(stop.clone());
+    tokio::spawn(run)
+}
+
+/// Run a worker per client until `n` messages were handled; the messages' ids.
+async fn handle_all<B: TestBackend>(
+    clients: &[Client<B>],
+    seen: &Arc<Seen>,
+    work: Duration,
+    n: usize,
+) -> HashSet<MessageId> {
+    let stop = CancellationToken::new();
+    let workers: Vec<_> = clients
+        .iter()
+        .map(|c| worker(c, seen, work, &stop))
+        .collect();
+    eventually_async(Duration::from_secs(60), "every message handled", || async {
+        (seen.ids.lock().unwrap().len() >= n).then_some(())
+    })
+    .await;
+    stop.cancel();
+    for w in workers {
+        w.await.unwrap().unwrap();
+    }
+    let ids = seen.ids.lock().unwrap().clone();
+    let unique: HashSet<MessageId> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "a message was handled twice");
+    unique
+}
+
+async fn clients<B: TestBackend>(db: &TestDb<B>, n: usize) -> Vec<Client<B>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(db.client().await);
+    }
+    out
+}
+
+pub(crate) async fn never_more_in_flight_than_the_limit_across_clients<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_in_flight(Some(3))).await;
+    let sent: Vec<Message> = (0..60).map(|i| Message::new(format!("m{i}"))).collect();
+    let ids: HashSet<MessageId> = sent.iter().map(|m| m.id()).collect();
+    q.send_batch(sent).await.unwrap();
+    let seen = Arc::new(Seen::default());
+    // Three clients, eight handler slots each: 24 could run at once without the limit.
+    let handled = handle_all(&clients(&db, 3).await, &seen, Duration::from_millis(30), 60).await;
+    assert_eq!(handled, ids);
+    let most = seen.most_running.load(Ordering::SeqCst);
+    assert!(
+        (2..=3).contains(&most),
+        "at most 3 in flight, {most} ran at once"
+    );
+    db.drop().await;
+}
+
+pub(crate) async fn a_dead_consumers_slots_come_back_when_its_leases_end<B: TestBackend>() {
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_in_flight(Some(2))).await;
+    q.send_batch((0..5).map(|i| Message::new(format!("m{i}"))).collect())
+        .await
+        .unwrap();
+    let dead = db.client().await;
+    let held = dead.queue("q").await.unwrap();
+    assert_eq!(
+        held.receive(5, Duration::from_secs(1)).await.unwrap().len(),
+        2
+    );
+    let other = db.client().await.queue("q").await.unwrap();
+    assert!(
+        other
+            .receive(5, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The holder never settles: once its leases end, the slots are the others'.
+    let got = eventually_async(Duration::from_secs(10), "the slots back", || async {
+        let got = other.receive(5, Duration::from_secs(60)).await.unwrap();
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    db.drop().await;
+}
+
+pub(crate) async fn no_window_sees_more_than_the_rate_limit<B: TestBackend>() {
+    let rate = RateLimit::new(20, Duration::from_secs(1));
+    let (db, _client, q) = queue::<B>(QueueConfig::default().rate_limit(Some(rate))).await;
+    q.send_batch((0..100).map(|i| Message::new(format!("m{i}"))).collect())
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let started = Instant::now();
+    handle_all(&clients(&db, 2).await, &seen, Duration::from_millis(1), 100).await;
+    let elapsed = started.elapsed();
+    // 20 at once, then 20 more as each second's window frees: the last 20 four seconds on.
+    assert!(elapsed >= Duration::from_millis(3900), "{elapsed:?}");
+    let mut starts = seen.starts.lock().unwrap().clone();
+    starts.sort();
+    // Handlers start a moment after their claim commits, so a window measured here may be a
+    // little shorter than the database's: allow 150 ms for that.
+    let window = Duration::from_millis(850);
+    for (i, t) in starts.iter().enumerate() {
+        let within = starts[i..].iter().take_while(|s| **s - *t < window).count();
+        assert!(within <= 20, "{within} handlers started within {window:?}");
+    }
+    db.drop().await;
+}
+
+pub(crate) async fn limits_are_set_changed_and_removed<B: TestBackend>() {
+    let rate: RateLimit = "100/1m".parse().unwrap();
+    let config = QueueConfig::default()
+        .max_in_flight(Some(7))
+        .rate_limit(Some(rate));
+    let (db, client, q) = queue::<B>(config.clone()).await;
+    let stored = |client: Client<B>| async move {
+        let configs = client.queue_configs().await.unwrap();
+        configs.into_iter().find(|(n, _)| n == "q").unwrap().1
+    };
+    assert_eq!(stored(client.clone()).await, config);
+    // The lock-held modes would go around the gate: refused on a limited queue.
+    let mut tx = client.begin().await.unwrap();
+    assert!(matches!(
+        q.receive_in(&mut tx, 1, Duration::from_secs(5)).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        q.take_in(&mut tx, 1).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    tx.rollback().await.unwrap();
+    for bad in [
+        QueueConfig::default().max_in_flight(Some(0)),
+        QueueConfig::default().rate_limit(Some(RateLimit::new(0, Duration::from_secs(1)))),
+        QueueConfig::default().rate_limit(Some(RateLimit::new(1, Duration::from_millis(1)))),
+    ] {
+        let r = client.create_queue("q", bad).await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    }
+    assert_eq!(stored(client.clone()).await, config);
+    let plain = QueueConfig::default();
+    let q = client.create_queue("q", plain.clone()).await.unwrap();
+    assert_eq!(stored(client.clone()).await, plain);
+    let mut tx = client.begin().await.unwrap();
+    assert!(
+        q.receive_in(&mut tx, 1, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tx.rollback().await.unwrap();
+    client.delete_queue("q").await.unwrap();
+    assert_eq!(db.count("queue_limits").await, 0);
+    db.drop().await;
+}
+
+sqlmq_testkit::conformance!(
+    async: [
+        never_more_in_flight_than_the_limit_across_clients,
+        a_dead_consumers_slots_come_back_when_its_leases_end,
+        no_window_sees_more_than_the_rate_limit,
+        limits_are_set_changed_and_removed,
+    ]
+);
