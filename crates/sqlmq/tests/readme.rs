@@ -13,6 +13,7 @@ const SECTIONS: &[&str] = &[
     "## Using the library",
     "### The worker runtime",
     "### Topics and consumer groups",
+    "### Limits: in flight and rate",
     "### Recurring schedules",
     "### Backends: MySQL/MariaDB and SQLite",
 ];

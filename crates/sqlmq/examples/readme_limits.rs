@@ -1,0 +1,29 @@
+//! The README's "Limits: in flight and rate" code, verbatim (see `readme_library.rs` for why).
+//!
+//! Run: `cargo run -p sqlmq --example readme_limits`, against the server at
+//! `SQLMQ_DATABASE_URL` (default `mysql://root@127.0.0.1:3306/test`). It creates (or updates)
+//! the queue `webhooks` with its limits and prints them.
+
+mod common;
+
+use sqlmq::Client;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let client = common::connect().await?; // Client::connect, then migrate: see common/mod.rs
+    readme(client).await
+}
+
+/// The README's block, with the `client` of the blocks before it. Not formatted: it must stay
+/// identical to the README's text.
+#[rustfmt::skip]
+async fn readme(client: Client) -> anyhow::Result<()> {
+    use sqlmq::{QueueConfig, RateLimit};
+
+    // A partner's API takes at most 10 requests at once and 100 a minute, whatever the number of
+    // workers: both are counted in the database.
+    let config = QueueConfig::default().max_in_flight(Some(10)).rate_limit(Some("100/1m".parse::<RateLimit>()?));
+    let webhooks = client.create_queue("webhooks", config).await?;
+    println!("{} limited: {:?}", webhooks.name(), client.queue_configs().await?);
+    Ok(())
+}
