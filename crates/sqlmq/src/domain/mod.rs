@@ -30,6 +30,7 @@ mod hostile;
 mod id;
 mod lag;
 mod message;
+mod millis;
 mod name;
 mod process;
 mod queue_config;

@@ -24,21 +24,8 @@ pub struct RateLimit {
     /// Deliveries allowed per window (1 to 1 000 000).
     pub count: u32,
     /// The window (10 ms to 1 day, whole milliseconds).
-    #[serde(with = "millis")]
+    #[serde(with = "super::millis")]
     pub per: Duration,
-}
-
-mod millis {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
-    }
 }
 
 impl RateLimit {

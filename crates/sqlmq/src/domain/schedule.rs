@@ -71,21 +71,8 @@ pub enum Timing {
     },
     /// Every interval (one second to 100 years, in whole milliseconds), at its multiples since the Unix epoch: every
     /// minute fires on the minute, every hour on the hour (UTC).
-    #[serde(with = "interval")]
+    #[serde(with = "super::millis")]
     Every(Duration),
-}
-
-mod interval {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
-    }
 }
 
 impl Timing {

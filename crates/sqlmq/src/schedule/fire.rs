@@ -191,33 +191,24 @@ async fn send<B: Backend>(
     target: &Target<B>,
     at: i64,
 ) -> Result<Option<u32>> {
-    let fire_time = rfc3339(at);
+    let mut headers = config.headers.clone();
+    headers.insert(SCHEDULE_HEADER.into(), name.into());
+    headers.insert(FIRE_TIME_HEADER.into(), rfc3339(at));
+    let body = config.body.clone();
     match target {
         Target::Queue(q) => {
-            let mut m = Message::new(config.body.clone()).priority(config.priority);
-            if let Some(key) = &config.key {
-                m = m.ordering_key(key);
-            }
-            for (k, v) in &config.headers {
-                m = m.header(k, v);
-            }
-            let m = m
-                .header(SCHEDULE_HEADER, name)
-                .header(FIRE_TIME_HEADER, fire_time);
+            let m = Message::new(body).priority(config.priority);
+            let m = config.key.iter().fold(m, |m, key| m.ordering_key(key));
+            let m = headers.into_iter().fold(m, |m, (k, v)| m.header(k, v));
             q.send_in(conn, m).await?;
             Ok(None)
         }
         Target::Topic(t) => {
-            let mut r = Record::new(config.body.clone());
-            if let Some(key) = &config.key {
-                r = r.key(key);
-            }
-            for (k, v) in &config.headers {
-                r = r.header(k, v);
-            }
-            let r = r
-                .header(SCHEDULE_HEADER, name)
-                .header(FIRE_TIME_HEADER, fire_time);
+            let r = config
+                .key
+                .iter()
+                .fold(Record::new(body), |r, key| r.key(key));
+            let r = headers.into_iter().fold(r, |r, (k, v)| r.header(k, v));
             Ok(Some(t.publish_in(conn, r).await?.partition))
         }
     }

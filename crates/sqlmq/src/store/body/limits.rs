@@ -14,6 +14,29 @@ pub struct LimitSql {
     pub lock: &'static str,
 }
 
+/// A queue's limits from the three columns at `first`: `max_in_flight, rate_count,
+/// rate_window_us` (each NULL for none).
+pub(crate) fn decode_limits<R: Columns>(
+    row: &R,
+    first: usize,
+) -> Result<(Option<u32>, Option<RateLimit>)>
+where
+    R::Database: super::Types,
+{
+    let max = row.col::<Option<i64>>(first)?;
+    let rate = match (
+        row.col::<Option<i64>>(first + 1)?,
+        row.col::<Option<i64>>(first + 2)?,
+    ) {
+        (Some(count), Some(us)) => Some(RateLimit::new(
+            count.clamp(1, u32::MAX as i64) as u32,
+            Duration::from_micros(us.max(1) as u64),
+        )),
+        _ => None,
+    };
+    Ok((max.map(|n| n.clamp(1, u32::MAX as i64) as u32), rate))
+}
+
 const IN_FLIGHT: &str = "SELECT COUNT(*) FROM {p}leases WHERE queue_id = ?";
 const FORGET: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ? AND at_us <= ?";
 /// `SUM` is a DECIMAL on MySQL: cast back to an integer (`SIGNED` is an integer to SQLite too).
@@ -30,18 +53,7 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         let Some(row) = self.query(B::LIMITS.lock).arg(queue_id).first(conn).await? else {
             return Ok(None);
         };
-        let max = row.col::<Option<i64>>(0)?;
-        let rate = match (row.col::<Option<i64>>(1)?, row.col::<Option<i64>>(2)?) {
-            (Some(count), Some(us)) => Some(RateLimit::new(
-                count.clamp(1, u32::MAX as i64) as u32,
-                Duration::from_micros(us.max(1) as u64),
-            )),
-            _ => None,
-        };
-        Ok(Some((
-            max.map(|n| n.clamp(0, u32::MAX as i64) as u32),
-            rate,
-        )))
+        Ok(Some(decode_limits(&row, 0)?))
     }
 
     async fn in_flight(&self, conn: &mut B::Connection, queue_id: i32) -> Result<u64> {

@@ -47,7 +47,7 @@ mod group_settle;
 mod group_state;
 mod groups;
 pub(crate) mod keys;
-mod limits;
+pub(crate) mod limits;
 mod maintain;
 mod member_dead;
 mod migrate;

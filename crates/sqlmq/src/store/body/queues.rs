@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Backoff, Error, QueueConfig, RateLimit, Result, millis_of};
+use crate::domain::{Backoff, Error, QueueConfig, Result, millis_of};
 use crate::store::rows::QueueRow;
 use crate::store::{Backend, Queues};
 
@@ -42,6 +42,7 @@ where
     let backoff: String = row.col(4)?;
     let backoff: Backoff = serde_json::from_str(&backoff)
         .map_err(|e| Error::Corrupt(format!("queue backoff {backoff:?}: {e}")))?;
+    let (max_in_flight, rate_limit) = super::limits::decode_limits(row, 6)?;
     Ok(QueueRow {
         id: row.col(0)?,
         name: row.col(1)?,
@@ -50,16 +51,8 @@ where
             max_attempts: row.col::<i64>(3)?.clamp(1, u32::MAX as i64) as u32,
             backoff,
             dedup_window: Duration::from_millis(row.col::<i64>(5)?.max(0) as u64),
-            max_in_flight: row
-                .col::<Option<i64>>(6)?
-                .map(|n| n.clamp(1, u32::MAX as i64) as u32),
-            rate_limit: match (row.col::<Option<i64>>(7)?, row.col::<Option<i64>>(8)?) {
-                (Some(count), Some(us)) => Some(RateLimit::new(
-                    count.clamp(1, u32::MAX as i64) as u32,
-                    Duration::from_micros(us.max(1) as u64),
-                )),
-                _ => None,
-            },
+            max_in_flight,
+            rate_limit,
         },
     })
 }
