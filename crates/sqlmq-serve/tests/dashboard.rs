@@ -67,7 +67,12 @@ async fn seed(s: &TestServer) -> (String, sqlmq::CancellationToken) {
         json!({"max_attempts": 1, "backoff": "10s,1m"}),
     )
     .await;
-    put(s, "/v1/queues/thumbnails", json!({})).await;
+    put(
+        s,
+        "/v1/queues/thumbnails",
+        json!({"max_in_flight": 2, "rate_limit": "100/1m"}),
+    )
+    .await;
     for round in 0..4 {
         let msgs: Vec<Value> = (0..5).map(|i| json!({"body": format!("{{\"to\":\"user{round}{i}@example.com\"}}"), "ordering_key": format!("user{i}")})).collect();
         post(s, "/v1/queues/emails/messages", json!({"messages": msgs})).await;
@@ -357,6 +362,14 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
         "{found}"
     );
     b.screenshot(&shots.join("queue-find.png")).await;
+    // The settings line shows a queue's limits, and none for a queue without.
+    assert!(!b.text("#settings").await.contains("in flight"));
+    b.goto(&s.url("/queues/thumbnails")).await;
+    let settings = b.text("#settings").await;
+    assert!(
+        settings.contains("at most 2 in flight · rate limit 100/1m"),
+        "{settings}"
+    );
     b.goto(&s.url("/queues/emails")).await;
     b.screenshot(&shots.join("queue.png")).await;
 

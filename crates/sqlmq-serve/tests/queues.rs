@@ -109,6 +109,178 @@ async fn queue_admin_routes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_limits_set_shown_removed_and_validated() {
+    let s = TestServer::start().await;
+    // Set both; GET and the list show them.
+    let (st, q) = s
+        .put(
+            "/v1/queues/limited",
+            json!({"max_in_flight": 2, "rate_limit": "100/1m"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{q}");
+    assert_eq!(q["config"]["max_in_flight"], 2);
+    assert_eq!(q["config"]["rate_limit"], "100/1m");
+    let (_, q) = s.get("/v1/queues/limited").await;
+    assert_eq!(q["config"]["max_in_flight"], 2);
+    assert_eq!(q["config"]["rate_limit"], "100/1m");
+    let (_, list) = s.get("/v1/queues").await;
+    assert_eq!(list["queues"][0]["config"]["rate_limit"], "100/1m");
+    // Another field changed: the limits are kept. A window of 90 s is printed without spaces
+    // and is accepted back as printed.
+    let (_, q) = s
+        .put(
+            "/v1/queues/limited",
+            json!({"max_attempts": 7, "rate_limit": "5/90s"}),
+        )
+        .await;
+    assert_eq!(q["config"]["max_in_flight"], 2);
+    assert_eq!(q["config"]["rate_limit"], "5/1m30s");
+    let (st, q) = s
+        .put("/v1/queues/limited", json!({"rate_limit": "5/1m30s"}))
+        .await;
+    assert_eq!((st, &q["config"]["rate_limit"]), (200, &json!("5/1m30s")));
+
+    // 0 and "none" remove them: null again.
+    let (st, q) = s
+        .put(
+            "/v1/queues/limited",
+            json!({"max_in_flight": 0, "rate_limit": "none"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{q}");
+    assert_eq!(q["config"]["max_in_flight"], Value::Null);
+    assert_eq!(q["config"]["rate_limit"], Value::Null);
+    let (_, q) = s.get("/v1/queues/limited").await;
+    assert_eq!(q["config"]["max_in_flight"], Value::Null);
+    assert_eq!(q["config"]["rate_limit"], Value::Null);
+    // A new queue has none.
+    let (_, q) = s.put("/v1/queues/plain", json!({})).await;
+    assert_eq!(q["config"]["max_in_flight"], Value::Null);
+    assert_eq!(q["config"]["rate_limit"], Value::Null);
+
+    // Bad values: 422 JSON errors, and the queue is left as it was.
+    for bad in [
+        json!({"rate_limit": "0/1s"}),
+        json!({"rate_limit": "fast"}),
+        json!({"rate_limit": "5/1ms"}),
+        json!({"rate_limit": "5/2d"}),
+        json!({"rate_limit": ""}),
+        json!({"max_in_flight": 2000000}),
+        json!({"max_in_flight": 2, "rate_limit": "fast"}),
+    ] {
+        assert_error(
+            &s.put("/v1/queues/limited", bad.clone()).await,
+            422,
+            "invalid_argument",
+        );
+    }
+    for bad in [json!({"max_in_flight": -1}), json!({"max_in_flight": "2"})] {
+        assert_error(
+            &s.put("/v1/queues/limited", bad).await,
+            422,
+            "invalid_argument",
+        );
+    }
+    let (_, q) = s.get("/v1/queues/limited").await;
+    assert_eq!(q["config"]["max_in_flight"], Value::Null);
+    assert_eq!(q["config"]["rate_limit"], Value::Null);
+    // A bad value creates no queue either.
+    assert_error(
+        &s.put("/v1/queues/never", json!({"rate_limit": "fast"}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(&s.get("/v1/queues/never").await, 404, "unknown_queue");
+
+    // The document says so: the output's fields are nullable, the request's bounded.
+    let doc = serde_json::to_value(sqlmq_serve::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let out = &schemas["QueueConfigOut"]["properties"];
+    assert_eq!(out["max_in_flight"]["type"], json!(["integer", "null"]));
+    assert_eq!(out["max_in_flight"]["minimum"], 1);
+    assert_eq!(out["rate_limit"]["type"], json!(["string", "null"]));
+    let req = &schemas["QueueConfigRequest"]["properties"];
+    assert_eq!(req["max_in_flight"]["minimum"], 0);
+    assert_eq!(req["max_in_flight"]["maximum"], 1_000_000);
+    assert_eq!(req["rate_limit"]["type"], json!(["string", "null"]));
+    s.finish().await;
+}
+
+/// The messages of a receive.
+fn received(v: &Value) -> Vec<Value> {
+    v["messages"].as_array().expect("messages").clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_queue_hands_out_no_more_than_its_limits() {
+    let s = TestServer::start().await;
+    // At most 2 in flight: a receive of 5 gets 2, the next gets none until an ack frees a slot.
+    let (st, _) = s
+        .put("/v1/queues/narrow", json!({"max_in_flight": 2}))
+        .await;
+    assert_eq!(st, 200);
+    s.send("narrow", &["a", "b", "c", "d", "e"]).await;
+    let receive = json!({"max": 5, "lease_ms": 60000});
+    let (st, got) = s.post("/v1/queues/narrow/receive", receive.clone()).await;
+    assert_eq!(st, 200, "{got}");
+    let first = received(&got);
+    assert_eq!(first.len(), 2, "{got}");
+    let (_, got) = s.post("/v1/queues/narrow/receive", receive.clone()).await;
+    assert_eq!(received(&got).len(), 0, "{got}");
+    let (_, q) = s.get("/v1/queues/narrow").await;
+    assert_eq!(
+        (q["in_flight"].as_u64(), q["ready"].as_u64()),
+        (Some(2), Some(3))
+    );
+    let (_, ack) = s
+        .post(
+            "/v1/queues/narrow/ack",
+            json!({"receipts": [first[0]["receipt"]]}),
+        )
+        .await;
+    assert_eq!(ack["results"][0]["result"], "ok", "{ack}");
+    // The freed slot: one message, even to a long poll asking for 5.
+    let (_, got) = s
+        .post(
+            "/v1/queues/narrow/receive",
+            json!({"max": 5, "lease_ms": 60000, "wait_ms": 3000}),
+        )
+        .await;
+    assert_eq!(received(&got).len(), 1, "{got}");
+    let (_, got) = s.post("/v1/queues/narrow/receive", receive.clone()).await;
+    assert_eq!(received(&got).len(), 0, "{got}");
+    // Limit removed: the rest at once (this server's handle does not wait for a refresh).
+    let (st, _) = s
+        .put("/v1/queues/narrow", json!({"max_in_flight": 0}))
+        .await;
+    assert_eq!(st, 200);
+    let (_, got) = s.post("/v1/queues/narrow/receive", receive.clone()).await;
+    assert_eq!(received(&got).len(), 2, "{got}");
+
+    // 2 deliveries a minute: acking does not give the window back.
+    let (st, _) = s
+        .put("/v1/queues/slow", json!({"rate_limit": "2/1m"}))
+        .await;
+    assert_eq!(st, 200);
+    s.send("slow", &["a", "b", "c", "d", "e"]).await;
+    let (_, got) = s.post("/v1/queues/slow/receive", receive.clone()).await;
+    let first = received(&got);
+    assert_eq!(first.len(), 2, "{got}");
+    let receipts: Vec<Value> = first.iter().map(|m| m["receipt"].clone()).collect();
+    let (_, ack) = s
+        .post("/v1/queues/slow/ack", json!({"receipts": receipts}))
+        .await;
+    assert_eq!(ack["results"][1]["result"], "ok", "{ack}");
+    let (_, got) = s.post("/v1/queues/slow/receive", receive).await;
+    assert_eq!(received(&got).len(), 0, "{got}");
+    let (_, q) = s.get("/v1/queues/slow").await;
+    assert_eq!(q["ready"], 3);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_receive_ack_nack_extend() {
     let s = TestServer::start().await;
     s.queue("jobs").await;

@@ -24,9 +24,11 @@ pub struct QueueConfigOut {
     pub dedup_window_ms: u64,
     /// At most this many messages in flight in the whole queue, every process together (null:
     /// no limit).
+    #[schema(minimum = 1, maximum = 1000000)]
     pub max_in_flight: Option<u32>,
     /// At most this many deliveries per window, every process together, as `COUNT/DURATION`
     /// (`100/1m`; null: no limit).
+    #[schema(example = "100/1m")]
     pub rate_limit: Option<String>,
 }
 
@@ -92,13 +94,18 @@ pub(crate) fn backoff_text(b: &sqlmq::Backoff) -> String {
     }
 }
 
+/// A rate limit in the text form this API accepts, without spaces (`100/1m`, `5/1m30s`).
+pub(crate) fn rate_limit_text(r: &sqlmq::RateLimit) -> String {
+    r.to_string().replace(' ', "")
+}
+
 fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
     QueueConfigOut {
         max_attempts: c.max_attempts,
         backoff: backoff_text(&c.backoff),
         dedup_window_ms: c.dedup_window.as_millis() as u64,
         max_in_flight: c.max_in_flight,
-        rate_limit: c.rate_limit.map(|r| r.to_string()),
+        rate_limit: c.rate_limit.as_ref().map(rate_limit_text),
     }
 }
 
@@ -208,6 +215,9 @@ pub async fn put<B: Backend>(
         });
     }
     state.client.create_queue(&name, config).await?;
+    // A cached handle would go on claiming by the limits it read (for up to the library's
+    // refresh): a fresh one applies the new ones to this server's next receive.
+    state.handles.forget_queue(&name);
     Ok(Json(one(&state, &name).await?))
 }
 

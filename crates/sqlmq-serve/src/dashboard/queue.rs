@@ -1,6 +1,6 @@
 //! `/queues/{queue}`: counts by state, depth and throughput charts, find a message in any
 //! state, the messages of each state a page at a time, dead letters with their error history
-//! (redrive one or all, purge), pause/resume, purge.
+//! (redrive one or all, purge), pause/resume, purge; its settings, limits included.
 
 use axum::extract::Path;
 use axum::response::Response;
@@ -13,6 +13,7 @@ use super::layout::{Nav, action, age, enc, page, preview};
 use super::{Page, PageContext, messages, respond};
 use crate::api::browse::QueuedMessageOut;
 use crate::api::model::DeadLetterOut;
+use crate::api::queues::QueueConfigOut;
 use crate::error::ApiError;
 
 /// `?id=` or `?key=`: find a message; `?state=` (and `after=`): the page of messages shown.
@@ -56,6 +57,19 @@ fn dead_table(queue: &str, dead: &[DeadLetterOut], write: bool) -> Markup {
             @if dead.is_empty() { tr { td colspan="7" .muted { "No dead letters." } } }
         }
     }
+}
+
+/// A queue's limits as the settings line shows them: `at most 2 in flight`,
+/// `rate limit 100/1m` (nothing for a queue without limits).
+fn limits(c: &QueueConfigOut) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = c.max_in_flight {
+        out.push(format!("at most {n} in flight"));
+    }
+    if let Some(r) = &c.rate_limit {
+        out.push(format!("rate limit {r}"));
+    }
+    out
 }
 
 fn charts<B: Backend>(cx: &PageContext<B>, name: &str) -> Markup {
@@ -157,8 +171,9 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
             div.card #count-dead { b { (q.dead) } "dead" }
             div.card { b { (age(q.oldest_ready_age_ms)) } "oldest ready" }
         }
-        p.muted { "max attempts " (q.config.max_attempts) " · backoff " (q.config.backoff)
-                  " · idempotency window " (age(Some(q.config.dedup_window_ms))) }
+        p.muted #settings { "max attempts " (q.config.max_attempts) " · backoff " (q.config.backoff)
+                  " · idempotency window " (age(Some(q.config.dedup_window_ms)))
+                  @for limit in limits(&q.config) { " · " (limit) } }
         @if write {
             p #actions {
                 @if q.paused { (action(&format!("{base}/resume"), "Resume", None, &[])) }
