@@ -53,7 +53,7 @@ impl RateLimit {
     /// assert!(r.validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<()> {
-        let whole_ms = self.per.subsec_micros() % 1000 == 0 && self.per.subsec_nanos() % 1000 == 0;
+        let whole_ms = self.per.subsec_nanos().is_multiple_of(1_000_000);
         if !(1..=Self::MAX_COUNT).contains(&self.count)
             || self.per < Duration::from_millis(10)
             || self.per > Duration::from_secs(86_400)

@@ -103,9 +103,7 @@ impl Timing {
                 time_zone(zone)?;
             }
             Timing::Every(d) => {
-                if *d < MIN_INTERVAL
-                    || d.subsec_millis() as u128 * 1000 != d.subsec_micros() as u128
-                {
+                if *d < MIN_INTERVAL || !d.subsec_nanos().is_multiple_of(1_000_000) {
                     return Err(Error::InvalidArgument(format!(
                         "schedule interval {d:?}: at least 1s, in whole milliseconds"
                     )));
