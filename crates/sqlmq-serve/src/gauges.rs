@@ -480,6 +480,19 @@ pub fn render_gauges(s: &Snapshot) -> String {
         .count();
     f.line("sqlmq_processes_silent", &[], silent as f64);
 
+    f.head(
+        "sqlmq_schedule_overdue_seconds",
+        "gauge",
+        "How far past its next fire time a recurring schedule that is not paused is, by the database's clock (0 while not due; a few seconds between passes; growing when no process fires schedules)",
+    );
+    for (name, late) in s.schedules_overdue() {
+        f.line(
+            "sqlmq_schedule_overdue_seconds",
+            &[("schedule", name)],
+            late.as_secs_f64(),
+        );
+    }
+
     // Absent, not 0, where there is no figure (SQLite) or the server would not tell: an alert
     // on it must not read "unknown" as "fine".
     if let Some(length) = s.history_list_length.as_ref().and_then(|h| h.length()) {
@@ -505,6 +518,7 @@ mod tests {
             "sqlmq_gauges_refreshed_timestamp_seconds",
             "sqlmq_processes_silent",
             "sqlmq_innodb_history_list_length",
+            "sqlmq_schedule_overdue_seconds",
         ] {
             assert!(families.contains(name), "{name}: {families:?}");
         }

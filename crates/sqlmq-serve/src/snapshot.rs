@@ -50,6 +50,31 @@ pub struct Snapshot {
     /// InnoDB's history list length, or why the server would not tell; `None` where the
     /// database has no undo history (SQLite).
     pub history_list_length: Option<sqlmq::HistoryListLength>,
+    /// Every recurring schedule.
+    pub schedules: Vec<sqlmq::Schedule>,
+    /// The database's clock when the schedules were read (what their fire times count by).
+    pub database_time: Option<SystemTime>,
+}
+
+impl Snapshot {
+    /// How far past its next fire time each schedule that is not paused is, by the
+    /// database's clock (zero while it is not due).
+    pub fn schedules_overdue(&self) -> Vec<(&str, std::time::Duration)> {
+        let Some(now) = self.database_time else {
+            return Vec::new();
+        };
+        self.schedules
+            .iter()
+            .filter(|s| !s.paused)
+            .filter_map(|s| {
+                let next = s.next_fire?;
+                Some((
+                    s.name.as_str(),
+                    now.duration_since(next).unwrap_or_default(),
+                ))
+            })
+            .collect()
+    }
 }
 
 /// Read everything once.
@@ -77,6 +102,8 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
     let processes = client.processes().await?;
     // A figure the server refuses to this user is "unavailable", not a failed read.
     let history_list_length = client.history_list_length().await?;
+    let schedules = client.schedules().await?;
+    let database_time = Some(client.database_time().await?);
     Ok(Snapshot {
         taken_at: Some(SystemTime::now()),
         up: true,
@@ -88,6 +115,8 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
         processes,
         consume_timeouts,
         history_list_length,
+        schedules,
+        database_time,
     })
 }
 

@@ -301,6 +301,17 @@ async fn live_metrics_pass_promtool_and_hold_every_metric_the_rules_name() {
         .await;
     assert_eq!(nacked["results"][0]["result"], "ok", "{nacked}");
 
+    // A schedule nothing can fire (its queue deleted): it falls behind its fire time.
+    assert_eq!(s.put("/v1/queues/gone", json!({})).await.0, 200);
+    let (status, created) = s
+        .put(
+            "/v1/schedules/orphan",
+            json!({"every": "1s", "queue": "gone"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(s.delete("/v1/queues/gone").await.0, 204);
+
     let text = eventually(Duration::from_secs(15), "every gauge refreshed", || async {
         let r = s.http.get(s.url("/metrics")).send().await.unwrap();
         let text = r.text().await.unwrap();
@@ -308,7 +319,8 @@ async fn live_metrics_pass_promtool_and_hold_every_metric_the_rules_name() {
             && text.contains(
                 "sqlmq_group_records{topic=\"orders\",group=\"billing\",state=\"dead\"} 1",
             )
-            && text.contains("sqlmq_group_consume_timeouts{topic=\"orders\",group=\"billing\"}");
+            && text.contains("sqlmq_group_consume_timeouts{topic=\"orders\",group=\"billing\"}")
+            && text.contains("sqlmq_schedule_overdue_seconds{schedule=\"orphan\"}");
         ready.then_some(text)
     })
     .await;

@@ -1,6 +1,6 @@
 //! Alerts, computed from the latest snapshot and the history: the database unreachable,
 //! consume timeouts, growing lag, rising dead letters, silent worker processes, a backed-up
-//! queue, InnoDB's history list length held long.
+//! queue, InnoDB's history list length held long, a schedule no process fires.
 
 use std::time::Duration;
 
@@ -42,6 +42,12 @@ pub const HISTORY_LIST_LONG: u64 = 100_000;
 /// long enough to let a batch job's transaction end and purge catch up (seconds, once nothing
 /// holds it back), the same 5 minutes as a backed-up queue.
 pub const HISTORY_LIST_LONG_FOR: Duration = Duration::from_secs(5 * 60);
+
+/// A schedule this far past its next fire time is not being fired: no process runs a worker,
+/// `consume`, `subscribe` or `serve` on its database, or they cannot reach it (a pass fires
+/// what is due within seconds; docs/alerts/sqlmq.rules.yml's `SqlmqScheduleNotFiring` uses the
+/// same figure).
+pub const SCHEDULE_OVERDUE_AFTER: Duration = Duration::from_secs(120);
 
 /// One active alert.
 pub struct Alert {
@@ -145,6 +151,19 @@ pub fn compute(s: &Snapshot, h: &History) -> Vec<Alert> {
             link: "/alerts#innodb-history".into(),
         });
     }
+    for (name, late) in s.schedules_overdue() {
+        if late > SCHEDULE_OVERDUE_AFTER {
+            out.push(Alert {
+                subject: name.to_owned(),
+                text: format!(
+                    "{} past its fire time: no process fires schedules (every worker, sqlmq \
+                     consume, subscribe and serve does)",
+                    age(Some(late.as_millis() as u64))
+                ),
+                link: "/schedules".into(),
+            });
+        }
+    }
     for p in &s.processes {
         if p.silent_for > SILENT_AFTER {
             out.push(Alert {
@@ -195,6 +214,7 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
             li { "Growing lag and rising dead letters over the last 5 minutes (from this server's history)." }
             li { "Worker processes silent for more than 15 s (three missed heartbeats)." }
             li { "Queues whose oldest ready message is older than 5 minutes." }
+            li { "Recurring schedules more than 2 minutes past their fire time (no process fires them)." }
             li #innodb-history {
                 "InnoDB history list length above " (HISTORY_LIST_LONG) " for 5 minutes (a transaction held open, or purge lagging): "
                 @match (&snapshot.history_list_length, snapshot.taken_at) {

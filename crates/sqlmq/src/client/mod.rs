@@ -243,6 +243,21 @@ impl<B: Backend> Client<B> {
         self.inner.schema.store(version, Ordering::Relaxed);
     }
 
+    /// The database's clock now: the clock every delay, lease, heartbeat and schedule of
+    /// sqlmq is measured by (on SQLite, this process's).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let skew = client.database_time().await?.duration_since(std::time::SystemTime::now());
+    /// println!("the database is {skew:?} ahead");
+    /// # Ok(()) }
+    /// ```
+    pub async fn database_time(&self) -> Result<std::time::SystemTime> {
+        let mut conn = self.inner.reader.acquire().await?;
+        let us = self.inner.store.now_us(&mut conn).await?;
+        Ok(crate::domain::time_from_micros(us))
+    }
+
     /// Facts about the server, read at connect time.
     ///
     /// ```no_run
