@@ -63,6 +63,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["raw.lifecycle", "raw.queue"],
     },
     Scenario {
+        id: "queue.limits",
+        title: "queue.drain's lease drain on a queue with max_in_flight and rate_limit set but never reached, against the drain without limits",
+        needs: &["queue.drain"],
+    },
+    Scenario {
         id: "queue.mixed",
         title: "4 producers alone, then with 8 consumers draining at once (leases, then take_in)",
         needs: &["raw.lifecycle", "raw.queue"],
@@ -91,6 +96,11 @@ pub const SCENARIOS: &[Scenario] = &[
         id: "worker.e2e",
         title: "worker runtime: drain with a no-op typed handler; peak memory",
         needs: &["queue.drain"],
+    },
+    Scenario {
+        id: "worker.limits",
+        title: "worker.e2e on a queue with max_in_flight and rate_limit set but never reached, against the worker without limits",
+        needs: &["worker.e2e"],
     },
     Scenario {
         id: "worker.latency",
@@ -173,12 +183,14 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.produce" => queue::produce::produce(ctx).await,
         "queue.batch" => queue::produce::batch(ctx).await,
         "queue.drain" => queue::drain::drain(ctx).await,
+        "queue.limits" => queue::limits::limits(ctx).await,
         "queue.mixed" => queue::drain::mixed(ctx).await,
         "queue.latency" => queue::latency::latency(ctx).await,
         "queue.claim" => queue::claim::claim(ctx).await,
         "queue.idle" => queue::idle::idle(ctx).await,
         "queue.budget" => queue::budget::budget(ctx).await,
         "worker.e2e" => worker::e2e(ctx).await,
+        "worker.limits" => worker::limits(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
         "worker.fleet" => worker_fleet::fleet(ctx).await,
@@ -294,6 +306,8 @@ mod tests {
                 .contains("unknown scenario")
         );
         assert_eq!(ids(&["topic.group"]), vec!["raw.lifecycle", "topic.group"]);
+        assert_eq!(ids(&["queue.limits"]), vec!["queue.drain", "queue.limits"]);
+        assert_eq!(ids(&["worker.limits"]), vec!["worker.e2e", "worker.limits"]);
         assert_eq!(
             ids(&["topic"]),
             vec![

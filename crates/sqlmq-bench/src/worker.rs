@@ -3,6 +3,9 @@
 //! - `worker.e2e`: a pre-filled queue drained by one worker process running a no-op typed
 //!   handler, until the worker stops on its own (all acks flushed), against the raw `receive`/
 //!   `ack_batch` loop of `queue.drain`; then the bench's peak memory.
+//! - `worker.limits`: the same on a queue with `max_in_flight` and `rate_limit` set far above
+//!   anything it reaches, against `worker.e2e`: what the limited queue's gate costs the worker
+//!   when it never shuts.
 //! - `worker.latency`: send → handler start, busy (a producer at a moderate rate) and after the
 //!   worker has been idle (a minute in a full run). Messages come through another `Client`, so
 //!   only polling can wake the worker, as for a message sent by another process.
@@ -28,9 +31,10 @@ use super::backend::{Db, count_statements, not_available};
 use super::context::Ctx;
 use super::measure::{Latencies, Summary, peak_rss_bytes};
 use super::outcome::Outcome as Ran;
-use super::queue::{AbortOnDrop, POOL, with_client};
+use super::progress::Bar;
+use super::queue::{AbortOnDrop, POOL, UNBINDING_NOTE, unbinding_limits, with_client};
 use super::report::{Figure, Unavailable, Unit};
-use super::track::Tracker;
+use super::track::{Check, Tracker};
 
 /// Handlers running at once in the throughput scenario: two full batches per claim loop, so
 /// that a loop's next claim is in flight while its previous batch is handled.
@@ -54,39 +58,15 @@ impl Job for Noop {
 pub async fn e2e<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     let n = ctx.plan.worker_messages;
     let bar = ctx.bar("worker.e2e");
-    let b = bar.clone();
-    let (elapsed, check, report) = with_client(ctx, "wrk", POOL, |client| async move {
-        let queue = client.create_queue("wrk", QueueConfig::default()).await?;
-        b.phase("pre-fill (send_batch)", n);
-        let mut ids = Vec::with_capacity(n as usize);
-        while (ids.len() as u64) < n {
-            let take = FILL_BATCH.min(n - ids.len() as u64);
-            let batch = (0..take)
-                .map(|i| Message::job(&Noop(ids.len() as u64 + i)))
-                .collect::<sqlmq::Result<Vec<_>>>()?;
-            ids.extend(queue.send_batch(batch).await?.into_iter().map(|s| s.id));
-            b.set(ids.len() as u64);
-        }
-        b.phase("worker, no-op typed handler", n);
-        let tracker = Arc::new(Tracker::new(n));
-        let (t, bb) = (Arc::clone(&tracker), b.clone());
-        let handler = move |_job: Noop, ctx: JobContext<B>| {
-            t.record([ctx.id()]);
-            bb.set(t.delivered());
-            async { Ok::<_, Infallible>(Outcome::Done) }
-        };
-        let started = Instant::now();
-        let report = Worker::builder(&client)
-            .queue("wrk", handler)
-            .concurrency(E2E_CONCURRENCY)
-            .max_batch(E2E_BATCH)
-            .stop_when_drained()
-            .run(CancellationToken::new())
-            .await?;
-        Ok((started.elapsed(), tracker.check(&ids), report))
-    })
-    .await?;
+    let run = e2e_run(
+        ctx,
+        &bar,
+        "worker, no-op typed handler",
+        QueueConfig::default(),
+    )
+    .await;
     bar.finish();
+    let (elapsed, check, report) = run?;
     let mut figures = vec![
         Figure::rate(
             "worker.e2e",
@@ -116,6 +96,84 @@ pub async fn e2e<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         );
     }
     Ok(Ran::Ran(figures))
+}
+
+/// One run of `worker.e2e`: `ctx.plan.worker_messages` no-op jobs pre-filled (not timed) into
+/// a fresh queue created with `config`, then drained by one worker with a no-op typed handler
+/// until it stops on its own; `phase` names it on the progress bar. Returns the time from the
+/// worker's start to its stop, the delivery check and the worker's report.
+async fn e2e_run<B: Db>(
+    ctx: &Ctx<B>,
+    bar: &Bar,
+    phase: &str,
+    config: QueueConfig,
+) -> Result<(Duration, Check, WorkerReport)> {
+    let n = ctx.plan.worker_messages;
+    let b = bar.clone();
+    with_client(ctx, "wrk", POOL, |client| async move {
+        let queue = client.create_queue("wrk", config).await?;
+        b.phase("pre-fill (send_batch)", n);
+        let mut ids = Vec::with_capacity(n as usize);
+        while (ids.len() as u64) < n {
+            let take = FILL_BATCH.min(n - ids.len() as u64);
+            let batch = (0..take)
+                .map(|i| Message::job(&Noop(ids.len() as u64 + i)))
+                .collect::<sqlmq::Result<Vec<_>>>()?;
+            ids.extend(queue.send_batch(batch).await?.into_iter().map(|s| s.id));
+            b.set(ids.len() as u64);
+        }
+        b.phase(phase, n);
+        let tracker = Arc::new(Tracker::new(n));
+        let (t, bb) = (Arc::clone(&tracker), b.clone());
+        let handler = move |_job: Noop, ctx: JobContext<B>| {
+            t.record([ctx.id()]);
+            bb.set(t.delivered());
+            async { Ok::<_, Infallible>(Outcome::Done) }
+        };
+        let started = Instant::now();
+        let report = Worker::builder(&client)
+            .queue("wrk", handler)
+            .concurrency(E2E_CONCURRENCY)
+            .max_batch(E2E_BATCH)
+            .stop_when_drained()
+            .run(CancellationToken::new())
+            .await?;
+        Ok((started.elapsed(), tracker.check(&ids), report))
+    })
+    .await
+}
+
+/// `worker.limits`: `worker.e2e` on a queue with limits that never bind, against `worker.e2e`
+/// of the same run.
+pub async fn limits<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
+    let n = ctx.plan.worker_messages;
+    let bar = ctx.bar("worker.limits");
+    let run = e2e_run(
+        ctx,
+        &bar,
+        "worker, no-op typed handler, limits not binding",
+        unbinding_limits(),
+    )
+    .await;
+    bar.finish();
+    let (elapsed, check, report) = run?;
+    Ok(Ran::Ran(vec![
+        Figure::rate(
+            "worker.limits",
+            format!(
+                "sqlmq worker, no-op typed handler, {E2E_CONCURRENCY} slots, limits not binding"
+            ),
+            n,
+            elapsed,
+        )
+        .against("worker.e2e")
+        .checked(check)
+        .note(format!(
+            "{UNBINDING_NOTE}; otherwise worker.e2e ({} acked); ratio: against the same worker \
+             on a queue without limits",
+            report.acked
+        )),
+    ]))
 }
 
 /// When each message reached a handler.

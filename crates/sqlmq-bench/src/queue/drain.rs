@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use sqlmq::{Message, MessageId, Queue};
+use sqlmq::{Message, MessageId, Queue, QueueConfig};
 use tokio::task::JoinSet;
 
 use super::consumer::{Consumer, Mode};
 use super::produce::sends;
-use super::{AbortOnDrop, POOL, fill, with_queue};
+use super::{AbortOnDrop, POOL, fill, with_queue, with_queue_config};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::{Db, not_available};
 use crate::context::Ctx;
@@ -119,26 +119,8 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("queue.drain");
     let mut figures = Vec::new();
     for v in DRAINS {
-        let b = bar.clone();
-        let (elapsed, check, lost_acks) = with_queue(ctx, "drain", POOL, |queue| async move {
-            let ids = fill(&queue, n, &b).await?;
-            let tracker = Arc::new(Tracker::new(n));
-            tracker.sending_done();
-            b.phase(&format!("drain, {CONSUMERS} consumers{}", v.how), n);
-            let started = Instant::now();
-            let consumer = Consumer {
-                queue,
-                batch: RECEIVE_BATCH,
-                tracker: Arc::clone(&tracker),
-                bar: b.clone(),
-                latency: None,
-                mode: v.mode,
-            };
-            let lost = consumer.run_many(CONSUMERS).await?;
-            let elapsed = tracker.last_delivery().saturating_duration_since(started);
-            Ok((elapsed, tracker.check(&ids), lost))
-        })
-        .await?;
+        let (elapsed, check, lost_acks) =
+            drain_once(ctx, &bar, v.mode, v.how, QueueConfig::default()).await?;
         let label = format!("sqlmq drain, {CONSUMERS} consumers{}", v.how);
         let mut drained = Figure::rate(v.key, label, n, elapsed)
             .against(v.baseline)
@@ -164,6 +146,40 @@ pub async fn drain<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ran(figures))
+}
+
+/// One drain of `queue.drain`: `ctx.plan.drain` messages pre-filled (not timed) into a fresh
+/// queue created with `config`, then drained by 8 consumers in `mode`; `how` names it on the
+/// progress bar. Returns the time from the first claim to the last ack, the delivery check
+/// and the acks that found their lease lost.
+pub(super) async fn drain_once<B: Db>(
+    ctx: &Ctx<B>,
+    bar: &Bar,
+    mode: Mode,
+    how: &str,
+    config: QueueConfig,
+) -> Result<(Duration, Check, u64)> {
+    let n = ctx.plan.drain;
+    let b = bar.clone();
+    with_queue_config(ctx, "drain", POOL, config, |queue| async move {
+        let ids = fill(&queue, n, &b).await?;
+        let tracker = Arc::new(Tracker::new(n));
+        tracker.sending_done();
+        b.phase(&format!("drain, {CONSUMERS} consumers{how}"), n);
+        let started = Instant::now();
+        let consumer = Consumer {
+            queue,
+            batch: RECEIVE_BATCH,
+            tracker: Arc::clone(&tracker),
+            bar: b.clone(),
+            latency: None,
+            mode,
+        };
+        let lost = consumer.run_many(CONSUMERS).await?;
+        let elapsed = tracker.last_delivery().saturating_duration_since(started);
+        Ok((elapsed, tracker.check(&ids), lost))
+    })
+    .await
 }
 
 /// `queue.mixed`: first the 4 producers alone (the rate they reach without consumers), then

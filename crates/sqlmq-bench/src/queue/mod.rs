@@ -10,6 +10,7 @@
 //! | `claim.rs` | `queue.claim`: claim latency at a small and a large backlog |
 //! | `idle.rs` | `queue.idle`: queries/s of an idle polling consumer |
 //! | `budget.rs` | `queue.budget`: statements per send, claim, ack and empty claim |
+//! | `limits.rs` | `queue.limits`: `queue.drain`'s lease drain on a queue with limits that never bind |
 //! | `consumer.rs` | the polling consumer loop they share |
 
 pub mod budget;
@@ -18,10 +19,13 @@ mod consumer;
 pub mod drain;
 pub mod idle;
 pub mod latency;
+pub mod limits;
 pub mod produce;
 
 use anyhow::Result;
-use sqlmq::{Client, Message, MessageId, Queue, QueueConfig};
+use std::time::Duration;
+
+use sqlmq::{Client, Message, MessageId, Queue, QueueConfig, RateLimit};
 
 use super::args::{CONSUMERS, MANY};
 use super::backend::Db;
@@ -35,6 +39,27 @@ use super::raw::warm_up;
 pub const POOL: u32 = (MANY + CONSUMERS) as u32 + 4;
 /// Batch size used to pre-fill queues (not measured).
 const FILL_BATCH: u64 = 10_000;
+/// `max_in_flight` of the limits that never bind: far above the most messages any scenario
+/// holds at once (8 consumers × 100 in `queue.limits`, the worker's slots in `worker.limits`).
+pub const UNBINDING_IN_FLIGHT: u32 = 10_000;
+
+/// A queue configuration with both limits set and neither ever reached: at most
+/// [`UNBINDING_IN_FLIGHT`] in flight, and the largest rate a [`RateLimit`] takes (1 000 000 per
+/// second). Each claim goes through the limited queue's gate; none is ever cut short by it.
+pub fn unbinding_limits() -> QueueConfig {
+    QueueConfig::default()
+        .max_in_flight(Some(UNBINDING_IN_FLIGHT))
+        .rate_limit(Some(RateLimit::new(
+            RateLimit::MAX_COUNT,
+            Duration::from_secs(1),
+        )))
+}
+
+/// The limits of [`unbinding_limits`], for notes.
+pub const UNBINDING_NOTE: &str = "max_in_flight 10000, rate_limit 1000000/1s: never reached, but \
+     every claim goes through the limited queue's gate (one transaction: its limits row locked, \
+     its leases and its last second's deliveries counted, old delivery rows deleted, the claim, \
+     a delivery row written)";
 
 /// Run `work` with a fresh client (tables of its own) with `connections` pooled connections,
 /// opened before `work` starts; then drop the client's tables.
@@ -71,8 +96,24 @@ where
     F: FnOnce(Queue<B>) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    with_queue_config(ctx, tag, connections, QueueConfig::default(), work).await
+}
+
+/// Like [`with_queue`], the queue created with `config`.
+pub async fn with_queue_config<B, F, Fut, T>(
+    ctx: &Ctx<B>,
+    tag: &str,
+    connections: u32,
+    config: QueueConfig,
+    work: F,
+) -> Result<T>
+where
+    B: Db,
+    F: FnOnce(Queue<B>) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
     with_client(ctx, tag, connections, |client| async move {
-        let queue = client.create_queue(tag, QueueConfig::default()).await?;
+        let queue = client.create_queue(tag, config).await?;
         work(queue).await
     })
     .await
