@@ -57,11 +57,12 @@ pub trait Schedules<B: Backend> {
         now: i64,
     ) -> impl Future<Output = Result<bool>> + Send;
 
-    /// The earliest next fire time of the schedules that are not paused.
+    /// The earliest next fire time of the schedules that are not paused, and the database's
+    /// clock (µs), in one statement: an idle process's whole look at its schedules.
     fn next_schedule_due(
         &self,
         conn: &mut B::Connection,
-    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+    ) -> impl Future<Output = Result<(Option<i64>, i64)>> + Send;
 
     /// Up to 100 schedules, not paused, whose next fire time is at or before `now`, the
     /// earliest first.

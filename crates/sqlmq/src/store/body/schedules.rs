@@ -14,6 +14,9 @@ pub struct ScheduleSql {
     /// One schedule's columns (those of [`decode`]), its row locked until the transaction
     /// ends: name.
     pub lock: &'static str,
+    /// The earliest next fire time of the schedules not paused (NULL: none), and the
+    /// database's clock in µs.
+    pub next_due: &'static str,
 }
 
 /// The columns [`decode`] reads, in order.
@@ -35,7 +38,6 @@ const DELETE: &str = "DELETE FROM {p}schedules WHERE name = ?";
 const PAUSE: &str = "UPDATE {p}schedules SET paused = 1, updated_at = ? WHERE name = ?";
 const RESUME: &str =
     "UPDATE {p}schedules SET paused = 0, next_fire = ?, updated_at = ? WHERE name = ?";
-const NEXT_DUE: &str = "SELECT MIN(next_fire) FROM {p}schedules WHERE paused = 0";
 const ADVANCE: &str = "UPDATE {p}schedules SET next_fire = ?, \
     last_fired = COALESCE(?, last_fired), fired = fired + ? \
     WHERE name = ? AND next_fire = ? AND paused = 0";
@@ -133,11 +135,10 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn next_schedule_due(&self, conn: &mut B::Connection) -> Result<Option<i64>> {
-        match self.query(NEXT_DUE).first(conn).await? {
-            Some(row) => row.col(0),
-            None => Ok(None),
-        }
+    async fn next_schedule_due(&self, conn: &mut B::Connection) -> Result<(Option<i64>, i64)> {
+        let row = self.query(B::SCHEDULES.next_due).first(conn).await?;
+        let row = row.ok_or_else(|| crate::domain::Error::Corrupt("no clock row".into()))?;
+        Ok((row.col(0)?, row.col(1)?))
     }
 
     async fn due_schedules(&self, conn: &mut B::Connection, now: i64) -> Result<Vec<ScheduleRow>> {

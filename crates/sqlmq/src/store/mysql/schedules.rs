@@ -1,6 +1,7 @@
 //! Recurring schedules' statements of their own shape (the body is
 //! `store/body/schedules.rs`).
 
+use super::micros;
 use crate::store::body::ScheduleSql;
 
 pub(super) const SQL: ScheduleSql = ScheduleSql {
@@ -10,4 +11,9 @@ pub(super) const SQL: ScheduleSql = ScheduleSql {
         ON DUPLICATE KEY UPDATE name = name",
     lock: "SELECT name, spec, body, paused, next_fire, last_fired, fired, created_at, \
         updated_at FROM {p}schedules WHERE name = ? FOR UPDATE",
+    next_due: concat!(
+        "SELECT MIN(next_fire), ",
+        micros!("UTC_TIMESTAMP(6)"),
+        " FROM {p}schedules WHERE paused = 0"
+    ),
 };
