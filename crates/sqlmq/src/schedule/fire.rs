@@ -31,6 +31,8 @@ use crate::tx;
 /// once). Each look is one small read, so an idle process spends 0.03 statements a second on
 /// schedules: an idle worker with notifications live stays under one statement a second.
 const SCHEDULE_IDLE_CHECK: Duration = Duration::from_secs(30);
+/// Wait after a pass that left a schedule due (it could not fire) before the next.
+const AFTER_FAILED_FIRE: Duration = Duration::from_secs(1);
 /// Wait after a failed pass (the database unreachable, say) before the next.
 const AFTER_ERROR: Duration = Duration::from_secs(5);
 
@@ -54,9 +56,17 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn fire_schedules(&self) -> Result<u64> {
         self.require_schema()?;
+        let now = {
+            let mut conn = self.pool().acquire().await?;
+            self.store().now_us(&mut conn).await?
+        };
+        self.fire_due(now).await
+    }
+
+    /// Fire every schedule due at `now` (µs, database clock).
+    async fn fire_due(&self, now: i64) -> Result<u64> {
         let due = {
             let mut conn = self.pool().acquire().await?;
-            let now = self.store().now_us(&mut conn).await?;
             self.store().due_schedules(&mut conn, now).await?
         };
         let mut fired = 0;
@@ -123,18 +133,23 @@ impl<B: Backend> Client<B> {
         if self.schema_version() == 0 {
             return Ok(SCHEDULE_IDLE_CHECK);
         }
-        let store = self.store();
-        let (next, now) = {
-            let mut conn = self.pool().acquire().await?;
-            store.next_schedule_due(&mut conn).await?
-        };
+        let (mut next, mut now) = self.next_schedule_due().await?;
         if next.is_some_and(|next| next <= now) {
-            self.fire_schedules().await?;
-            let mut conn = self.pool().acquire().await?;
-            let (next, now) = store.next_schedule_due(&mut conn).await?;
-            return Ok(until(next, now));
+            self.fire_due(now).await?;
+            (next, now) = self.next_schedule_due().await?;
+            // Still due after the pass: a schedule that cannot fire (its queue deleted, say);
+            // look again in a second rather than at once, again and again.
+            if next.is_some_and(|next| next <= now) {
+                return Ok(AFTER_FAILED_FIRE);
+            }
         }
         Ok(until(next, now))
+    }
+
+    /// The earliest next fire time of the schedules not paused, and the database clock.
+    async fn next_schedule_due(&self) -> Result<(Option<i64>, i64)> {
+        let mut conn = self.pool().acquire().await?;
+        self.store().next_schedule_due(&mut conn).await
     }
 
     /// Fire one due schedule: the compare-and-set, then its fire times' messages, in one
