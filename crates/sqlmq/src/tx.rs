@@ -25,7 +25,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
 use crate::domain::{Error, ErrorClass, Result};
-use crate::store::{Backend, Server, begin_pooled};
+use crate::store::{Backend, Server, begin_pooled, begin_snapshot};
 
 /// Attempts per unit of work before the error is returned.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;
@@ -374,6 +374,28 @@ pub(crate) async fn begin_for_caller<B: Backend>(
         // Only a runtime shutting down cancels the task.
         Err(e) => Err(Error::from(sqlx::Error::Io(std::io::Error::other(e)))),
     }
+}
+
+/// Run the reads of `work` on a connection of `pool` inside one snapshot of the database
+/// ([`Server::BEGIN_SNAPSHOT`]), then end the transaction: figures gathered by several
+/// statements agree as if read at one instant. Not retried: reads that fail are simply asked
+/// for again by their caller.
+pub(crate) async fn snapshot<'a, B: Backend, T, F>(pool: &Pool<B>, work: F) -> Result<T>
+where
+    F: for<'c> FnOnce(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    let mut conn = pool.acquire().await?;
+    let mut guard = CloseIfAbandoned {
+        conn: &mut conn,
+        armed: true,
+    };
+    let begun = guard.conn.begin_with(begin_snapshot::<B>()).await;
+    guard.armed = false;
+    let mut tx = begun?;
+    let value = work(&mut tx, PhantomData).await;
+    // Nothing was written: ending it either way releases the snapshot.
+    tx.rollback().await?;
+    value
 }
 
 /// Run `work` inside the caller's connection: in its transaction if it has one (no retries:

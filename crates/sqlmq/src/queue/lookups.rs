@@ -86,15 +86,25 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn queue_stats(&self) -> Result<Vec<QueueStats>> {
         self.require_schema()?;
+        // One snapshot: each state is a table of its own, and a message moving between two
+        // of them (a claim, a nack) while they were counted by statements at different
+        // instants would be counted twice or not at all.
+        tx::snapshot(self.reader(), |conn, _| {
+            Box::pin(self.read_queue_stats(conn))
+        })
+        .await
+    }
+
+    /// The counts as the reads on `conn` see them.
+    async fn read_queue_stats(&self, conn: &mut B::Connection) -> Result<Vec<QueueStats>> {
         let store = &self.inner.store;
-        let mut conn = self.reader().acquire().await?;
-        let queues = store.all_queues(&mut conn).await?;
-        let counts = store.counts(&mut conn).await?;
+        let queues = store.all_queues(&mut *conn).await?;
+        let counts = store.counts(&mut *conn).await?;
         let mut out = Vec::with_capacity(queues.len());
         for q in queues {
             let c = counts.get(&q.id).copied().unwrap_or_default();
             let oldest = if c.ready > 0 {
-                store.oldest_ready_us(&mut conn, q.id).await?
+                store.oldest_ready_us(&mut *conn, q.id).await?
             } else {
                 None
             };

@@ -58,8 +58,8 @@ pub use queue::{
     Admin, Browse, Claim, DeadLetters, Enqueue, Limits, Maintain, Queues, ScriptedSend,
 };
 pub use schedule::Schedules;
-pub(crate) use server::begin_pooled;
 pub use server::{Schema, Server};
+pub(crate) use server::{begin_pooled, begin_snapshot};
 pub use topic::{Publish, Retention, Stream, Topics};
 
 /// A database sqlmq can store messages in: the URL scheme picks it, and a [`Client`] is

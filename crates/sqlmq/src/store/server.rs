@@ -19,6 +19,12 @@ pub trait Server<B: Backend>: Sized {
     /// so a bare `START TRANSACTION`). [`Server::BEGIN`] remains for a caller's connection.
     const BEGIN_POOLED: &'static str;
 
+    /// The statement that opens a read-only transaction whose reads all see one snapshot of
+    /// the database: a report read by several statements (a group's lag: its cursors, leases
+    /// and retries) then never counts a row twice or misses one that moved between tables
+    /// while it read. Nothing sqlmq writes runs in it.
+    const BEGIN_SNAPSHOT: &'static str;
+
     /// Whether the database admits one write transaction at a time (SQLite). The engine then
     /// checks with a plain read on a reader connection, which never waits, whether a claim
     /// would find anything before it waits for the writer, which may be held by an open
@@ -149,4 +155,9 @@ pub trait Schema<B: Backend> {
 /// enough").
 pub(crate) fn begin_pooled<B: Backend>() -> sqlx::SqlStr {
     sqlx::SqlSafeStr::into_sql_str(<B::Store as Server<B>>::BEGIN_POOLED)
+}
+
+/// [`Server::BEGIN_SNAPSHOT`] as an owned `SqlStr` (see [`begin_pooled`]).
+pub(crate) fn begin_snapshot<B: Backend>() -> sqlx::SqlStr {
+    sqlx::SqlSafeStr::into_sql_str(<B::Store as Server<B>>::BEGIN_SNAPSHOT)
 }

@@ -13,6 +13,7 @@ use crate::domain::{GroupLag, MemberLag, PartitionLag, TopicStats};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::GroupTable;
+use crate::tx;
 
 /// The default of a lag report, the same on every backend (declared on the default backend's
 /// `Group` so that `Group::DEFAULT_MEMBER_SILENCE` needs no type annotation).
@@ -58,13 +59,33 @@ impl<B: Backend> Group<B> {
     /// ```
     pub async fn lag_with(&self, member_silence: Duration) -> Result<GroupLag> {
         self.topic.client.require_schema()?;
+        // One snapshot: a claim moves a record from the retries to the leases, and a release
+        // moves it back; read by statements at different instants, such a record could be
+        // counted in neither and a busy group reported drained.
+        let lag = tx::snapshot(self.topic.client.reader(), |conn, _| {
+            Box::pin(self.read_lag(conn, member_silence))
+        })
+        .await?;
+        metrics::gauge!("sqlmq_group_lag", "group" => self.label()).set(lag.unconsumed as f64);
+        if let Some(age) = lag.oldest_unconsumed_age {
+            metrics::gauge!("sqlmq_group_lag_seconds", "group" => self.label())
+                .set(age.as_secs_f64());
+        }
+        Ok(lag)
+    }
+
+    /// The lag as the reads on `conn` see it.
+    async fn read_lag(
+        &self,
+        conn: &mut B::Connection,
+        member_silence: Duration,
+    ) -> Result<GroupLag> {
         let store = self.topic.client.store();
         let topic_id = self.topic.id();
-        let mut conn = self.topic.client.reader().acquire().await?;
-        let parts = store.partitions(&mut conn, topic_id).await?;
-        let cursors = store.cursors(&mut conn, self.id()).await?;
+        let parts = store.partitions(&mut *conn, topic_id).await?;
+        let cursors = store.cursors(&mut *conn, self.id()).await?;
         let unsequenced: i64 = store
-            .pending_partitions(&mut conn, topic_id)
+            .pending_partitions(&mut *conn, topic_id)
             .await?
             .values()
             .sum();
@@ -74,18 +95,18 @@ impl<B: Backend> Group<B> {
         } else {
             (
                 store
-                    .by_partition(&mut conn, GroupTable::Leases, self.id())
+                    .by_partition(&mut *conn, GroupTable::Leases, self.id())
                     .await?,
                 store
-                    .by_partition(&mut conn, GroupTable::Retries, self.id())
+                    .by_partition(&mut *conn, GroupTable::Retries, self.id())
                     .await?,
                 store
-                    .by_partition(&mut conn, GroupTable::Dead, self.id())
+                    .by_partition(&mut *conn, GroupTable::Dead, self.id())
                     .await?,
             )
         };
         let positions = if broadcast {
-            store.all_positions(&mut conn, self.id()).await?
+            store.all_positions(&mut *conn, self.id()).await?
         } else {
             Vec::new()
         };
@@ -93,7 +114,7 @@ impl<B: Backend> Group<B> {
             i64::MIN
         } else {
             let silence = i64::try_from(member_silence.as_micros()).unwrap_or(i64::MAX);
-            store.now_us(&mut conn).await?.saturating_sub(silence)
+            store.now_us(&mut *conn).await?.saturating_sub(silence)
         };
         // Members seen within the silence window; the others do not hold the group back.
         let is_silent = |member: &str| {
@@ -143,7 +164,7 @@ impl<B: Backend> Group<B> {
                 None
             } else {
                 store
-                    .age_of(&mut conn, topic_id, p, oldest)
+                    .age_of(&mut *conn, topic_id, p, oldest)
                     .await?
                     .map(|us| Duration::from_micros(us.max(0) as u64))
             };
@@ -201,11 +222,6 @@ impl<B: Backend> Group<B> {
             });
         }
         lag.members = members;
-        metrics::gauge!("sqlmq_group_lag", "group" => self.label()).set(lag.unconsumed as f64);
-        if let Some(age) = lag.oldest_unconsumed_age {
-            metrics::gauge!("sqlmq_group_lag_seconds", "group" => self.label())
-                .set(age.as_secs_f64());
-        }
         Ok(lag)
     }
 }

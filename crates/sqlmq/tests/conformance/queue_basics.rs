@@ -471,6 +471,51 @@ pub(crate) async fn concurrent_senders_of_one_key_store_one_message<B: TestBacke
     db.drop().await;
 }
 
+/// A claim moves a message from `ready` to `leases` and a nack moves it back: stats read
+/// while messages move count each exactly once (counts read by statements at different
+/// instants counted some twice or not at all).
+pub(crate) async fn stats_count_each_message_once_while_messages_move<B: TestBackend>() {
+    const MESSAGES: u64 = 20;
+    let (db, _client, q) = queue::<B>(QueueConfig::default().max_attempts(1000)).await;
+    for i in 0..MESSAGES {
+        q.send(Message::new(format!("m{i}"))).await.unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (q, stop) = (q.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut moved = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for d in q.receive(MESSAGES as usize, LEASE).await.unwrap() {
+                    q.nack(d.receipt(), Some(Duration::ZERO), "again")
+                        .await
+                        .unwrap();
+                    moved += 1;
+                }
+            }
+            moved
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut reads = 0;
+    while Instant::now() < until {
+        let s = q.stats().await.unwrap();
+        assert_eq!(
+            s.ready + s.scheduled + s.in_flight + s.dead,
+            MESSAGES,
+            "every message counted once: {s:?}"
+        );
+        reads += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let moved = churn.await.unwrap();
+    assert!(
+        moved > 2 * MESSAGES && reads > 10,
+        "messages moved {moved} times under {reads} reads: too few to prove anything"
+    );
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
-    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, resending_a_stored_id_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message]
+    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, resending_a_stored_id_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message, stats_count_each_message_once_while_messages_move]
 );

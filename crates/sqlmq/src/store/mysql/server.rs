@@ -110,6 +110,11 @@ impl Server<MySql> for MySqlStore {
     /// The pool's sessions are READ COMMITTED already (see `connect.rs`).
     const BEGIN_POOLED: &'static str = "START TRANSACTION";
 
+    /// REPEATABLE READ for this one transaction, so that every read sees the snapshot taken
+    /// at its start; read only, so it takes no locks and no gap locks can arise.
+    const BEGIN_SNAPSHOT: &'static str = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; \
+        START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+
     fn new(prefix: &str) -> MySqlStore {
         MySqlStore::with_prefix(prefix)
     }

@@ -35,6 +35,10 @@ impl Server<Sqlite> for SqliteStore {
 
     const BEGIN_POOLED: &'static str = BEGIN_IMMEDIATE;
 
+    /// A deferred transaction that only reads: in WAL mode its reads all see the database as
+    /// of its first read, and it never takes the write lock.
+    const BEGIN_SNAPSHOT: &'static str = "BEGIN";
+
     const ONE_WRITER: bool = true;
 
     fn new(prefix: &str) -> SqliteStore {
