@@ -1,7 +1,8 @@
 //! A queue's limits with real processes: `sqlmq consume` processes of eight slots each never
 //! run more commands at once than the queue's `--max-in-flight`, a process killed with
 //! `kill -9` holding slots gives them back when its leases end, and `--rate-limit` spaces the
-//! deliveries of every process together.
+//! deliveries of every process together; `--concurrency-limit` holds each concurrency key to its
+//! limit across processes while the other keys flow.
 
 mod common;
 
@@ -145,5 +146,95 @@ fn a_rate_limit_spaces_the_deliveries_of_every_process_together() {
     assert!(
         !out.contains("rate limit") && !out.contains("in flight"),
         "{out}"
+    );
+}
+
+#[test]
+fn no_concurrency_key_runs_more_than_its_limit_across_processes_and_a_killed_ones_slots_come_back()
+{
+    let db = TestDb::new();
+    let out = db.ok(&["queue", "create", "jobs", "--concurrency-limit", "2"]);
+    assert!(out.contains("at most 2 per concurrency key"), "{out}");
+    let log = db.path("log");
+    let log_s = log.display().to_string();
+
+    // A process that takes both slots of k0 and never finishes: killed with kill -9 while
+    // holding them (leases of 3 s).
+    db.ok_with_stdin(
+        &["send", "jobs", "--batch", "--concurrency-key", "k0"],
+        b"h1\nh2\n",
+    );
+    let stuck = db.spawn(&[
+        "consume",
+        "jobs",
+        "--concurrency",
+        "8",
+        "--lease",
+        "3s",
+        "--exec",
+        "sleep 60",
+    ]);
+    eventually(Duration::from_secs(20), "the stuck process holds 2", || {
+        (db.stats("jobs").in_flight == 2).then_some(())
+    });
+    // 200 messages over 5 keys.
+    for k in 0..5 {
+        let work: Vec<String> = (0..40).map(|i| format!("k{k}-{i}")).collect();
+        db.ok_with_stdin(
+            &[
+                "send",
+                "jobs",
+                "--batch",
+                "--concurrency-key",
+                &format!("k{k}"),
+            ],
+            work.join("\n").as_bytes(),
+        );
+    }
+    stuck.kill9();
+
+    // Three consumers of eight slots each; each command notes its key.
+    let args = format!(
+        "echo \"start $SQLMQ_CONCURRENCY_KEY $(date +%s%N)\" >> {log_s}; sleep 0.05; \
+         echo \"end $SQLMQ_CONCURRENCY_KEY $(date +%s%N)\" >> {log_s}"
+    );
+    let consumers: Vec<_> = (0..3)
+        .map(|_| db.spawn(&["consume", "jobs", "--concurrency", "8", "--exec", &args]))
+        .collect();
+    eventually(Duration::from_secs(90), "every message handled", || {
+        (db.stats("jobs").pending() == 0).then_some(())
+    });
+    for c in consumers {
+        c.signal(libc::SIGTERM);
+        let out = c.wait(Duration::from_secs(30));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let log = lines(&log);
+    // The 200 and the two the killed process held, once their leases ended.
+    assert_eq!(log.iter().filter(|l| l.starts_with("start")).count(), 202);
+    let mut reached = false;
+    for k in 0..5 {
+        let key = format!("k{k}");
+        let of_key: Vec<String> = log
+            .iter()
+            .filter_map(|l| {
+                let (what, rest) = l.split_once(' ')?;
+                let (k, at) = rest.split_once(' ')?;
+                (k == key).then(|| format!("{what} {at}"))
+            })
+            .collect();
+        let most = most_at_once(&of_key);
+        assert!(most <= 2, "{most} commands of {key} ran at once");
+        reached |= most == 2;
+    }
+    assert!(reached, "no key ever ran two at once");
+    db.fails(
+        &["send", "jobs", "x", "--concurrency-key", "k", "--key", "k"],
+        2,
+        "cannot be used with",
     );
 }

@@ -765,3 +765,67 @@ async fn shutdown_ends_long_polls_at_once() {
     );
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_holds_each_key_and_keys_are_shown() {
+    let s = TestServer::start().await;
+    let (st, q) = s
+        .put("/v1/queues/syncs", json!({"concurrency_limit": 1}))
+        .await;
+    assert_eq!(
+        (st, &q["config"]["concurrency_limit"]),
+        (200, &json!(1)),
+        "{q}"
+    );
+    let msgs: Vec<Value> = ["a", "a", "b"]
+        .iter()
+        .map(|k| json!({"body": format!("sync {k}"), "concurrency_key": k}))
+        .collect();
+    let (st, sent) = s
+        .post("/v1/queues/syncs/messages", json!({"messages": msgs}))
+        .await;
+    assert_eq!(st, 200, "{sent}");
+    let receive = json!({"max": 5, "lease_ms": 60000});
+    let (_, got) = s.post("/v1/queues/syncs/receive", receive.clone()).await;
+    let got = received(&got);
+    let mut keys: Vec<&str> = got
+        .iter()
+        .map(|m| m["concurrency_key"].as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["a", "b"], "one of each key: {got:?}");
+    let (_, q) = s.get("/v1/queues/syncs").await;
+    assert_eq!(q["blocked"].as_u64(), Some(1), "{q}");
+    let (_, page) = s.get("/v1/queues/syncs/messages?state=blocked").await;
+    assert_eq!(page["messages"][0]["concurrency_key"], "a", "{page}");
+    let a = got.iter().find(|m| m["concurrency_key"] == "a").unwrap();
+    s.post("/v1/queues/syncs/ack", json!({"receipts": [a["receipt"]]}))
+        .await;
+    let (_, next) = s.post("/v1/queues/syncs/receive", receive).await;
+    assert_eq!(received(&next).len(), 1, "{next}");
+
+    // Bad keys and limits: 422, nothing sent or changed.
+    for bad in [
+        json!({"body": "x", "concurrency_key": "k", "ordering_key": "k"}),
+        json!({"body": "x", "concurrency_key": "k".repeat(128)}),
+        json!({"body": "x", "concurrency_key": ""}),
+    ] {
+        assert_error(
+            &s.post("/v1/queues/syncs/messages", json!({"messages": [bad]}))
+                .await,
+            422,
+            "invalid_argument",
+        );
+    }
+    assert_error(
+        &s.put("/v1/queues/syncs", json!({"concurrency_limit": 2000000}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    let (_, q) = s
+        .put("/v1/queues/syncs", json!({"concurrency_limit": 0}))
+        .await;
+    assert_eq!(q["config"]["concurrency_limit"], Value::Null);
+    s.finish().await;
+}

@@ -56,11 +56,27 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
     assert_eq!(headless, 0, "every ordering key needs a live head");
     let keyless = db
         .scalar(
-            "SELECT COUNT(*) FROM sqlmq_blocked b LEFT JOIN sqlmq_key_heads k \
-             ON k.queue_id = b.queue_id AND k.ordering_key = b.ordering_key WHERE k.queue_id IS NULL",
+            "SELECT COUNT(*) FROM sqlmq_blocked b WHERE NOT EXISTS (SELECT 1 FROM sqlmq_key_heads k \
+             WHERE k.queue_id = b.queue_id AND k.ordering_key = b.ordering_key) \
+             AND NOT EXISTS (SELECT 1 FROM sqlmq_key_slots s \
+             WHERE s.queue_id = b.queue_id AND s.slot_key = b.ordering_key)",
         )
         .await;
     assert_eq!(keyless, 0, "blocked messages need their key row");
+    let miscounted = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_key_slots s WHERE s.busy <> ( \
+             SELECT COUNT(*) FROM sqlmq_messages m WHERE m.queue_id = s.queue_id \
+             AND m.ordering_key = s.slot_key AND ( \
+             EXISTS (SELECT 1 FROM sqlmq_ready r WHERE r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id) \
+             OR EXISTS (SELECT 1 FROM sqlmq_scheduled c WHERE c.id = m.id) \
+             OR EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id)))",
+        )
+        .await;
+    assert_eq!(
+        miscounted, 0,
+        "a concurrency key's busy count is its messages admitted"
+    );
 }
 
 /// A raw handler that records the id of every delivery it handles, then acks it.

@@ -13,7 +13,7 @@ const SECTIONS: &[&str] = &[
     "## Using the library",
     "### The worker runtime",
     "### Topics and consumer groups",
-    "### Limits: in flight and rate",
+    "### Limits: in flight, rate, per key",
     "### Recurring schedules",
     "### Backends: MySQL/MariaDB and SQLite",
 ];

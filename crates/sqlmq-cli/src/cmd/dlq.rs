@@ -90,6 +90,8 @@ struct JsonDeadLetter<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     offset: Option<i64>,
     ordering_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
     /// Broadcast groups only: whose dead letter.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,6 +111,7 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
             partition: d.partition,
             offset: d.offset,
             ordering_key: d.ordering_key.as_deref(),
+            concurrency_key: d.concurrency_key.as_deref(),
             headers: &d.headers,
             member: d.member.as_deref(),
             body: JsonBody::new(&d.body),

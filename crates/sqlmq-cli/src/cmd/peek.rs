@@ -64,6 +64,8 @@ pub struct JsonQueued<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     died_at: Option<String>,
     ordering_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
     errors: &'a [AttemptError],
     #[serde(flatten)]
@@ -84,6 +86,7 @@ impl<'a> From<&'a QueuedMessage> for JsonQueued<'a> {
             owner: m.owner.as_deref(),
             died_at: m.died_at.map(timestamp),
             ordering_key: m.ordering_key.as_deref(),
+            concurrency_key: m.concurrency_key.as_deref(),
             headers: &m.headers,
             errors: &m.errors,
             body: JsonBody::new(&m.body),

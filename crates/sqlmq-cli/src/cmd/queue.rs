@@ -35,6 +35,10 @@ pub enum QueueCommand {
         /// 100/1m or 20/1s (`none`: no limit)
         #[arg(long, value_name = "COUNT/DUR", value_parser = parse_rate_limit)]
         rate_limit: Option<RateChoice>,
+        /// At most N messages of one concurrency key (`send --concurrency-key`) at once, every
+        /// process together; the others wait in line (0: no limit)
+        #[arg(long, value_name = "N")]
+        concurrency_limit: Option<u32>,
     },
     /// Delete a queue with all its messages and dead letters
     Delete {
@@ -56,6 +60,7 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             dedup_window,
             max_in_flight,
             rate_limit,
+            concurrency_limit,
         } => {
             let client = settings.connect::<B>().await?;
             // Start from the existing configuration so that options not given are kept rather
@@ -82,6 +87,9 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             }
             if let Some(RateChoice(rate)) = rate_limit {
                 config = config.rate_limit(rate);
+            }
+            if let Some(n) = concurrency_limit {
+                config = config.concurrency_limit((n > 0).then_some(n));
             }
             client.create_queue(&name, config.clone()).await?;
             let verb = if created { "created" } else { "updated" };
@@ -142,6 +150,9 @@ fn describe(config: &QueueConfig) -> String {
     }
     if let Some(rate) = config.rate_limit {
         line.push_str(&format!(", rate limit {rate}"));
+    }
+    if let Some(n) = config.concurrency_limit {
+        line.push_str(&format!(", at most {n} per concurrency key"));
     }
     line
 }

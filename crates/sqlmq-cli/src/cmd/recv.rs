@@ -40,6 +40,8 @@ struct JsonDelivery<'a> {
     attempt: u32,
     priority: i16,
     ordering_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency_key: Option<&'a str>,
     idempotency_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
     #[serde(flatten)]
@@ -55,6 +57,7 @@ impl<'a> From<&'a Delivery> for JsonDelivery<'a> {
             attempt: d.attempt,
             priority: d.priority,
             ordering_key: d.ordering_key.as_deref(),
+            concurrency_key: d.concurrency_key.as_deref(),
             idempotency_key: d.idempotency_key.as_deref(),
             headers: &d.headers,
             body: JsonBody::new(&d.body),

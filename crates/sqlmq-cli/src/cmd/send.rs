@@ -31,6 +31,10 @@ pub struct Args {
     /// Ordering key: strict FIFO among messages with the same key
     #[arg(long = "key", value_name = "ORDERING_KEY")]
     ordering_key: Option<String>,
+    /// Concurrency key: on a queue with `--concurrency-limit N`, at most N messages of this key
+    /// run at once
+    #[arg(long, value_name = "KEY", conflicts_with = "ordering_key")]
+    concurrency_key: Option<String>,
     /// Idempotency key: sending the same key again is a no-op that returns the first id
     #[arg(long = "id", value_name = "IDEMPOTENCY_KEY", conflicts_with = "batch")]
     idempotency_key: Option<String>,
@@ -57,6 +61,9 @@ impl Args {
         }
         if let Some(k) = &self.ordering_key {
             m = m.ordering_key(k);
+        }
+        if let Some(k) = &self.concurrency_key {
+            m = m.concurrency_key(k);
         }
         if let Some(k) = &self.idempotency_key {
             m = m.idempotency_key(k);

@@ -56,6 +56,9 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     if let Some(key) = &m.ordering_key {
         println!("key:         {key}");
     }
+    if let Some(key) = &m.concurrency_key {
+        println!("concurrency: {key}");
+    }
     for (k, v) in &m.headers {
         println!("header:      {k}={v}");
     }

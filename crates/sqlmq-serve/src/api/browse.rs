@@ -89,6 +89,9 @@ pub struct QueuedMessageOut {
     /// Its ordering key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<String>,
+    /// Its concurrency key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
     /// Headers.
     pub headers: BTreeMap<String, String>,
     /// The errors of its failed attempts, oldest first.
@@ -116,6 +119,7 @@ impl From<sqlmq::QueuedMessage> for QueuedMessageOut {
             owner: m.owner,
             died_at: m.died_at.map(rfc3339),
             ordering_key: m.ordering_key,
+            concurrency_key: m.concurrency_key,
             headers: m.headers,
             errors: m.errors.into_iter().map(AttemptErrorOut::from).collect(),
             body,

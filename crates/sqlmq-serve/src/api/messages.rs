@@ -37,6 +37,9 @@ pub struct OutgoingMessage {
     pub delay_ms: Option<u64>,
     /// Strict FIFO among messages with this key (1 to 128 bytes).
     pub ordering_key: Option<String>,
+    /// On a queue with a `concurrency_limit`, at most that many messages of this key at once
+    /// (1 to 127 bytes; not with `ordering_key`).
+    pub concurrency_key: Option<String>,
     /// Sending a message with the same key again within the queue's window is a no-op that
     /// returns the original id (1 to 128 bytes).
     pub idempotency_key: Option<String>,
@@ -58,6 +61,9 @@ impl OutgoingMessage {
         }
         if let Some(k) = self.ordering_key {
             m = m.ordering_key(k);
+        }
+        if let Some(k) = self.concurrency_key {
+            m = m.concurrency_key(k);
         }
         if let Some(k) = self.idempotency_key {
             m = m.idempotency_key(k);

@@ -86,6 +86,9 @@ pub struct DeliveryOut {
     pub priority: i16,
     /// Ordering key (queues) or record key (topics).
     pub ordering_key: Option<String>,
+    /// Concurrency key (queues), if it was sent with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
     /// Idempotency key, if it was sent with one.
     pub idempotency_key: Option<String>,
     /// When it was sent (RFC 3339).
@@ -111,6 +114,7 @@ impl From<sqlmq::Delivery> for DeliveryOut {
             headers: d.headers,
             priority: d.priority,
             ordering_key: d.ordering_key,
+            concurrency_key: d.concurrency_key,
             idempotency_key: d.idempotency_key,
             enqueued_at: rfc3339(d.enqueued_at),
             lease_expires_at: rfc3339(d.lease_expires_at),
@@ -255,6 +259,9 @@ pub struct DeadLetterOut {
     pub offset: Option<i64>,
     /// Ordering key (queues) or record key (topics).
     pub ordering_key: Option<String>,
+    /// Concurrency key (queues), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
     /// Headers.
     pub headers: BTreeMap<String, String>,
     /// The body, when it is UTF-8 text.
@@ -277,6 +284,7 @@ impl From<sqlmq::DeadLetter> for DeadLetterOut {
             partition: d.partition,
             offset: d.offset,
             ordering_key: d.ordering_key,
+            concurrency_key: d.concurrency_key,
             headers: d.headers,
             body,
             body_base64,

@@ -30,6 +30,10 @@ pub struct QueueConfigOut {
     /// (`100/1m`; null: no limit).
     #[schema(example = "100/1m")]
     pub rate_limit: Option<String>,
+    /// At most this many messages of one concurrency key at once, every process together
+    /// (null: no limit).
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub concurrency_limit: Option<u32>,
 }
 
 /// A queue: its settings and its messages by state.
@@ -83,6 +87,10 @@ pub struct QueueConfigRequest {
     /// (`100/1m`, `20/1s`); `none` removes the limit.
     #[schema(example = "100/1m")]
     pub rate_limit: Option<String>,
+    /// At most this many messages of one concurrency key (`concurrency_key` of a sent message)
+    /// at once, every process together; the others wait in line; 0 removes the limit.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub concurrency_limit: Option<u32>,
 }
 
 /// A backoff in the text form the CLI and this API accept.
@@ -106,6 +114,7 @@ fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
         dedup_window_ms: c.dedup_window.as_millis() as u64,
         max_in_flight: c.max_in_flight,
         rate_limit: c.rate_limit.as_ref().map(rate_limit_text),
+        concurrency_limit: c.concurrency_limit,
     }
 }
 
@@ -213,6 +222,9 @@ pub async fn put<B: Backend>(
             "none" => None,
             text => Some(text.parse()?),
         });
+    }
+    if let Some(n) = request.concurrency_limit {
+        config = config.concurrency_limit((n > 0).then_some(n));
     }
     state.client.create_queue(&name, config).await?;
     // A cached handle would go on claiming by the limits it read (for up to the library's

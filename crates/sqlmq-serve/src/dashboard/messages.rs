@@ -44,7 +44,7 @@ pub fn table(id: &str, queue: &str, messages: &[QueuedMessageOut], write: bool) 
             @for m in messages {
                 tr {
                     td { code { (m.id) } } td { (m.state) } td.n { (m.priority) } td.n { (m.attempts) }
-                    td { (when(m)) } td { (m.ordering_key.as_deref().unwrap_or("")) }
+                    td { (when(m)) } td { (key_cell(m)) }
                     td { pre { (preview(&m.body, &m.body_base64)) } }
                     td { @if let Some(e) = m.errors.last() { "#" (e.attempt) " " (e.error) } }
                     @if write {
@@ -92,4 +92,13 @@ pub async fn section<B: Backend>(
             }
         }
     })
+}
+
+/// The key column: an ordering key as it is, a concurrency key marked as one.
+fn key_cell(m: &QueuedMessageOut) -> String {
+    match (&m.ordering_key, &m.concurrency_key) {
+        (Some(k), _) => k.clone(),
+        (None, Some(k)) => format!("{k} (concurrency)"),
+        (None, None) => String::new(),
+    }
 }

@@ -69,6 +69,9 @@ fn limits(c: &QueueConfigOut) -> Vec<String> {
     if let Some(r) = &c.rate_limit {
         out.push(format!("rate limit {r}"));
     }
+    if let Some(n) = c.concurrency_limit {
+        out.push(format!("at most {n} per concurrency key"));
+    }
     out
 }
 

@@ -132,6 +132,8 @@ pub struct QueuedMessage {
     pub died_at: Option<SystemTime>,
     /// Its ordering key, if any.
     pub ordering_key: Option<String>,
+    /// Its concurrency key, if any.
+    pub concurrency_key: Option<String>,
     /// Headers given at send time.
     pub headers: BTreeMap<String, String>,
     /// The body.

@@ -29,6 +29,7 @@ pub struct Message {
     pub(crate) priority: i16,
     pub(crate) delay: Duration,
     pub(crate) ordering_key: Option<String>,
+    pub(crate) concurrency_key: Option<String>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) headers: BTreeMap<String, String>,
 }
@@ -47,6 +48,7 @@ impl Message {
             priority: 0,
             delay: Duration::ZERO,
             ordering_key: None,
+            concurrency_key: None,
             idempotency_key: None,
             headers: BTreeMap::new(),
         }
@@ -137,6 +139,24 @@ impl Message {
         self
     }
 
+    /// Count this message under a concurrency key: on a queue with a per-key limit
+    /// ([`QueueConfig::concurrency_limit`](crate::QueueConfig::concurrency_limit)) at most that
+    /// many messages of one key are admitted at once (ready, in flight, or waiting for a
+    /// retry), every process together; the others wait in line behind them, in send order,
+    /// and hold back no other key. On a queue without a per-key limit the key admits
+    /// everything. 1 to 127 bytes without control characters; a message has an ordering key
+    /// or a concurrency key, not both (an ordering key is a concurrency key of limit 1 that
+    /// also keeps order through retries).
+    ///
+    /// ```
+    /// let m = sqlmq::Message::new("sync").concurrency_key("customer-42");
+    /// # let _ = m;
+    /// ```
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Message {
+        self.concurrency_key = Some(key.into());
+        self
+    }
+
     /// Make the send idempotent: while the queue remembers this key (its dedup window, 24 h by
     /// default), sending a message with the same key again is a no-op that returns the original
     /// message's id. 1 to 128 bytes ([`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN)).
@@ -209,6 +229,8 @@ pub struct Delivery {
     pub priority: i16,
     /// The ordering key, if the message has one; for a topic record, its key.
     pub ordering_key: Option<String>,
+    /// The concurrency key, if the message has one (see [`Message::concurrency_key`]).
+    pub concurrency_key: Option<String>,
     /// The idempotency key, if the message was sent with one.
     pub idempotency_key: Option<String>,
     /// Headers given at send time.
@@ -297,6 +319,8 @@ pub struct DeadLetter {
     pub offset: Option<i64>,
     /// The ordering key, if any.
     pub ordering_key: Option<String>,
+    /// The concurrency key, if any.
+    pub concurrency_key: Option<String>,
     /// Headers given at send time.
     pub headers: BTreeMap<String, String>,
     /// The body.

@@ -60,7 +60,9 @@ pub(crate) use message::{
     micros_of, millis_of, parse_errors, time_from_micros,
 };
 pub use name::validate_name;
-pub(crate) use name::{MAX_NAME_LEN, validate_key, validate_table_prefix};
+pub(crate) use name::{
+    MAX_NAME_LEN, validate_concurrency_key, validate_key, validate_table_prefix,
+};
 pub use process::ProcessInfo;
 pub use queue_config::QueueConfig;
 pub use queue_stats::QueueStats;

@@ -61,6 +61,20 @@ pub(crate) fn validate_key(kind: &str, key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Check a concurrency key: as [`validate_key`], one byte shorter (the stored key carries a
+/// mark byte that tells it from an ordering key).
+pub(crate) fn validate_concurrency_key(key: &str) -> Result<()> {
+    validate_key("concurrency key", key)?;
+    if key.len() == MAX_NAME_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "concurrency key must be 1 to {} bytes, got {}",
+            MAX_NAME_LEN - 1,
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,10 @@ pub struct QueueConfig {
     /// (default: no limit).
     #[serde(default)]
     pub rate_limit: Option<RateLimit>,
+    /// At most this many messages of one concurrency key admitted at once (default: no
+    /// limit; see [`Message::concurrency_key`](crate::Message::concurrency_key)).
+    #[serde(default)]
+    pub concurrency_limit: Option<u32>,
 }
 
 impl Default for QueueConfig {
@@ -48,6 +52,7 @@ impl Default for QueueConfig {
             dedup_window: Self::DEFAULT_DEDUP_WINDOW,
             max_in_flight: None,
             rate_limit: None,
+            concurrency_limit: None,
         }
     }
 }
@@ -135,6 +140,27 @@ impl QueueConfig {
         self
     }
 
+    /// Limit each concurrency key to `n` messages admitted at once — ready, in flight or
+    /// waiting for a retry — every process together (`None`: no limit). Messages of a full key
+    /// wait in line (in send order) and are admitted as earlier ones are acked, dead-lettered
+    /// or cancelled; other keys are not held back. A slot is held until its message is done,
+    /// so a message waiting out its retry backoff keeps it. A limit raised, lowered or removed
+    /// applies from the next admission of each key.
+    ///
+    /// ```
+    /// let c = sqlmq::QueueConfig::default().concurrency_limit(Some(2));
+    /// assert_eq!(c.concurrency_limit, Some(2));
+    /// ```
+    pub fn concurrency_limit(mut self, n: Option<u32>) -> Self {
+        self.concurrency_limit = n;
+        self
+    }
+
+    /// Whether the queue has a `queue_limits` row (any limit).
+    pub(crate) fn has_limits(&self) -> bool {
+        self.is_limited() || self.concurrency_limit.is_some()
+    }
+
     /// Whether claims of this queue go through its limits.
     pub(crate) fn is_limited(&self) -> bool {
         self.max_in_flight.is_some() || self.rate_limit.is_some()
@@ -149,6 +175,15 @@ impl QueueConfig {
         }
         if let Some(rate) = &self.rate_limit {
             rate.validate()?;
+        }
+        if self
+            .concurrency_limit
+            .is_some_and(|n| n == 0 || n > 1_000_000)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "concurrency_limit must be 1..=1000000, got {}",
+                self.concurrency_limit.unwrap_or_default()
+            )));
         }
         if self.max_attempts == 0 || self.max_attempts > 1_000_000 {
             return Err(Error::InvalidArgument(format!(

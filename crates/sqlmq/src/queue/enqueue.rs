@@ -10,7 +10,7 @@ use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
 use crate::domain::{Message, MessageId, Result, Sent, micros_of};
 use crate::store::rows::{Entry, Keyed, MessageRow, SendBatch};
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
-use crate::store::{Backend, Enqueue};
+use crate::store::{Backend, Enqueue, stored_key_of_message};
 
 /// How often a batch re-checks its idempotency keys after losing a race to a concurrent sender
 /// of the same key (the loser's insert fails with a duplicate key once the winner commits).
@@ -21,6 +21,7 @@ fn row_bytes(m: &Message, headers: Option<&str>) -> usize {
     64 + m.body.len()
         + headers.map_or(0, str::len)
         + m.ordering_key.as_ref().map_or(0, String::len)
+        + m.concurrency_key.as_ref().map_or(0, |k| k.len() + 1)
         + m.idempotency_key.as_ref().map_or(0, String::len)
 }
 
@@ -64,10 +65,11 @@ pub(crate) async fn send<B: Backend>(
             token: 0,
         };
         let delay_us = micros_of(m.delay);
-        match &m.ordering_key {
+        // Ordering and concurrency keys both go in line behind their key (`store/body/keys.rs`).
+        match stored_key_of_message(m) {
             None => placed.push((entry, delay_us)),
             Some(key) => keyed.push(Keyed {
-                key: key.clone(),
+                key,
                 entry,
                 delay_us,
             }),

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use super::Queue;
 use crate::client::Subject;
 use crate::coalesce::Sink;
-use crate::domain::{Error, Message, MessageId, Result, Sent, check_headers, validate_key};
+use crate::domain::{
+    Error, Message, MessageId, Result, Sent, check_headers, validate_concurrency_key, validate_key,
+};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
@@ -303,6 +305,14 @@ impl<B: Backend> Queue<B> {
             }
             if let Some(k) = &m.ordering_key {
                 validate_key("ordering key", k)?;
+            }
+            if let Some(k) = &m.concurrency_key {
+                validate_concurrency_key(k)?;
+                if m.ordering_key.is_some() {
+                    return Err(Error::InvalidArgument(
+                        "a message has an ordering key or a concurrency key, not both".into(),
+                    ));
+                }
             }
             if let Some(k) = &m.idempotency_key {
                 validate_key("idempotency key", k)?;

@@ -269,6 +269,7 @@ fn deliveries(found: Vec<LoggedRow>, again: &[Again], until_us: i64) -> Vec<Deli
                 attempt: (attempts + 1).max(1) as u32,
                 priority: 0,
                 ordering_key: r.key,
+                concurrency_key: None,
                 idempotency_key: None,
                 headers: r.headers,
                 body: r.body,

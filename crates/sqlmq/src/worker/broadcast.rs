@@ -413,6 +413,7 @@ async fn run_handler<B: Backend>(
         attempt,
         priority: 0,
         ordering_key: record.key.clone(),
+        concurrency_key: None,
         idempotency_key: None,
         headers: record.headers.clone(),
         body: record.body.clone(),

@@ -31,6 +31,7 @@ mod bad_input;
 mod broadcast_worker;
 mod browse;
 mod competing_consumers;
+mod concurrency_keys;
 mod concurrent_sends;
 mod exactly_once;
 mod late_committer;

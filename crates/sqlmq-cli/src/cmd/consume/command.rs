@@ -113,6 +113,10 @@ fn command<B: Backend>(exec: &str, ctx: &JobContext<B>, d: &Delivery) -> Command
         Some(key) => cmd.env("SQLMQ_ORDERING_KEY", key),
         None => cmd.env_remove("SQLMQ_ORDERING_KEY"),
     };
+    match &d.concurrency_key {
+        Some(key) => cmd.env("SQLMQ_CONCURRENCY_KEY", key),
+        None => cmd.env_remove("SQLMQ_CONCURRENCY_KEY"),
+    };
     match ctx.group() {
         Some(group) => cmd
             .env("SQLMQ_TOPIC", group.topic().name())

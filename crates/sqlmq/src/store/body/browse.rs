@@ -1,5 +1,6 @@
 //! `Browse`: a queue's messages looked at by state, one index range per page.
 
+use super::slots::split_key;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{
     After, MessageId, MessageState, QueuedMessage, Result, parse_errors, time_from_micros,
@@ -53,6 +54,7 @@ where
         return Ok(None);
     };
     let errors: Option<Vec<u8>> = row.col(13)?;
+    let (ordering_key, concurrency_key) = split_key(row.opt_text_at(9)?);
     let message = QueuedMessage {
         id: row.id_at(0)?,
         state,
@@ -63,7 +65,8 @@ where
         claimed_at: opt_time(row, 6)?,
         died_at: opt_time(row, 7)?,
         owner: row.opt_text_at(8)?,
-        ordering_key: row.opt_text_at(9)?,
+        ordering_key,
+        concurrency_key,
         headers: row.headers_at(10)?,
         body: row.col(11)?,
         enqueued_at: time_from_micros(row.col(12)?),

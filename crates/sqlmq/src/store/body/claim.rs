@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::slots::split_key;
 use super::{Columns, Types};
 use crate::domain::{Delivery, Result, micros_of, time_from_micros};
 
@@ -17,12 +18,14 @@ where
     let mut claimed = Vec::with_capacity(rows.len());
     for row in rows {
         let now_us: i64 = row.col(9)?;
+        let (ordering_key, concurrency_key) = split_key(row.opt_text_at(4)?);
         claimed.push(Delivery {
             id: row.id_at(0)?,
             priority: row.col(1)?,
             attempt: (row.col::<i32>(2)? + 1).max(1) as u32,
             token: (row.col::<i64>(3)? + 1) as u64,
-            ordering_key: row.opt_text_at(4)?,
+            ordering_key,
+            concurrency_key,
             idempotency_key: row.opt_text_at(5)?,
             headers: row.headers_at(6)?,
             body: row.col(7)?,

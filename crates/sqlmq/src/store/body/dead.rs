@@ -1,5 +1,6 @@
 //! A queue's dead letters: list and redrive (purge is `admin.rs`'s, with `PurgeScope::Dead`).
 
+use super::slots::split_key;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{DeadLetter, MessageId, Result, parse_errors, time_from_micros};
 use crate::store::rows::{Entry, Keyed};
@@ -22,13 +23,15 @@ where
     R::Database: super::Types,
 {
     let errors: Option<Vec<u8>> = row.col(4)?;
+    let (ordering_key, concurrency_key) = split_key(row.opt_text_at(5)?);
     Ok(DeadLetter {
         id: row.id_at(0)?,
         attempts: row.col::<i64>(1)?.clamp(0, u32::MAX as i64) as u32,
         died_at: time_from_micros(row.col(2)?),
         enqueued_at: time_from_micros(row.col(3)?),
         errors: parse_errors(errors.as_deref().map(String::from_utf8_lossy).as_deref()),
-        ordering_key: row.opt_text_at(5)?,
+        ordering_key,
+        concurrency_key,
         headers: row.headers_at(6)?,
         body: row.col(7)?,
         partition: None,

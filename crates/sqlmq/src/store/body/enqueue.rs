@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use super::slots::stored_key_of_message;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, MessageId, Result, micros_of};
 use crate::store::rows::{Entry, Keyed, MessageRow};
@@ -135,7 +136,7 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
                 .arg(m.id.bytes())
                 .arg(queue_id)
                 .arg(m.priority)
-                .arg(m.ordering_key.as_deref().map(str::as_bytes))
+                .arg(stored_key_of_message(m).as_deref().map(str::as_bytes))
                 .arg(m.idempotency_key.as_deref().map(str::as_bytes))
                 .arg(headers.map(str::as_bytes))
                 .arg(m.body.as_slice());

@@ -83,6 +83,7 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
                         })
                         .collect(),
                     ordering_key: r.opt_text_at(5)?,
+                    concurrency_key: None,
                     headers: r.headers_at(6)?,
                     body: r.col::<Option<Vec<u8>>>(7)?.unwrap_or_default(),
                     partition: Some(r.col::<i32>(1)? as u32),

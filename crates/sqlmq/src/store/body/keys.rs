@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use super::slots::{is_slot_key, stored_key_of};
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, Error, MessageId, Result};
 use crate::store::rows::{Entry, Keyed};
@@ -38,6 +39,12 @@ pub struct KeySql {
     /// A key's first blocked message, locked (queue, key): `seq, id, priority, attempts,
     /// token, delay still to wait (µs, at least 0)`.
     pub next_blocked: &'static str,
+    /// Create a concurrency key's `key_slots` row, empty, unless it exists, and lock it either
+    /// way (queue, key).
+    pub upsert_slot: &'static str,
+    /// A concurrency key's oldest waiting messages, locked (queue, key, n): `id, priority,
+    /// attempts, token, delay still to wait (µs, at least 0)`.
+    pub first_waiting: &'static str,
     /// Keys of a queue whose head message no longer exists, at most 500 (queue):
     /// `ordering_key, head_id`.
     pub orphaned_keys: &'static str,
@@ -63,6 +70,10 @@ impl<B: Backend> SqlStore<B> {
         queue_id: i32,
         items: Vec<Keyed>,
     ) -> Result<()> {
+        let (slotted, items): (Vec<Keyed>, Vec<Keyed>) = items
+            .into_iter()
+            .partition(|k| is_slot_key(k.key.as_bytes()));
+        self.enqueue_slotted(conn, queue_id, slotted).await?;
         if items.is_empty() {
             return Ok(());
         }
@@ -117,12 +128,22 @@ impl<B: Backend> SqlStore<B> {
             }
         }
         self.place(conn, queue_id, &heads).await?;
+        self.insert_blocked(conn, queue_id, &blocked).await
+    }
+
+    /// Put messages in their keys' lines: (stored key, sequence number, message).
+    pub(crate) async fn insert_blocked(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        blocked: &[(&str, i64, &Keyed)],
+    ) -> Result<()> {
         self.insert_values(
             conn,
             INSERT_BLOCKED,
             B::KEYS.blocked_row,
             BLOCKED_PARAMS,
-            &blocked,
+            blocked,
             |q, (key, seq, item)| {
                 q.arg(queue_id)
                     .arg(key.as_bytes())
@@ -139,7 +160,8 @@ impl<B: Backend> SqlStore<B> {
 
     /// The head `head` of `key` is gone (acked, dead-lettered, cancelled): make the next blocked
     /// message the head, or drop the key when none waits. A no-op when `head` is not the key's
-    /// current head, so releasing twice is harmless.
+    /// current head, so releasing twice is harmless. A concurrency key (`slots.rs`) frees one
+    /// of its slots instead.
     pub(crate) async fn release_key(
         &self,
         conn: &mut B::Connection,
@@ -147,6 +169,9 @@ impl<B: Backend> SqlStore<B> {
         key: &[u8],
         head: MessageId,
     ) -> Result<()> {
+        if is_slot_key(key) {
+            return self.release_slot(conn, queue_id, key).await;
+        }
         let row = self
             .query(B::KEYS.lock_key)
             .arg(queue_id)
@@ -203,7 +228,7 @@ impl<B: Backend> SqlStore<B> {
         gone: &[Delivery],
     ) -> Result<()> {
         for d in gone {
-            if let Some(key) = &d.ordering_key {
+            if let Some(key) = &stored_key_of(d) {
                 self.release_key(conn, queue_id, key.as_bytes(), d.id)
                     .await?;
             }
@@ -212,12 +237,14 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Release the keys of `queue_id` whose head message no longer exists (after a purge, or
-    /// any path that removed a head without releasing it). Returns how many were repaired.
+    /// any path that removed a head without releasing it), and count concurrency keys' slots
+    /// again. Returns how many were repaired.
     pub(crate) async fn repair_orphaned_keys(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
     ) -> Result<usize> {
+        let slots = self.repair_slots(conn, queue_id).await?;
         let rows = self
             .query(B::KEYS.orphaned_keys)
             .arg(queue_id)
@@ -228,6 +255,6 @@ impl<B: Backend> SqlStore<B> {
             self.release_key(conn, queue_id, &key, row.id_at(1)?)
                 .await?;
         }
-        Ok(rows.len())
+        Ok(rows.len() + slots)
     }
 }

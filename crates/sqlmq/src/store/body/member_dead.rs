@@ -79,6 +79,7 @@ impl<B: Backend> MemberDead<B> for SqlStore<B> {
                     enqueued_at: time_from_micros(r.col::<Option<i64>>(8)?.unwrap_or(died_us)),
                     errors: parse_errors(Some(&String::from_utf8_lossy(&errors))),
                     ordering_key: r.opt_text_at(5)?,
+                    concurrency_key: None,
                     headers: r.headers_at(6)?,
                     body: r.col::<Option<Vec<u8>>>(7)?.unwrap_or_default(),
                     partition: Some(r.col::<i32>(1)? as u32),

@@ -57,6 +57,7 @@ pub(crate) mod queues;
 mod retention;
 mod schedules;
 pub(crate) mod settle;
+pub(crate) mod slots;
 mod stream;
 mod topics;
 

@@ -15,7 +15,7 @@ pub struct QueueSql {
     /// Pause or resume a queue (paused as 0/1, name).
     pub set_paused: &'static str,
     /// Create or replace a queue's limits (queue id, most in flight, rate count, rate window
-    /// in µs; each NULL for none).
+    /// in µs, per-key concurrency; each NULL for none).
     pub upsert_limits: &'static str,
 }
 
@@ -24,7 +24,7 @@ pub struct QueueSql {
 macro_rules! queue_columns {
     () => {
         "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, \
-         l.max_in_flight, l.rate_count, l.rate_window_us \
+         l.max_in_flight, l.rate_count, l.rate_window_us, l.concurrency_limit \
          FROM {p}queues q LEFT JOIN {p}queue_limits l ON l.queue_id = q.id"
     };
 }
@@ -34,6 +34,7 @@ const ALL: &str = concat!(queue_columns!(), " ORDER BY q.name");
 const DELETE: &str = "DELETE FROM {p}queues WHERE id = ?";
 const DELETE_LIMITS: &str = "DELETE FROM {p}queue_limits WHERE queue_id = ?";
 const DELETE_DELIVERIES: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ?";
+const DELETE_SLOTS: &str = "DELETE FROM {p}key_slots WHERE queue_id = ?";
 
 fn decode<R: Columns>(row: &R) -> Result<QueueRow>
 where
@@ -53,6 +54,9 @@ where
             dedup_window: Duration::from_millis(row.col::<i64>(5)?.max(0) as u64),
             max_in_flight,
             rate_limit,
+            concurrency_limit: row
+                .col::<Option<i64>>(9)?
+                .map(|n| n.clamp(1, u32::MAX as i64) as u32),
         },
     })
 }
@@ -75,13 +79,14 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
             .queue_by_name(conn, name)
             .await?
             .ok_or_else(|| Error::UnknownQueue(name.to_owned()))?;
-        if config.is_limited() {
+        if config.has_limits() {
             let rate = config.rate_limit.as_ref();
             self.query(B::QUEUES.upsert_limits)
                 .arg(row.id)
                 .arg(config.max_in_flight.map(i64::from))
                 .arg(rate.map(|r| i64::from(r.count)))
                 .arg(rate.map(|r| r.per.as_micros() as i64))
+                .arg(config.concurrency_limit.map(i64::from))
                 .run(conn)
                 .await?;
         } else {
@@ -123,6 +128,7 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
 
     async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
         self.query(DELETE_DELIVERIES).arg(id).run(conn).await?;
+        self.query(DELETE_SLOTS).arg(id).run(conn).await?;
         self.query(DELETE_LIMITS).arg(id).run(conn).await?;
         self.query(DELETE).arg(id).run(conn).await?;
         Ok(())

@@ -22,6 +22,7 @@ use super::{MySqlStore, micros};
 use crate::domain::{Delivery, Result};
 use crate::store::Claim;
 use crate::store::body::claim::deliveries;
+use crate::store::body::slots::stored_key_of;
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
 
@@ -158,16 +159,18 @@ impl MySqlStore {
         let mut write = Script::default();
         for chunk in claimed.chunks(MAX_LIST) {
             self.push_delete_ready(&mut write, queue_id, chunk);
+            let keys: Vec<Option<String>> = chunk.iter().map(stored_key_of).collect();
             let leases: Vec<Lit<'_>> = chunk
                 .iter()
-                .flat_map(|d| {
+                .zip(&keys)
+                .flat_map(|(d, key)| {
                     [
                         Lit::Bytes(d.id.bytes()),
                         Lit::Int(q),
                         Lit::Int(d.priority.into()),
                         Lit::Int(d.token as i64),
                         Lit::Int(d.attempt.into()),
-                        d.ordering_key.as_deref().map(str::as_bytes).into(),
+                        key.as_deref().map(str::as_bytes).into(),
                         Lit::Int(lease_until_us(d)),
                         Lit::Bytes(owner.as_bytes()),
                     ]

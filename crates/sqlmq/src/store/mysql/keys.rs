@@ -16,6 +16,13 @@ pub(super) const SQL: KeySql = KeySql {
         GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), run_at), 0) \
         FROM {p}blocked FORCE INDEX (PRIMARY) WHERE queue_id = ? AND ordering_key = ? \
         ORDER BY seq LIMIT 1 FOR UPDATE",
+    // A duplicate key's row is locked exclusively by the upsert even when nothing changes.
+    upsert_slot: "INSERT INTO {p}key_slots (queue_id, slot_key, busy, next_seq) \
+        VALUES (?, ?, 0, 0) ON DUPLICATE KEY UPDATE busy = busy",
+    first_waiting: "SELECT id, priority, attempts, token, \
+        GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), run_at), 0) \
+        FROM {p}blocked FORCE INDEX (PRIMARY) WHERE queue_id = ? AND ordering_key = ? \
+        ORDER BY seq LIMIT ? FOR UPDATE",
     orphaned_keys: "SELECT k.ordering_key, k.head_id FROM {p}key_heads k FORCE INDEX (PRIMARY) \
         LEFT JOIN {p}messages m ON m.id = k.head_id \
         WHERE k.queue_id = ? AND m.id IS NULL LIMIT 500",

@@ -27,6 +27,7 @@
 //! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
 //! | `queue_limits` | a limited queue's most in flight and rate (absent: no limit) | PK `queue_id` |
 //! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many | `(queue_id, at_us)` |
+//! | `key_slots` | per concurrency key: messages admitted, a sequence counter for those waiting in `blocked` | PK `(queue_id, slot_key)` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
@@ -383,7 +384,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             max_in_flight INT NULL,
             rate_count INT NULL,
             rate_window_us BIGINT NULL,
+            concurrency_limit INT NULL,
             PRIMARY KEY (queue_id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}key_slots (
+            queue_id INT NOT NULL,
+            slot_key VARBINARY(128) NOT NULL,
+            busy INT NOT NULL,
+            next_seq BIGINT NOT NULL,
+            PRIMARY KEY (queue_id, slot_key)
         ) ENGINE=InnoDB",
             "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
             id BIGINT NOT NULL AUTO_INCREMENT,
@@ -395,7 +404,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) ENGINE=InnoDB",
         ],
         reverse: Some(Reverse {
-            drops: &["queue_deliveries", "queue_limits"],
+            drops: &["queue_deliveries", "key_slots", "queue_limits"],
             disposable: &["queue_deliveries"],
         }),
     },

@@ -28,7 +28,10 @@ pub struct SendScript(Script);
 
 /// Whether `m` needs nothing but a row in `messages` and one in `ready`.
 fn is_plain(m: &Message) -> bool {
-    m.idempotency_key.is_none() && m.ordering_key.is_none() && m.delay.is_zero()
+    m.idempotency_key.is_none()
+        && m.ordering_key.is_none()
+        && m.concurrency_key.is_none()
+        && m.delay.is_zero()
 }
 
 impl MySqlStore {

@@ -20,6 +20,7 @@ use sqlx::{Connection, Sqlite, SqliteConnection};
 use super::{SqliteStore, now_us};
 use crate::domain::{Delivery, Error, MessageId, Result, micros_of};
 use crate::store::body::claim::deliveries;
+use crate::store::body::slots::stored_key_of;
 use crate::store::body::{Columns, Dialect, Statement};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
@@ -91,7 +92,7 @@ impl Claim<Sqlite> for SqliteStore {
                     .arg(d.priority)
                     .arg(d.token as i64)
                     .arg(d.attempt as i32)
-                    .arg(d.ordering_key.as_deref().map(str::as_bytes))
+                    .arg(stored_key_of(d).as_deref().map(str::as_bytes))
                     .arg(lease_until_us)
                     .arg(now_us)
                     .arg(owner.as_bytes())

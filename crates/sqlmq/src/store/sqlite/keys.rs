@@ -19,6 +19,13 @@ pub(super) const SQL: KeySql = KeySql {
         now_us!(),
         ", 0) FROM {p}blocked WHERE queue_id = ? AND ordering_key = ? ORDER BY seq LIMIT 1"
     ),
+    upsert_slot: "INSERT INTO {p}key_slots (queue_id, slot_key, busy, next_seq) \
+        VALUES (?, ?, 0, 0) ON CONFLICT (queue_id, slot_key) DO NOTHING",
+    first_waiting: concat!(
+        "SELECT id, priority, attempts, token, max(run_at - ",
+        now_us!(),
+        ", 0) FROM {p}blocked WHERE queue_id = ? AND ordering_key = ? ORDER BY seq LIMIT ?"
+    ),
     orphaned_keys: "SELECT k.ordering_key, k.head_id FROM {p}key_heads k \
         WHERE k.queue_id = ? AND NOT EXISTS (SELECT 1 FROM {p}messages m WHERE m.id = k.head_id) \
         LIMIT 500",

@@ -345,7 +345,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             queue_id INTEGER NOT NULL PRIMARY KEY,
             max_in_flight INTEGER,
             rate_count INTEGER,
-            rate_window_us INTEGER
+            rate_window_us INTEGER,
+            concurrency_limit INTEGER
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}key_slots (
+            queue_id INTEGER NOT NULL,
+            slot_key BLOB NOT NULL,
+            busy INTEGER NOT NULL,
+            next_seq INTEGER NOT NULL,
+            PRIMARY KEY (queue_id, slot_key)
         )",
             "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
             id INTEGER PRIMARY KEY,
@@ -356,7 +364,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             "CREATE INDEX IF NOT EXISTS {p}queue_deliveries_recent ON {p}queue_deliveries (queue_id, at_us)",
         ],
         reverse: Some(Reverse {
-            drops: &["queue_deliveries", "queue_limits"],
+            drops: &["queue_deliveries", "key_slots", "queue_limits"],
             disposable: &["queue_deliveries"],
         }),
     },

@@ -213,6 +213,7 @@ fn placeholder(id: MessageId) -> crate::domain::Delivery {
         attempt: 0,
         priority: 0,
         ordering_key: None,
+        concurrency_key: None,
         idempotency_key: None,
         headers: Default::default(),
         body: Vec::new(),

@@ -516,6 +516,7 @@ pub(crate) async fn lease_at<B: SuiteBackend>(
             attempt: 1,
             priority: 0,
             ordering_key: r.key,
+            concurrency_key: None,
             idempotency_key: None,
             headers: r.headers,
             body: r.body,
