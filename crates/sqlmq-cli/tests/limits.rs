@@ -237,4 +237,24 @@ fn no_concurrency_key_runs_more_than_its_limit_across_processes_and_a_killed_one
         2,
         "cannot be used with",
     );
+    let out = db.ok(&["queue", "create", "jobs", "--rate-limit-per-key", "10/1s"]);
+    assert!(
+        out.contains("at most 2 per concurrency key, rate limit 10/1s per concurrency key"),
+        "{out}"
+    );
+    db.fails(
+        &["queue", "create", "jobs", "--rate-limit-per-key", "0/1s"],
+        2,
+        "rate limit",
+    );
+    let out = db.ok(&[
+        "queue",
+        "create",
+        "jobs",
+        "--rate-limit-per-key",
+        "none",
+        "--concurrency-limit",
+        "0",
+    ]);
+    assert!(!out.contains("concurrency key"), "{out}");
 }

@@ -150,6 +150,10 @@ fn describe() {
         "Records this process gave their offsets (the sequencer)"
     );
     describe_counter!(
+        "sqlmq_key_rate_deferrals_total",
+        "Claimed messages put back because their concurrency key was over its rate"
+    );
+    describe_counter!(
         "sqlmq_sequence_retries_total",
         "Sequencer steps started again because a pending record was not visible yet"
     );

@@ -824,8 +824,23 @@ async fn a_concurrency_limit_holds_each_key_and_keys_are_shown() {
         "invalid_argument",
     );
     let (_, q) = s
-        .put("/v1/queues/syncs", json!({"concurrency_limit": 0}))
+        .put("/v1/queues/syncs", json!({"rate_limit_per_key": "10/1s"}))
+        .await;
+    assert_eq!(q["config"]["rate_limit_per_key"], "10/1s");
+    assert_eq!(q["config"]["concurrency_limit"], 1, "kept");
+    assert_error(
+        &s.put("/v1/queues/syncs", json!({"rate_limit_per_key": "fast"}))
+            .await,
+        422,
+        "invalid_argument",
+    );
+    let (_, q) = s
+        .put(
+            "/v1/queues/syncs",
+            json!({"concurrency_limit": 0, "rate_limit_per_key": "none"}),
+        )
         .await;
     assert_eq!(q["config"]["concurrency_limit"], Value::Null);
+    assert_eq!(q["config"]["rate_limit_per_key"], Value::Null);
     s.finish().await;
 }

@@ -39,6 +39,11 @@ pub enum QueueCommand {
         /// process together; the others wait in line (0: no limit)
         #[arg(long, value_name = "N")]
         concurrency_limit: Option<u32>,
+        /// At most COUNT deliveries of one concurrency key in any window of DURATION, every
+        /// process together; a key over it is skipped while the others flow: e.g. 10/1s
+        /// (`none`: no limit)
+        #[arg(long, value_name = "COUNT/DUR", value_parser = parse_rate_limit)]
+        rate_limit_per_key: Option<RateChoice>,
     },
     /// Delete a queue with all its messages and dead letters
     Delete {
@@ -61,6 +66,7 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             max_in_flight,
             rate_limit,
             concurrency_limit,
+            rate_limit_per_key,
         } => {
             let client = settings.connect::<B>().await?;
             // Start from the existing configuration so that options not given are kept rather
@@ -90,6 +96,9 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             }
             if let Some(n) = concurrency_limit {
                 config = config.concurrency_limit((n > 0).then_some(n));
+            }
+            if let Some(RateChoice(rate)) = rate_limit_per_key {
+                config = config.rate_limit_per_key(rate);
             }
             client.create_queue(&name, config.clone()).await?;
             let verb = if created { "created" } else { "updated" };
@@ -153,6 +162,9 @@ fn describe(config: &QueueConfig) -> String {
     }
     if let Some(n) = config.concurrency_limit {
         line.push_str(&format!(", at most {n} per concurrency key"));
+    }
+    if let Some(rate) = config.rate_limit_per_key {
+        line.push_str(&format!(", rate limit {rate} per concurrency key"));
     }
     line
 }

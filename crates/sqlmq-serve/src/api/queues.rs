@@ -34,6 +34,10 @@ pub struct QueueConfigOut {
     /// (null: no limit).
     #[schema(minimum = 1, maximum = 1000000)]
     pub concurrency_limit: Option<u32>,
+    /// At most this many deliveries of one concurrency key per window, every process
+    /// together, as `COUNT/DURATION` (`10/1s`; null: no limit).
+    #[schema(example = "10/1s")]
+    pub rate_limit_per_key: Option<String>,
 }
 
 /// A queue: its settings and its messages by state.
@@ -91,6 +95,11 @@ pub struct QueueConfigRequest {
     /// at once, every process together; the others wait in line; 0 removes the limit.
     #[schema(minimum = 0, maximum = 1000000)]
     pub concurrency_limit: Option<u32>,
+    /// At most this many deliveries of one concurrency key per window, every process
+    /// together: `COUNT/DURATION` (`10/1s`); a key over it is skipped while the others flow;
+    /// `none` removes the limit.
+    #[schema(example = "10/1s")]
+    pub rate_limit_per_key: Option<String>,
 }
 
 /// A backoff in the text form the CLI and this API accept.
@@ -115,6 +124,7 @@ fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
         max_in_flight: c.max_in_flight,
         rate_limit: c.rate_limit.as_ref().map(rate_limit_text),
         concurrency_limit: c.concurrency_limit,
+        rate_limit_per_key: c.rate_limit_per_key.as_ref().map(rate_limit_text),
     }
 }
 
@@ -225,6 +235,12 @@ pub async fn put<B: Backend>(
     }
     if let Some(n) = request.concurrency_limit {
         config = config.concurrency_limit((n > 0).then_some(n));
+    }
+    if let Some(text) = &request.rate_limit_per_key {
+        config = config.rate_limit_per_key(match text.as_str() {
+            "none" => None,
+            text => Some(text.parse()?),
+        });
     }
     state.client.create_queue(&name, config).await?;
     // A cached handle would go on claiming by the limits it read (for up to the library's

@@ -72,6 +72,9 @@ fn limits(c: &QueueConfigOut) -> Vec<String> {
     if let Some(n) = c.concurrency_limit {
         out.push(format!("at most {n} per concurrency key"));
     }
+    if let Some(r) = &c.rate_limit_per_key {
+        out.push(format!("rate limit {r} per concurrency key"));
+    }
     out
 }
 

@@ -42,6 +42,10 @@ pub struct QueueConfig {
     /// limit; see [`Message::concurrency_key`](crate::Message::concurrency_key)).
     #[serde(default)]
     pub concurrency_limit: Option<u32>,
+    /// At most this many deliveries of one concurrency key in any window of this length,
+    /// every process together (default: no limit).
+    #[serde(default)]
+    pub rate_limit_per_key: Option<RateLimit>,
 }
 
 impl Default for QueueConfig {
@@ -53,6 +57,7 @@ impl Default for QueueConfig {
             max_in_flight: None,
             rate_limit: None,
             concurrency_limit: None,
+            rate_limit_per_key: None,
         }
     }
 }
@@ -156,6 +161,21 @@ impl QueueConfig {
         self
     }
 
+    /// Limit the deliveries of each concurrency key per window, every process together
+    /// (`None`: no limit). A claim that finds a key over its limit skips its messages rather
+    /// than wait: they are put back, due when the key's window frees (spread over the windows
+    /// after it when many wait), and the other keys flow meanwhile. Messages without a
+    /// concurrency key are not counted.
+    ///
+    /// ```
+    /// let c = sqlmq::QueueConfig::default().rate_limit_per_key(Some("10/1s".parse().unwrap()));
+    /// assert_eq!(c.rate_limit_per_key.unwrap().count, 10);
+    /// ```
+    pub fn rate_limit_per_key(mut self, limit: Option<RateLimit>) -> Self {
+        self.rate_limit_per_key = limit;
+        self
+    }
+
     /// Whether the queue has a `queue_limits` row (any limit).
     pub(crate) fn has_limits(&self) -> bool {
         self.is_limited() || self.concurrency_limit.is_some()
@@ -163,7 +183,9 @@ impl QueueConfig {
 
     /// Whether claims of this queue go through its limits.
     pub(crate) fn is_limited(&self) -> bool {
-        self.max_in_flight.is_some() || self.rate_limit.is_some()
+        self.max_in_flight.is_some()
+            || self.rate_limit.is_some()
+            || self.rate_limit_per_key.is_some()
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -174,6 +196,9 @@ impl QueueConfig {
             )));
         }
         if let Some(rate) = &self.rate_limit {
+            rate.validate()?;
+        }
+        if let Some(rate) = &self.rate_limit_per_key {
             rate.validate()?;
         }
         if self

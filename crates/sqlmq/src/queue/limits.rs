@@ -15,10 +15,12 @@
 use std::time::{Duration, Instant};
 
 use super::Queue;
-use crate::domain::{Delivery, Error, Result};
-use crate::store::Backend;
+use std::collections::BTreeMap;
+
+use crate::domain::{Delivery, Error, RateLimit, Result};
 use crate::store::prelude::*;
 use crate::store::rows::ClaimRequest;
+use crate::store::{Backend, stored_key_of};
 use crate::tx;
 
 /// How often a handle looks again at its queue's limits while it claims: a limit set, changed
@@ -26,6 +28,82 @@ use crate::tx;
 pub(super) const LIMITS_REFRESH: Duration = Duration::from_secs(2);
 /// How long a handle whose queue had its most messages in flight waits before it asks again.
 const FULL_RECHECK: Duration = Duration::from_millis(100);
+
+/// The key under which the whole queue's deliveries are counted.
+const WHOLE_QUEUE: &[u8] = b"";
+
+/// A concurrency key's deliveries within the window, as one gate pass counts them.
+#[derive(Default)]
+struct KeyPace {
+    left: u64,
+    oldest: Option<i64>,
+    delivered: usize,
+    deferred: u64,
+}
+
+/// Keep of `claimed` what each concurrency key's rate allows at `now`; put the rest back, due
+/// when their key's window frees — the later ones a window further for every `count` ahead of
+/// them, so that a key's backlog is not claimed and put back again at every window — and
+/// record each key's deliveries. Messages without a concurrency key pass.
+async fn pace_keys<B: Backend>(
+    store: &B::Store,
+    conn: &mut B::Connection,
+    queue_id: i32,
+    rate: RateLimit,
+    now: i64,
+    claimed: Vec<Delivery>,
+) -> Result<Vec<Delivery>> {
+    let window = rate.per.as_micros() as i64;
+    let count = u64::from(rate.count);
+    let mut keys: BTreeMap<String, KeyPace> = BTreeMap::new();
+    let mut delivered = Vec::with_capacity(claimed.len());
+    let mut deferred = Vec::new();
+    for d in claimed {
+        let Some(key) = d
+            .concurrency_key
+            .is_some()
+            .then(|| stored_key_of(&d))
+            .flatten()
+        else {
+            delivered.push(d);
+            continue;
+        };
+        if !keys.contains_key(&key) {
+            let (used, oldest) = store
+                .recent_deliveries(conn, queue_id, key.as_bytes(), now - window)
+                .await?;
+            let pace = KeyPace {
+                left: count.saturating_sub(used),
+                oldest,
+                ..KeyPace::default()
+            };
+            keys.insert(key.clone(), pace);
+        }
+        let pace = keys.get_mut(&key).expect("inserted above");
+        if pace.left > 0 {
+            pace.left -= 1;
+            pace.delivered += 1;
+            delivered.push(d);
+        } else {
+            let frees = pace.oldest.unwrap_or(now) + window - now;
+            let delay = frees.max(1) + (pace.deferred / count) as i64 * window;
+            pace.deferred += 1;
+            deferred.push((d, delay));
+        }
+    }
+    if !deferred.is_empty() {
+        metrics::counter!("sqlmq_key_rate_deferrals_total").increment(deferred.len() as u64);
+        store.put_back(conn, queue_id, &deferred).await?;
+    }
+    for (key, pace) in &keys {
+        if pace.delivered > 0 {
+            store
+                .record_deliveries(conn, queue_id, key.as_bytes(), now, pace.delivered)
+                .await?;
+        }
+    }
+    Ok(delivered)
+}
 
 /// What a handle knows of its queue's limits.
 #[derive(Debug)]
@@ -70,7 +148,7 @@ impl<B: Backend> Queue<B> {
     pub(super) async fn refuse_if_limited(&self, what: &str) -> Result<()> {
         if self.limited().await? {
             return Err(Error::InvalidArgument(format!(
-                "queue {} has limits (max_in_flight or rate_limit), which {what} does not \
+                "queue {} has limits (max_in_flight, rate_limit or rate_limit_per_key), which {what} does not \
                  count: use receive or a worker",
                 self.name()
             )));
@@ -91,41 +169,43 @@ impl<B: Backend> Queue<B> {
         let request = &self.claim_request(n, lease);
         let (claimed, shut_for) = tx::run(self.pool(), "claim_limited", |conn, _| {
             Box::pin(async move {
-                let Some((max, rate)) = store.lock_limits(conn, id).await? else {
+                let Some(limits) = store.lock_limits(conn, id).await? else {
                     // The limits were removed since this handle looked.
                     return Ok((store.claim_in(conn, request).await?, None));
                 };
                 let mut allowed = request.n;
-                if let Some(max) = max {
+                if let Some(max) = limits.max_in_flight {
                     let busy = store.in_flight(conn, id).await?;
                     allowed = allowed.min(u64::from(max).saturating_sub(busy) as usize);
                     if allowed == 0 {
                         return Ok((Vec::new(), Some(FULL_RECHECK)));
                     }
                 }
-                let mut at = None;
-                if let Some(rate) = rate {
-                    let now = store.now_us(conn).await?;
+                let timed = limits.rate.is_some() || limits.rate_per_key.is_some();
+                let now = if timed { store.now_us(conn).await? } else { 0 };
+                if let Some(rate) = limits.rate {
                     let window = rate.per.as_micros() as i64;
-                    let (used, oldest) = store.recent_deliveries(conn, id, now - window).await?;
+                    let (used, oldest) = store
+                        .recent_deliveries(conn, id, WHOLE_QUEUE, now - window)
+                        .await?;
                     let left = u64::from(rate.count).saturating_sub(used) as usize;
                     if left == 0 {
                         let frees = oldest.unwrap_or(now) + window - now;
                         return Ok((Vec::new(), Some(Duration::from_micros(frees.max(1) as u64))));
                     }
                     allowed = allowed.min(left);
-                    at = Some(now);
                 }
                 let limited = ClaimRequest {
                     n: allowed,
                     ..*request
                 };
-                let claimed = store.claim_in(conn, &limited).await?;
-                if let Some(now) = at
-                    && !claimed.is_empty()
-                {
+                let mut claimed = store.claim_in(conn, &limited).await?;
+                if let Some(rate) = limits.rate_per_key {
+                    claimed = pace_keys::<B>(store, conn, id, rate, now, claimed).await?;
+                }
+                if limits.rate.is_some() && !claimed.is_empty() {
                     store
-                        .record_deliveries(conn, id, now, claimed.len())
+                        .record_deliveries(conn, id, WHOLE_QUEUE, now, claimed.len())
                         .await?;
                 }
                 Ok((claimed, None))

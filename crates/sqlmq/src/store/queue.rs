@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::Backend;
 use super::rows::{
-    ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueRow, SendBatch,
+    ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueLimits, QueueRow,
+    SendBatch,
 };
 use crate::domain::{
-    After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, RateLimit,
-    Result,
+    After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, Result,
 };
 
 /// Queue rows. Names are compared by the backend's rules (MySQL's `ascii_bin` ignores
@@ -341,7 +341,7 @@ pub trait Limits<B: Backend> {
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-    ) -> impl Future<Output = Result<Option<(Option<u32>, Option<RateLimit>)>>> + Send;
+    ) -> impl Future<Output = Result<Option<QueueLimits>>> + Send;
 
     /// The queue's messages in flight (leased, whether or not the lease has ended).
     fn in_flight(
@@ -351,20 +351,32 @@ pub trait Limits<B: Backend> {
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// Forget deliveries at or before `before_us`, then count those after it: how many, and
-    /// when the oldest of them was (µs).
+    /// when the oldest of them was (µs). `key`: the whole queue's (empty) or one concurrency
+    /// key's (stored form).
     fn recent_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
+        key: &[u8],
         before_us: i64,
     ) -> impl Future<Output = Result<(u64, Option<i64>)>> + Send;
 
-    /// Record `n` deliveries at `at_us`.
+    /// Record `n` deliveries at `at_us` (of `key`, as for [`Limits::recent_deliveries`]).
     fn record_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
+        key: &[u8],
         at_us: i64,
         n: usize,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Put back messages this transaction claimed, undelivered: each due again after its
+    /// delay (µs), its attempt not counted.
+    fn put_back(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        claimed: &[(Delivery, i64)],
     ) -> impl Future<Output = Result<()>> + Send;
 }

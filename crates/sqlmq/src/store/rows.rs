@@ -409,3 +409,12 @@ pub struct ScheduleAdvance<'a> {
     pub last_fired: Option<i64>,
     pub fired: i64,
 }
+
+/// A queue's limits as its `queue_limits` row holds them (each `None` for none).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueueLimits {
+    pub max_in_flight: Option<u32>,
+    pub rate: Option<crate::domain::RateLimit>,
+    pub concurrency: Option<u32>,
+    pub rate_per_key: Option<crate::domain::RateLimit>,
+}

@@ -1,7 +1,8 @@
 //! Per-key concurrency (`QueueConfig::concurrency_limit`, `Message::concurrency_key`): never
 //! more than the limit of one key admitted across clients, other keys and keyless messages
 //! never held back, and every way a message ends — ack, dead letter, cancel, purge — frees
-//! its slot for the next one in line, in send order.
+//! its slot for the next one in line, in send order; a per-key rate limit skips a key over
+//! its rate while the others flow.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -264,11 +265,103 @@ pub(crate) async fn bad_concurrency_keys_and_limits_are_refused<B: TestBackend>(
     db.drop().await;
 }
 
+/// What the handlers saw: each delivery's key, attempt and start.
+type Starts = Arc<Mutex<Vec<(String, u32, std::time::Instant)>>>;
+
+pub(crate) async fn a_key_over_its_rate_is_skipped_while_other_keys_flow<B: TestBackend>() {
+    let rate: sqlmq::RateLimit = "20/1s".parse().unwrap();
+    let (db, _client, q) = queue::<B>(QueueConfig::default().rate_limit_per_key(Some(rate))).await;
+    let mut batch: Vec<Message> = (0..100)
+        .map(|i| Message::new(format!("a{i}")).concurrency_key("a"))
+        .collect();
+    batch.extend((0..20).map(|i| Message::new(format!("b{i}")).concurrency_key("b")));
+    batch.extend((0..20).map(|i| Message::new(format!("p{i}"))));
+    q.send_batch(batch).await.unwrap();
+    let starts: Starts = Arc::default();
+    let stop = CancellationToken::new();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let starts = starts.clone();
+        let client = db.client().await;
+        let run = Worker::builder(&client)
+            .queue_raw("q", move |d: Delivery, _ctx: JobContext<B>| {
+                let starts = starts.clone();
+                async move {
+                    let key = d.concurrency_key.clone().unwrap_or_default();
+                    starts
+                        .lock()
+                        .unwrap()
+                        .push((key, d.attempt, std::time::Instant::now()));
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+            .concurrency(8)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+            .run(stop.clone());
+        workers.push(tokio::spawn(run));
+    }
+    eventually_async(Duration::from_secs(60), "every message handled", || async {
+        (starts.lock().unwrap().len() >= 140).then_some(())
+    })
+    .await;
+    stop.cancel();
+    for w in workers {
+        w.await.unwrap().unwrap();
+    }
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 140, "each message once");
+    assert!(
+        starts.iter().all(|(_, attempt, _)| *attempt == 1),
+        "a message put back for its key's rate keeps its attempt"
+    );
+    let of = |key: &str| -> Vec<std::time::Instant> {
+        let mut v: Vec<_> = starts
+            .iter()
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, _, t)| *t)
+            .collect();
+        v.sort();
+        v
+    };
+    let a = of("a");
+    assert_eq!(a.len(), 100);
+    // Five windows' worth: the last starts at least four windows after the first.
+    let span = a[99] - a[0];
+    assert!(
+        span >= Duration::from_millis(3800),
+        "100 of a within {span:?}"
+    );
+    // No window of (nearly) a second holds more than 20: 150 ms allowed between a claim and
+    // its handler's start.
+    for (i, t) in a.iter().enumerate() {
+        let within = a[i..]
+            .iter()
+            .take_while(|s| **s - *t < Duration::from_millis(850))
+            .count();
+        assert!(within <= 20, "{within} of a started within 850 ms");
+    }
+    // The others were not held back by a's backlog.
+    let (b, plain) = (of("b"), of(""));
+    assert_eq!((b.len(), plain.len()), (20, 20));
+    let first = a[0].min(b[0]).min(plain[0]);
+    for last in [b[19], plain[19]] {
+        assert!(
+            last - first < Duration::from_millis(1500),
+            "another key waited {:?}",
+            last - first
+        );
+    }
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.ready, stats.scheduled, stats.dead), (0, 0, 0));
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         a_key_never_has_more_than_its_limit_running_across_clients,
         every_ending_frees_a_slot_for_the_next_in_line,
         a_dead_consumers_message_keeps_its_slot_and_runs_elsewhere,
         bad_concurrency_keys_and_limits_are_refused,
+        a_key_over_its_rate_is_skipped_while_other_keys_flow,
     ]
 );

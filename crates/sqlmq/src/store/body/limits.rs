@@ -3,53 +3,96 @@
 
 use std::time::Duration;
 
+use super::settle::Lease;
+use super::slots::stored_key_of;
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{RateLimit, Result};
+use crate::domain::{Delivery, RateLimit, Result, Settlement};
+use crate::store::rows::Entry;
+use crate::store::rows::QueueLimits;
 use crate::store::{Backend, Limits};
 
 /// The gate's statements whose shape differs by backend.
 pub struct LimitSql {
-    /// A queue's limits, the row locked until the transaction ends (queue id):
-    /// `max_in_flight, rate_count, rate_window_us`.
+    /// A queue's limits, the row locked until the transaction ends (queue id): the columns of
+    /// [`limit_columns`].
     pub lock: &'static str,
 }
 
-/// A queue's limits from the three columns at `first`: `max_in_flight, rate_count,
-/// rate_window_us` (each NULL for none).
-pub(crate) fn decode_limits<R: Columns>(
-    row: &R,
-    first: usize,
-) -> Result<(Option<u32>, Option<RateLimit>)>
+/// The columns of a queue's limits, in the order [`decode_limits`] reads them.
+macro_rules! limit_columns {
+    ($t:literal) => {
+        concat!(
+            $t,
+            ".max_in_flight, ",
+            $t,
+            ".rate_count, ",
+            $t,
+            ".rate_window_us, ",
+            $t,
+            ".concurrency_limit, ",
+            $t,
+            ".key_rate_count, ",
+            $t,
+            ".key_rate_window_us"
+        )
+    };
+}
+pub(crate) use limit_columns;
+
+/// A count column (NULL for none) as a limit.
+fn count_at<R: Columns>(row: &R, at: usize) -> Result<Option<u32>>
 where
     R::Database: super::Types,
 {
-    let max = row.col::<Option<i64>>(first)?;
-    let rate = match (
-        row.col::<Option<i64>>(first + 1)?,
-        row.col::<Option<i64>>(first + 2)?,
-    ) {
-        (Some(count), Some(us)) => Some(RateLimit::new(
-            count.clamp(1, u32::MAX as i64) as u32,
-            Duration::from_micros(us.max(1) as u64),
-        )),
-        _ => None,
-    };
-    Ok((max.map(|n| n.clamp(1, u32::MAX as i64) as u32), rate))
+    Ok(row
+        .col::<Option<i64>>(at)?
+        .map(|n| n.clamp(1, u32::MAX as i64) as u32))
+}
+
+/// A rate from its count and window (µs) columns at `at` (NULL for none).
+fn rate_at<R: Columns>(row: &R, at: usize) -> Result<Option<RateLimit>>
+where
+    R::Database: super::Types,
+{
+    Ok(
+        match (count_at(row, at)?, row.col::<Option<i64>>(at + 1)?) {
+            (Some(count), Some(us)) => Some(RateLimit::new(
+                count,
+                Duration::from_micros(us.max(1) as u64),
+            )),
+            _ => None,
+        },
+    )
+}
+
+/// A queue's limits from the columns of [`limit_columns`] at `first`.
+pub(crate) fn decode_limits<R: Columns>(row: &R, first: usize) -> Result<QueueLimits>
+where
+    R::Database: super::Types,
+{
+    Ok(QueueLimits {
+        max_in_flight: count_at(row, first)?,
+        rate: rate_at(row, first + 1)?,
+        concurrency: count_at(row, first + 3)?,
+        rate_per_key: rate_at(row, first + 4)?,
+    })
 }
 
 const IN_FLIGHT: &str = "SELECT COUNT(*) FROM {p}leases WHERE queue_id = ?";
-const FORGET: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ? AND at_us <= ?";
+const FORGET: &str =
+    "DELETE FROM {p}queue_deliveries WHERE queue_id = ? AND slot_key = ? AND at_us <= ?";
 /// `SUM` is a DECIMAL on MySQL: cast back to an integer (`SIGNED` is an integer to SQLite too).
 const RECENT: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS SIGNED), MIN(at_us) \
-    FROM {p}queue_deliveries WHERE queue_id = ? AND at_us > ?";
-const RECORD: &str = "INSERT INTO {p}queue_deliveries (queue_id, at_us, n) VALUES (?, ?, ?)";
+    FROM {p}queue_deliveries WHERE queue_id = ? AND slot_key = ? AND at_us > ?";
+const RECORD: &str =
+    "INSERT INTO {p}queue_deliveries (queue_id, slot_key, at_us, n) VALUES (?, ?, ?, ?)";
 
 impl<B: Backend> Limits<B> for SqlStore<B> {
     async fn lock_limits(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-    ) -> Result<Option<(Option<u32>, Option<RateLimit>)>> {
+    ) -> Result<Option<QueueLimits>> {
         let Some(row) = self.query(B::LIMITS.lock).arg(queue_id).first(conn).await? else {
             return Ok(None);
         };
@@ -69,16 +112,19 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
+        key: &[u8],
         before_us: i64,
     ) -> Result<(u64, Option<i64>)> {
         self.query(FORGET)
             .arg(queue_id)
+            .arg(key)
             .arg(before_us)
             .run(conn)
             .await?;
         let Some(row) = self
             .query(RECENT)
             .arg(queue_id)
+            .arg(key)
             .arg(before_us)
             .first(conn)
             .await?
@@ -92,15 +138,51 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
+        key: &[u8],
         at_us: i64,
         n: usize,
     ) -> Result<()> {
         self.query(RECORD)
             .arg(queue_id)
+            .arg(key)
             .arg(at_us)
             .arg(n as i64)
             .run(conn)
             .await?;
+        Ok(())
+    }
+
+    async fn put_back(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        claimed: &[(Delivery, i64)],
+    ) -> Result<()> {
+        let endings = claimed
+            .iter()
+            .map(|(d, delay_us)| {
+                let lease = Lease {
+                    entry: Entry {
+                        id: d.id,
+                        priority: d.priority,
+                        token: d.token as i64,
+                        attempts: d.attempt as i32,
+                    },
+                    queue_id,
+                    ordering_key: stored_key_of(d).map(String::into_bytes),
+                    live: true,
+                };
+                let settlement = Settlement {
+                    retry_after: Some(Duration::from_micros((*delay_us).max(1) as u64)),
+                    // The claim counted an attempt that was never made.
+                    attempts: d.attempt.saturating_sub(1),
+                    error: None,
+                    outcome: "snoozed",
+                };
+                (lease, settlement)
+            })
+            .collect();
+        self.end_leases(conn, queue_id, endings).await?;
         Ok(())
     }
 }

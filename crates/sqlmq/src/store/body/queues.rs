@@ -23,9 +23,11 @@ pub struct QueueSql {
 /// none).
 macro_rules! queue_columns {
     () => {
-        "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, \
-         l.max_in_flight, l.rate_count, l.rate_window_us, l.concurrency_limit \
-         FROM {p}queues q LEFT JOIN {p}queue_limits l ON l.queue_id = q.id"
+        concat!(
+            "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, ",
+            super::limits::limit_columns!("l"),
+            " FROM {p}queues q LEFT JOIN {p}queue_limits l ON l.queue_id = q.id"
+        )
     };
 }
 pub(crate) const BY_NAME: &str = concat!(queue_columns!(), " WHERE q.name = ?");
@@ -43,7 +45,7 @@ where
     let backoff: String = row.col(4)?;
     let backoff: Backoff = serde_json::from_str(&backoff)
         .map_err(|e| Error::Corrupt(format!("queue backoff {backoff:?}: {e}")))?;
-    let (max_in_flight, rate_limit) = super::limits::decode_limits(row, 6)?;
+    let limits = super::limits::decode_limits(row, 6)?;
     Ok(QueueRow {
         id: row.col(0)?,
         name: row.col(1)?,
@@ -52,11 +54,10 @@ where
             max_attempts: row.col::<i64>(3)?.clamp(1, u32::MAX as i64) as u32,
             backoff,
             dedup_window: Duration::from_millis(row.col::<i64>(5)?.max(0) as u64),
-            max_in_flight,
-            rate_limit,
-            concurrency_limit: row
-                .col::<Option<i64>>(9)?
-                .map(|n| n.clamp(1, u32::MAX as i64) as u32),
+            max_in_flight: limits.max_in_flight,
+            rate_limit: limits.rate,
+            concurrency_limit: limits.concurrency,
+            rate_limit_per_key: limits.rate_per_key,
         },
     })
 }
@@ -87,6 +88,8 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
                 .arg(rate.map(|r| i64::from(r.count)))
                 .arg(rate.map(|r| r.per.as_micros() as i64))
                 .arg(config.concurrency_limit.map(i64::from))
+                .arg(config.rate_limit_per_key.map(|r| i64::from(r.count)))
+                .arg(config.rate_limit_per_key.map(|r| r.per.as_micros() as i64))
                 .run(conn)
                 .await?;
         } else {

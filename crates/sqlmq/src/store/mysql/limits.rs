@@ -2,8 +2,12 @@
 //! `store/body/limits.rs`).
 
 use crate::store::body::LimitSql;
+use crate::store::body::limits::limit_columns;
 
 pub(super) const SQL: LimitSql = LimitSql {
-    lock: "SELECT max_in_flight, rate_count, rate_window_us FROM {p}queue_limits \
-        WHERE queue_id = ? FOR UPDATE",
+    lock: concat!(
+        "SELECT ",
+        limit_columns!("l"),
+        " FROM {p}queue_limits l WHERE l.queue_id = ? FOR UPDATE"
+    ),
 };

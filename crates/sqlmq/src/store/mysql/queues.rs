@@ -10,9 +10,10 @@ pub(super) const SQL: QueueSql = QueueSql {
         dedup_window_ms = VALUES(dedup_window_ms), updated_at = VALUES(updated_at)",
     set_paused: "UPDATE {p}queues SET paused = ?, updated_at = UTC_TIMESTAMP(6) WHERE name = ?",
     upsert_limits: "INSERT INTO {p}queue_limits \
-        (queue_id, max_in_flight, rate_count, rate_window_us, concurrency_limit) \
-        VALUES (?, ?, ?, ?, ?) \
+        (queue_id, max_in_flight, rate_count, rate_window_us, concurrency_limit, \
+        key_rate_count, key_rate_window_us) VALUES (?, ?, ?, ?, ?, ?, ?) \
         ON DUPLICATE KEY UPDATE max_in_flight = VALUES(max_in_flight), \
         rate_count = VALUES(rate_count), rate_window_us = VALUES(rate_window_us), \
-        concurrency_limit = VALUES(concurrency_limit)",
+        concurrency_limit = VALUES(concurrency_limit), key_rate_count = VALUES(key_rate_count), \
+        key_rate_window_us = VALUES(key_rate_window_us)",
 };

@@ -26,7 +26,7 @@
 //! | `group_positions` | broadcast members' checkpointed positions | PK `(group_id, member, partition_no)` |
 //! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
 //! | `queue_limits` | a limited queue's most in flight and rate (absent: no limit) | PK `queue_id` |
-//! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many | `(queue_id, at_us)` |
+//! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many (the whole queue, or one concurrency key) | `(queue_id, slot_key, at_us)` |
 //! | `key_slots` | per concurrency key: messages admitted, a sequence counter for those waiting in `blocked` | PK `(queue_id, slot_key)` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
@@ -385,6 +385,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             rate_count INT NULL,
             rate_window_us BIGINT NULL,
             concurrency_limit INT NULL,
+            key_rate_count INT NULL,
+            key_rate_window_us BIGINT NULL,
             PRIMARY KEY (queue_id)
         ) ENGINE=InnoDB",
             "CREATE TABLE IF NOT EXISTS {p}key_slots (
@@ -397,10 +399,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
             id BIGINT NOT NULL AUTO_INCREMENT,
             queue_id INT NOT NULL,
+            slot_key VARBINARY(128) NOT NULL DEFAULT '',
             at_us BIGINT NOT NULL,
             n INT NOT NULL,
             PRIMARY KEY (id),
-            KEY recent (queue_id, at_us)
+            KEY recent (queue_id, slot_key, at_us)
         ) ENGINE=InnoDB",
         ],
         reverse: Some(Reverse {

@@ -21,9 +21,10 @@ pub(super) const SQL: QueueSql = QueueSql {
         " WHERE name = ?"
     ),
     upsert_limits: "INSERT INTO {p}queue_limits \
-        (queue_id, max_in_flight, rate_count, rate_window_us, concurrency_limit) \
-        VALUES (?, ?, ?, ?, ?) \
+        (queue_id, max_in_flight, rate_count, rate_window_us, concurrency_limit, \
+        key_rate_count, key_rate_window_us) VALUES (?, ?, ?, ?, ?, ?, ?) \
         ON CONFLICT (queue_id) DO UPDATE SET max_in_flight = excluded.max_in_flight, \
         rate_count = excluded.rate_count, rate_window_us = excluded.rate_window_us, \
-        concurrency_limit = excluded.concurrency_limit",
+        concurrency_limit = excluded.concurrency_limit, key_rate_count = excluded.key_rate_count, \
+        key_rate_window_us = excluded.key_rate_window_us",
 };

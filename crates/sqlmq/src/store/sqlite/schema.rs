@@ -346,7 +346,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             max_in_flight INTEGER,
             rate_count INTEGER,
             rate_window_us INTEGER,
-            concurrency_limit INTEGER
+            concurrency_limit INTEGER,
+            key_rate_count INTEGER,
+            key_rate_window_us INTEGER
         )",
             "CREATE TABLE IF NOT EXISTS {p}key_slots (
             queue_id INTEGER NOT NULL,
@@ -358,10 +360,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             "CREATE TABLE IF NOT EXISTS {p}queue_deliveries (
             id INTEGER PRIMARY KEY,
             queue_id INTEGER NOT NULL,
+            slot_key BLOB NOT NULL DEFAULT X'',
             at_us INTEGER NOT NULL,
             n INTEGER NOT NULL
         )",
-            "CREATE INDEX IF NOT EXISTS {p}queue_deliveries_recent ON {p}queue_deliveries (queue_id, at_us)",
+            "CREATE INDEX IF NOT EXISTS {p}queue_deliveries_recent ON {p}queue_deliveries (queue_id, slot_key, at_us)",
         ],
         reverse: Some(Reverse {
             drops: &["queue_deliveries", "key_slots", "queue_limits"],
