@@ -241,6 +241,43 @@ async fn cluster_groups() {
         404,
         "unknown_topic",
     );
+    // A rate limit: set, shown, kept when other settings change, removed; refused on a
+    // broadcast group and when malformed.
+    let (st, g) = s
+        .put("/v1/topics/t/groups/g", json!({"rate_limit": "50/1s"}))
+        .await;
+    assert_eq!(
+        (st, &g["config"]["rate_limit"]),
+        (200, &json!("50/1s")),
+        "{g}"
+    );
+    let (_, g) = s
+        .put(
+            "/v1/topics/t/groups/g",
+            json!({"consume_timeout_ms": 60000}),
+        )
+        .await;
+    assert_eq!(g["config"]["rate_limit"], "50/1s");
+    for bad in [json!({"rate_limit": "fast"}), json!({"rate_limit": "0/1s"})] {
+        assert_error(
+            &s.put("/v1/topics/t/groups/g", bad).await,
+            422,
+            "invalid_argument",
+        );
+    }
+    assert_error(
+        &s.put(
+            "/v1/topics/t/groups/b",
+            json!({"mode": "broadcast", "rate_limit": "5/1s"}),
+        )
+        .await,
+        422,
+        "invalid_argument",
+    );
+    let (_, g) = s
+        .put("/v1/topics/t/groups/g", json!({"rate_limit": "none"}))
+        .await;
+    assert_eq!(g["config"]["rate_limit"], Value::Null);
 
     publish(
         &s,

@@ -119,10 +119,10 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
 
 /// A `--rate-limit` value: a limit, or none.
 #[derive(Clone, Debug)]
-pub struct RateChoice(Option<RateLimit>);
+pub struct RateChoice(pub(crate) Option<RateLimit>);
 
 /// clap value parser for `--rate-limit`: `COUNT/DURATION` or `none`.
-fn parse_rate_limit(text: &str) -> Result<RateChoice, String> {
+pub(crate) fn parse_rate_limit(text: &str) -> Result<RateChoice, String> {
     match text {
         "none" => Ok(RateChoice(None)),
         text => text

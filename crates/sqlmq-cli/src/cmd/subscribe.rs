@@ -13,6 +13,7 @@ use sqlmq::{
 };
 
 use super::consume::{self, Checkpoints, ExecOptions, ExecSource, StopWhen};
+use super::queue::{RateChoice, parse_rate_limit};
 use super::topic::view::{JsonRecord, record_line};
 use super::{UsageError, parse_backoff, parse_duration, parse_start_at};
 use crate::poll::PollDelay;
@@ -48,6 +49,10 @@ pub struct Args {
     /// 1m, 2m ... 2h]; given for an existing group, it is updated
     #[arg(long, value_name = "SPEC", value_parser = parse_backoff)]
     backoff: Option<Backoff>,
+    /// Cluster groups: at most COUNT deliveries in any window of DURATION, every member
+    /// together (e.g. 50/1s; `none` removes it); given for an existing group, it is updated
+    #[arg(long, value_name = "COUNT/DUR", value_parser = parse_rate_limit)]
+    rate_limit: Option<RateChoice>,
     /// Broadcast member name: a restarted member resumes from its checkpoint [default: the
     /// host name]
     #[arg(long, value_name = "NAME")]
@@ -219,7 +224,7 @@ async fn join<B: Backend>(
                      position (move it with `sqlmq reset`)"
                 );
             }
-            if args.max_attempts.is_none() && args.backoff.is_none() {
+            if args.max_attempts.is_none() && args.backoff.is_none() && args.rate_limit.is_none() {
                 return Ok(Some(group));
             }
             let config = retry_settings(group.config().clone(), args);
@@ -251,6 +256,9 @@ fn retry_settings(mut config: GroupConfig, args: &Args) -> GroupConfig {
     }
     if let Some(b) = &args.backoff {
         config = config.backoff(b.clone());
+    }
+    if let Some(RateChoice(rate)) = &args.rate_limit {
+        config = config.rate_limit(*rate);
     }
     config
 }

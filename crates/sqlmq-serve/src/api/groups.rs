@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sqlmq::Backend;
 use utoipa::ToSchema;
 
-use super::queues::backoff_text;
+use super::queues::{backoff_text, rate_limit_text};
 use crate::error::ApiResult;
 use crate::extract::Json;
 use crate::state::AppState;
@@ -25,6 +25,10 @@ pub struct GroupConfigOut {
     pub backoff: String,
     /// Records held longer than this (milliseconds) are reported as consume timeouts.
     pub consume_timeout_ms: Option<u64>,
+    /// Cluster groups: at most this many deliveries per window, every member together, as
+    /// `COUNT/DURATION` (`50/1s`; null: no limit).
+    #[schema(example = "50/1s")]
+    pub rate_limit: Option<String>,
 }
 
 /// A group's lag in one partition.
@@ -112,6 +116,10 @@ pub struct GroupConfigRequest {
     /// Report records held longer than this many milliseconds; 0 turns it off.
     #[schema(minimum = 0)]
     pub consume_timeout_ms: Option<u64>,
+    /// Cluster groups: at most this many deliveries per window, every member together:
+    /// `COUNT/DURATION` (`50/1s`); `none` removes the limit.
+    #[schema(example = "50/1s")]
+    pub rate_limit: Option<String>,
 }
 
 fn ms(d: Option<Duration>) -> Option<u64> {
@@ -134,6 +142,7 @@ pub(crate) fn group_out(lag: sqlmq::GroupLag, c: &sqlmq::GroupConfig) -> GroupOu
             max_attempts: c.max_attempts,
             backoff: backoff_text(&c.backoff),
             consume_timeout_ms: ms(c.consume_timeout),
+            rate_limit: c.rate_limit.as_ref().map(rate_limit_text),
         },
         partitions: lag
             .partitions
@@ -250,6 +259,12 @@ pub async fn put<B: Backend>(
     }
     if let Some(ms) = request.consume_timeout_ms {
         config.consume_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+    }
+    if let Some(text) = &request.rate_limit {
+        config = config.rate_limit(match text.as_str() {
+            "none" => None,
+            text => Some(text.parse()?),
+        });
     }
     let start: sqlmq::StartAt = match &request.start {
         Some(s) => s.parse()?,

@@ -60,7 +60,8 @@ async fn render<B: Backend>(cx: PageContext<B>, topic: String, name: String) -> 
             div.card { b { (age(g.oldest_unconsumed_age_ms)) } "oldest unconsumed" }
         }
         p.muted { "max attempts " (g.config.max_attempts) " · ladder " (g.config.backoff)
-            @if let Some(t) = g.config.consume_timeout_ms { " · consume timeout " (age(Some(t))) } }
+            @if let Some(t) = g.config.consume_timeout_ms { " · consume timeout " (age(Some(t))) }
+            @if let Some(r) = &g.config.rate_limit { " · rate limit " (r) } }
         (chart)
         h2 { "Lag per partition" }
         table #partitions {

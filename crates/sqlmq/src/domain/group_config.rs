@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backoff::Backoff;
 use super::error::{Error, Result};
+use super::rate_limit::RateLimit;
 
 /// The default retry ladder of a group (RocketMQ's delay levels from 10 s):
 /// 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
@@ -86,6 +87,10 @@ pub struct GroupConfig {
     /// A record held by a member longer than this is reported (metric
     /// `sqlmq_group_consume_timeouts` and a warning) by the group's maintenance. None: never.
     pub consume_timeout: Option<Duration>,
+    /// At most this many deliveries per window, every member together (cluster mode only;
+    /// default: no limit).
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for GroupConfig {
@@ -95,6 +100,7 @@ impl Default for GroupConfig {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             backoff: default_group_ladder(),
             consume_timeout: None,
+            rate_limit: None,
         }
     }
 }
@@ -163,7 +169,30 @@ impl GroupConfig {
         self
     }
 
+    /// Limit the group's deliveries per window, every member of every process together
+    /// (`None`: no limit). A claim takes at most what the window has left; when it has nothing
+    /// left the member claims nothing until the window frees. Cluster mode only. A limit set,
+    /// changed or removed reaches every process within 2 s.
+    ///
+    /// ```
+    /// let c = sqlmq::GroupConfig::default().rate_limit(Some("50/1s".parse().unwrap()));
+    /// assert_eq!(c.rate_limit.unwrap().count, 50);
+    /// ```
+    pub fn rate_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
+        if let Some(rate) = &self.rate_limit {
+            if self.mode == GroupMode::Broadcast {
+                return Err(Error::InvalidArgument(
+                    "a broadcast group cannot have a rate limit (each member reads everything)"
+                        .into(),
+                ));
+            }
+            rate.validate()?;
+        }
         if self.max_attempts == 0 || self.max_attempts > 1000 {
             return Err(Error::InvalidArgument(format!(
                 "max_attempts must be 1..=1000, got {}",

@@ -12,8 +12,8 @@ use super::rows::{
     PartitionCounts, RecordRows,
 };
 use crate::domain::{
-    DeadLetter, Decide, GroupConfig, MessageId, NackOutcome, PendingRetry, Receipt, Released,
-    Result,
+    DeadLetter, Decide, GroupConfig, MessageId, NackOutcome, PendingRetry, RateLimit, Receipt,
+    Released, Result,
 };
 
 /// Group rows and cursors.
@@ -74,6 +74,32 @@ pub trait Groups<B: Backend> {
         group_id: i32,
         step: usize,
     ) -> impl Future<Output = Result<Option<u64>>> + Send;
+
+    /// The group's rate limit, its row locked until the transaction ends (on a backend with
+    /// row locks); `None` when it has none.
+    fn lock_group_limit(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> impl Future<Output = Result<Option<RateLimit>>> + Send;
+
+    /// Forget the group's deliveries at or before `before_us`, then count those after it: how
+    /// many, and when the oldest of them was (µs).
+    fn recent_group_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        before_us: i64,
+    ) -> impl Future<Output = Result<(u64, Option<i64>)>> + Send;
+
+    /// Record `n` deliveries of the group at `at_us`.
+    fn record_group_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        at_us: i64,
+        n: usize,
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// The reads and writes of a cluster-group claim (its decisions are the engine's).

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::Topic;
-use super::claim::GroupClaimRequest;
+use super::claim::{GroupClaim, GroupClaimRequest};
+use super::rate::Gate;
 use crate::client::{Maintain, Subject, Watched};
 use crate::consume::SourceId;
 use crate::consume::methods::consume_methods;
@@ -14,6 +15,7 @@ use crate::consume::{Consumer, check_claim};
 use crate::domain::{Delivery, Receipt};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
+use crate::store::prelude::*;
 use crate::store::rows::GroupRow;
 use crate::store::{Backend, Server};
 use crate::telemetry;
@@ -49,6 +51,8 @@ pub(crate) struct GroupInner {
     next_partition: AtomicU32,
     /// Consume-timeout reports already logged (one warning per delivery).
     pub reported: Mutex<HashSet<Receipt>>,
+    /// What this handle knows of the group's rate limit.
+    pub(crate) rate: Mutex<super::rate::RateState>,
 }
 
 impl<B: Backend> Clone for Group<B> {
@@ -77,6 +81,7 @@ impl<B: Backend> Group<B> {
             inner: Arc::new(GroupInner {
                 next_partition: AtomicU32::new(rand::random::<u32>() % 1024),
                 reported: Mutex::default(),
+                rate: Mutex::new(super::rate::RateState::new(row.config.rate_limit)),
                 row,
             }),
         }
@@ -205,6 +210,11 @@ impl<B: Backend> Group<B> {
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
         let started = Instant::now();
         let client = &self.topic.client;
+        let limited = self.rate_limited().await?;
+        if limited && self.shut() {
+            self.consumer().record_claim(started, 0);
+            return Ok(Vec::new());
+        }
         // One writer at a time: see `Queue::claim`.
         if <B::Store as Server<B>>::ONE_WRITER && !self.anything_ready().await? {
             self.consumer().record_claim(started, 0);
@@ -224,10 +234,36 @@ impl<B: Backend> Group<B> {
         };
         let request = &request;
         let consumer = self.consumer();
-        let claim = tx::run(client.pool(), consumer.claim_op(), |conn, _| {
-            Box::pin(super::claim::claim::<B>(store, conn, request))
+        let (claim, shut) = tx::run(client.pool(), consumer.claim_op(), |conn, _| {
+            Box::pin(async move {
+                if !limited {
+                    return Ok((super::claim::claim::<B>(store, conn, request).await?, None));
+                }
+                match super::rate::gate::<B>(store, conn, request.group_id, request.n).await? {
+                    Gate::Open => Ok((super::claim::claim::<B>(store, conn, request).await?, None)),
+                    Gate::Shut(d) => Ok((GroupClaim::default(), Some(d))),
+                    Gate::Allow { n, now_us } => {
+                        let allowed = GroupClaimRequest { n, ..*request };
+                        let claim = super::claim::claim::<B>(store, conn, &allowed).await?;
+                        if !claim.deliveries.is_empty() {
+                            store
+                                .record_group_deliveries(
+                                    conn,
+                                    request.group_id,
+                                    now_us,
+                                    claim.deliveries.len(),
+                                )
+                                .await?;
+                        }
+                        Ok((claim, None))
+                    }
+                }
+            })
         })
         .await?;
+        if let Some(d) = shut {
+            self.shut_for(d);
+        }
         let label = self.label();
         if claim.skipped > 0 {
             tracing::warn!(

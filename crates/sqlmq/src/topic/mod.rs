@@ -24,6 +24,7 @@ mod lookups;
 mod manage;
 mod members;
 mod position;
+mod rate;
 mod retention;
 mod sequencer;
 

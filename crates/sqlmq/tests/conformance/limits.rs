@@ -1,6 +1,7 @@
 //! A queue's limits, counted in the database across clients: never more than `max_in_flight`
 //! messages in flight (a dead consumer's slots come back when its leases end), and never more
-//! than the rate limit's count in any window of its length, wherever the window starts.
+//! than the rate limit's count in any window of its length, wherever the window starts — for a
+//! queue, and for a cluster consumer group.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlmq::{
-    CancellationToken, Client, Delivery, Error, JobContext, Message, MessageId, Outcome,
-    QueueConfig, RateLimit, Worker,
+    CancellationToken, Client, Delivery, Error, GroupConfig, JobContext, Message, MessageId,
+    Outcome, QueueConfig, RateLimit, Record, StartAt, TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async, queue};
 
@@ -200,11 +201,93 @@ pub(crate) async fn limits_are_set_changed_and_removed<B: TestBackend>() {
     db.drop().await;
 }
 
+pub(crate) async fn no_window_sees_more_than_a_groups_rate_limit<B: TestBackend>() {
+    let db = TestDb::<B>::new().await;
+    let client = db.client().await;
+    let topic = client
+        .create_topic("t", TopicConfig::default().partitions(2))
+        .await
+        .unwrap();
+    let rate = RateLimit::new(20, Duration::from_secs(1));
+    let group = topic
+        .create_group(
+            "g",
+            GroupConfig::default().rate_limit(Some(rate)),
+            StartAt::Earliest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(group.config().rate_limit, Some(rate));
+    assert!(matches!(
+        topic
+            .create_group(
+                "b",
+                GroupConfig::broadcast().rate_limit(Some(rate)),
+                StartAt::Earliest
+            )
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    topic
+        .publish_batch((0..60).map(|i| Record::new(format!("r{i}"))).collect())
+        .await
+        .unwrap();
+    let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let stop = CancellationToken::new();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        let starts = starts.clone();
+        let client = db.client().await;
+        let run = Worker::builder(&client)
+            .topic_group_raw("t", "g", move |_d: Delivery, _ctx: JobContext<B>| {
+                let starts = starts.clone();
+                async move {
+                    starts.lock().unwrap().push(Instant::now());
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+            .concurrency(8)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+            .run(stop.clone());
+        workers.push(tokio::spawn(run));
+    }
+    eventually_async(Duration::from_secs(60), "every record handled", || async {
+        (starts.lock().unwrap().len() >= 60).then_some(())
+    })
+    .await;
+    stop.cancel();
+    for w in workers {
+        w.await.unwrap().unwrap();
+    }
+    let mut starts = starts.lock().unwrap().clone();
+    starts.sort();
+    assert_eq!(starts.len(), 60, "each record once");
+    // 20 at once, then 20 more as each window frees: the last 20 two windows on.
+    let span = starts[59] - starts[0];
+    assert!(
+        span >= Duration::from_millis(1800),
+        "60 records within {span:?}"
+    );
+    let window = Duration::from_millis(850);
+    for (i, t) in starts.iter().enumerate() {
+        let within = starts[i..].iter().take_while(|s| **s - *t < window).count();
+        assert!(within <= 20, "{within} handlers started within {window:?}");
+    }
+    // Removed: the limit is gone from the group's row.
+    let group = topic
+        .create_group("g", GroupConfig::default(), StartAt::Earliest)
+        .await
+        .unwrap();
+    assert_eq!(group.config().rate_limit, None);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         never_more_in_flight_than_the_limit_across_clients,
         a_dead_consumers_slots_come_back_when_its_leases_end,
         no_window_sees_more_than_the_rate_limit,
         limits_are_set_changed_and_removed,
+        no_window_sees_more_than_a_groups_rate_limit,
     ]
 );

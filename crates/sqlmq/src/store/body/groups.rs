@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Backoff, Error, GroupConfig, GroupMode, Result, millis_of};
+use crate::domain::{Backoff, Error, GroupConfig, GroupMode, RateLimit, Result, millis_of};
 use crate::store::rows::GroupRow;
 use crate::store::{Backend, Groups};
 
@@ -28,7 +28,20 @@ pub struct GroupSql {
     /// group's rows of one table (dead letters, leases, retries, history, positions,
     /// cursors), the last the group row. Each binds the group id (once).
     pub delete: &'static [&'static str],
+    /// Create or replace a group's rate limit: group id, count, window (µs).
+    pub upsert_limits: &'static str,
+    /// A group's rate limit, its row locked until the transaction ends (group id):
+    /// `rate_count, rate_window_us`.
+    pub lock_limits: &'static str,
 }
+
+const DELETE_LIMITS: &str = "DELETE FROM {p}group_limits WHERE group_id = ?";
+const FORGET_DELIVERIES: &str = "DELETE FROM {p}group_deliveries WHERE group_id = ? AND at_us <= ?";
+/// `SUM` is a DECIMAL on MySQL: cast back to an integer (`SIGNED` is an integer to SQLite too).
+const RECENT_DELIVERIES: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS SIGNED), MIN(at_us) \
+    FROM {p}group_deliveries WHERE group_id = ? AND at_us > ?";
+const RECORD_DELIVERIES: &str =
+    "INSERT INTO {p}group_deliveries (group_id, at_us, n) VALUES (?, ?, ?)";
 
 /// Update an existing group's retry settings: `max attempts, backoff (JSON), consume timeout
 /// (ms), topic id, name`.
@@ -40,7 +53,8 @@ const UPDATE: &str = "UPDATE {p}consumer_groups SET max_attempts = ?, backoff = 
 macro_rules! group_columns {
     () => {
         "SELECT id, topic_id, name, mode, max_attempts, backoff, \
-         consume_timeout_ms FROM {p}consumer_groups "
+         consume_timeout_ms, l.rate_count, l.rate_window_us FROM {p}consumer_groups \
+         LEFT JOIN {p}group_limits l ON l.group_id = id "
     };
 }
 
@@ -74,6 +88,13 @@ fn decode<B: Backend>(row: &B::Row) -> Result<GroupRow> {
             consume_timeout: row
                 .col::<Option<i64>>(6)?
                 .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+            rate_limit: match (row.col::<Option<i64>>(7)?, row.col::<Option<i64>>(8)?) {
+                (Some(count), Some(us)) => Some(RateLimit::new(
+                    count.clamp(1, u32::MAX as i64) as u32,
+                    Duration::from_micros(us.max(1) as u64),
+                )),
+                _ => None,
+            },
         },
     })
 }
@@ -110,6 +131,21 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
                 .run(conn)
                 .await?;
         }
+        let group = self
+            .group_by_name(conn, topic_id, name)
+            .await?
+            .ok_or_else(|| Error::Corrupt(format!("group {name} vanished")))?;
+        match &config.rate_limit {
+            Some(rate) => {
+                self.query(B::GROUPS.upsert_limits)
+                    .arg(group.id)
+                    .arg(i64::from(rate.count))
+                    .arg(rate.per.as_micros() as i64)
+                    .run(conn)
+                    .await?
+            }
+            None => self.query(DELETE_LIMITS).arg(group.id).run(conn).await?,
+        };
         let group = self
             .group_by_name(conn, topic_id, name)
             .await?
@@ -176,6 +212,64 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
     ) -> Result<Option<u64>> {
         self.delete_step(conn, B::GROUPS.delete, step, group_id)
             .await
+    }
+
+    async fn lock_group_limit(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> Result<Option<RateLimit>> {
+        let row = self
+            .query(B::GROUPS.lock_limits)
+            .arg(group_id)
+            .first(conn)
+            .await?;
+        row.map(|r| {
+            Ok(RateLimit::new(
+                r.col::<i64>(0)?.clamp(1, u32::MAX as i64) as u32,
+                Duration::from_micros(r.col::<i64>(1)?.max(1) as u64),
+            ))
+        })
+        .transpose()
+    }
+
+    async fn recent_group_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        before_us: i64,
+    ) -> Result<(u64, Option<i64>)> {
+        self.query(FORGET_DELIVERIES)
+            .arg(group_id)
+            .arg(before_us)
+            .run(conn)
+            .await?;
+        let Some(row) = self
+            .query(RECENT_DELIVERIES)
+            .arg(group_id)
+            .arg(before_us)
+            .first(conn)
+            .await?
+        else {
+            return Ok((0, None));
+        };
+        Ok((row.col::<i64>(0)?.max(0) as u64, row.col(1)?))
+    }
+
+    async fn record_group_deliveries(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+        at_us: i64,
+        n: usize,
+    ) -> Result<()> {
+        self.query(RECORD_DELIVERIES)
+            .arg(group_id)
+            .arg(at_us)
+            .arg(n as i64)
+            .run(conn)
+            .await?;
+        Ok(())
     }
 }
 

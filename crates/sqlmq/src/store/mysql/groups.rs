@@ -14,6 +14,11 @@ pub(super) const SQL: GroupSql = GroupSql {
         (group_id, partition_no, next_offset, high_offset) \
         SELECT g.id, tp.partition_no, 0, 0 FROM {p}consumer_groups g \
         JOIN {p}topic_partitions tp ON tp.topic_id = g.topic_id WHERE g.topic_id = ?",
+    upsert_limits: "INSERT INTO {p}group_limits (group_id, rate_count, rate_window_us) \
+        VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE rate_count = VALUES(rate_count), \
+        rate_window_us = VALUES(rate_window_us)",
+    lock_limits: "SELECT rate_count, rate_window_us FROM {p}group_limits \
+        WHERE group_id = ? FOR UPDATE",
     delete: &[
         "DELETE FROM {p}member_dead WHERE group_id = ? LIMIT 1000",
         "DELETE FROM {p}group_leases WHERE group_id = ? LIMIT 1000",
@@ -22,6 +27,8 @@ pub(super) const SQL: GroupSql = GroupSql {
         "DELETE FROM {p}group_history WHERE group_id = ? LIMIT 1000",
         "DELETE FROM {p}group_positions WHERE group_id = ? LIMIT 1000",
         "DELETE FROM {p}group_cursors WHERE group_id = ? LIMIT 1000",
+        "DELETE FROM {p}group_deliveries WHERE group_id = ? LIMIT 1000",
+        "DELETE FROM {p}group_limits WHERE group_id = ?",
         "DELETE FROM {p}consumer_groups WHERE id = ?",
     ],
 };

@@ -27,6 +27,7 @@
 //! | `member_dead` | broadcast members' dead letters (each member keeps its own) | PK `(group_id, member, id)` |
 //! | `queue_limits` | a limited queue's most in flight and rate (absent: no limit) | PK `queue_id` |
 //! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many (the whole queue, or one concurrency key) | `(queue_id, slot_key, at_us)` |
+//! | `group_limits`, `group_deliveries` | a rate-limited cluster group's limit and recent claims | PK `group_id`; `(group_id, at_us)` |
 //! | `key_slots` | per concurrency key: messages admitted, a sequence counter for those waiting in `blocked` | PK `(queue_id, slot_key)` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
@@ -377,7 +378,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        description: "queue limits",
+        description: "limits",
         statements: &[
             "CREATE TABLE IF NOT EXISTS {p}queue_limits (
             queue_id INT NOT NULL,
@@ -405,10 +406,30 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (id),
             KEY recent (queue_id, slot_key, at_us)
         ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_limits (
+            group_id INT NOT NULL,
+            rate_count INT NOT NULL,
+            rate_window_us BIGINT NOT NULL,
+            PRIMARY KEY (group_id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}group_deliveries (
+            id BIGINT NOT NULL AUTO_INCREMENT,
+            group_id INT NOT NULL,
+            at_us BIGINT NOT NULL,
+            n INT NOT NULL,
+            PRIMARY KEY (id),
+            KEY recent (group_id, at_us)
+        ) ENGINE=InnoDB",
         ],
         reverse: Some(Reverse {
-            drops: &["queue_deliveries", "key_slots", "queue_limits"],
-            disposable: &["queue_deliveries"],
+            drops: &[
+                "group_deliveries",
+                "group_limits",
+                "queue_deliveries",
+                "key_slots",
+                "queue_limits",
+            ],
+            disposable: &["group_deliveries", "queue_deliveries"],
         }),
     },
 ];

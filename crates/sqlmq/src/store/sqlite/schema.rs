@@ -339,7 +339,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        description: "queue limits",
+        description: "limits",
         statements: &[
             "CREATE TABLE IF NOT EXISTS {p}queue_limits (
             queue_id INTEGER NOT NULL PRIMARY KEY,
@@ -365,10 +365,28 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             n INTEGER NOT NULL
         )",
             "CREATE INDEX IF NOT EXISTS {p}queue_deliveries_recent ON {p}queue_deliveries (queue_id, slot_key, at_us)",
+            "CREATE TABLE IF NOT EXISTS {p}group_limits (
+            group_id INTEGER NOT NULL PRIMARY KEY,
+            rate_count INTEGER NOT NULL,
+            rate_window_us INTEGER NOT NULL
+        )",
+            "CREATE TABLE IF NOT EXISTS {p}group_deliveries (
+            id INTEGER PRIMARY KEY,
+            group_id INTEGER NOT NULL,
+            at_us INTEGER NOT NULL,
+            n INTEGER NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}group_deliveries_recent ON {p}group_deliveries (group_id, at_us)",
         ],
         reverse: Some(Reverse {
-            drops: &["queue_deliveries", "key_slots", "queue_limits"],
-            disposable: &["queue_deliveries"],
+            drops: &[
+                "group_deliveries",
+                "group_limits",
+                "queue_deliveries",
+                "key_slots",
+                "queue_limits",
+            ],
+            disposable: &["group_deliveries", "queue_deliveries"],
         }),
     },
 ];
