@@ -3,10 +3,11 @@
 //!
 //! A queue without limits claims as before, in its own two round trips, and pays nothing
 //! for the feature but a look at its configuration every [`LIMITS_REFRESH`] while it claims.
-//! A limited queue's claim is one transaction through its gate: the limits row locked (so the
-//! claims of every process are counted one after the other), the leases counted, the
-//! deliveries of the last window counted from `queue_deliveries` (rows older than the window
-//! deleted first), then a claim of at most what is left, and a row recording it. The window
+//! A limited queue's claim is one transaction through its gate: one statement locks the limits
+//! row (so the claims of every process are counted one after the other) and reads, beside it,
+//! the leases, the clock and the deliveries of the last window from `queue_deliveries`; then a
+//! claim of at most what is left, and a row recording it. Rows that left the window are
+//! deleted by each handle once a second, not by every claim. The window
 //! slides: every claim counts what was delivered in the window before it, so no interval of
 //! the window's length holds more than the limit, wherever it starts. When the gate is shut —
 //! nothing left — the handle claims nothing, without asking the database, until the window
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use crate::domain::{Delivery, Error, RateLimit, Result};
 use crate::store::prelude::*;
 use crate::store::rows::ClaimRequest;
-use crate::store::{Backend, stored_key_of};
+use crate::store::{Backend, WHOLE_QUEUE, stored_key_of};
 use crate::tx;
 
 /// How often a handle looks again at its queue's limits while it claims: a limit set, changed
@@ -29,8 +30,8 @@ pub(super) const LIMITS_REFRESH: Duration = Duration::from_secs(2);
 /// How long a handle whose queue had its most messages in flight waits before it asks again.
 const FULL_RECHECK: Duration = Duration::from_millis(100);
 
-/// The key under which the whole queue's deliveries are counted.
-const WHOLE_QUEUE: &[u8] = b"";
+/// How often a handle deletes its queue's deliveries that left the rate window.
+const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 /// A concurrency key's deliveries within the window, as one gate pass counts them.
 #[derive(Default)]
@@ -113,6 +114,8 @@ pub(super) struct LimitState {
     limited: bool,
     /// Until when the gate is known to be shut.
     shut_until: Option<Instant>,
+    /// When this handle last deleted deliveries that left the window.
+    pruned: Instant,
 }
 
 impl LimitState {
@@ -121,6 +124,7 @@ impl LimitState {
             checked: Instant::now(),
             limited,
             shut_until: None,
+            pruned: Instant::now(),
         }
     }
 }
@@ -167,30 +171,40 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let id = self.id();
         let request = &self.claim_request(n, lease);
+        // Deliveries older than the window no longer count (the gate's read skips them by its
+        // index range); deleting them is housekeeping, done by each handle once a second.
+        let prune = {
+            let mut state = self.inner.limits.lock().expect("poisoned");
+            let due = state.pruned.elapsed() >= PRUNE_EVERY;
+            if due {
+                state.pruned = Instant::now();
+            }
+            due
+        };
         let (claimed, shut_for) = tx::run(self.pool(), "claim_limited", |conn, _| {
             Box::pin(async move {
-                let Some(limits) = store.lock_limits(conn, id).await? else {
+                let Some(read) = store.gate(conn, id).await? else {
                     // The limits were removed since this handle looked.
                     return Ok((store.claim_in(conn, request).await?, None));
                 };
+                let (limits, now) = (read.limits, read.now_us);
                 let mut allowed = request.n;
                 if let Some(max) = limits.max_in_flight {
-                    let busy = store.in_flight(conn, id).await?;
-                    allowed = allowed.min(u64::from(max).saturating_sub(busy) as usize);
+                    allowed = allowed.min(u64::from(max).saturating_sub(read.in_flight) as usize);
                     if allowed == 0 {
                         return Ok((Vec::new(), Some(FULL_RECHECK)));
                     }
                 }
-                let timed = limits.rate.is_some() || limits.rate_per_key.is_some();
-                let now = if timed { store.now_us(conn).await? } else { 0 };
                 if let Some(rate) = limits.rate {
                     let window = rate.per.as_micros() as i64;
-                    let (used, oldest) = store
-                        .recent_deliveries(conn, id, WHOLE_QUEUE, now - window)
-                        .await?;
-                    let left = u64::from(rate.count).saturating_sub(used) as usize;
+                    if prune {
+                        store
+                            .forget_deliveries(conn, id, WHOLE_QUEUE, now - window)
+                            .await?;
+                    }
+                    let left = u64::from(rate.count).saturating_sub(read.delivered) as usize;
                     if left == 0 {
-                        let frees = oldest.unwrap_or(now) + window - now;
+                        let frees = read.oldest_us.unwrap_or(now) + window - now;
                         return Ok((Vec::new(), Some(Duration::from_micros(frees.max(1) as u64))));
                     }
                     allowed = allowed.min(left);

@@ -47,6 +47,7 @@ mod suite;
 
 mod topic;
 
+pub(crate) use body::limits::WHOLE_QUEUE;
 pub(crate) use body::slots::{stored_key_of, stored_key_of_message};
 pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use super::Backend;
 use super::rows::{
-    ClaimRequest, Entry, Keyed, MessageRow, PurgeScope, QueueCounts, QueueLimits, QueueRow,
-    SendBatch,
+    ClaimRequest, Entry, GateRead, Keyed, MessageRow, PurgeScope, QueueCounts, QueueRow, SendBatch,
 };
 use crate::domain::{
     After, DeadLetter, Delivery, MessageId, MessageState, QueueConfig, QueuedMessage, Result,
@@ -336,19 +335,23 @@ pub trait Browse<B: Backend> {
 /// limits row, so that the claims of every process are counted one after the other.
 pub trait Limits<B: Backend> {
     /// The queue's limits, their row locked until the transaction ends (on a backend with
-    /// row locks); `None` when it has none.
-    fn lock_limits(
+    /// row locks), with its leases, the clock and the whole queue's deliveries in its rate
+    /// window (see [`GateRead`]); `None` when it has no limits.
+    fn gate(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-    ) -> impl Future<Output = Result<Option<QueueLimits>>> + Send;
+    ) -> impl Future<Output = Result<Option<GateRead>>> + Send;
 
-    /// The queue's messages in flight (leased, whether or not the lease has ended).
-    fn in_flight(
+    /// Forget `key`'s deliveries at or before `before_us` (as for
+    /// [`Limits::recent_deliveries`]).
+    fn forget_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-    ) -> impl Future<Output = Result<u64>> + Send;
+        key: &[u8],
+        before_us: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Forget deliveries at or before `before_us`, then count those after it: how many, and
     /// when the oldest of them was (µs). `key`: the whole queue's (empty) or one concurrency

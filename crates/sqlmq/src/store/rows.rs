@@ -418,3 +418,17 @@ pub struct QueueLimits {
     pub concurrency: Option<u32>,
     pub rate_per_key: Option<crate::domain::RateLimit>,
 }
+
+/// What a limited queue's gate reads, under the lock of its limits row.
+#[derive(Clone, Copy, Debug)]
+pub struct GateRead {
+    pub limits: QueueLimits,
+    /// The queue's leases (ended or not).
+    pub in_flight: u64,
+    /// The database clock (µs).
+    pub now_us: i64,
+    /// The queue's deliveries in the rate window before `now_us` (0 without a rate).
+    pub delivered: u64,
+    /// When the oldest of them was (µs).
+    pub oldest_us: Option<i64>,
+}

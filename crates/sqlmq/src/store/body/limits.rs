@@ -1,5 +1,6 @@
 //! `Limits`: a limited queue's gate — its limits row locked, its leases counted, its recent
-//! deliveries counted and recorded. Only the locking read differs by backend ([`LimitSql`]).
+//! deliveries counted and recorded. Only the gate's read differs by backend ([`LimitSql`]: the
+//! lock, the clock).
 
 use std::time::Duration;
 
@@ -8,15 +9,41 @@ use super::slots::stored_key_of;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, RateLimit, Result, Settlement};
 use crate::store::rows::Entry;
-use crate::store::rows::QueueLimits;
+use crate::store::rows::{GateRead, QueueLimits};
 use crate::store::{Backend, Limits};
 
 /// The gate's statements whose shape differs by backend.
 pub struct LimitSql {
-    /// A queue's limits, the row locked until the transaction ends (queue id): the columns of
-    /// [`limit_columns`].
-    pub lock: &'static str,
+    /// The gate's read, one statement ([`gate_read`]): key (empty), key (empty), queue id.
+    pub gate: &'static str,
 }
+
+/// The gate's read: a queue's limits, the row locked until the transaction ends, with what
+/// they are checked against — `{limit columns}, leases, now (µs), deliveries since the window
+/// began, the oldest of them (µs)` — in one statement and one round trip. The outer locking
+/// clause locks the limits row only: the subqueries are plain reads (InnoDB locks a nested
+/// subquery's rows only when it has a locking clause of its own), so acks and claims of the
+/// leases counted are not held up. `$now` is the backend's clock in µs, `$lock` its locking
+/// clause.
+macro_rules! gate_read {
+    ($now:expr, $lock:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::body::limits::limit_columns!("l"),
+            ", (SELECT COUNT(*) FROM {p}leases e WHERE e.queue_id = l.queue_id), ",
+            $now,
+            ", (SELECT CAST(COALESCE(SUM(d.n), 0) AS SIGNED) FROM {p}queue_deliveries d \
+             WHERE d.queue_id = l.queue_id AND d.slot_key = ? AND d.at_us > ",
+            $now,
+            " - l.rate_window_us), (SELECT MIN(d.at_us) FROM {p}queue_deliveries d \
+             WHERE d.queue_id = l.queue_id AND d.slot_key = ? AND d.at_us > ",
+            $now,
+            " - l.rate_window_us) FROM {p}queue_limits l WHERE l.queue_id = ?",
+            $lock
+        )
+    };
+}
+pub(crate) use gate_read;
 
 /// The columns of a queue's limits, in the order [`decode_limits`] reads them.
 macro_rules! limit_columns {
@@ -78,7 +105,8 @@ where
     })
 }
 
-const IN_FLIGHT: &str = "SELECT COUNT(*) FROM {p}leases WHERE queue_id = ?";
+/// The key under which the whole queue's deliveries are counted.
+pub(crate) const WHOLE_QUEUE: &[u8] = b"";
 const FORGET: &str =
     "DELETE FROM {p}queue_deliveries WHERE queue_id = ? AND slot_key = ? AND at_us <= ?";
 /// `SUM` is a DECIMAL on MySQL: cast back to an integer (`SIGNED` is an integer to SQLite too).
@@ -88,24 +116,40 @@ const RECORD: &str =
     "INSERT INTO {p}queue_deliveries (queue_id, slot_key, at_us, n) VALUES (?, ?, ?, ?)";
 
 impl<B: Backend> Limits<B> for SqlStore<B> {
-    async fn lock_limits(
+    async fn gate(&self, conn: &mut B::Connection, queue_id: i32) -> Result<Option<GateRead>> {
+        let Some(row) = self
+            .query(B::LIMITS.gate)
+            .arg(WHOLE_QUEUE)
+            .arg(WHOLE_QUEUE)
+            .arg(queue_id)
+            .first(conn)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(GateRead {
+            limits: decode_limits(&row, 0)?,
+            in_flight: row.col::<i64>(6)?.max(0) as u64,
+            now_us: row.col(7)?,
+            delivered: row.col::<i64>(8)?.max(0) as u64,
+            oldest_us: row.col(9)?,
+        }))
+    }
+
+    async fn forget_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-    ) -> Result<Option<QueueLimits>> {
-        let Some(row) = self.query(B::LIMITS.lock).arg(queue_id).first(conn).await? else {
-            return Ok(None);
-        };
-        Ok(Some(decode_limits(&row, 0)?))
-    }
-
-    async fn in_flight(&self, conn: &mut B::Connection, queue_id: i32) -> Result<u64> {
-        let row = self.query(IN_FLIGHT).arg(queue_id).first(conn).await?;
-        Ok(row
-            .map(|r| r.col::<i64>(0))
-            .transpose()?
-            .unwrap_or(0)
-            .max(0) as u64)
+        key: &[u8],
+        before_us: i64,
+    ) -> Result<()> {
+        self.query(FORGET)
+            .arg(queue_id)
+            .arg(key)
+            .arg(before_us)
+            .run(conn)
+            .await?;
+        Ok(())
     }
 
     async fn recent_deliveries(
