@@ -68,6 +68,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["queue.drain"],
     },
     Scenario {
+        id: "queue.keys",
+        title: "queue.drain's lease drain of messages with concurrency keys (100 keys, a per-key limit never reached), against the drain of plain messages; their pre-fill against the same pre-fill without keys",
+        needs: &["queue.drain"],
+    },
+    Scenario {
         id: "queue.mixed",
         title: "4 producers alone, then with 8 consumers draining at once (leases, then take_in)",
         needs: &["raw.lifecycle", "raw.queue"],
@@ -184,6 +189,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.batch" => queue::produce::batch(ctx).await,
         "queue.drain" => queue::drain::drain(ctx).await,
         "queue.limits" => queue::limits::limits(ctx).await,
+        "queue.keys" => queue::keys::keys(ctx).await,
         "queue.mixed" => queue::drain::mixed(ctx).await,
         "queue.latency" => queue::latency::latency(ctx).await,
         "queue.claim" => queue::claim::claim(ctx).await,
@@ -307,6 +313,7 @@ mod tests {
         );
         assert_eq!(ids(&["topic.group"]), vec!["raw.lifecycle", "topic.group"]);
         assert_eq!(ids(&["queue.limits"]), vec!["queue.drain", "queue.limits"]);
+        assert_eq!(ids(&["queue.keys"]), vec!["queue.drain", "queue.keys"]);
         assert_eq!(ids(&["worker.limits"]), vec!["worker.e2e", "worker.limits"]);
         assert_eq!(
             ids(&["topic"]),

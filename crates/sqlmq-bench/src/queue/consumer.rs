@@ -4,10 +4,11 @@
 //! of `sqlmq consume` (10 ms doubling to 1 s) when the queue is empty.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::Result;
-use sqlmq::{Delivery, MessageId, Queue, Receipt};
+use sqlmq::{AckReport, Delivery, ErrorClass, MessageId, Queue, Receipt};
 use tokio::task::JoinSet;
 
 use crate::args::LEASE;
@@ -31,6 +32,10 @@ pub struct Consumer<B: Db> {
     pub latency: Option<(Arc<Latencies>, Instant)>,
     /// How batches are claimed and settled.
     pub mode: Mode,
+    /// With leases: retry an `ack_batch` the server rolled back (a deadlock, as the error's
+    /// class tells its caller to), counting the retries here. `None`: the error ends the
+    /// scenario, as every other error does.
+    pub retried: Option<Arc<AtomicU64>>,
 }
 
 /// How a consumer claims and settles its batches.
@@ -54,6 +59,7 @@ impl<B: Db> Clone for Consumer<B> {
             bar: self.bar.clone(),
             latency: self.latency.clone(),
             mode: self.mode,
+            retried: self.retried.clone(),
         }
     }
 }
@@ -70,7 +76,7 @@ impl<B: Db> Consumer<B> {
                     let got = self.queue.receive(self.batch, LEASE).await?;
                     let receipts: Vec<Receipt> = got.iter().map(Delivery::receipt).collect();
                     // `ack_batch` of nothing returns at once.
-                    let lost = self.queue.ack_batch(&receipts).await?.lost.len();
+                    let lost = self.ack_batch(&receipts).await?.lost.len();
                     (got, lost)
                 }
                 Mode::LockHeld => self.claim_and_ack_in_one_transaction().await?,
@@ -94,6 +100,21 @@ impl<B: Db> Consumer<B> {
             self.bar.inc(got.len() as u64);
         }
         Ok(lost)
+    }
+
+    /// `ack_batch`, again while the server rolls it back and [`Consumer::retried`] is set.
+    async fn ack_batch(&self, receipts: &[Receipt]) -> Result<AckReport> {
+        loop {
+            match self.queue.ack_batch(receipts).await {
+                Err(e) if e.class() == Some(ErrorClass::RetryTransaction) => match &self.retried {
+                    Some(retried) => {
+                        retried.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => return Err(e.into()),
+                },
+                done => return Ok(done?),
+            }
+        }
     }
 
     /// The lock-held mode's unit: claim, ack and commit a batch in one transaction (rolled

@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 
 use super::consumer::{Consumer, Mode};
 use super::produce::sends;
-use super::{AbortOnDrop, POOL, fill, with_queue, with_queue_config};
+use super::{AbortOnDrop, POOL, fill_with, plain, with_queue, with_queue_config};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::{Db, not_available};
 use crate::context::Ctx;
@@ -159,10 +159,43 @@ pub(super) async fn drain_once<B: Db>(
     how: &str,
     config: QueueConfig,
 ) -> Result<(Duration, Check, u64)> {
+    let d = drain_backlog(ctx, bar, mode, how, config, plain, false).await?;
+    Ok((d.drain, d.check, d.lost_acks))
+}
+
+/// What [`drain_backlog`] measured.
+pub(super) struct Drained {
+    /// The pre-fill: every `send_batch`, one after the other.
+    pub fill: Duration,
+    /// From the first claim to the last ack.
+    pub drain: Duration,
+    /// Every message delivered once?
+    pub check: Check,
+    /// Acks that found their lease lost.
+    pub lost_acks: u64,
+    /// `ack_batch` calls the server rolled back and the consumer retried.
+    pub retried_acks: u64,
+}
+
+/// Like [`drain_once`], the backlog's `i`-th message made by `make(i)`; the pre-fill is timed
+/// too (it is still not part of the drain's time). With `retry`, an `ack_batch` the server
+/// rolls back is retried and counted instead of ending the drain.
+pub(super) async fn drain_backlog<B: Db>(
+    ctx: &Ctx<B>,
+    bar: &Bar,
+    mode: Mode,
+    how: &str,
+    config: QueueConfig,
+    make: fn(u64) -> Message,
+    retry: bool,
+) -> Result<Drained> {
     let n = ctx.plan.drain;
     let b = bar.clone();
+    let retried: Option<Arc<AtomicU64>> = retry.then(Arc::default);
     with_queue_config(ctx, "drain", POOL, config, |queue| async move {
-        let ids = fill(&queue, n, &b).await?;
+        let filling = Instant::now();
+        let ids = fill_with(&queue, n, &b, make).await?;
+        let fill = filling.elapsed();
         let tracker = Arc::new(Tracker::new(n));
         tracker.sending_done();
         b.phase(&format!("drain, {CONSUMERS} consumers{how}"), n);
@@ -174,10 +207,16 @@ pub(super) async fn drain_once<B: Db>(
             bar: b.clone(),
             latency: None,
             mode,
+            retried: retried.clone(),
         };
-        let lost = consumer.run_many(CONSUMERS).await?;
-        let elapsed = tracker.last_delivery().saturating_duration_since(started);
-        Ok((elapsed, tracker.check(&ids), lost))
+        let lost_acks = consumer.run_many(CONSUMERS).await?;
+        Ok(Drained {
+            fill,
+            drain: tracker.last_delivery().saturating_duration_since(started),
+            check: tracker.check(&ids),
+            lost_acks,
+            retried_acks: retried.map_or(0, |r| r.load(Ordering::Relaxed)),
+        })
     })
     .await
 }
@@ -361,6 +400,7 @@ async fn mixed_traffic<B: Db>(
         bar: b.clone(),
         latency: None,
         mode,
+        retried: None,
     };
     let consumers = tokio::spawn(async move { consumer.run_each(consumer_queues).await });
     let mut consumers = AbortOnDrop(consumers);

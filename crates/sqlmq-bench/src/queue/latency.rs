@@ -48,6 +48,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             bar: b.clone(),
             latency: Some((Arc::clone(&latencies), origin)),
             mode: Mode::Leases,
+            retried: None,
         };
         let mut consumer = AbortOnDrop(tokio::spawn(consumer.run()));
         let mut ids = Vec::with_capacity(n as usize);
@@ -91,6 +92,7 @@ pub async fn latency<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
                 bar: b.clone(),
                 latency: Some((Arc::clone(&latencies), origin)),
                 mode: Mode::Leases,
+                retried: None,
             };
             consumers.spawn(consumer.run());
             let sent = Arc::clone(&sent);

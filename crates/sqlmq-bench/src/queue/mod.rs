@@ -11,6 +11,7 @@
 //! | `idle.rs` | `queue.idle`: queries/s of an idle polling consumer |
 //! | `budget.rs` | `queue.budget`: statements per send, claim, ack and empty claim |
 //! | `limits.rs` | `queue.limits`: `queue.drain`'s lease drain on a queue with limits that never bind |
+//! | `keys.rs` | `queue.keys`: `queue.drain`'s lease drain of messages with concurrency keys |
 //! | `consumer.rs` | the polling consumer loop they share |
 
 pub mod budget;
@@ -18,6 +19,7 @@ pub mod claim;
 mod consumer;
 pub mod drain;
 pub mod idle;
+pub mod keys;
 pub mod latency;
 pub mod limits;
 pub mod produce;
@@ -130,15 +132,30 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// Send `n` messages in atomic batches (unmeasured set-up); returns their ids.
 pub async fn fill<B: Db>(queue: &Queue<B>, n: u64, bar: &Bar) -> Result<Vec<MessageId>> {
+    fill_with(queue, n, bar, plain).await
+}
+
+/// A message of a pre-filled backlog: the 100-byte body, nothing else.
+pub fn plain(_: u64) -> Message {
+    Message::new(body(0))
+}
+
+/// Like [`fill`], the `i`-th message made by `make(i)`.
+pub async fn fill_with<B: Db>(
+    queue: &Queue<B>,
+    n: u64,
+    bar: &Bar,
+    make: fn(u64) -> Message,
+) -> Result<Vec<MessageId>> {
     bar.phase("pre-fill (send_batch)", n);
     let mut ids = Vec::with_capacity(n as usize);
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(FILL_BATCH);
-        let batch: Vec<Message> = (0..k).map(|_| Message::new(body(0))).collect();
+    let mut sent = 0;
+    while sent < n {
+        let k = (n - sent).min(FILL_BATCH);
+        let batch: Vec<Message> = (sent..sent + k).map(make).collect();
         ids.extend(batch.iter().map(Message::id));
         queue.send_batch(batch).await?;
-        left -= k;
+        sent += k;
         bar.inc(k);
     }
     Ok(ids)
