@@ -36,6 +36,40 @@ fn most_at_once(log: &[String]) -> usize {
     most as usize
 }
 
+/// A `consume` process of queue `jobs` whose commands never finish (leases of 3 s), once it
+/// holds `holds` messages.
+fn stuck_consumer(db: &TestDb, holds: u64) -> common::Running {
+    let stuck = db.spawn(&[
+        "consume",
+        "jobs",
+        "--concurrency",
+        "8",
+        "--lease",
+        "3s",
+        "--exec",
+        "sleep 60",
+    ]);
+    eventually(
+        Duration::from_secs(20),
+        "the stuck process holds its share",
+        || (db.stats("jobs").in_flight == holds).then_some(()),
+    );
+    stuck
+}
+
+/// Stop `consumers` with SIGTERM; each exits 0.
+fn stop_all(consumers: Vec<common::Running>) {
+    for c in consumers {
+        c.signal(libc::SIGTERM);
+        let out = c.wait(Duration::from_secs(30));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn consumers_never_run_more_than_the_queue_allows_and_a_killed_ones_slots_come_back() {
     let db = TestDb::new();
@@ -47,19 +81,7 @@ fn consumers_never_run_more_than_the_queue_allows_and_a_killed_ones_slots_come_b
     // A process that claims and never finishes: its command sleeps for a minute, and it is
     // killed with kill -9 while holding its slots (leases of 3 s).
     db.ok_with_stdin(&["send", "jobs", "--batch"], b"h1\nh2\nh3\n");
-    let stuck = db.spawn(&[
-        "consume",
-        "jobs",
-        "--concurrency",
-        "8",
-        "--lease",
-        "3s",
-        "--exec",
-        "sleep 60",
-    ]);
-    eventually(Duration::from_secs(20), "the stuck process holds 3", || {
-        (db.stats("jobs").in_flight == 3).then_some(())
-    });
+    let stuck = stuck_consumer(&db, 3);
     let work: Vec<String> = (0..24).map(|i| format!("m{i}")).collect();
     db.ok_with_stdin(&["send", "jobs", "--batch"], work.join("\n").as_bytes());
     stuck.kill9();
@@ -73,15 +95,7 @@ fn consumers_never_run_more_than_the_queue_allows_and_a_killed_ones_slots_come_b
         let s = db.stats("jobs");
         (s.pending() == 0).then_some(())
     });
-    for c in consumers {
-        c.signal(libc::SIGTERM);
-        let out = c.wait(Duration::from_secs(30));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    stop_all(consumers);
     let log = lines(&log);
     // The 24 and the three the killed process held, once their leases ended.
     assert_eq!(log.iter().filter(|l| l.starts_with("start")).count(), 27);
@@ -104,10 +118,7 @@ fn a_rate_limit_spaces_the_deliveries_of_every_process_together() {
     eventually(Duration::from_secs(60), "every message handled", || {
         (db.stats("mail").pending() == 0).then_some(())
     });
-    for c in consumers {
-        c.signal(libc::SIGTERM);
-        c.wait(Duration::from_secs(30));
-    }
+    stop_all(consumers);
     let mut starts: Vec<u128> = lines(&log)
         .iter()
         .filter_map(|l| l.strip_prefix("start ").map(|t| t.parse().unwrap()))
@@ -164,19 +175,7 @@ fn no_concurrency_key_runs_more_than_its_limit_across_processes_and_a_killed_one
         &["send", "jobs", "--batch", "--concurrency-key", "k0"],
         b"h1\nh2\n",
     );
-    let stuck = db.spawn(&[
-        "consume",
-        "jobs",
-        "--concurrency",
-        "8",
-        "--lease",
-        "3s",
-        "--exec",
-        "sleep 60",
-    ]);
-    eventually(Duration::from_secs(20), "the stuck process holds 2", || {
-        (db.stats("jobs").in_flight == 2).then_some(())
-    });
+    let stuck = stuck_consumer(&db, 2);
     // 200 messages over 5 keys.
     for k in 0..5 {
         let work: Vec<String> = (0..40).map(|i| format!("k{k}-{i}")).collect();
@@ -204,15 +203,7 @@ fn no_concurrency_key_runs_more_than_its_limit_across_processes_and_a_killed_one
     eventually(Duration::from_secs(90), "every message handled", || {
         (db.stats("jobs").pending() == 0).then_some(())
     });
-    for c in consumers {
-        c.signal(libc::SIGTERM);
-        let out = c.wait(Duration::from_secs(30));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    stop_all(consumers);
     let log = lines(&log);
     // The 200 and the two the killed process held, once their leases ended.
     assert_eq!(log.iter().filter(|l| l.starts_with("start")).count(), 202);

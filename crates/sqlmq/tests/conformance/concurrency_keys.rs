@@ -14,6 +14,8 @@ use sqlmq::{
 };
 use sqlmq_testkit::{TestBackend, check_invariants, eventually_async, queue};
 
+use crate::limits::{no_window_over, stop_when_handled};
+
 const LEASE: Duration = Duration::from_secs(30);
 
 /// What the handlers of every client saw, per concurrency key.
@@ -84,14 +86,7 @@ pub(crate) async fn a_key_never_has_more_than_its_limit_running_across_clients<B
     for _ in 0..3 {
         workers.push(worker(&db.client().await, &seen, &stop));
     }
-    eventually_async(Duration::from_secs(90), "every message handled", || async {
-        (seen.ids.lock().unwrap().len() >= ids.len()).then_some(())
-    })
-    .await;
-    stop.cancel();
-    for w in workers {
-        w.await.unwrap().unwrap();
-    }
+    stop_when_handled(ids.len(), || seen.ids.lock().unwrap().len(), stop, workers).await;
     let handled: Vec<MessageId> = seen.ids.lock().unwrap().clone();
     let unique: HashSet<MessageId> = handled.iter().copied().collect();
     assert_eq!(unique.len(), handled.len(), "a message was handled twice");
@@ -300,14 +295,7 @@ pub(crate) async fn a_key_over_its_rate_is_skipped_while_other_keys_flow<B: Test
             .run(stop.clone());
         workers.push(tokio::spawn(run));
     }
-    eventually_async(Duration::from_secs(60), "every message handled", || async {
-        (starts.lock().unwrap().len() >= 140).then_some(())
-    })
-    .await;
-    stop.cancel();
-    for w in workers {
-        w.await.unwrap().unwrap();
-    }
+    stop_when_handled(140, || starts.lock().unwrap().len(), stop, workers).await;
     let starts = starts.lock().unwrap().clone();
     assert_eq!(starts.len(), 140, "each message once");
     assert!(
@@ -331,15 +319,7 @@ pub(crate) async fn a_key_over_its_rate_is_skipped_while_other_keys_flow<B: Test
         span >= Duration::from_millis(3800),
         "100 of a within {span:?}"
     );
-    // No window of (nearly) a second holds more than 20: 150 ms allowed between a claim and
-    // its handler's start.
-    for (i, t) in a.iter().enumerate() {
-        let within = a[i..]
-            .iter()
-            .take_while(|s| **s - *t < Duration::from_millis(850))
-            .count();
-        assert!(within <= 20, "{within} of a started within 850 ms");
-    }
+    no_window_over(&a, 20);
     // The others were not held back by a's backlog.
     let (b, plain) = (of("b"), of(""));
     assert_eq!((b.len(), plain.len()), (20, 20));

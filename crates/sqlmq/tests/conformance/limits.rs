@@ -62,18 +62,43 @@ async fn handle_all<B: TestBackend>(
         .iter()
         .map(|c| worker(c, seen, work, &stop))
         .collect();
+    stop_when_handled(n, || seen.ids.lock().unwrap().len(), stop, workers).await;
+    let ids = seen.ids.lock().unwrap().clone();
+    let unique: HashSet<MessageId> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "a message was handled twice");
+    unique
+}
+
+/// Check that no window of (nearly) a second holds more than `most` of the sorted `starts`:
+/// handlers start a moment after their claim commits, so a window measured here may be a
+/// little shorter than the database's — 150 ms are allowed for that.
+pub(crate) fn no_window_over(starts: &[Instant], most: usize) {
+    let window = Duration::from_millis(850);
+    for (i, t) in starts.iter().enumerate() {
+        let within = starts[i..].iter().take_while(|s| **s - *t < window).count();
+        assert!(
+            within <= most,
+            "{within} handlers started within {window:?}"
+        );
+    }
+}
+
+/// Wait (a minute at most) until `handled()` reaches `n`, then stop `workers`; each must end
+/// without an error.
+pub(crate) async fn stop_when_handled(
+    n: usize,
+    handled: impl Fn() -> usize,
+    stop: CancellationToken,
+    workers: Vec<tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>>>,
+) {
     eventually_async(Duration::from_secs(60), "every message handled", || async {
-        (seen.ids.lock().unwrap().len() >= n).then_some(())
+        (handled() >= n).then_some(())
     })
     .await;
     stop.cancel();
     for w in workers {
         w.await.unwrap().unwrap();
     }
-    let ids = seen.ids.lock().unwrap().clone();
-    let unique: HashSet<MessageId> = ids.iter().copied().collect();
-    assert_eq!(unique.len(), ids.len(), "a message was handled twice");
-    unique
 }
 
 async fn clients<B: TestBackend>(db: &TestDb<B>, n: usize) -> Vec<Client<B>> {
@@ -144,13 +169,7 @@ pub(crate) async fn no_window_sees_more_than_the_rate_limit<B: TestBackend>() {
     assert!(elapsed >= Duration::from_millis(3900), "{elapsed:?}");
     let mut starts = seen.starts.lock().unwrap().clone();
     starts.sort();
-    // Handlers start a moment after their claim commits, so a window measured here may be a
-    // little shorter than the database's: allow 150 ms for that.
-    let window = Duration::from_millis(850);
-    for (i, t) in starts.iter().enumerate() {
-        let within = starts[i..].iter().take_while(|s| **s - *t < window).count();
-        assert!(within <= 20, "{within} handlers started within {window:?}");
-    }
+    no_window_over(&starts, 20);
     db.drop().await;
 }
 
@@ -251,14 +270,7 @@ pub(crate) async fn no_window_sees_more_than_a_groups_rate_limit<B: TestBackend>
             .run(stop.clone());
         workers.push(tokio::spawn(run));
     }
-    eventually_async(Duration::from_secs(60), "every record handled", || async {
-        (starts.lock().unwrap().len() >= 60).then_some(())
-    })
-    .await;
-    stop.cancel();
-    for w in workers {
-        w.await.unwrap().unwrap();
-    }
+    stop_when_handled(60, || starts.lock().unwrap().len(), stop, workers).await;
     let mut starts = starts.lock().unwrap().clone();
     starts.sort();
     assert_eq!(starts.len(), 60, "each record once");
@@ -268,11 +280,7 @@ pub(crate) async fn no_window_sees_more_than_a_groups_rate_limit<B: TestBackend>
         span >= Duration::from_millis(1800),
         "60 records within {span:?}"
     );
-    let window = Duration::from_millis(850);
-    for (i, t) in starts.iter().enumerate() {
-        let within = starts[i..].iter().take_while(|s| **s - *t < window).count();
-        assert!(within <= 20, "{within} handlers started within {window:?}");
-    }
+    no_window_over(&starts, 20);
     // Removed: the limit is gone from the group's row.
     let group = topic
         .create_group("g", GroupConfig::default(), StartAt::Earliest)

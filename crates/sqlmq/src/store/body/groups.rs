@@ -244,16 +244,13 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
             .arg(before_us)
             .run(conn)
             .await?;
-        let Some(row) = self
+        let row = self
             .query(RECENT_DELIVERIES)
             .arg(group_id)
             .arg(before_us)
             .first(conn)
-            .await?
-        else {
-            return Ok((0, None));
-        };
-        Ok((row.col::<i64>(0)?.max(0) as u64, row.col(1)?))
+            .await?;
+        super::limits::window_sum(row)
     }
 
     async fn record_group_deliveries(

@@ -105,6 +105,17 @@ where
     })
 }
 
+/// A window's deliveries from a row of `count, oldest (µs)` (none: 0).
+pub(crate) fn window_sum<R: Columns>(row: Option<R>) -> Result<(u64, Option<i64>)>
+where
+    R::Database: super::Types,
+{
+    let Some(row) = row else {
+        return Ok((0, None));
+    };
+    Ok((row.col::<i64>(0)?.max(0) as u64, row.col(1)?))
+}
+
 /// The key under which the whole queue's deliveries are counted.
 pub(crate) const WHOLE_QUEUE: &[u8] = b"";
 const FORGET: &str =
@@ -159,23 +170,16 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         key: &[u8],
         before_us: i64,
     ) -> Result<(u64, Option<i64>)> {
-        self.query(FORGET)
-            .arg(queue_id)
-            .arg(key)
-            .arg(before_us)
-            .run(conn)
+        self.forget_deliveries(conn, queue_id, key, before_us)
             .await?;
-        let Some(row) = self
+        let row = self
             .query(RECENT)
             .arg(queue_id)
             .arg(key)
             .arg(before_us)
             .first(conn)
-            .await?
-        else {
-            return Ok((0, None));
-        };
-        Ok((row.col::<i64>(0)?.max(0) as u64, row.col(1)?))
+            .await?;
+        window_sum(row)
     }
 
     async fn record_deliveries(
