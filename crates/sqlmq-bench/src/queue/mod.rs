@@ -59,9 +59,9 @@ pub fn unbinding_limits() -> QueueConfig {
 
 /// The limits of [`unbinding_limits`], for notes.
 pub const UNBINDING_NOTE: &str = "max_in_flight 10000, rate_limit 1000000/1s: never reached, but \
-     every claim goes through the limited queue's gate (one transaction: its limits row locked, \
-     its leases and its last second's deliveries counted, old delivery rows deleted, the claim, \
-     a delivery row written)";
+     every claim goes through the limited queue's gate (one transaction: one statement locks its \
+     limits row and counts its leases and its last second's deliveries, then the claim and a \
+     delivery row written; old delivery rows deleted once a second)";
 
 /// Run `work` with a fresh client (tables of its own) with `connections` pooled connections,
 /// opened before `work` starts; then drop the client's tables.
