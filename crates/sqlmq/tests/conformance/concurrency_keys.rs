@@ -336,6 +336,50 @@ pub(crate) async fn a_key_over_its_rate_is_skipped_while_other_keys_flow<B: Test
     db.drop().await;
 }
 
+/// Eight consumers ack batches of messages of the same keys at once: each batch frees its
+/// keys' slots in key order, once per key, so no two batches wait for each other in a cycle
+/// (freed in message order, two batches deadlocked on the `key_slots` rows; an ack then failed
+/// once its retries ran out).
+pub(crate) async fn concurrent_batch_acks_of_shared_keys_never_deadlock<B: TestBackend>() {
+    const MESSAGES: usize = 4000;
+    let (db, _client, q) = queue::<B>(QueueConfig::default().concurrency_limit(Some(10_000))).await;
+    for chunk in 0..(MESSAGES / 1000) {
+        let batch: Vec<Message> = (0..1000)
+            // Keys out of order within any batch a consumer receives.
+            .map(|i| {
+                Message::new(format!("m{chunk}-{i}"))
+                    .concurrency_key(format!("k{}", (i * 37 + chunk * 11) % 100))
+            })
+            .collect();
+        q.send_batch(batch).await.unwrap();
+    }
+    let mut consumers = Vec::new();
+    for _ in 0..8 {
+        let q = db.client().await.queue("q").await.unwrap();
+        consumers.push(tokio::spawn(async move {
+            let mut acked = 0;
+            loop {
+                let got = q.receive(100, LEASE).await.unwrap();
+                if got.is_empty() {
+                    return acked;
+                }
+                let receipts: Vec<_> = got.iter().map(|d| d.receipt()).collect();
+                let report = q.ack_batch(&receipts).await.expect("an ack batch failed");
+                acked += report.acked;
+            }
+        }));
+    }
+    let mut acked = 0;
+    for c in consumers {
+        acked += c.await.unwrap();
+    }
+    assert_eq!(acked, MESSAGES);
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.ready, stats.in_flight, stats.blocked), (0, 0, 0));
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         a_key_never_has_more_than_its_limit_running_across_clients,
@@ -343,5 +387,6 @@ sqlmq_testkit::conformance!(
         a_dead_consumers_message_keeps_its_slot_and_runs_elsewhere,
         bad_concurrency_keys_and_limits_are_refused,
         a_key_over_its_rate_is_skipped_while_other_keys_flow,
+        concurrent_batch_acks_of_shared_keys_never_deadlock,
     ]
 );

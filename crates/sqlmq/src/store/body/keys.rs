@@ -170,7 +170,7 @@ impl<B: Backend> SqlStore<B> {
         head: MessageId,
     ) -> Result<()> {
         if is_slot_key(key) {
-            return self.release_slot(conn, queue_id, key).await;
+            return self.release_slots(conn, queue_id, &[(key, 1)]).await;
         }
         let row = self
             .query(B::KEYS.lock_key)
@@ -227,13 +227,38 @@ impl<B: Backend> SqlStore<B> {
         queue_id: i32,
         gone: &[Delivery],
     ) -> Result<()> {
-        for d in gone {
-            if let Some(key) = &stored_key_of(d) {
-                self.release_key(conn, queue_id, key.as_bytes(), d.id)
-                    .await?;
+        let gone = gone
+            .iter()
+            .filter_map(|d| Some((stored_key_of(d)?.into_bytes(), d.id)));
+        self.release_keys(conn, queue_id, gone.collect()).await
+    }
+
+    /// Let the keys of messages that are gone move on: `(stored key, message)` pairs. Keys are
+    /// taken in key order — the order producers lock them in — so that two batches ending
+    /// messages of the same keys never wait for each other's rows in a cycle; a concurrency
+    /// key is released once, by how many of its messages ended.
+    pub(crate) async fn release_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        mut gone: Vec<(Vec<u8>, MessageId)>,
+    ) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        gone.sort();
+        let mut slots: Vec<(&[u8], i64)> = Vec::new();
+        for (key, id) in &gone {
+            if is_slot_key(key) {
+                match slots.last_mut() {
+                    Some((last, n)) if *last == key.as_slice() => *n += 1,
+                    _ => slots.push((key, 1)),
+                }
+            } else {
+                self.release_key(conn, queue_id, key, *id).await?;
             }
         }
-        Ok(())
+        self.release_slots(conn, queue_id, &slots).await
     }
 
     /// Release the keys of `queue_id` whose head message no longer exists (after a purge, or

@@ -255,12 +255,10 @@ impl<B: Backend> SqlStore<B> {
             .await?;
         self.exec_id_list(conn, B::SETTLE.delete_messages, acked)
             .await?;
-        for id in acked {
-            if let Some(key) = &leases[id].ordering_key {
-                self.release_key(conn, queue_id, key, *id).await?;
-            }
-        }
-        Ok(())
+        let gone = acked
+            .iter()
+            .filter_map(|id| Some((leases[id].ordering_key.clone()?, *id)));
+        self.release_keys(conn, queue_id, gone.collect()).await
     }
 
     /// Release locked lease rows (`id, queue_id, priority, token, attempts, ordering_key,
@@ -338,12 +336,10 @@ impl<B: Backend> SqlStore<B> {
             },
         )
         .await?;
-        for l in leases {
-            if let Some(key) = &l.ordering_key {
-                self.release_key(conn, queue_id, key, l.entry.id).await?;
-            }
-        }
-        Ok(())
+        let gone = leases
+            .iter()
+            .filter_map(|l| Some((l.ordering_key.clone()?, l.entry.id)));
+        self.release_keys(conn, queue_id, gone.collect()).await
     }
 
     /// Add an entry to a message's error history (`{"attempt":…,"at":"…","error":…}`), keeping

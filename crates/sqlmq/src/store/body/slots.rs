@@ -6,8 +6,8 @@
 //! stored where an ordering key is (the messages' and leases' `ordering_key`, `blocked`),
 //! marked by a first byte [`SLOT_MARK`] that no ordering key can have (keys refuse control
 //! characters): every path that lets an ordering key move on — ack, dead-lettering, cancel,
-//! take, purge — reaches [`SqlStore::release_key`], which hands a marked key over to
-//! [`SqlStore::release_slot`]. So a slot is released in the transaction that ends its
+//! take, purge — reaches [`SqlStore::release_keys`], which hands marked keys over to
+//! [`SqlStore::release_slots`], once per key and in key order (as sends lock them). So a slot is released in the transaction that ends its
 //! message, and messages without a concurrency key pay nothing.
 //!
 //! A `key_slots` row, per (queue, key) with admitted or waiting messages, holds `busy` (the
@@ -224,22 +224,29 @@ impl<B: Backend> SqlStore<B> {
         self.insert_blocked(conn, queue_id, &waiting).await
     }
 
-    /// A message admitted under concurrency key `key` is gone (acked, dead-lettered, cancelled,
-    /// taken): free its slot and admit the oldest waiting messages into the free slots.
-    pub(crate) async fn release_slot(
+    /// Messages admitted under concurrency keys are gone (acked, dead-lettered, cancelled,
+    /// taken): `(key, how many)`, in key order. Free their slots and admit the oldest waiting
+    /// messages into the free slots.
+    pub(crate) async fn release_slots(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
-        key: &[u8],
+        keys: &[(&[u8], i64)],
     ) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         let limit = self.slot_limit(conn, queue_id).await?;
-        let (busy, next_seq) = self.lock_slot(conn, queue_id, key).await?;
-        let busy = (busy - 1).max(0);
-        let (admitted, line_empty) = self
-            .admit_waiting(conn, queue_id, key, limit.saturating_sub(busy))
-            .await?;
-        self.save_slot(conn, queue_id, key, (busy + admitted, next_seq), line_empty)
-            .await
+        for &(key, n) in keys {
+            let (busy, next_seq) = self.lock_slot(conn, queue_id, key).await?;
+            let busy = (busy - n).max(0);
+            let (admitted, line_empty) = self
+                .admit_waiting(conn, queue_id, key, limit.saturating_sub(busy))
+                .await?;
+            self.save_slot(conn, queue_id, key, (busy + admitted, next_seq), line_empty)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Count again what each concurrency key of the queue has admitted (after a purge, which
