@@ -241,13 +241,30 @@ async fn cursors_move_and_remember_the_furthest<B: SuiteBackend>() {
 }
 
 /// Deleting a group step by step: each step deletes at most a thousand rows of one table
-/// (member dead letters, leases, retries, dead letters, history, positions, cursors), the last
-/// one the group row; past it there is no step; another group of the topic keeps its rows.
+/// (member dead letters, leases, retries, dead letters, history, positions, cursors, rate
+/// deliveries, the rate limit), the last one the group row; past it there is no step; another group of the topic keeps its rows.
 async fn delete_a_group_step_by_step<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let store = client.store();
-    let (t, g) = cluster(&client, "t", 1, false, GroupConfig::default()).await;
+    let rate = "5/1s".parse().unwrap();
+    let (t, g) = cluster(
+        &client,
+        "t",
+        1,
+        false,
+        GroupConfig::default().rate_limit(Some(rate)),
+    )
+    .await;
     let mut conn = client.pool().acquire().await.unwrap();
+    // A rate limit and two recorded deliveries.
+    store
+        .record_group_deliveries(&mut conn, g, 1, 2)
+        .await
+        .unwrap();
+    store
+        .record_group_deliveries(&mut conn, g, 2, 1)
+        .await
+        .unwrap();
     let (h, _) = store
         .create_group(&mut conn, t, "h", &GroupConfig::default())
         .await
@@ -330,7 +347,9 @@ async fn delete_a_group_step_by_step<B: SuiteBackend>() {
             (5, 1000), // positions
             (5, MANY as u64 - 1000),
             (6, 1), // cursors
-            (7, 1), // the group
+            (7, 2), // deliveries counted for the rate limit
+            (8, 1), // the rate limit
+            (9, 1), // the group
         ]
     );
     let mut conn = client.pool().acquire().await.unwrap();
