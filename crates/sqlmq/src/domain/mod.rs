@@ -67,6 +67,7 @@ pub use process::ProcessInfo;
 pub use queue_config::QueueConfig;
 pub use queue_stats::QueueStats;
 pub use rate_limit::RateLimit;
+pub(crate) use rate_limit::Room;
 pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,

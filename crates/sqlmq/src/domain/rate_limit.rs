@@ -66,6 +66,37 @@ impl RateLimit {
         }
         Ok(())
     }
+
+    /// The window in microseconds.
+    pub(crate) fn window_us(&self) -> i64 {
+        i64::try_from(self.per.as_micros()).unwrap_or(i64::MAX)
+    }
+
+    /// What a window holding `used` deliveries, the oldest at `oldest_us`, leaves at `now_us`
+    /// (µs of one clock): how many more may go, or, when none may, how long until the oldest
+    /// leaves the window (at least 1 µs).
+    pub(crate) fn room(&self, used: u64, oldest_us: Option<i64>, now_us: i64) -> Room {
+        match u64::from(self.count).saturating_sub(used) {
+            0 => Room::FreesIn(self.frees_in(oldest_us, now_us)),
+            left => Room::Left(left),
+        }
+    }
+
+    /// How long from `now_us` until a delivery made at `oldest_us` (none: now) leaves the
+    /// window, at least 1 µs.
+    pub(crate) fn frees_in(&self, oldest_us: Option<i64>, now_us: i64) -> Duration {
+        let frees = oldest_us.unwrap_or(now_us) + self.window_us() - now_us;
+        Duration::from_micros(frees.max(1) as u64)
+    }
+}
+
+/// What a rate window leaves ([`RateLimit::room`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// This many more deliveries may go now.
+    Left(u64),
+    /// None may until this long from now.
+    FreesIn(Duration),
 }
 
 impl FromStr for RateLimit {
@@ -93,6 +124,22 @@ impl std::fmt::Display for RateLimit {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn room_counts_what_the_window_leaves_and_when_it_frees() {
+        let r = RateLimit::new(3, Duration::from_secs(1));
+        assert_eq!(r.room(1, Some(0), 100), Room::Left(2));
+        assert_eq!(
+            r.room(3, Some(200_000), 500_000),
+            Room::FreesIn(Duration::from_micros(700_000))
+        );
+        // A window whose oldest delivery is already out frees at once (at least 1 µs).
+        assert_eq!(
+            r.room(5, Some(0), 2_000_000),
+            Room::FreesIn(Duration::from_micros(1))
+        );
+        assert_eq!(r.frees_in(None, 42), Duration::from_secs(1));
+    }
+
     use super::*;
 
     #[test]

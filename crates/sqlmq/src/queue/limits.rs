@@ -15,13 +15,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::Queue;
 use std::collections::BTreeMap;
 
-use crate::domain::{Delivery, Error, RateLimit, Result};
+use super::Queue;
+use crate::domain::{Delivery, Error, RateLimit, Result, Room};
 use crate::store::prelude::*;
 use crate::store::rows::ClaimRequest;
-use crate::store::{Backend, WHOLE_QUEUE, stored_key_of};
+use crate::store::{Backend, WHOLE_QUEUE, slot_key};
 use crate::tx;
 
 /// How often a handle looks again at its queue's limits while it claims: a limit set, changed
@@ -54,18 +54,13 @@ async fn pace_keys<B: Backend>(
     now: i64,
     claimed: Vec<Delivery>,
 ) -> Result<Vec<Delivery>> {
-    let window = rate.per.as_micros() as i64;
+    let window = rate.window_us();
     let count = u64::from(rate.count);
     let mut keys: BTreeMap<String, KeyPace> = BTreeMap::new();
     let mut delivered = Vec::with_capacity(claimed.len());
     let mut deferred = Vec::new();
     for d in claimed {
-        let Some(key) = d
-            .concurrency_key
-            .is_some()
-            .then(|| stored_key_of(&d))
-            .flatten()
-        else {
+        let Some(key) = d.concurrency_key.as_deref().map(slot_key) else {
             delivered.push(d);
             continue;
         };
@@ -86,8 +81,8 @@ async fn pace_keys<B: Backend>(
             pace.delivered += 1;
             delivered.push(d);
         } else {
-            let frees = pace.oldest.unwrap_or(now) + window - now;
-            let delay = frees.max(1) + (pace.deferred / count) as i64 * window;
+            let frees = rate.frees_in(pace.oldest, now).as_micros() as i64;
+            let delay = frees + (pace.deferred / count) as i64 * window;
             pace.deferred += 1;
             deferred.push((d, delay));
         }
@@ -196,18 +191,17 @@ impl<B: Backend> Queue<B> {
                     }
                 }
                 if let Some(rate) = limits.rate {
-                    let window = rate.per.as_micros() as i64;
                     if prune {
                         store
-                            .forget_deliveries(conn, id, WHOLE_QUEUE, now - window)
+                            .forget_deliveries(conn, id, WHOLE_QUEUE, now - rate.window_us())
                             .await?;
                     }
-                    let left = u64::from(rate.count).saturating_sub(read.delivered) as usize;
-                    if left == 0 {
-                        let frees = read.oldest_us.unwrap_or(now) + window - now;
-                        return Ok((Vec::new(), Some(Duration::from_micros(frees.max(1) as u64))));
+                    match rate.room(read.delivered, read.oldest_us, now) {
+                        Room::FreesIn(d) => return Ok((Vec::new(), Some(d))),
+                        Room::Left(left) => {
+                            allowed = allowed.min(usize::try_from(left).unwrap_or(usize::MAX));
+                        }
                     }
-                    allowed = allowed.min(left);
                 }
                 let limited = ClaimRequest {
                     n: allowed,

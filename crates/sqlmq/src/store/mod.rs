@@ -48,7 +48,7 @@ mod suite;
 mod topic;
 
 pub(crate) use body::limits::WHOLE_QUEUE;
-pub(crate) use body::slots::{stored_key_of, stored_key_of_message};
+pub(crate) use body::slots::{slot_key, stored_key_of_message};
 pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub(crate) use errors::register;

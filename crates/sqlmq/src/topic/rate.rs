@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use super::group::Group;
-use crate::domain::{RateLimit, Result};
+use crate::domain::{RateLimit, Result, Room};
 use crate::store::Backend;
 use crate::store::prelude::*;
 
@@ -97,17 +97,14 @@ pub(crate) async fn gate<B: Backend>(
         return Ok(Gate::Open); // removed since the handle looked
     };
     let now_us = store.now_us(conn).await?;
-    let window = rate.per.as_micros() as i64;
     let (used, oldest) = store
-        .recent_group_deliveries(conn, group_id, now_us - window)
+        .recent_group_deliveries(conn, group_id, now_us - rate.window_us())
         .await?;
-    let left = u64::from(rate.count).saturating_sub(used) as usize;
-    if left == 0 {
-        let frees = oldest.unwrap_or(now_us) + window - now_us;
-        return Ok(Gate::Shut(Duration::from_micros(frees.max(1) as u64)));
-    }
-    Ok(Gate::Allow {
-        n: n.min(left),
-        now_us,
+    Ok(match rate.room(used, oldest, now_us) {
+        Room::FreesIn(d) => Gate::Shut(d),
+        Room::Left(left) => Gate::Allow {
+            n: n.min(usize::try_from(left).unwrap_or(usize::MAX)),
+            now_us,
+        },
     })
 }

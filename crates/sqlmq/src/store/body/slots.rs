@@ -53,11 +53,16 @@ const ADMITTED: &str = "SELECT \
         WHERE s.queue_id = ? AND m.ordering_key = ?) \
     + (SELECT COUNT(*) FROM {p}leases l WHERE l.queue_id = ? AND l.ordering_key = ?)";
 
+/// The stored form of a concurrency key: marked.
+pub(crate) fn slot_key(concurrency: &str) -> String {
+    format!("{SLOT_MARK}{concurrency}")
+}
+
 /// The stored form of a message's key: its ordering key, or its concurrency key marked.
 pub(crate) fn stored_key(ordering: Option<&str>, concurrency: Option<&str>) -> Option<String> {
     match (ordering, concurrency) {
         (Some(k), _) => Some(k.to_owned()),
-        (None, Some(k)) => Some(format!("{SLOT_MARK}{k}")),
+        (None, Some(k)) => Some(slot_key(k)),
         (None, None) => None,
     }
 }
