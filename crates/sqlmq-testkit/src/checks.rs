@@ -24,21 +24,21 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
         .scalar(
             "SELECT COUNT(*) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
              UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
-             UNION ALL SELECT id FROM sqlmq_blocked) s JOIN sqlmq_messages m ON m.id = s.id",
+             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting) s JOIN sqlmq_messages m ON m.id = s.id",
         )
         .await;
     let distinct = db
         .scalar(
             "SELECT COUNT(DISTINCT id) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
              UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
-             UNION ALL SELECT id FROM sqlmq_blocked) s",
+             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting) s",
         )
         .await;
     let rows = db
         .scalar(
             "SELECT (SELECT COUNT(*) FROM sqlmq_ready) + (SELECT COUNT(*) FROM sqlmq_scheduled) + \
              (SELECT COUNT(*) FROM sqlmq_leases) + (SELECT COUNT(*) FROM sqlmq_dead) + \
-             (SELECT COUNT(*) FROM sqlmq_blocked)",
+             (SELECT COUNT(*) FROM sqlmq_blocked) + (SELECT COUNT(*) FROM sqlmq_waiting)",
         )
         .await;
     assert_eq!(rows, placed, "state rows without a message");
@@ -67,7 +67,8 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
         .scalar(
             "SELECT COUNT(*) FROM sqlmq_key_slots s WHERE s.busy <> ( \
              SELECT COUNT(*) FROM sqlmq_messages m WHERE m.queue_id = s.queue_id \
-             AND m.ordering_key = s.slot_key AND ( \
+             AND (m.ordering_key = s.slot_key OR (SUBSTR(m.ordering_key, 1, 1) = X'01' \
+             AND SUBSTR(m.ordering_key, 2) = s.slot_key)) AND ( \
              EXISTS (SELECT 1 FROM sqlmq_ready r WHERE r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id) \
              OR EXISTS (SELECT 1 FROM sqlmq_scheduled c WHERE c.id = m.id) \
              OR EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id)))",
@@ -76,6 +77,68 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
     assert_eq!(
         miscounted, 0,
         "a concurrency key's busy count is its messages admitted"
+    );
+    check_flows(&db).await;
+}
+
+/// The flow tables' invariants: a waiting message's counters are its dependencies not acked
+/// and dead, nothing waits that could run, every tracked message carries the mark, and a
+/// batch's counts are its members' states.
+async fn check_flows<B: TestBackend>(db: &TestDb<B>) {
+    let miscounted = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_flow_nodes n JOIN sqlmq_waiting w ON w.id = n.id \
+             WHERE n.role = 0 AND (n.waiting <> (SELECT COUNT(*) FROM sqlmq_flow_edges e \
+             JOIN sqlmq_flow_nodes p ON p.id = e.parent WHERE e.child = n.id AND p.state <> 1) \
+             OR n.held <> (SELECT COUNT(*) FROM sqlmq_flow_edges e \
+             JOIN sqlmq_flow_nodes p ON p.id = e.parent WHERE e.child = n.id AND p.state = 2))",
+        )
+        .await;
+    assert_eq!(
+        miscounted, 0,
+        "a dependant's counters are its unmet dependencies"
+    );
+    let stuck = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_flow_nodes n JOIN sqlmq_waiting w ON w.id = n.id \
+             WHERE n.role = 0 AND n.waiting <= 0 AND n.held <= 0",
+        )
+        .await;
+    assert_eq!(
+        stuck, 0,
+        "a message with every dependency acked does not wait"
+    );
+    let unmarked = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_flow_nodes n JOIN sqlmq_messages m ON m.id = n.id \
+             WHERE m.ordering_key IS NULL OR SUBSTR(m.ordering_key, 1, 1) <> X'01'",
+        )
+        .await;
+    assert_eq!(unmarked, 0, "a tracked message's key carries the flow mark");
+    let ended_alive = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_flow_nodes n JOIN sqlmq_messages m ON m.id = n.id \
+             WHERE n.state IN (1, 3)",
+        )
+        .await;
+    assert_eq!(
+        ended_alive, 0,
+        "a message recorded acked or cancelled is gone"
+    );
+    let counts = db
+        .scalar(
+            "SELECT COUNT(*) FROM sqlmq_batches b WHERE b.state < 2 AND (\
+             b.pending <> (SELECT COUNT(*) FROM sqlmq_flow_nodes n \
+               WHERE n.batch_id = b.id AND n.role = 0 AND n.state = 0) \
+             OR b.succeeded <> (SELECT COUNT(*) FROM sqlmq_flow_nodes n \
+               WHERE n.batch_id = b.id AND n.role = 0 AND n.state = 1) \
+             OR b.members <> (SELECT COUNT(*) FROM sqlmq_flow_nodes n \
+               WHERE n.batch_id = b.id AND n.role = 0))",
+        )
+        .await;
+    assert_eq!(
+        counts, 0,
+        "an unfinished batch's counts are its members' states"
     );
 }
 

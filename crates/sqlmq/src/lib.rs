@@ -48,6 +48,7 @@
 //! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision |
 //! | `source` | [`Source`], [`SourceName`]: "a queue, or a topic's group", above both |
 //! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
+//! | `flow` | [`Batch`]: batches with callbacks, workflows (dependencies), results |
 //! | `job` | [`Job`]: typed payloads, `enqueue` |
 //! | `coalesce` | group commit: concurrent single sends and publishes of one handle share a transaction |
 //! | `outage` | [`Outage`]: a wait for an unavailable database, reported once; `wait_out` retries through it |
@@ -65,6 +66,7 @@ mod client;
 mod coalesce;
 mod consume;
 mod domain;
+mod flow;
 // Pause points for sqlmq's own tests: public only with the `failpoints` feature (which only
 // sqlmq's dev-dependency on itself enables); without it a crate-private module whose marks are
 // empty functions, so that the engine's call sites stay the same.
@@ -98,6 +100,11 @@ pub use domain::{
     ScheduleTarget, Sent, ServerInfo, StartAt, StreamRecord, Timing, TopicConfig, TopicStats,
     Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
 };
+pub use domain::{
+    BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
+    MAX_RESULT_BYTES, Role, StepState,
+};
+pub use flow::DependencyResult;
 pub use job::Job;
 pub use outage::{Outage, OutageReport};
 pub use queue::Queue;

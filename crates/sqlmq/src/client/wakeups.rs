@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Client, Watched};
-use crate::domain::Result;
+use crate::domain::{FLOW_RETENTION, Result, micros_of};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::tx;
@@ -92,9 +92,20 @@ impl<B: Backend> Client<B> {
             *last = Instant::now();
         }
         let store = self.store();
-        tx::run(self.pool(), "prune_dedup", |conn, _| {
+        let pruned = tx::run(self.pool(), "prune_dedup", |conn, _| {
             Box::pin(store.prune_dedup(conn, DEDUP_PRUNE_BATCH))
         })
-        .await
+        .await?;
+        // Batches, dependencies and results past their retention, on the same schedule.
+        let flows = tx::run(self.pool(), "prune_flows", |conn, _| {
+            Box::pin(async move {
+                let now = store.now_us(conn).await?;
+                store
+                    .prune_flows(conn, now - micros_of(FLOW_RETENTION))
+                    .await
+            })
+        })
+        .await?;
+        Ok(pruned + flows)
     }
 }

@@ -77,6 +77,21 @@ pub enum Error {
     #[error("message {0} not found")]
     MessageNotFound(MessageId),
 
+    /// A message names a dependency that is neither stored (pending or dead) nor a tracked
+    /// message acked within the flow retention, or one that was cancelled.
+    #[error(
+        "dependency {0} not found: it is not stored, or was cancelled or acked without being tracked"
+    )]
+    DependencyNotFound(MessageId),
+
+    /// The batch is unknown (never created, or past the flow retention).
+    #[error("batch {0} not found")]
+    BatchNotFound(crate::domain::BatchId),
+
+    /// The batch was sealed: no member can be added any more.
+    #[error("batch {0} is sealed: no member can be added")]
+    BatchSealed(crate::domain::BatchId),
+
     /// The call needs a message that is waiting, but it is being processed right now.
     #[error("message {0} is in flight and cannot be changed until its lease ends")]
     MessageInFlight(MessageId),

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
+use super::flow::FlowPart;
 use super::id::{MessageId, Receipt};
 
 /// A message to send.
@@ -32,6 +33,8 @@ pub struct Message {
     pub(crate) concurrency_key: Option<String>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) depends_on: Vec<MessageId>,
+    pub(crate) flow: Option<FlowPart>,
 }
 
 impl Message {
@@ -51,6 +54,8 @@ impl Message {
             concurrency_key: None,
             idempotency_key: None,
             headers: BTreeMap::new(),
+            depends_on: Vec::new(),
+            flow: None,
         }
     }
 
@@ -170,6 +175,33 @@ impl Message {
         self
     }
 
+    /// Deliver this message only after every message in `ids` (in any queue) was acked. While
+    /// one of them is a dead letter this one is held; it runs once that one is redriven and
+    /// acked, and is cancelled when that one is cancelled or deleted. A dependency must be a
+    /// stored message (pending or dead), or one of a batch, a workflow or another message's
+    /// dependencies that was acked within the flow retention (7 days); any other id is
+    /// refused with [`Error::DependencyNotFound`](crate::Error::DependencyNotFound). See
+    /// [`Batch::step`](crate::Batch::step) for named steps sent together.
+    ///
+    /// ```
+    /// let charge = sqlmq::Message::new("charge");
+    /// let ship = sqlmq::Message::new("ship").depends_on([charge.id()]);
+    /// # let _ = ship;
+    /// ```
+    pub fn depends_on(mut self, ids: impl IntoIterator<Item = MessageId>) -> Message {
+        for id in ids {
+            if !self.depends_on.contains(&id) {
+                self.depends_on.push(id);
+            }
+        }
+        self
+    }
+
+    /// Whether sending this message records its end in the flow tables.
+    pub(crate) fn tracked(&self) -> bool {
+        self.flow.is_some() || !self.depends_on.is_empty()
+    }
+
     /// Add a header (string key and value), delivered with the message.
     ///
     /// ```
@@ -246,6 +278,9 @@ pub struct Delivery {
     pub partition: Option<u32>,
     /// Topic records: the offset in the partition (None for queue messages).
     pub offset: Option<i64>,
+    /// Whether the message's end is recorded in the flow tables (a batch's message, a
+    /// dependency or a dependant): its stored key carries the flow mark.
+    pub(crate) tracked: bool,
 }
 
 impl Delivery {

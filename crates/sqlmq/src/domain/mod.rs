@@ -18,11 +18,13 @@
 //! | `queue_stats.rs`, `lag.rs`, `trace.rs`, `process.rs` | what operators look at |
 //! | `reports.rs` | what an operation did |
 //! | `server.rs` | [`ServerInfo`], [`HistoryListLength`] |
+//! | `flow.rs` | [`Batch`], [`BatchId`], [`BatchStatus`]: batches, workflows, results |
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
 
 mod backoff;
 mod browse;
 mod error;
+mod flow;
 mod grants;
 mod group_config;
 #[cfg(test)]
@@ -49,6 +51,11 @@ pub(crate) use browse::After;
 pub use browse::{MessagePage, MessageState, QueuedMessage};
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
+pub use flow::{
+    BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
+    MAX_RESULT_BYTES, Role, StepState,
+};
+pub(crate) use flow::{FlowPart, check_trackable_key};
 pub use grants::GrantRole;
 pub(crate) use grants::{MIGRATION_GRANTS_NEEDED, RUNTIME_GRANTS_NEEDED};
 pub use group_config::{GroupConfig, GroupMode, StartAt, default_group_ladder};

@@ -26,6 +26,8 @@ pub struct QueueStats {
     pub scheduled: u64,
     /// Keyed messages waiting for an earlier message with their key.
     pub blocked: u64,
+    /// Waiting for their dependencies to be acked, or for their batch to finish (callbacks).
+    pub waiting: u64,
     /// Claimed and not yet acked.
     pub in_flight: u64,
     /// Dead letters.
@@ -35,14 +37,14 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
-    /// Messages not yet acked or dead: ready + scheduled + blocked + in flight.
+    /// Messages not yet acked or dead: ready + scheduled + blocked + waiting + in flight.
     ///
     /// ```
     /// let s = sqlmq::QueueStats::default();
     /// assert_eq!(s.pending(), 0);
     /// ```
     pub fn pending(&self) -> u64 {
-        self.ready + self.scheduled + self.blocked + self.in_flight
+        self.ready + self.scheduled + self.blocked + self.waiting + self.in_flight
     }
 
     /// The oldest ready message's age as a `Duration`.

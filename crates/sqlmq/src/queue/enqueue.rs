@@ -7,10 +7,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
-use crate::domain::{Message, MessageId, Result, Sent, micros_of};
-use crate::store::rows::{Entry, Keyed, MessageRow, SendBatch};
+use crate::domain::{Message, MessageId, Result, Role, Sent, micros_of};
+use crate::store::rows::{Entry, FlowItem, Keyed, MessageRow, SendBatch};
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
-use crate::store::{Backend, Enqueue, stored_key_of_message};
+use crate::store::{Backend, Enqueue, Flows, line_key_of_message};
 
 /// How often a batch re-checks its idempotency keys after losing a race to a concurrent sender
 /// of the same key (the loser's insert fails with a duplicate key once the winner commits).
@@ -22,6 +22,7 @@ fn row_bytes(m: &Message, headers: Option<&str>) -> usize {
         + headers.map_or(0, str::len)
         + m.ordering_key.as_ref().map_or(0, String::len)
         + m.concurrency_key.as_ref().map_or(0, |k| k.len() + 1)
+        + usize::from(m.tracked())
         + m.idempotency_key.as_ref().map_or(0, String::len)
 }
 
@@ -57,6 +58,7 @@ pub(crate) async fn send<B: Backend>(
 
     let mut placed = Vec::new();
     let mut keyed = Vec::new();
+    let mut flow = Vec::new();
     for m in fresh.iter().map(|&i| &msgs[i]) {
         let entry = Entry {
             id: m.id,
@@ -65,8 +67,23 @@ pub(crate) async fn send<B: Backend>(
             token: 0,
         };
         let delay_us = micros_of(m.delay);
+        if m.tracked() {
+            // Batches' messages, dependencies and dependants (`store/body/flows.rs`).
+            let part = m.flow.as_ref();
+            flow.push(FlowItem {
+                id: m.id,
+                priority: m.priority,
+                delay_us,
+                line_key: line_key_of_message(m),
+                batch: part.and_then(|p| p.batch),
+                step: part.and_then(|p| p.step.clone()),
+                role: part.map_or(Role::Member, |p| p.role),
+                depends_on: m.depends_on.clone(),
+            });
+            continue;
+        }
         // Ordering and concurrency keys both go in line behind their key (`store/body/keys.rs`).
-        match stored_key_of_message(m) {
+        match line_key_of_message(m) {
             None => placed.push((entry, delay_us)),
             Some(key) => keyed.push(Keyed {
                 key,
@@ -77,6 +94,7 @@ pub(crate) async fn send<B: Backend>(
     }
     store.place(conn, queue_id, &placed).await?;
     store.enqueue_keyed(conn, queue_id, keyed).await?;
+    store.flow_send(conn, queue_id, &flow).await?;
     Ok(out)
 }
 

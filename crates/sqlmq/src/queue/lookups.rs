@@ -114,6 +114,7 @@ impl<B: Backend> Client<B> {
                 ready: c.ready,
                 scheduled: c.scheduled,
                 blocked: c.blocked,
+                waiting: c.waiting,
                 in_flight: c.in_flight,
                 dead: c.dead,
                 oldest_ready_age_ms: oldest.map(|us| (us.max(0) / 1000) as u64),

@@ -120,11 +120,11 @@ impl<B: Backend> Queue<B> {
         self.inner.id
     }
 
-    fn store(&self) -> &B::Store {
+    pub(crate) fn store(&self) -> &B::Store {
         self.client.store()
     }
 
-    fn pool(&self) -> &sqlx::Pool<B> {
+    pub(crate) fn pool(&self) -> &sqlx::Pool<B> {
         self.client.pool()
     }
 

@@ -7,7 +7,8 @@ use super::Queue;
 use crate::client::Subject;
 use crate::coalesce::Sink;
 use crate::domain::{
-    Error, Message, MessageId, Result, Sent, check_headers, validate_concurrency_key, validate_key,
+    Error, Message, MessageId, Result, Sent, check_headers, check_trackable_key,
+    validate_concurrency_key, validate_key,
 };
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -22,6 +23,9 @@ enum OneShot {
     Written,
     Unsure,
 }
+
+/// Most dependencies one message may name.
+const MAX_DEPENDENCIES: usize = 1000;
 
 /// Longest accepted delay.
 const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
@@ -45,8 +49,9 @@ impl<B: Backend> Queue<B> {
         async move {
             self.check_messages(std::slice::from_ref(&message))?;
             let started = Instant::now();
-            let sent = if message.idempotency_key.is_some() {
-                // Its dedup check reads the queue's window first: a transaction of its own.
+            let sent = if message.idempotency_key.is_some() || message.tracked() {
+                // Its dedup check reads the queue's window first, or its dependencies may be
+                // refused: a transaction of its own.
                 self.send_checked(std::slice::from_ref(&message))
                     .await?
                     .remove(0)
@@ -119,7 +124,7 @@ impl<B: Backend> Queue<B> {
                     "send",
                     |conn, _| {
                         Box::pin(async move {
-                            let sent = self.send_on(conn, messages, budget).await?;
+                            let sent = self.send_with(conn, messages, budget).await?;
                             *written.lock().expect("poisoned") =
                                 sent.iter().filter(|s| !s.duplicate).map(|s| s.id).collect();
                             Ok(sent)
@@ -190,7 +195,7 @@ impl<B: Backend> Queue<B> {
             let budget = self.client.inner.statement_budget;
             let msgs = &messages;
             let sent =
-                tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_on(conn, msgs, budget)))
+                tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_with(conn, msgs, budget)))
                     .await?;
             self.count_sent(&sent);
             self.record_latency(started);
@@ -264,9 +269,22 @@ impl<B: Backend> Queue<B> {
         }
     }
 
+    /// Write `msgs` (checked) in `conn`'s transaction, within the client's statement budget.
+    pub(crate) async fn send_on(
+        &self,
+        conn: &mut B::Connection,
+        msgs: &[Message],
+    ) -> Result<Vec<Sent>> {
+        let sent = self
+            .send_with(conn, msgs, self.client.inner.statement_budget)
+            .await?;
+        self.count_sent(&sent);
+        Ok(sent)
+    }
+
     /// Write `msgs` in `conn`'s transaction. The queue's dedup window is read only when some
     /// message carries an idempotency key.
-    async fn send_on(
+    async fn send_with(
         &self,
         conn: &mut B::Connection,
         msgs: &[Message],
@@ -287,7 +305,7 @@ impl<B: Backend> Queue<B> {
     }
 
     /// Reject bad input before anything is written.
-    fn check_messages(&self, messages: &[Message]) -> Result<()> {
+    pub(crate) fn check_messages(&self, messages: &[Message]) -> Result<()> {
         self.client.require_schema()?;
         let limit = self.client.max_payload_bytes();
         for m in messages {
@@ -318,6 +336,20 @@ impl<B: Backend> Queue<B> {
                 validate_key("idempotency key", k)?;
             }
             check_headers(&m.headers)?;
+            if m.tracked() {
+                check_trackable_key(m)?;
+            }
+            if m.depends_on.len() > MAX_DEPENDENCIES {
+                return Err(Error::InvalidArgument(format!(
+                    "a message depends on at most {MAX_DEPENDENCIES} messages, got {}",
+                    m.depends_on.len()
+                )));
+            }
+            if m.depends_on.contains(&m.id) {
+                return Err(Error::InvalidArgument(
+                    "a message cannot depend on itself".into(),
+                ));
+            }
         }
         Ok(())
     }

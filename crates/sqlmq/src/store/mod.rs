@@ -18,6 +18,7 @@
 //! | `member.rs` | [`MemberDead`] (broadcast members' dead letters) |
 //! | `process.rs` | [`Processes`] |
 //! | `schedule.rs` | [`Schedules`] (recurring schedules) |
+//! | `flow.rs` | [`Flows`] (batches, dependencies, results) |
 //! | `rows.rs` | rows and parameters that cross the seam |
 //! | `statements.rs` | statement texts: table-prefix expansion, bucketed list sizes |
 //! | `mysql/` | the MySQL/MariaDB backend |
@@ -31,6 +32,7 @@
 pub(crate) mod body;
 mod consume;
 mod errors;
+mod flow;
 pub(crate) mod follow;
 mod group;
 mod member;
@@ -48,10 +50,11 @@ mod suite;
 mod topic;
 
 pub(crate) use body::limits::WHOLE_QUEUE;
-pub(crate) use body::slots::{slot_key, stored_key_of_message};
+pub(crate) use body::slots::{line_key_of_message, slot_key};
 pub use consume::{Probe, QueueSettle};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub(crate) use errors::register;
+pub use flow::Flows;
 pub use follow::Follow;
 pub use group::{GroupClaim, GroupDead, GroupSettle, GroupState, Groups};
 pub use member::MemberDead;
@@ -132,6 +135,7 @@ store_traits!(
     MemberDead,
     Processes,
     Schedules,
+    Flows,
 );
 
 mod sealed {

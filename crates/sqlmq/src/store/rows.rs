@@ -28,6 +28,21 @@ pub struct Keyed {
     pub delay_us: i64,
 }
 
+/// A tracked message just inserted (`store/body/flows.rs`): where it goes once nothing holds
+/// it, its batch and step, and what it depends on.
+pub struct FlowItem {
+    pub id: MessageId,
+    pub priority: i16,
+    /// Its own delay, counted from its release, in microseconds.
+    pub delay_us: i64,
+    /// The key of the line it waits in once released (ordering or marked concurrency key).
+    pub line_key: Option<String>,
+    pub batch: Option<crate::domain::BatchId>,
+    pub step: Option<String>,
+    pub role: crate::domain::Role,
+    pub depends_on: Vec<MessageId>,
+}
+
 /// A message row to insert: the message, and its headers as a JSON object (`None` when it
 /// has none).
 pub type MessageRow<'m> = (&'m Message, Option<&'m str>);
@@ -47,6 +62,7 @@ pub struct QueueCounts {
     pub ready: u64,
     pub scheduled: u64,
     pub blocked: u64,
+    pub waiting: u64,
     pub in_flight: u64,
     pub dead: u64,
 }

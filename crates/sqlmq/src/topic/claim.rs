@@ -277,6 +277,7 @@ fn deliveries(found: Vec<LoggedRow>, again: &[Again], until_us: i64) -> Vec<Deli
                 lease_expires_at: time_from_micros(until_us),
                 partition: Some(r.partition as u32),
                 offset: Some(r.offset),
+                tracked: false,
             }
         })
         .collect()

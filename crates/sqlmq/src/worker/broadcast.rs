@@ -421,6 +421,7 @@ async fn run_handler<B: Backend>(
         lease_expires_at: SystemTime::now() + rt.timeout,
         partition: Some(record.partition),
         offset: Some(record.offset),
+        tracked: false,
     };
     let ctx = JobContext::for_member(rt.group.clone(), rt.member.clone(), &mut delivery);
     // The handler's span continues the trace the record was published in (`telemetry.rs`).

@@ -243,6 +243,53 @@ impl<B: Backend> JobContext<B> {
         result
     }
 
+    /// Ack now and keep `result` for the messages that depend on this one
+    /// ([`Queue::ack_with_result`]); the handler's `Outcome` then no longer matters. Queue
+    /// messages only.
+    ///
+    /// ```
+    /// # async fn f(ctx: sqlmq::JobContext) -> sqlmq::Result<()> {
+    /// ctx.ack_with_result(r#"{"pages":12}"#).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn ack_with_result(&self, result: impl Into<Vec<u8>>) -> Result<()> {
+        let Some(queue) = self.queue() else {
+            return Err(Error::InvalidArgument(
+                "results are kept for queue messages only".into(),
+            ));
+        };
+        match queue.ack_with_result(self.inner.receipt, result).await {
+            Ok(()) => {
+                self.inner.acked.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                if matches!(e, Error::LeaseLost { .. }) {
+                    self.mark_lost();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The messages this one depends on, each with the result its ack left (a workflow step
+    /// reading its inputs); see [`Client::dependency_results`](crate::Client::dependency_results).
+    ///
+    /// ```
+    /// # async fn f(ctx: sqlmq::JobContext) -> sqlmq::Result<()> {
+    /// for dep in ctx.dependency_results().await? {
+    ///     println!("{:?} left {:?}", dep.step, dep.result);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn dependency_results(&self) -> Result<Vec<crate::DependencyResult>> {
+        self.inner
+            .origin
+            .client()
+            .dependency_results(self.inner.receipt.id)
+            .await
+    }
+
     /// Whether the lease was found lost: another consumer owns the message now and this
     /// handler's result will be discarded. Long handlers may check it and stop early.
     ///

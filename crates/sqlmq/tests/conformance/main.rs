@@ -24,6 +24,7 @@
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
 //! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
+//! | `workflows` | batches: every callback sent once, by the end that finishes the batch; dependencies: a step runs after its dependencies' acks and reads their results, a dead one holds, a cancelled one cancels |
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
 mod atomic_batch;
@@ -50,3 +51,4 @@ mod topic_worker;
 mod upgrade;
 mod worker;
 mod worker_processes;
+mod workflows;

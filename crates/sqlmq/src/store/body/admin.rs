@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use super::flows::{DELETE_WAITING, Ending};
+use super::slots::line_key;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, MessageId, Result};
 use crate::store::rows::{PurgeScope, QueueCounts};
@@ -30,12 +32,13 @@ pub struct AdminSql {
 }
 
 /// Per-queue row counts of each state table.
-const COUNTS: [&str; 5] = [
+const COUNTS: [&str; 6] = [
     "SELECT queue_id, COUNT(*) FROM {p}ready GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}scheduled GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}blocked GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}leases GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}dead GROUP BY queue_id",
+    "SELECT queue_id, COUNT(*) FROM {p}waiting GROUP BY queue_id",
 ];
 pub(crate) const CANCEL_READY: &str =
     "DELETE FROM {p}ready WHERE queue_id = ? AND priority = ? AND id = ?";
@@ -52,7 +55,8 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
                     1 => entry.scheduled = n,
                     2 => entry.blocked = n,
                     3 => entry.in_flight = n,
-                    _ => entry.dead = n,
+                    4 => entry.dead = n,
+                    _ => entry.waiting = n,
                 }
             }
         }
@@ -106,14 +110,20 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
                 .exec_id_list(conn, B::ADMIN.delete_blocked, &[id])
                 .await?
                 == 1
-            || self.exec_id_list(conn, B::ADMIN.delete_dead, &[id]).await? == 1;
+            || self.exec_id_list(conn, B::ADMIN.delete_dead, &[id]).await? == 1
+            || self.exec_id_list(conn, DELETE_WAITING, &[id]).await? == 1;
         if !removed {
             return Err(Error::MessageInFlight(id));
         }
         self.exec_id_list(conn, B::SETTLE.delete_messages, &[id])
             .await?;
-        if let (true, Some(key)) = (was_head, key) {
-            self.release_key(conn, queue_id, &key, id).await?;
+        let Some(key) = key else { return Ok(()) };
+        let (tracked, line) = line_key(&key);
+        if let (true, Some(line)) = (was_head, line) {
+            self.release_key(conn, queue_id, line, id).await?;
+        }
+        if tracked {
+            self.end_flow(conn, vec![(id, Ending::Cancelled)]).await?;
         }
         Ok(())
     }
@@ -179,6 +189,7 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
     }
 
     async fn repair_keys(&self, conn: &mut B::Connection, queue_id: i32) -> Result<usize> {
-        self.repair_orphaned_keys(conn, queue_id).await
+        let keys = self.repair_orphaned_keys(conn, queue_id).await?;
+        Ok(keys + self.repair_flows(conn, queue_id).await?)
     }
 }

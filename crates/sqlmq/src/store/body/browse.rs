@@ -54,7 +54,7 @@ where
         return Ok(None);
     };
     let errors: Option<Vec<u8>> = row.col(13)?;
-    let (ordering_key, concurrency_key) = split_key(row.opt_text_at(9)?);
+    let (ordering_key, concurrency_key, _) = split_key(row.opt_text_at(9)?);
     let message = QueuedMessage {
         id: row.id_at(0)?,
         state,

@@ -18,7 +18,7 @@ where
     let mut claimed = Vec::with_capacity(rows.len());
     for row in rows {
         let now_us: i64 = row.col(9)?;
-        let (ordering_key, concurrency_key) = split_key(row.opt_text_at(4)?);
+        let (ordering_key, concurrency_key, tracked) = split_key(row.opt_text_at(4)?);
         claimed.push(Delivery {
             id: row.id_at(0)?,
             priority: row.col(1)?,
@@ -33,6 +33,7 @@ where
             lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
             partition: None,
             offset: None,
+            tracked,
         });
     }
     Ok(claimed)

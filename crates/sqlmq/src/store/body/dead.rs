@@ -1,6 +1,6 @@
 //! A queue's dead letters: list and redrive (purge is `admin.rs`'s, with `PurgeScope::Dead`).
 
-use super::slots::split_key;
+use super::slots::{split_key, stored_key};
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{DeadLetter, MessageId, Result, parse_errors, time_from_micros};
 use crate::store::rows::{Entry, Keyed};
@@ -23,7 +23,7 @@ where
     R::Database: super::Types,
 {
     let errors: Option<Vec<u8>> = row.col(4)?;
-    let (ordering_key, concurrency_key) = split_key(row.opt_text_at(5)?);
+    let (ordering_key, concurrency_key, _) = split_key(row.opt_text_at(5)?);
     Ok(DeadLetter {
         id: row.id_at(0)?,
         attempts: row.col::<i64>(1)?.clamp(0, u32::MAX as i64) as u32,
@@ -76,6 +76,7 @@ impl<B: Backend> DeadLetters<B> for SqlStore<B> {
         let mut plain = Vec::new();
         let mut keyed = Vec::new();
         let mut done = Vec::new();
+        let mut tracked = Vec::new();
         for row in rows
             .iter()
             .filter(|r| r.col::<i32>(1).ok() == Some(queue_id))
@@ -88,7 +89,12 @@ impl<B: Backend> DeadLetters<B> for SqlStore<B> {
                 token: row.col(3)?,
             };
             done.push(entry.id);
-            match row.opt_text_at(4)? {
+            let stored = row.opt_text_at(4)?;
+            let (ordering, concurrency, is_tracked) = split_key(stored);
+            if is_tracked {
+                tracked.push(entry.id);
+            }
+            match stored_key(ordering.as_deref(), concurrency.as_deref(), false) {
                 None => plain.push((entry, 0)),
                 Some(key) => keyed.push(Keyed {
                     key,
@@ -100,6 +106,7 @@ impl<B: Backend> DeadLetters<B> for SqlStore<B> {
         self.exec_id_list(conn, B::ADMIN.delete_dead, &done).await?;
         self.place(conn, queue_id, &plain).await?;
         self.enqueue_keyed(conn, queue_id, keyed).await?;
+        self.redrive_flow(conn, &tracked).await?;
         Ok(done)
     }
 }

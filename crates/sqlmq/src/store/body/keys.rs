@@ -14,7 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use super::slots::{is_slot_key, stored_key_of};
+use super::flows::Ending;
+use super::slots::{is_slot_key, line_key, stored_key_of};
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, Error, MessageId, Result};
 use crate::store::rows::{Entry, Keyed};
@@ -230,22 +231,33 @@ impl<B: Backend> SqlStore<B> {
         let gone = gone
             .iter()
             .filter_map(|d| Some((stored_key_of(d)?.into_bytes(), d.id)));
-        self.release_keys(conn, queue_id, gone.collect()).await
+        self.release_keys(conn, queue_id, gone.collect(), Ending::Acked)
+            .await
     }
 
-    /// Let the keys of messages that are gone move on: `(stored key, message)` pairs. Keys are
-    /// taken in key order — the order producers lock them in — so that two batches ending
-    /// messages of the same keys never wait for each other's rows in a cycle; a concurrency
-    /// key is released once, by how many of its messages ended.
+    /// Let the keys of messages that are gone move on: `(stored key, message)` pairs, all
+    /// ended the same way. Keys are taken in key order — the order producers lock them in —
+    /// so that two batches ending messages of the same keys never wait for each other's rows
+    /// in a cycle; a concurrency key is released once, by how many of its messages ended.
+    /// Tracked messages (the flow mark) then record their end (`flows.rs`).
     pub(crate) async fn release_keys(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
         mut gone: Vec<(Vec<u8>, MessageId)>,
+        ending: Ending,
     ) -> Result<()> {
         if gone.is_empty() {
             return Ok(());
         }
+        let mut tracked = Vec::new();
+        for (key, id) in &mut gone {
+            if let (true, line) = line_key(key) {
+                tracked.push((*id, ending));
+                *key = line.map(<[u8]>::to_vec).unwrap_or_default();
+            }
+        }
+        gone.retain(|(key, _)| !key.is_empty());
         gone.sort();
         let mut slots: Vec<(&[u8], i64)> = Vec::new();
         for (key, id) in &gone {
@@ -258,7 +270,8 @@ impl<B: Backend> SqlStore<B> {
                 self.release_key(conn, queue_id, key, *id).await?;
             }
         }
-        self.release_slots(conn, queue_id, &slots).await
+        self.release_slots(conn, queue_id, &slots).await?;
+        self.end_flow(conn, tracked).await
     }
 
     /// Release the keys of `queue_id` whose head message no longer exists (after a purge, or

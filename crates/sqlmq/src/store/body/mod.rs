@@ -14,6 +14,8 @@
 //! | `queues.rs` | `Queues` |
 //! | `enqueue.rs` | `Enqueue`: idempotency keys, message rows, `ready`/`scheduled` |
 //! | `keys.rs` | per-key FIFO: heads, blocked successors, release, repair |
+//! | `slots.rs` | per-key concurrency; the stored key's marks |
+//! | `flows.rs` | batches, dependencies, results: kept where messages are sent and end |
 //! | `claim.rs` | the claim read's rows as deliveries (the claims are each backend's) |
 //! | `settle.rs` | `QueueSettle`: ack, fail, extend, releases; error histories, dead letters |
 //! | `maintain.rs` | `Maintain`: due messages, old idempotency keys |
@@ -41,6 +43,7 @@ pub(crate) mod claim;
 mod db;
 mod dead;
 pub(crate) mod enqueue;
+pub(crate) mod flows;
 mod group_claim;
 mod group_dead;
 mod group_settle;
@@ -70,6 +73,7 @@ pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Refusal, Run};
 pub use dead::DeadSql;
 pub use enqueue::EnqueueSql;
+pub use flows::FlowSql;
 pub use group_claim::GroupClaimSql;
 pub(crate) use group_claim::{cursor_select, partition_end};
 pub use group_dead::GroupDeadSql;
@@ -166,6 +170,8 @@ pub trait Dialect: Driver + Types {
     const PROCESSES: ProcessSql;
     /// Recurring schedules.
     const SCHEDULES: ScheduleSql;
+    /// Batches, dependencies, results.
+    const FLOWS: FlowSql;
     /// The migrations.
     const MIGRATE: MigrateSql;
 
@@ -262,6 +268,7 @@ macro_rules! statement_tables {
         const PROBE: $crate::store::body::ProbeSql = probe::SQL;
         const PROCESSES: $crate::store::body::ProcessSql = processes::SQL;
         const SCHEDULES: $crate::store::body::ScheduleSql = schedules::SQL;
+        const FLOWS: $crate::store::body::FlowSql = flows::SQL;
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
         const TOPICS: $crate::store::body::TopicSql = topics::SQL;
         const GROUPS: $crate::store::body::GroupSql = groups::SQL;

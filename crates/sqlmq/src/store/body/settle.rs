@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::flows::Ending;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{
     Decide, Error, MAX_ERROR_HISTORY, MessageId, NackOutcome, Receipt, Released, Result,
@@ -258,7 +259,8 @@ impl<B: Backend> SqlStore<B> {
         let gone = acked
             .iter()
             .filter_map(|id| Some((leases[id].ordering_key.clone()?, *id)));
-        self.release_keys(conn, queue_id, gone.collect()).await
+        self.release_keys(conn, queue_id, gone.collect(), Ending::Acked)
+            .await
     }
 
     /// Release locked lease rows (`id, queue_id, priority, token, attempts, ordering_key,
@@ -339,7 +341,8 @@ impl<B: Backend> SqlStore<B> {
         let gone = leases
             .iter()
             .filter_map(|l| Some((l.ordering_key.clone()?, l.entry.id)));
-        self.release_keys(conn, queue_id, gone.collect()).await
+        self.release_keys(conn, queue_id, gone.collect(), Ending::Dead)
+            .await
     }
 
     /// Add an entry to a message's error history (`{"attempt":…,"at":"…","error":…}`), keeping

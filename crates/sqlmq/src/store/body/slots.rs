@@ -31,6 +31,9 @@ use crate::store::{Backend, Enqueue};
 
 /// The first byte of a stored concurrency key.
 pub(crate) const SLOT_MARK: char = '\0';
+/// The first byte of a tracked message's stored key (`flows.rs`), before its line key if it
+/// has one. Keys refuse control characters, so no key starts with it.
+pub(crate) const FLOW_MARK: char = '\u{1}';
 /// Most waiting messages one release or send admits (a removed limit admits the rest at the
 /// next releases, in short transactions).
 const FILL_STEP: i64 = 100;
@@ -44,44 +47,89 @@ const SET_SLOT: &str =
 const DROP_SLOT: &str = "DELETE FROM {p}key_slots WHERE queue_id = ? AND slot_key = ?";
 const SLOTS_AFTER: &str = "SELECT slot_key FROM {p}key_slots WHERE queue_id = ? AND slot_key > ? \
     ORDER BY slot_key LIMIT ?";
-/// Messages of a key that are admitted (queue, key, queue, key, queue, key). One statement, so
-/// one read of the database: a message moving between these tables is counted once.
+/// Messages of a key that are admitted (queue, key, tracked key, three times: the key as
+/// stored, and behind the flow mark). One statement, so one read of the database: a message
+/// moving between these tables is counted once.
 const ADMITTED: &str = "SELECT \
     (SELECT COUNT(*) FROM {p}ready r JOIN {p}messages m ON m.id = r.id \
-        WHERE r.queue_id = ? AND m.ordering_key = ?) \
+        WHERE r.queue_id = ? AND m.ordering_key IN (?, ?)) \
     + (SELECT COUNT(*) FROM {p}scheduled s JOIN {p}messages m ON m.id = s.id \
-        WHERE s.queue_id = ? AND m.ordering_key = ?) \
-    + (SELECT COUNT(*) FROM {p}leases l WHERE l.queue_id = ? AND l.ordering_key = ?)";
+        WHERE s.queue_id = ? AND m.ordering_key IN (?, ?)) \
+    + (SELECT COUNT(*) FROM {p}leases l WHERE l.queue_id = ? AND l.ordering_key IN (?, ?))";
 
 /// The stored form of a concurrency key: marked.
 pub(crate) fn slot_key(concurrency: &str) -> String {
     format!("{SLOT_MARK}{concurrency}")
 }
 
-/// The stored form of a message's key: its ordering key, or its concurrency key marked.
-pub(crate) fn stored_key(ordering: Option<&str>, concurrency: Option<&str>) -> Option<String> {
-    match (ordering, concurrency) {
+/// The stored form of a message's key: its ordering key, or its concurrency key marked; a
+/// tracked message's (`flows.rs`) behind the flow mark, even when it has no key.
+pub(crate) fn stored_key(
+    ordering: Option<&str>,
+    concurrency: Option<&str>,
+    tracked: bool,
+) -> Option<String> {
+    let line = match (ordering, concurrency) {
         (Some(k), _) => Some(k.to_owned()),
         (None, Some(k)) => Some(slot_key(k)),
         (None, None) => None,
+    };
+    if tracked {
+        Some(format!("{FLOW_MARK}{}", line.unwrap_or_default()))
+    } else {
+        line
     }
 }
 
 /// The stored key of a claimed message.
 pub(crate) fn stored_key_of(d: &Delivery) -> Option<String> {
-    stored_key(d.ordering_key.as_deref(), d.concurrency_key.as_deref())
+    stored_key(
+        d.ordering_key.as_deref(),
+        d.concurrency_key.as_deref(),
+        d.tracked,
+    )
 }
 
 /// The stored key of a message to send.
 pub(crate) fn stored_key_of_message(m: &Message) -> Option<String> {
-    stored_key(m.ordering_key.as_deref(), m.concurrency_key.as_deref())
+    stored_key(
+        m.ordering_key.as_deref(),
+        m.concurrency_key.as_deref(),
+        m.tracked(),
+    )
 }
 
-/// A stored key back as (ordering key, concurrency key).
-pub(crate) fn split_key(stored: Option<String>) -> (Option<String>, Option<String>) {
-    match stored {
-        Some(k) if k.starts_with(SLOT_MARK) => (None, Some(k[SLOT_MARK.len_utf8()..].to_owned())),
-        other => (other, None),
+/// The key of the line a message to send waits in (its stored key without the flow mark).
+pub(crate) fn line_key_of_message(m: &Message) -> Option<String> {
+    stored_key(
+        m.ordering_key.as_deref(),
+        m.concurrency_key.as_deref(),
+        false,
+    )
+}
+
+/// A stored key back as (ordering key, concurrency key, tracked).
+pub(crate) fn split_key(stored: Option<String>) -> (Option<String>, Option<String>, bool) {
+    let (line, tracked) = match stored {
+        Some(k) if k.starts_with(FLOW_MARK) => {
+            let rest = &k[FLOW_MARK.len_utf8()..];
+            ((!rest.is_empty()).then(|| rest.to_owned()), true)
+        }
+        other => (other, false),
+    };
+    match line {
+        Some(k) if k.starts_with(SLOT_MARK) => {
+            (None, Some(k[SLOT_MARK.len_utf8()..].to_owned()), tracked)
+        }
+        other => (other, None, tracked),
+    }
+}
+
+/// A stored key (as bytes) as (tracked, the key of its line, if any).
+pub(crate) fn line_key(stored: &[u8]) -> (bool, Option<&[u8]>) {
+    match stored.split_first() {
+        Some((&b, rest)) if b == FLOW_MARK as u8 => (true, (!rest.is_empty()).then_some(rest)),
+        _ => (false, Some(stored)),
     }
 }
 
@@ -276,14 +324,18 @@ impl<B: Backend> SqlStore<B> {
             for row in &rows {
                 let key: Vec<u8> = row.col(0)?;
                 let (busy, next_seq) = self.lock_slot(conn, queue_id, &key).await?;
+                let tracked = [&[FLOW_MARK as u8][..], &key].concat();
                 let counted = self
                     .query(ADMITTED)
                     .arg(queue_id)
                     .arg(key.as_slice())
+                    .arg(tracked.as_slice())
                     .arg(queue_id)
                     .arg(key.as_slice())
+                    .arg(tracked.as_slice())
                     .arg(queue_id)
                     .arg(key.as_slice())
+                    .arg(tracked.as_slice())
                     .first(conn)
                     .await?
                     .map(|r| r.col::<i64>(0))

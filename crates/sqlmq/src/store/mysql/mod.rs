@@ -51,6 +51,7 @@ pub(crate) mod connect;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
+pub(crate) mod flows;
 mod follow;
 pub(crate) mod grants;
 pub(crate) mod group_claim;

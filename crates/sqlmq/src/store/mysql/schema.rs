@@ -29,9 +29,15 @@
 //! | `queue_deliveries` | a rate-limited queue's recent claims: when, how many (the whole queue, or one concurrency key) | `(queue_id, slot_key, at_us)` |
 //! | `group_limits`, `group_deliveries` | a rate-limited cluster group's limit and recent claims | PK `group_id`; `(group_id, at_us)` |
 //! | `key_slots` | per concurrency key: messages admitted, a sequence counter for those waiting in `blocked` | PK `(queue_id, slot_key)` |
+//! | `batches` | batches and workflows: state, member counts by outcome, created and finished times | PK `id` |
+//! | `flow_nodes` | per tracked message (a batch's member or callback, a dependency, a dependant): batch, step, unmet and dead dependencies, outcome | PK `id`; `batch_id` |
+//! | `flow_edges` | dependencies: parent, child | PK `(parent, child)`; `(child, parent)` |
+//! | `waiting` | messages waiting for their dependencies or their batch (callbacks) | PK `id` |
+//! | `results` | results acks left, until they expire | PK `id`; `expires_us` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
-//! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`.
+//! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`,
+//! `waiting`.
 //! Keys are `VARBINARY`: `utf8mb4_bin` is a PAD SPACE collation on MySQL, under which `"a"` and
 //! `"a "` would be the same key for the database but not for Rust.
 //! Migrations use `IF NOT EXISTS` forms so that two processes migrating at once are harmless
@@ -430,6 +436,66 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "queue_limits",
             ],
             disposable: &["group_deliveries", "queue_deliveries"],
+        }),
+    },
+    Migration {
+        version: 7,
+        description: "workflows",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}batches (
+            id BINARY(16) NOT NULL,
+            state SMALLINT NOT NULL,
+            members INT NOT NULL,
+            pending INT NOT NULL,
+            succeeded INT NOT NULL,
+            dead INT NOT NULL,
+            cancelled INT NOT NULL,
+            created_us BIGINT NOT NULL,
+            finished_us BIGINT NULL,
+            PRIMARY KEY (id),
+            KEY finished (state, finished_us)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}flow_nodes (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            batch_id BINARY(16) NULL,
+            step VARBINARY(128) NULL,
+            role SMALLINT NOT NULL,
+            waiting INT NOT NULL,
+            held INT NOT NULL,
+            state SMALLINT NOT NULL,
+            ended_us BIGINT NULL,
+            PRIMARY KEY (id),
+            KEY batch (batch_id),
+            KEY ended (state, ended_us)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}flow_edges (
+            parent BINARY(16) NOT NULL,
+            child BINARY(16) NOT NULL,
+            PRIMARY KEY (parent, child),
+            KEY child (child, parent)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}waiting (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            priority SMALLINT NOT NULL,
+            delay_us BIGINT NOT NULL,
+            attempts INT NOT NULL,
+            token BIGINT NOT NULL,
+            PRIMARY KEY (id),
+            KEY queue (queue_id, id)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}results (
+            id BINARY(16) NOT NULL,
+            result MEDIUMBLOB NOT NULL,
+            expires_us BIGINT NOT NULL,
+            PRIMARY KEY (id),
+            KEY expiry (expires_us)
+        ) ENGINE=InnoDB",
+        ],
+        reverse: Some(Reverse {
+            drops: &["results", "waiting", "flow_edges", "flow_nodes", "batches"],
+            disposable: &[],
         }),
     },
 ];

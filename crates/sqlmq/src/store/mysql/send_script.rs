@@ -32,6 +32,7 @@ fn is_plain(m: &Message) -> bool {
         && m.ordering_key.is_none()
         && m.concurrency_key.is_none()
         && m.delay.is_zero()
+        && !m.tracked()
 }
 
 impl MySqlStore {
@@ -140,6 +141,7 @@ mod tests {
             Message::new("x").idempotency_key("k"),
             Message::new("x").ordering_key("k"),
             Message::new("x").delay(std::time::Duration::from_secs(1)),
+            Message::new("x").depends_on([crate::domain::MessageId::new()]),
         ] {
             let msgs = [Message::new("plain"), m];
             assert!(store.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());

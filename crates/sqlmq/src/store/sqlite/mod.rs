@@ -61,6 +61,7 @@ mod connect;
 pub(crate) mod dead;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
+pub(crate) mod flows;
 mod follow;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;

@@ -389,6 +389,62 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["group_deliveries", "queue_deliveries"],
         }),
     },
+    Migration {
+        version: 7,
+        description: "workflows",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}batches (
+            id BLOB NOT NULL PRIMARY KEY,
+            state INTEGER NOT NULL,
+            members INTEGER NOT NULL,
+            pending INTEGER NOT NULL,
+            succeeded INTEGER NOT NULL,
+            dead INTEGER NOT NULL,
+            cancelled INTEGER NOT NULL,
+            created_us INTEGER NOT NULL,
+            finished_us INTEGER
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}batches_finished ON {p}batches (state, finished_us)",
+            "CREATE TABLE IF NOT EXISTS {p}flow_nodes (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            batch_id BLOB,
+            step BLOB,
+            role INTEGER NOT NULL,
+            waiting INTEGER NOT NULL,
+            held INTEGER NOT NULL,
+            state INTEGER NOT NULL,
+            ended_us INTEGER
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}flow_nodes_batch ON {p}flow_nodes (batch_id)",
+            "CREATE INDEX IF NOT EXISTS {p}flow_nodes_ended ON {p}flow_nodes (state, ended_us)",
+            "CREATE TABLE IF NOT EXISTS {p}flow_edges (
+            parent BLOB NOT NULL,
+            child BLOB NOT NULL,
+            PRIMARY KEY (parent, child)
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}flow_edges_child ON {p}flow_edges (child, parent)",
+            "CREATE TABLE IF NOT EXISTS {p}waiting (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            delay_us INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            token INTEGER NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}waiting_queue ON {p}waiting (queue_id, id)",
+            "CREATE TABLE IF NOT EXISTS {p}results (
+            id BLOB NOT NULL PRIMARY KEY,
+            result BLOB NOT NULL,
+            expires_us INTEGER NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}results_expiry ON {p}results (expires_us)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["results", "waiting", "flow_edges", "flow_nodes", "batches"],
+            disposable: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]

@@ -221,6 +221,7 @@ fn placeholder(id: MessageId) -> crate::domain::Delivery {
         lease_expires_at: std::time::SystemTime::UNIX_EPOCH,
         partition: Some(0),
         offset: Some(0),
+        tracked: false,
     }
 }
 

@@ -524,6 +524,7 @@ pub(crate) async fn lease_at<B: SuiteBackend>(
             lease_expires_at: time_from_micros(until_us),
             partition: Some(r.partition as u32),
             offset: Some(r.offset),
+            tracked: false,
         })
         .collect();
     let leases = NewGroupLeases {
