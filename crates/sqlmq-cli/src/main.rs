@@ -85,6 +85,10 @@ enum Command {
     /// Create, list, describe, pause, resume or delete recurring schedules (cron or interval).
     #[command(subcommand)]
     Schedule(cmd::schedule::ScheduleCommand),
+    /// Create batches (with callbacks sent once when they finish) and workflows; add to, seal
+    /// or show them.
+    #[command(subcommand)]
+    Batch(cmd::batch::BatchCommand),
     /// Create, list or describe topics (partitioned streams with consumer groups).
     #[command(subcommand)]
     Topic(cmd::topic::TopicCommand),
@@ -153,6 +157,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Consume(args) => cmd::consume::run::<B>(settings, args).await,
         Topic(command) => cmd::topic::run::<B>(settings, command).await,
         Schedule(command) => cmd::schedule::run::<B>(settings, command).await,
+        Batch(command) => cmd::batch::run::<B>(settings, command).await,
         Publish(args) => cmd::publish::run::<B>(settings, args).await,
         Subscribe(args) => cmd::subscribe::run::<B>(settings, args).await,
         Groups(args) => cmd::groups::run::<B>(settings, args).await,

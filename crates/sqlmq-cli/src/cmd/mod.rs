@@ -1,6 +1,7 @@
 //! One subcommand per file. Each exposes `Args` (or a subcommand enum) and `run`.
 
 pub mod ack;
+pub mod batch;
 pub mod bench;
 pub mod cancel;
 pub mod consume;

@@ -41,6 +41,9 @@ pub struct Args {
     /// Header KEY=VALUE (repeatable)
     #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
     headers: Vec<(String, String)>,
+    /// Deliver only after this message was acked (repeatable; any queue)
+    #[arg(long = "depends-on", value_name = "ID", value_parser = super::parse_message_id)]
+    depends_on: Vec<sqlmq::MessageId>,
     /// Send every non-empty line of stdin as one message, all in one transaction
     #[arg(long)]
     batch: bool,
@@ -71,7 +74,7 @@ impl Args {
         for (k, v) in &self.headers {
             m = m.header(k, v);
         }
-        m
+        m.depends_on(self.depends_on.iter().copied())
     }
 }
 

@@ -25,6 +25,16 @@ pub struct Args {
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     let queue = open_queue::<B>(settings, &args.queue).await?;
     let Some(m) = queue.message(args.id).await? else {
+        if let Some(result) = queue.client().result(args.id).await? {
+            if args.json {
+                let body = crate::output::JsonBody::new(&result);
+                return print_json(&serde_json::json!({ "id": args.id, "state": "acked", "result": body }));
+            }
+            println!("id:          {}", args.id);
+            println!("state:       acked");
+            println!("result:      {}", String::from_utf8_lossy(&result));
+            return Ok(());
+        }
         bail!(
             "queue {} has no message {} (never sent there, or acked, cancelled or purged)",
             args.queue,

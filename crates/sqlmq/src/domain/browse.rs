@@ -28,6 +28,8 @@ pub enum MessageState {
     InFlight,
     /// A dead letter.
     Dead,
+    /// Waiting for its dependencies to be acked, or for its batch to finish (a callback).
+    Waiting,
 }
 
 impl MessageState {
@@ -35,13 +37,14 @@ impl MessageState {
     /// [`Queue::dead_letters`](crate::Queue::dead_letters)).
     ///
     /// ```
-    /// assert_eq!(sqlmq::MessageState::BROWSABLE.len(), 4);
+    /// assert_eq!(sqlmq::MessageState::BROWSABLE.len(), 5);
     /// ```
-    pub const BROWSABLE: [MessageState; 4] = [
+    pub const BROWSABLE: [MessageState; 5] = [
         MessageState::Ready,
         MessageState::Scheduled,
         MessageState::Blocked,
         MessageState::InFlight,
+        MessageState::Waiting,
     ];
 
     /// Its name, as the CLI and the HTTP API spell it.
@@ -56,6 +59,7 @@ impl MessageState {
             MessageState::Blocked => "blocked",
             MessageState::InFlight => "in_flight",
             MessageState::Dead => "dead",
+            MessageState::Waiting => "waiting",
         }
     }
 
@@ -67,6 +71,7 @@ impl MessageState {
             MessageState::Blocked,
             MessageState::InFlight,
             MessageState::Dead,
+            MessageState::Waiting,
         ]
         .get(usize::try_from(code).ok()?)
         .copied()
@@ -89,9 +94,10 @@ impl FromStr for MessageState {
             "blocked" => MessageState::Blocked,
             "in_flight" | "in-flight" => MessageState::InFlight,
             "dead" => MessageState::Dead,
+            "waiting" => MessageState::Waiting,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "state must be ready, scheduled, blocked, in_flight or dead, got {s:?}"
+                    "state must be ready, scheduled, blocked, in_flight, waiting or dead, got {s:?}"
                 )));
             }
         })

@@ -8,18 +8,18 @@ use crate::domain::{
 use crate::store::{Backend, Browse};
 
 /// The browsing statements. Each returns the columns [`decode`] reads: `id, state (0 ready,
-/// 1 scheduled, 2 blocked, 3 in flight, 4 dead), priority, attempts, run_at, lease_until,
+/// 1 scheduled, 2 blocked, 3 in flight, 4 dead, 5 waiting), priority, attempts, run_at, lease_until,
 /// claimed_at, died_at (µs or NULL), owner, ordering_key, headers, body, created (µs), errors,
 /// position` — the position being the number the state orders by (priority, due time, lease
 /// end, or the place in its key's line).
 pub struct BrowseSql {
     /// The first page of a state (queue, n), in the order of: ready, scheduled, blocked, in
-    /// flight.
-    pub first: [&'static str; 4],
+    /// flight, waiting.
+    pub first: [&'static str; 5],
     /// A page past a position (queue, position, position, id or key, … see each; n): ready,
     /// scheduled and in flight take (queue, number, number, id, n); blocked takes (queue, key,
     /// key, place, n).
-    pub after: [&'static str; 4],
+    pub after: [&'static str; 5],
     /// One message by id in any state (id, queue).
     pub find: &'static str,
     /// The ids carrying a key (queue, key, queue, key, queue, key, n): its ordering key's head,
@@ -33,6 +33,7 @@ fn slot(state: MessageState) -> usize {
         MessageState::Scheduled => 1,
         MessageState::Blocked => 2,
         MessageState::InFlight | MessageState::Dead => 3,
+        MessageState::Waiting => 4,
     }
 }
 

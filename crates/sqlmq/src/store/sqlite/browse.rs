@@ -61,24 +61,47 @@ macro_rules! in_flight {
     };
 }
 
+macro_rules! waiting {
+    ($($after:tt)*) => {
+        concat!(
+            "SELECT w.id, 5, w.priority, w.attempts, NULL, NULL, NULL, NULL, NULL, ",
+            message_columns!(),
+            "0 FROM {p}waiting w JOIN {p}messages m ON m.id = w.id ",
+            "WHERE w.queue_id = ? ",
+            $($after)*,
+            "ORDER BY w.id LIMIT ?"
+        )
+    };
+}
+
 pub(super) const SQL: BrowseSql = BrowseSql {
-    first: [ready!(""), scheduled!(""), blocked!(""), in_flight!("")],
+    first: [
+        ready!(""),
+        scheduled!(""),
+        blocked!(""),
+        in_flight!(""),
+        waiting!(""),
+    ],
     after: [
         ready!("AND (r.priority > ? OR (r.priority = ? AND r.id > ?)) "),
         scheduled!("AND (s.run_at > ? OR (s.run_at = ? AND s.id > ?)) "),
         blocked!("AND (b.ordering_key > ? OR (b.ordering_key = ? AND b.seq > ?)) "),
         in_flight!("AND (l.lease_until > ? OR (l.lease_until = ? AND l.id > ?)) "),
+        // Every waiting message has position 0: the page goes on by id.
+        waiting!("AND (0 > ? OR (0 = ? AND w.id > ?)) "),
     ],
     find: concat!(
         "SELECT m.id, CASE WHEN r.id IS NOT NULL THEN 0 WHEN s.id IS NOT NULL THEN 1 ",
-        "WHEN b.id IS NOT NULL THEN 2 WHEN l.id IS NOT NULL THEN 3 WHEN d.id IS NOT NULL THEN 4 END, ",
-        "m.priority, COALESCE(r.attempts, s.attempts, b.attempts, l.attempts, d.attempts, 0), ",
+        "WHEN b.id IS NOT NULL THEN 2 WHEN l.id IS NOT NULL THEN 3 WHEN d.id IS NOT NULL THEN 4 ",
+        "WHEN w.id IS NOT NULL THEN 5 END, ",
+        "m.priority, COALESCE(r.attempts, s.attempts, b.attempts, l.attempts, d.attempts, w.attempts, 0), ",
         "COALESCE(s.run_at, b.run_at), l.lease_until, l.claimed_at, d.died_at, l.owner, ",
         message_columns!(),
         "0 FROM {p}messages m ",
         "LEFT JOIN {p}ready r ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id ",
         "LEFT JOIN {p}scheduled s ON s.id = m.id LEFT JOIN {p}blocked b ON b.id = m.id ",
         "LEFT JOIN {p}leases l ON l.id = m.id LEFT JOIN {p}dead d ON d.id = m.id ",
+        "LEFT JOIN {p}waiting w ON w.id = m.id ",
         "WHERE m.id = ? AND m.queue_id = ?"
     ),
     by_key: "SELECT head_id FROM {p}key_heads WHERE queue_id = ? AND ordering_key = ? \

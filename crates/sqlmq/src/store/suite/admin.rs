@@ -87,6 +87,7 @@ async fn counts_by_queue_and_state<B: SuiteBackend>() {
                 ready: 3,
                 scheduled: 1,
                 blocked: 2,
+                waiting: 0,
                 in_flight: 1,
                 dead: 1,
             },
@@ -245,6 +246,7 @@ async fn purge_by_scope<B: SuiteBackend>() {
             ready: 2,
             scheduled: 0,
             blocked: 1,
+            waiting: 0,
             in_flight: 0,
             dead: 1,
         }
