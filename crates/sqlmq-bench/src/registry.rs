@@ -73,6 +73,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["queue.drain"],
     },
     Scenario {
+        id: "queue.flows",
+        title: "queue.drain's lease drain of messages that each depend on an acked message, and of members of batches of 1 000, against the drain of plain messages; their pre-fills against the same pre-fill of plain messages",
+        needs: &["queue.drain"],
+    },
+    Scenario {
         id: "queue.mixed",
         title: "4 producers alone, then with 8 consumers draining at once (leases, then take_in)",
         needs: &["raw.lifecycle", "raw.queue"],
@@ -190,6 +195,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.drain" => queue::drain::drain(ctx).await,
         "queue.limits" => queue::limits::limits(ctx).await,
         "queue.keys" => queue::keys::keys(ctx).await,
+        "queue.flows" => queue::flows::flows(ctx).await,
         "queue.mixed" => queue::drain::mixed(ctx).await,
         "queue.latency" => queue::latency::latency(ctx).await,
         "queue.claim" => queue::claim::claim(ctx).await,

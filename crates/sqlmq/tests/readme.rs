@@ -15,6 +15,7 @@ const SECTIONS: &[&str] = &[
     "### Topics and consumer groups",
     "### Limits: in flight, rate, per key",
     "### Recurring schedules",
+    "### Batches and workflows",
     "### Backends: MySQL/MariaDB and SQLite",
 ];
 

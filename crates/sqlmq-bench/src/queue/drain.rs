@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 
 use super::consumer::{Consumer, Mode};
 use super::produce::sends;
-use super::{AbortOnDrop, POOL, fill_with, plain, with_queue, with_queue_config};
+use super::{AbortOnDrop, Backlog, POOL, fill_backlog, plain, with_queue, with_queue_config};
 use crate::args::{CONSUMERS, MIXED_PRODUCERS, RECEIVE_BATCH};
 use crate::backend::{Db, not_available};
 use crate::context::Ctx;
@@ -159,7 +159,7 @@ pub(super) async fn drain_once<B: Db>(
     how: &str,
     config: QueueConfig,
 ) -> Result<(Duration, Check, u64)> {
-    let d = drain_backlog(ctx, bar, mode, how, config, plain, false).await?;
+    let d = drain_backlog(ctx, bar, mode, how, config, Backlog::Made(plain), false).await?;
     Ok((d.drain, d.check, d.lost_acks))
 }
 
@@ -177,8 +177,8 @@ pub(super) struct Drained {
     pub retried_acks: u64,
 }
 
-/// Like [`drain_once`], the backlog's `i`-th message made by `make(i)`; the pre-fill is timed
-/// too (it is still not part of the drain's time). With `retry`, an `ack_batch` the server
+/// Like [`drain_once`], the backlog `backlog`; the pre-fill is timed too (it is still not part
+/// of the drain's time). With `retry`, an `ack_batch` the server
 /// rolls back is retried and counted instead of ending the drain.
 pub(super) async fn drain_backlog<B: Db>(
     ctx: &Ctx<B>,
@@ -186,7 +186,7 @@ pub(super) async fn drain_backlog<B: Db>(
     mode: Mode,
     how: &str,
     config: QueueConfig,
-    make: fn(u64) -> Message,
+    backlog: Backlog,
     retry: bool,
 ) -> Result<Drained> {
     let n = ctx.plan.drain;
@@ -194,7 +194,7 @@ pub(super) async fn drain_backlog<B: Db>(
     let retried: Option<Arc<AtomicU64>> = retry.then(Arc::default);
     with_queue_config(ctx, "drain", POOL, config, |queue| async move {
         let filling = Instant::now();
-        let ids = fill_with(&queue, n, &b, make).await?;
+        let ids = fill_backlog(&queue, n, &b, backlog).await?;
         let fill = filling.elapsed();
         let tracker = Arc::new(Tracker::new(n));
         tracker.sending_done();

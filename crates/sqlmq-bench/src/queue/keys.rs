@@ -9,20 +9,17 @@
 //! pays the other half of a key's cost. On MySQL/MariaDB these acks can deadlock with each
 //! other on the key rows: the consumers retry them, and the figure's note says how often.
 
-use std::time::{Duration, Instant};
-
 use anyhow::Result;
 use sqlmq::{Message, QueueConfig};
 
 use super::consumer::Mode;
 use super::drain::{Drained, drain_backlog};
-use super::{POOL, fill, with_queue_config};
+use super::{Backlog, timed_plain_fill};
 use crate::args::CONSUMERS;
 use crate::backend::Db;
 use crate::context::Ctx;
 use crate::measure::body;
 use crate::outcome::Outcome;
-use crate::progress::Bar;
 use crate::report::Figure;
 
 /// Concurrency keys the backlog is spread over, round robin: each `send_batch` of the pre-fill
@@ -54,8 +51,17 @@ pub async fn keys<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     let bar = ctx.bar("queue.keys");
     let how = ", concurrency keys";
     let run = async {
-        let plain_fill = fill_plain(ctx, &bar).await?;
-        let keyed = drain_backlog(ctx, &bar, Mode::Leases, how, config(), keyed, true).await?;
+        let plain_fill = timed_plain_fill(ctx, &bar, "keys", config()).await?;
+        let keyed = drain_backlog(
+            ctx,
+            &bar,
+            Mode::Leases,
+            how,
+            config(),
+            Backlog::Made(keyed),
+            true,
+        )
+        .await?;
         anyhow::Ok((plain_fill, keyed))
     }
     .await;
@@ -105,17 +111,4 @@ pub async fn keys<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
         .checked(check)
         .note(drain_note),
     ]))
-}
-
-/// The pre-fill of `queue.keys` without keys, timed, into a queue of its own that is dropped
-/// undrained: the send rate the keyed pre-fill is compared with.
-async fn fill_plain<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Duration> {
-    let n = ctx.plan.drain;
-    let b = bar.clone();
-    with_queue_config(ctx, "keys", POOL, config(), |queue| async move {
-        let started = Instant::now();
-        fill(&queue, n, &b).await?;
-        Ok(started.elapsed())
-    })
-    .await
 }

@@ -18,6 +18,7 @@ pub mod budget;
 pub mod claim;
 mod consumer;
 pub mod drain;
+pub mod flows;
 pub mod idle;
 pub mod keys;
 pub mod latency;
@@ -138,6 +139,97 @@ pub async fn fill<B: Db>(queue: &Queue<B>, n: u64, bar: &Bar) -> Result<Vec<Mess
 /// A message of a pre-filled backlog: the 100-byte body, nothing else.
 pub fn plain(_: u64) -> Message {
     Message::new(body(0))
+}
+
+/// A pre-fill of plain messages, timed, into a queue `tag` created with `config` and dropped
+/// undrained: the send rate a scenario's own pre-fill is compared with.
+pub async fn timed_plain_fill<B: Db>(
+    ctx: &Ctx<B>,
+    bar: &Bar,
+    tag: &str,
+    config: QueueConfig,
+) -> Result<Duration> {
+    let n = ctx.plan.drain;
+    let b = bar.clone();
+    with_queue_config(ctx, tag, POOL, config, |queue| async move {
+        let started = std::time::Instant::now();
+        fill(&queue, n, &b).await?;
+        Ok(started.elapsed())
+    })
+    .await
+}
+
+/// What a drain's backlog is made of.
+#[derive(Clone, Copy)]
+pub enum Backlog {
+    /// The `i`-th message made by the function, sent with `send_batch`.
+    Made(fn(u64) -> Message),
+    /// Plain messages that each depend on one message, acked before the pre-fill (so each is
+    /// delivered at once, but is tracked: its ack is recorded in the flow tables).
+    Dependants,
+    /// Members of batches of this many (`Client::create_batch`, sealed), with an `on_complete`
+    /// callback to another queue.
+    Batches(u64),
+}
+
+/// Pre-fill `queue` with `n` messages of `backlog` (unmeasured set-up); returns their ids.
+pub async fn fill_backlog<B: Db>(
+    queue: &Queue<B>,
+    n: u64,
+    bar: &Bar,
+    backlog: Backlog,
+) -> Result<Vec<MessageId>> {
+    match backlog {
+        Backlog::Made(make) => fill_with(queue, n, bar, make).await,
+        Backlog::Dependants => {
+            // The dependency: a workflow's one step, received and acked with a result.
+            let root = Message::new(body(0));
+            let root_id = root.id();
+            let client = queue.client();
+            client
+                .create_batch(sqlmq::Batch::new().step("root", queue.name(), root, &[]))
+                .await?;
+            let d = queue.receive(1, Duration::from_secs(60)).await?;
+            anyhow::ensure!(d.len() == 1, "the dependency was not delivered");
+            queue.ack_with_result(d[0].receipt(), "root").await?;
+            bar.phase(
+                "pre-fill (send_batch, each depending on one acked message)",
+                n,
+            );
+            let mut ids = Vec::with_capacity(n as usize);
+            let mut sent = 0;
+            while sent < n {
+                let k = (n - sent).min(FILL_BATCH);
+                let batch: Vec<Message> = (sent..sent + k)
+                    .map(|_| Message::new(body(0)).depends_on([root_id]))
+                    .collect();
+                ids.extend(batch.iter().map(Message::id));
+                queue.send_batch(batch).await?;
+                sent += k;
+                bar.inc(k);
+            }
+            Ok(ids)
+        }
+        Backlog::Batches(size) => {
+            let client = queue.client();
+            let done = format!("{}-done", queue.name());
+            client.create_queue(&done, QueueConfig::default()).await?;
+            bar.phase(&format!("pre-fill (create_batch of {size})"), n);
+            let mut ids = Vec::with_capacity(n as usize);
+            let mut sent = 0;
+            while sent < n {
+                let k = (n - sent).min(size);
+                let mut batch = sqlmq::Batch::new().on_complete(&done, Message::new("done"));
+                for _ in 0..k {
+                    batch = batch.add(queue.name(), Message::new(body(0)));
+                }
+                ids.extend(client.create_batch(batch).await?.members);
+                sent += k;
+                bar.inc(k);
+            }
+            Ok(ids)
+        }
+    }
 }
 
 /// Like [`fill`], the `i`-th message made by `make(i)`.

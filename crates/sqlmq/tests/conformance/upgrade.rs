@@ -540,7 +540,7 @@ pub(crate) async fn migrate_to_goes_down_and_up_and_refuses_to_drop_rows<B: Test
     let report = admin.migrate_to(latest - 1).await.unwrap();
     assert_eq!(report.reverted, [latest]);
     assert_eq!(admin.schema_version(), latest - 1);
-    assert!(!db.tables().await.contains(&"sqlmq_queue_limits".to_owned()));
+    assert!(!db.tables().await.contains(&"sqlmq_batches".to_owned()));
     assert!(matches!(
         q.receive(1, LONG).await,
         Err(Error::SchemaOutdated { .. })
