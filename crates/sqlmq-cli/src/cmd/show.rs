@@ -28,7 +28,9 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         if let Some(result) = queue.client().result(args.id).await? {
             if args.json {
                 let body = crate::output::JsonBody::new(&result);
-                return print_json(&serde_json::json!({ "id": args.id, "state": "acked", "result": body }));
+                return print_json(
+                    &serde_json::json!({ "id": args.id, "state": "acked", "result": body }),
+                );
             }
             println!("id:          {}", args.id);
             println!("state:       acked");
