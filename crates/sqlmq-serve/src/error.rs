@@ -119,6 +119,11 @@ impl From<sqlmq::Error> for ApiError {
             E::UnknownGroup { .. } => (StatusCode::NOT_FOUND, "unknown_group"),
             E::UnknownSchedule(_) => (StatusCode::NOT_FOUND, "unknown_schedule"),
             E::MessageNotFound(_) => (StatusCode::NOT_FOUND, "message_not_found"),
+            // A value of the request's body, not the resource its path names (a 404 on a
+            // send would read as an unknown queue).
+            E::DependencyNotFound(_) => (StatusCode::UNPROCESSABLE_ENTITY, "dependency_not_found"),
+            E::BatchNotFound(_) => (StatusCode::NOT_FOUND, "batch_not_found"),
+            E::BatchSealed(_) => (StatusCode::CONFLICT, "batch_sealed"),
             E::MessageInFlight(_) => (StatusCode::CONFLICT, "message_in_flight"),
             E::LeaseLost { .. } => (StatusCode::CONFLICT, "lease_lost"),
             E::SchemaTooNew { .. } | E::SchemaOutdated { .. } => {
@@ -187,6 +192,12 @@ mod tests {
             (sqlmq::Error::UnknownTopic("t".into()), 404),
             (sqlmq::Error::UnknownSchedule("s".into()), 404),
             (sqlmq::Error::MessageInFlight(sqlmq::MessageId::new()), 409),
+            (
+                sqlmq::Error::DependencyNotFound(sqlmq::MessageId::new()),
+                422,
+            ),
+            (sqlmq::Error::BatchNotFound(sqlmq::BatchId::new()), 404),
+            (sqlmq::Error::BatchSealed(sqlmq::BatchId::new()), 409),
         ];
         for (err, status) in cases {
             assert_eq!(ApiError::from(err).status.as_u16(), status);

@@ -326,13 +326,14 @@ pub fn render_gauges(s: &Snapshot) -> String {
     f.head(
         "sqlmq_queue_messages",
         "gauge",
-        "Messages of a queue by state: ready, scheduled, blocked, in_flight, dead",
+        "Messages of a queue by state: ready, scheduled, blocked, waiting, in_flight, dead",
     );
     for q in &s.queues {
         for (state, n) in [
             ("ready", q.ready),
             ("scheduled", q.scheduled),
             ("blocked", q.blocked),
+            ("waiting", q.waiting),
             ("in_flight", q.in_flight),
             ("dead", q.dead),
         ] {

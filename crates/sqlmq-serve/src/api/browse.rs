@@ -26,6 +26,8 @@ pub enum ListedState {
     Blocked,
     /// Held by a consumer.
     InFlight,
+    /// Waiting for its dependencies to be acked, or for its batch to finish (a callback).
+    Waiting,
 }
 
 impl From<ListedState> for MessageState {
@@ -35,6 +37,7 @@ impl From<ListedState> for MessageState {
             ListedState::Scheduled => MessageState::Scheduled,
             ListedState::Blocked => MessageState::Blocked,
             ListedState::InFlight => MessageState::InFlight,
+            ListedState::Waiting => MessageState::Waiting,
         }
     }
 }
@@ -63,7 +66,7 @@ pub struct MessagesQuery {
 pub struct QueuedMessageOut {
     /// The message id.
     pub id: String,
-    /// `ready`, `scheduled`, `blocked`, `in_flight` or `dead`.
+    /// `ready`, `scheduled`, `blocked`, `waiting`, `in_flight` or `dead`.
     pub state: String,
     /// Lower is claimed first.
     pub priority: i16,

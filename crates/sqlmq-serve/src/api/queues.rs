@@ -53,6 +53,9 @@ pub struct QueueOut {
     pub scheduled: u64,
     /// Waiting behind an earlier message with their ordering key.
     pub blocked: u64,
+    /// Waiting for their dependencies to be acked, or for their batch to finish (a batch's
+    /// callbacks).
+    pub waiting: u64,
     /// Claimed, not acked yet.
     pub in_flight: u64,
     /// Dead letters.
@@ -135,6 +138,7 @@ fn queue_out(s: sqlmq::QueueStats, c: &sqlmq::QueueConfig) -> QueueOut {
         ready: s.ready,
         scheduled: s.scheduled,
         blocked: s.blocked,
+        waiting: s.waiting,
         in_flight: s.in_flight,
         dead: s.dead,
         oldest_ready_age_ms: s.oldest_ready_age_ms,

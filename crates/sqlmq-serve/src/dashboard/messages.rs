@@ -12,12 +12,13 @@ use crate::api::queues::QueueOut;
 pub const PAGE: usize = 50;
 
 /// A state's tab: its name in the query string, its label, its count.
-fn tabs(q: &QueueOut) -> [(MessageState, &'static str, u64); 4] {
+fn tabs(q: &QueueOut) -> [(MessageState, &'static str, u64); 5] {
     [
         (MessageState::Ready, "ready", q.ready),
         (MessageState::Scheduled, "scheduled", q.scheduled),
         (MessageState::Blocked, "blocked", q.blocked),
         (MessageState::InFlight, "in flight", q.in_flight),
+        (MessageState::Waiting, "waiting", q.waiting),
     ]
 }
 

@@ -17,17 +17,17 @@ pub fn queues_table(queues: &[QueueOut]) -> Markup {
     html! {
         table #queues {
             tr { th { "queue" } th.n { "ready" } th.n { "scheduled" } th.n { "blocked" }
-                 th.n { "in flight" } th.n { "dead" } th { "oldest ready" } th { "state" } }
+                 th.n { "waiting" } th.n { "in flight" } th.n { "dead" } th { "oldest ready" } th { "state" } }
             @for q in queues {
                 tr {
                     td { a href=(format!("/queues/{}", enc(&q.name))) { (q.name) } }
                     td.n { (q.ready) } td.n { (q.scheduled) } td.n { (q.blocked) }
-                    td.n { (q.in_flight) } td.n { (q.dead) }
+                    td.n { (q.waiting) } td.n { (q.in_flight) } td.n { (q.dead) }
                     td { (age(q.oldest_ready_age_ms)) }
                     td { @if q.paused { span.badge { "paused" } } @else { "running" } }
                 }
             }
-            @if queues.is_empty() { tr { td colspan="8" .muted { "No queues yet." } } }
+            @if queues.is_empty() { tr { td colspan="9" .muted { "No queues yet." } } }
         }
     }
 }

@@ -173,6 +173,7 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
             div.card #count-ready { b { (q.ready) } "ready" }
             div.card #count-scheduled { b { (q.scheduled) } "scheduled" }
             div.card #count-blocked { b { (q.blocked) } "blocked" }
+            div.card #count-waiting title="waiting for dependencies, or for their batch (callbacks)" { b { (q.waiting) } "waiting" }
             div.card #count-in-flight { b { (q.in_flight) } "in flight" }
             div.card #count-dead { b { (q.dead) } "dead" }
             div.card { b { (age(q.oldest_ready_age_ms)) } "oldest ready" }
