@@ -18,8 +18,8 @@ use crate::error::ErrorBody;
 #[openapi(
     info(
         title = "sqlmq",
-        description = "Durable, transactional queues, topics and recurring schedules stored in the \
-            application's database. Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
+        description = "Durable, transactional queues, topics, batches and workflows, and recurring \
+            schedules stored in the application's database. Errors are `{\"error\":{\"code\",\"message\"}}`; 503 answers carry `Retry-After`.",
     ),
     paths(
         api::system::healthz, api::system::readyz, api::system::metrics, api::system::processes,
@@ -28,6 +28,8 @@ use crate::error::ErrorBody;
         api::messages::send, api::messages::receive, api::messages::ack, api::messages::nack,
         api::messages::extend, api::messages::cancel, api::browse::list, api::browse::get,
         api::dead::list, api::dead::redrive_handler, api::dead::purge,
+        api::batches::create, api::batches::get, api::batches::add, api::batches::seal,
+        api::results::result, api::results::dependencies,
         api::topics::list, api::topics::get, api::topics::put, api::topics::delete,
         api::records::publish, api::records::list, api::trace::trace,
         api::groups::list, api::groups::get, api::groups::put, api::groups::delete,
@@ -52,14 +54,20 @@ const ERRORS: &[(&str, &str)] = &[
     ("400", "Malformed request (JSON syntax, query string)"),
     ("401", "Missing or invalid bearer token"),
     ("403", "Read-only token used for a write"),
-    ("404", "Unknown queue, topic, group, message or schedule"),
+    (
+        "404",
+        "Unknown queue, topic, group, message, schedule or batch",
+    ),
     (
         "409",
-        "Conflict (message in flight, lease lost, busy member)",
+        "Conflict (message in flight, lease lost, busy member, sealed batch)",
     ),
     ("413", "Body or message too large"),
     ("415", "Body is not application/json"),
-    ("422", "Invalid value (name, range, receipt, id)"),
+    (
+        "422",
+        "Invalid value (name, range, receipt, id, unknown dependency, dependency cycle)",
+    ),
     (
         "503",
         "Database unreachable or schema incompatible; see Retry-After",
@@ -239,7 +247,7 @@ mod tests {
                 );
             }
         }
-        assert!(ids.len() >= 53, "{} operations", ids.len());
+        assert!(ids.len() >= 59, "{} operations", ids.len());
     }
 
     /// Every link names an operation of the document, in OpenAPI's spelling.

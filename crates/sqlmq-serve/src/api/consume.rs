@@ -1,13 +1,15 @@
 //! Consuming through HTTP, the same for a queue and a cluster-mode consumer group: long-poll
 //! receive, then per-receipt ack, nack and extend.
 
+use std::collections::HashSet;
+
 use sqlmq::{Backend, Source};
 
 use super::model::{
     AckRequest, DeliveryOut, ExtendRequest, NackOutcome, NackRequest, ReceiptResult,
     ReceiveRequest, ReceiveResponse, SettleResponse, SettleStatus, lease, receipts,
 };
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
 use crate::state::AppState;
 
@@ -42,23 +44,51 @@ fn result(receipt: &str, lost: bool) -> ReceiptResult {
     }
 }
 
-/// Ack in one transaction; per-receipt results.
+/// Ack in one transaction (a receipt with a result in one of its own); per-receipt results.
 pub(crate) async fn ack<B: Backend>(
     state: &AppState<B>,
     consumer: Source<B>,
     request: AckRequest,
 ) -> ApiResult<Json<SettleResponse>> {
     let parsed = receipts(&request.receipts)?;
+    let results = request.results(&parsed)?;
+    let queue = match &consumer {
+        Source::Queue(q) => Some(q),
+        _ if results.is_empty() => None,
+        _ => {
+            return Err(ApiError::invalid(
+                "results are kept for queue messages only: a group's ack takes none",
+            ));
+        }
+    };
     let mut unique = parsed.clone();
     unique.sort_by_key(|r| (r.id, r.token));
     unique.dedup();
-    let report = consumer.ack_batch(&unique).await?;
-    state.count(&consumer.name(), 0, report.acked as u64);
+    let (with_result, plain): (Vec<_>, Vec<_>) =
+        unique.into_iter().partition(|r| results.contains_key(r));
+    let mut lost = HashSet::new();
+    let mut acked = 0;
+    if !plain.is_empty() {
+        let report = consumer.ack_batch(&plain).await?;
+        acked += report.acked as u64;
+        lost.extend(report.lost);
+    }
+    for r in with_result {
+        let queue = queue.expect("results were refused for a group");
+        match queue.ack_with_result(r, results[&r].clone()).await {
+            Ok(()) => acked += 1,
+            Err(sqlmq::Error::LeaseLost { .. }) => {
+                lost.insert(r);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    state.count(&consumer.name(), 0, acked);
     let results = request
         .receipts
         .iter()
         .zip(&parsed)
-        .map(|(text, r)| result(text, report.lost.contains(r)))
+        .map(|(text, r)| result(text, lost.contains(r)))
         .collect();
     Ok(Json(SettleResponse { results }))
 }

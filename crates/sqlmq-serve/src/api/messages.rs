@@ -20,34 +20,91 @@ use crate::state::AppState;
 /// Most messages in one send request.
 pub const MAX_SEND_BATCH: usize = 10_000;
 
-/// One message to send: `body` (text) or `body_base64` (bytes), and options.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OutgoingMessage {
-    /// The body as text.
-    pub body: Option<String>,
-    /// The body as base64 (for bytes that are not text).
-    pub body_base64: Option<String>,
-    /// Headers, delivered with the message.
-    pub headers: Option<BTreeMap<String, String>>,
-    /// Lower is delivered first (default 0).
-    pub priority: Option<i16>,
-    /// Not delivered before this many milliseconds from now.
-    #[schema(minimum = 0, maximum = 31622400000_u64)]
-    pub delay_ms: Option<u64>,
-    /// Strict FIFO among messages with this key (1 to 128 bytes).
-    pub ordering_key: Option<String>,
-    /// On a queue with a `concurrency_limit`, at most that many messages of this key at once
-    /// (1 to 127 bytes; not with `ordering_key`).
-    pub concurrency_key: Option<String>,
-    /// Sending a message with the same key again within the queue's window is a no-op that
-    /// returns the original id (1 to 128 bytes).
-    pub idempotency_key: Option<String>,
-    /// Use this message id (a UUID) instead of a generated one.
-    pub id: Option<String>,
+/// Declares a request body that is a message to send — `body` (text) or `body_base64`
+/// (bytes), and the options of [`OutgoingMessage`] — after fields of its own, with
+/// `take_message` that builds the library's message from those fields. One list of a
+/// message's fields for a send and for a batch's members and callbacks: a flattened struct
+/// would not refuse unknown fields, nor describe itself as one plain object.
+macro_rules! message_request {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident { $( $(#[$fattr:meta])* pub $field:ident : $ty:ty, )* }
+    ) => {
+        $(#[$attr])*
+        #[derive(serde::Deserialize, utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $( $(#[$fattr])* pub $field: $ty, )*
+            /// The body as text.
+            pub body: Option<String>,
+            /// The body as base64 (for bytes that are not text).
+            pub body_base64: Option<String>,
+            /// Headers, delivered with the message.
+            pub headers: Option<std::collections::BTreeMap<String, String>>,
+            /// Lower is delivered first (default 0).
+            pub priority: Option<i16>,
+            /// Not delivered before this many milliseconds from now.
+            #[schema(minimum = 0, maximum = 31622400000_u64)]
+            pub delay_ms: Option<u64>,
+            /// Strict FIFO among messages with this key (1 to 128 bytes; 1 to 127 for a message
+            /// in a batch or with dependencies).
+            pub ordering_key: Option<String>,
+            /// On a queue with a `concurrency_limit`, at most that many messages of this key at
+            /// once (1 to 127 bytes; 1 to 126 for a message in a batch or with dependencies;
+            /// not with `ordering_key`).
+            pub concurrency_key: Option<String>,
+            /// Sending a message with the same key again within the queue's window is a no-op
+            /// that returns the original id (1 to 128 bytes).
+            pub idempotency_key: Option<String>,
+            /// Use this message id (a UUID) instead of a generated one.
+            pub id: Option<String>,
+            /// Deliver only after every one of these messages (ids, of any queue) was acked; a
+            /// dependency that becomes a dead letter holds it until redriven and acked, one
+            /// that is cancelled cancels it. Each must still be stored (not acked yet, or
+            /// dead), or have been acked within the last 7 days as a member of a batch or as
+            /// another message's dependency; otherwise 422 `dependency_not_found`. At most 1000.
+            #[schema(max_items = 1000)]
+            pub depends_on: Option<Vec<String>>,
+        }
+
+        impl $name {
+            /// The message its message fields describe (they are taken, left empty).
+            pub(crate) fn take_message(&mut self) -> $crate::error::ApiResult<sqlmq::Message> {
+                $crate::api::messages::MessageFields {
+                    body: self.body.take(),
+                    body_base64: self.body_base64.take(),
+                    headers: self.headers.take(),
+                    priority: self.priority.take(),
+                    delay_ms: self.delay_ms.take(),
+                    ordering_key: self.ordering_key.take(),
+                    concurrency_key: self.concurrency_key.take(),
+                    idempotency_key: self.idempotency_key.take(),
+                    id: self.id.take(),
+                    depends_on: self.depends_on.take(),
+                }
+                .into_message()
+            }
+        }
+    };
 }
 
-impl OutgoingMessage {
+pub(crate) use message_request;
+
+/// A message's fields, as every request that sends one gives them.
+pub(crate) struct MessageFields {
+    pub(crate) body: Option<String>,
+    pub(crate) body_base64: Option<String>,
+    pub(crate) headers: Option<BTreeMap<String, String>>,
+    pub(crate) priority: Option<i16>,
+    pub(crate) delay_ms: Option<u64>,
+    pub(crate) ordering_key: Option<String>,
+    pub(crate) concurrency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) id: Option<String>,
+    pub(crate) depends_on: Option<Vec<String>>,
+}
+
+impl MessageFields {
     pub(crate) fn into_message(self) -> ApiResult<sqlmq::Message> {
         let mut m = sqlmq::Message::new(decode(self.body, self.body_base64)?);
         if let Some(id) = self.id {
@@ -71,7 +128,35 @@ impl OutgoingMessage {
         for (k, v) in self.headers.unwrap_or_default() {
             m = m.header(k, v);
         }
+        if let Some(ids) = self.depends_on {
+            m = m.depends_on(ids_of("depends_on", &ids)?);
+        }
         Ok(m)
+    }
+}
+
+/// Parse message ids given in `field`: at most 1000 (a message's dependencies).
+pub(crate) fn ids_of(field: &str, texts: &[String]) -> ApiResult<Vec<sqlmq::MessageId>> {
+    if texts.len() > 1000 {
+        return Err(ApiError::invalid(format!(
+            "{field} holds at most 1000 ids, got {}",
+            texts.len()
+        )));
+    }
+    texts
+        .iter()
+        .map(|t| t.parse().map_err(ApiError::from))
+        .collect()
+}
+
+message_request! {
+    /// One message to send: `body` (text) or `body_base64` (bytes), and options.
+    pub struct OutgoingMessage {}
+}
+
+impl OutgoingMessage {
+    pub(crate) fn into_message(mut self) -> ApiResult<sqlmq::Message> {
+        self.take_message()
     }
 }
 
@@ -183,7 +268,8 @@ pub async fn receive<B: Backend>(
     consume::receive(&state, Source::Queue(queue), request).await
 }
 
-/// Ack claimed messages (one transaction); per-receipt results.
+/// Ack claimed messages (one transaction), some with a result to keep for the messages that
+/// depend on them (each in a transaction of its own); per-receipt results.
 #[utoipa::path(post, operation_id = "messages_ack", path = "/v1/queues/{queue}/ack", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = AckRequest,

@@ -4,6 +4,8 @@
 //! |---|---|
 //! | `queues.rs` | `/v1/queues`, `/v1/queues/{queue}` (+ pause, resume, purge) |
 //! | `messages.rs` | send, receive, ack, nack, extend, cancel of a queue |
+//! | `batches.rs` | `/v1/batches`, `/v1/batches/{id}` (+ messages, seal): batches and workflows |
+//! | `results.rs` | `/v1/messages/{id}/result`, `/v1/messages/{id}/dependencies` |
 //! | `browse.rs` | a queue's messages looked at: by state, by key, one by id |
 //! | `dead.rs` | a queue's dead letters |
 //! | `topics.rs` | `/v1/topics`, `/v1/topics/{topic}` |
@@ -16,6 +18,7 @@
 //! | `system.rs` | `/healthz`, `/readyz`, `/metrics`, `/v1/processes` |
 //! | `consume.rs`, `model.rs` | what queues and groups share |
 
+pub mod batches;
 pub mod broadcast;
 pub mod browse;
 pub(crate) mod consume;
@@ -27,6 +30,7 @@ pub mod messages;
 pub mod model;
 pub mod queues;
 pub mod records;
+pub mod results;
 pub mod schedules;
 pub mod system;
 pub mod topics;
@@ -68,6 +72,12 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/extend"), post(messages::extend))
         .route(&format!("{q}/dead"), get(dead::list).delete(dead::purge))
         .route(&format!("{q}/dead/redrive"), post(dead::redrive_handler))
+        .route("/v1/batches", post(batches::create))
+        .route("/v1/batches/{id}", get(batches::get))
+        .route("/v1/batches/{id}/messages", post(batches::add))
+        .route("/v1/batches/{id}/seal", post(batches::seal))
+        .route("/v1/messages/{id}/result", get(results::result))
+        .route("/v1/messages/{id}/dependencies", get(results::dependencies))
         .route("/v1/topics", get(topics::list))
         .route(t, get(topics::get).put(topics::put).delete(topics::delete))
         .route(

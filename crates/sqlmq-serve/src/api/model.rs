@@ -1,7 +1,7 @@
 //! Request and response bodies shared by queues and consumer groups: deliveries, receipts,
 //! per-receipt results, dead letters and redrive requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -131,12 +131,53 @@ pub struct ReceiveResponse {
     pub messages: Vec<DeliveryOut>,
 }
 
-/// `POST …/ack`: receipts to ack.
+/// `POST …/ack`: receipts to ack, some of them with a result.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     /// Receipts (`ID:TOKEN`), 1 to 1000.
     pub receipts: Vec<String>,
+    /// Queues only: a result to keep for some of the receipts, by receipt (each one of
+    /// `receipts`): UTF-8 text of at most 65 536 bytes, kept for 7 days for the messages that
+    /// depend on this one (`GET /v1/messages/{id}/dependencies`) and for
+    /// `GET /v1/messages/{id}/result`. Receipts without a result are acked together in one
+    /// transaction, each one with a result in a transaction of its own.
+    #[schema(example = json!({"01a209cb-5b43-778c-a723-afcb3faf372d:1": "{\"width\":640}"}))]
+    pub results: Option<BTreeMap<String, String>>,
+}
+
+/// Most bytes of one ack's result.
+pub const MAX_RESULT_BYTES: usize = sqlmq::MAX_RESULT_BYTES;
+
+impl AckRequest {
+    /// The results given, by parsed receipt: each names a receipt of the request and fits
+    /// [`MAX_RESULT_BYTES`].
+    pub(crate) fn results(
+        &self,
+        parsed: &[sqlmq::Receipt],
+    ) -> Result<HashMap<sqlmq::Receipt, Vec<u8>>, ApiError> {
+        let mut out = HashMap::new();
+        for (text, result) in self.results.iter().flatten() {
+            let receipt: sqlmq::Receipt = text.parse()?;
+            if !parsed.contains(&receipt) {
+                return Err(ApiError::invalid(format!(
+                    "results names receipt {text:?}, which is not one of receipts"
+                )));
+            }
+            if result.len() > MAX_RESULT_BYTES {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!(
+                        "the result for {text} is {} bytes, more than {MAX_RESULT_BYTES}",
+                        result.len()
+                    ),
+                ));
+            }
+            out.insert(receipt, result.clone().into_bytes());
+        }
+        Ok(out)
+    }
 }
 
 /// `POST …/nack`: receipts to retry later (or dead-letter after the last attempt).

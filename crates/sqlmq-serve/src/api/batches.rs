@@ -1,0 +1,407 @@
+//! Batches and workflows: create one (members to any queues, callbacks, steps with their
+//! dependencies), follow its progress, add members to an open one, seal it.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Serialize;
+use sqlmq::Backend;
+use utoipa::ToSchema;
+
+use super::messages::{MAX_SEND_BATCH, OutgoingMessage, SendResponse, SentOut, message_request};
+use crate::body::rfc3339;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Json;
+use crate::state::AppState;
+
+message_request! {
+    /// A member of a batch: a message to `queue`; in a workflow, a named `step` delivered only
+    /// after the steps named in `after` were acked.
+    pub struct BatchMember {
+        /// The queue it is sent to (it must exist).
+        pub queue: String,
+        /// Its step name in a workflow (1 to 128 bytes, unique in the batch), which `after`
+        /// of other members names.
+        pub step: Option<String>,
+        /// Deliver only after these steps of the batch were acked (the member must have a
+        /// `step` name itself); a cycle is refused.
+        #[schema(max_items = 1000)]
+        pub after: Option<Vec<String>>,
+    }
+}
+
+message_request! {
+    /// A callback of a batch: a message sent to `queue`, exactly once, when the batch finishes
+    /// (it carries the header `sqlmq-batch` with the batch's id). Takes no `depends_on`.
+    pub struct BatchCallback {
+        /// The queue it is sent to (it must exist).
+        pub queue: String,
+    }
+}
+
+/// `POST /v1/batches`: members sent in one transaction (all or none), with optional callbacks.
+#[derive(serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBatchRequest {
+    /// 0 to 10 000 members, in order (a workflow's steps may come in any order).
+    #[schema(max_items = 10000)]
+    pub members: Vec<BatchMember>,
+    /// Sent when every member was acked.
+    pub on_success: Option<BatchCallback>,
+    /// Sent when every member has finished and at least one was not acked (it became a dead
+    /// letter or was cancelled).
+    pub on_failure: Option<BatchCallback>,
+    /// Sent when every member has finished, acked or not.
+    pub on_complete: Option<BatchCallback>,
+    /// Keep the batch open for more members (`POST /v1/batches/{id}/messages`) until it is
+    /// sealed (`POST /v1/batches/{id}/seal`); it cannot finish before. Default false.
+    #[serde(default)]
+    pub open: bool,
+}
+
+/// A created batch.
+#[derive(Serialize, ToSchema)]
+pub struct BatchCreatedOut {
+    /// The batch id (a UUID).
+    pub id: String,
+    /// The members' message ids, in the order given.
+    pub members: Vec<String>,
+    /// The members' message ids by step name.
+    pub steps: BTreeMap<String, String>,
+}
+
+/// `POST /v1/batches/{id}/messages`: more members for an open batch, sent to one queue in one
+/// transaction.
+#[derive(serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddToBatchRequest {
+    /// The queue they are sent to.
+    pub queue: String,
+    /// 1 to 10 000 messages.
+    pub messages: Vec<OutgoingMessage>,
+}
+
+/// Where a batch is in its life.
+#[derive(Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStateOut {
+    /// Members may still be added.
+    Open,
+    /// No more members; finishes when none is pending.
+    Sealed,
+    /// Every member finished; its callbacks were sent (or cancelled).
+    Finished,
+}
+
+impl From<sqlmq::BatchState> for BatchStateOut {
+    fn from(s: sqlmq::BatchState) -> BatchStateOut {
+        match s {
+            sqlmq::BatchState::Open => BatchStateOut::Open,
+            sqlmq::BatchState::Sealed => BatchStateOut::Sealed,
+            sqlmq::BatchState::Finished => BatchStateOut::Finished,
+        }
+    }
+}
+
+/// What a message is to its batch.
+#[derive(Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum RoleOut {
+    /// A member, counted in the batch's progress.
+    Member,
+    /// The callback sent when every member was acked.
+    OnSuccess,
+    /// The callback sent when every member has finished.
+    OnComplete,
+    /// The callback sent when every member has finished and one at least was not acked.
+    OnFailure,
+}
+
+impl From<sqlmq::Role> for RoleOut {
+    fn from(r: sqlmq::Role) -> RoleOut {
+        match r {
+            sqlmq::Role::Member => RoleOut::Member,
+            sqlmq::Role::OnSuccess => RoleOut::OnSuccess,
+            sqlmq::Role::OnComplete => RoleOut::OnComplete,
+            sqlmq::Role::OnFailure => RoleOut::OnFailure,
+        }
+    }
+}
+
+/// Where one message of a batch is.
+#[derive(Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStateOut {
+    /// Waiting for dependencies not acked yet (a callback: for the batch to finish).
+    Waiting,
+    /// Held behind a dependency that became a dead letter: it runs once that one is redriven
+    /// and acked.
+    Held,
+    /// Deliverable or delivered: ready, scheduled, in flight, or in its key's line.
+    Pending,
+    /// Acked.
+    Succeeded,
+    /// A dead letter.
+    Dead,
+    /// Cancelled (by hand, with a cancelled dependency, or a callback whose condition did
+    /// not hold).
+    Cancelled,
+}
+
+impl From<sqlmq::StepState> for StepStateOut {
+    fn from(s: sqlmq::StepState) -> StepStateOut {
+        match s {
+            sqlmq::StepState::Waiting => StepStateOut::Waiting,
+            sqlmq::StepState::Held => StepStateOut::Held,
+            sqlmq::StepState::Pending => StepStateOut::Pending,
+            sqlmq::StepState::Succeeded => StepStateOut::Succeeded,
+            sqlmq::StepState::Dead => StepStateOut::Dead,
+            sqlmq::StepState::Cancelled => StepStateOut::Cancelled,
+        }
+    }
+}
+
+impl StepStateOut {
+    /// Its name as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStateOut::Waiting => "waiting",
+            StepStateOut::Held => "held",
+            StepStateOut::Pending => "pending",
+            StepStateOut::Succeeded => "succeeded",
+            StepStateOut::Dead => "dead",
+            StepStateOut::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One message of a batch: a member (a workflow's step) or a callback.
+#[derive(Serialize, ToSchema)]
+pub struct BatchStepOut {
+    /// The message id.
+    pub id: String,
+    /// Its queue.
+    pub queue: String,
+    /// Its step name, for a workflow's step.
+    pub step: Option<String>,
+    /// Member or callback.
+    pub role: RoleOut,
+    /// Where it is.
+    pub state: StepStateOut,
+    /// The ids of the messages it waits for.
+    pub depends_on: Vec<String>,
+    /// Whether its ack left a result (`GET /v1/messages/{id}/result`).
+    pub has_result: bool,
+}
+
+/// A batch's progress: counts of its members, and each member and callback.
+#[derive(Serialize, ToSchema)]
+pub struct BatchOut {
+    /// The batch id.
+    pub id: String,
+    /// `open`, `sealed` or `finished`.
+    pub state: BatchStateOut,
+    /// Members added.
+    pub members: u64,
+    /// Members not finished yet.
+    pub pending: u64,
+    /// Members acked.
+    pub succeeded: u64,
+    /// Members that became dead letters.
+    pub dead: u64,
+    /// Members cancelled.
+    pub cancelled: u64,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// When its last member finished (RFC 3339).
+    pub finished_at: Option<String>,
+    /// Its members and callbacks, in the order they were sent.
+    pub steps: Vec<BatchStepOut>,
+}
+
+impl From<sqlmq::BatchStatus> for BatchOut {
+    fn from(b: sqlmq::BatchStatus) -> BatchOut {
+        BatchOut {
+            id: b.id.to_string(),
+            state: b.state.into(),
+            members: b.members,
+            pending: b.pending,
+            succeeded: b.succeeded,
+            dead: b.dead,
+            cancelled: b.cancelled,
+            created_at: rfc3339(b.created_at),
+            finished_at: b.finished_at.map(rfc3339),
+            steps: b
+                .steps
+                .into_iter()
+                .map(|s| BatchStepOut {
+                    id: s.id.to_string(),
+                    queue: s.queue,
+                    step: s.step,
+                    role: s.role.into(),
+                    state: s.state.into(),
+                    depends_on: s.depends_on.iter().map(ToString::to_string).collect(),
+                    has_result: s.has_result,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The library's batch for a request.
+fn batch_of(request: CreateBatchRequest) -> ApiResult<sqlmq::Batch> {
+    if request.members.len() > MAX_SEND_BATCH {
+        return Err(ApiError::invalid(format!(
+            "members must hold at most {MAX_SEND_BATCH} entries, got {}",
+            request.members.len()
+        )));
+    }
+    let mut batch = sqlmq::Batch::new();
+    for (i, mut member) in request.members.into_iter().enumerate() {
+        let message = member.take_message()?;
+        let after = member.after.unwrap_or_default();
+        batch = match member.step {
+            Some(step) => {
+                let after: Vec<&str> = after.iter().map(String::as_str).collect();
+                batch.step(step, member.queue, message, &after)
+            }
+            None if !after.is_empty() => {
+                return Err(ApiError::invalid(format!(
+                    "member {i} has after but no step name: only a named step waits for steps"
+                )));
+            }
+            None => batch.add(member.queue, message),
+        };
+    }
+    type Attach = fn(sqlmq::Batch, String, sqlmq::Message) -> sqlmq::Batch;
+    let callbacks: [(&str, Option<BatchCallback>, Attach); 3] = [
+        ("on_success", request.on_success, |b, q, m| {
+            b.on_success(q, m)
+        }),
+        ("on_failure", request.on_failure, |b, q, m| {
+            b.on_failure(q, m)
+        }),
+        ("on_complete", request.on_complete, |b, q, m| {
+            b.on_complete(q, m)
+        }),
+    ];
+    for (role, callback, attach) in callbacks {
+        let Some(mut callback) = callback else {
+            continue;
+        };
+        if callback.depends_on.is_some() {
+            return Err(ApiError::invalid(format!(
+                "{role} takes no depends_on: a callback waits for its batch"
+            )));
+        }
+        let message = callback.take_message()?;
+        batch = attach(batch, callback.queue, message);
+    }
+    Ok(if request.open { batch.open() } else { batch })
+}
+
+/// Create a batch: its members (to any queues) and callbacks in one transaction. A workflow is
+/// a batch whose members name their `step` and the steps they come `after`.
+#[utoipa::path(post, operation_id = "batch_create", path = "/v1/batches", tag = "batches",
+    request_body = CreateBatchRequest,
+    responses((status = 201, description = "The batch and its members' ids", body = BatchCreatedOut,
+        links(
+            ("BatchGet" = (operation_id = "batch_get",
+                parameters(("id" = "$response.body#/id")),
+                description = "The batch's progress")),
+            ("BatchAddMessages" = (operation_id = "batch_add_messages",
+                parameters(("id" = "$response.body#/id")),
+                description = "Add members while it is open")),
+            ("BatchSeal" = (operation_id = "batch_seal",
+                parameters(("id" = "$response.body#/id")),
+                description = "Seal it: no more members")),
+        ))))]
+pub async fn create<B: Backend>(
+    State(state): State<AppState<B>>,
+    Json(request): Json<CreateBatchRequest>,
+) -> ApiResult<(StatusCode, Json<BatchCreatedOut>)> {
+    let mut per_queue: BTreeMap<String, u64> = BTreeMap::new();
+    for m in &request.members {
+        *per_queue.entry(m.queue.clone()).or_default() += 1;
+    }
+    let created = state.client.create_batch(batch_of(request)?).await?;
+    for (queue, n) in per_queue {
+        state.count(&queue, n, 0);
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(BatchCreatedOut {
+            id: created.id.to_string(),
+            members: created.members.iter().map(ToString::to_string).collect(),
+            steps: created
+                .steps
+                .into_iter()
+                .map(|(step, id)| (step, id.to_string()))
+                .collect(),
+        }),
+    ))
+}
+
+/// A batch's progress, by id.
+pub(crate) async fn status<B: Backend>(state: &AppState<B>, id: &str) -> ApiResult<BatchOut> {
+    let id: sqlmq::BatchId = id.parse()?;
+    Ok(state.client.batch(id).await?.into())
+}
+
+/// A batch's progress: state, counts, and each member and callback with its state and
+/// dependencies.
+#[utoipa::path(get, operation_id = "batch_get", path = "/v1/batches/{id}", tag = "batches",
+    params(("id" = String, Path, description = "Batch id")),
+    responses((status = 200, description = "The batch", body = BatchOut)))]
+pub async fn get<B: Backend>(
+    State(state): State<AppState<B>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<BatchOut>> {
+    Ok(Json(status(&state, &id).await?))
+}
+
+/// Add members to an open batch (one queue, one transaction); 409 `batch_sealed` once it is
+/// sealed.
+#[utoipa::path(post, operation_id = "batch_add_messages", path = "/v1/batches/{id}/messages", tag = "batches",
+    params(("id" = String, Path, description = "Batch id")),
+    request_body = AddToBatchRequest,
+    responses((status = 200, description = "The messages' ids", body = SendResponse)))]
+pub async fn add<B: Backend>(
+    State(state): State<AppState<B>>,
+    Path(id): Path<String>,
+    Json(request): Json<AddToBatchRequest>,
+) -> ApiResult<Json<SendResponse>> {
+    let id: sqlmq::BatchId = id.parse()?;
+    let messages =
+        super::messages::batch(request.messages, "messages", OutgoingMessage::into_message)?;
+    let sent = state
+        .client
+        .add_to_batch(id, &request.queue, messages)
+        .await?;
+    let new = sent.iter().filter(|s| !s.duplicate).count() as u64;
+    state.count(&request.queue, new, 0);
+    Ok(Json(SendResponse {
+        messages: sent
+            .into_iter()
+            .map(|s| SentOut {
+                id: s.id.to_string(),
+                duplicate: s.duplicate,
+            })
+            .collect(),
+    }))
+}
+
+/// Seal a batch: no more members; it finishes once none is pending. Sealing a sealed or
+/// finished batch does nothing.
+#[utoipa::path(post, operation_id = "batch_seal", path = "/v1/batches/{id}/seal", tag = "batches",
+    params(("id" = String, Path, description = "Batch id")),
+    responses((status = 204, description = "Sealed")))]
+pub async fn seal<B: Backend>(
+    State(state): State<AppState<B>>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id: sqlmq::BatchId = id.parse()?;
+    state.client.seal_batch(id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
