@@ -215,6 +215,20 @@ fn schedules_page() -> String {
     "/schedules".to_owned()
 }
 
+async fn batch_seal<B: Backend>(State(s): State<AppState<B>>, Path(id): Path<String>) -> Response {
+    done(
+        async {
+            let batch: sqlmq::BatchId = id.trim().parse()?;
+            s.client.seal_batch(batch).await?;
+            Ok((
+                format!("/batches/{}", enc(&id)),
+                format!("Batch {batch} sealed."),
+            ))
+        }
+        .await,
+    )
+}
+
 async fn schedule_pause<B: Backend>(
     State(s): State<AppState<B>>,
     Path(name): Path<String>,
@@ -257,6 +271,7 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{g}/dead/purge"), post(group_purge_dead))
         .route(&format!("{g}/reset"), post(reset))
         .route(&format!("{g}/replay"), post(replay))
+        .route("/ui/batches/{id}/seal", post(batch_seal))
         .route("/ui/schedules/{schedule}/pause", post(schedule_pause))
         .route("/ui/schedules/{schedule}/resume", post(schedule_resume))
 }

@@ -28,6 +28,8 @@ form.inline{display:inline}button{cursor:pointer}button.danger{color:#b3261e}
 pre{white-space:pre-wrap;word-break:break-all;margin:0;max-width:520px}
 svg{background:#fff;border:1px solid #e3e6ec}.badge{padding:1px 6px;border-radius:8px;background:#eef0f4}
 .nowrap{white-space:nowrap}
+.progress{display:flex;height:14px;max-width:640px;background:#e3ecfc;border:1px solid #c8cdd8;margin-top:12px}
+.progress span{display:block;height:100%}
 "#;
 
 const SCRIPT: &str = r#"

@@ -6,6 +6,7 @@
 //! | `queue.rs` | `/queues/{queue}`: counts, charts, find, dead letters, actions |
 //! | `messages.rs` | the queue page's messages: a state a page at a time, search results |
 //! | `topic.rs` | `/topics/{topic}`: partitions, rate, groups with lag, records, ranking |
+//! | `batch.rs` | `/batches/{id}`: a batch's progress, callbacks, members, a workflow's graph |
 //! | `trace.rs` | `/topics/{topic}/records/{id}`: a record's trace across groups |
 //! | `group.rs` | `/topics/{topic}/groups/{group}`: lag, retries, dead letters, reset, replay |
 //! | `processes.rs` | `/processes` |
@@ -21,6 +22,7 @@
 
 mod actions;
 mod alerts;
+mod batch;
 mod chart;
 mod group;
 mod layout;
@@ -155,6 +157,8 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
             get(|cx| async { respond(alerts::show(cx).await) }),
         )
         .route("/queues/{queue}", get(queue::show))
+        .route("/batches", get(batch::lookup))
+        .route("/batches/{id}", get(batch::show))
         .route("/topics/{topic}", get(topic::show))
         .route("/topics/{topic}/records/{id}", get(trace::show))
         .route("/topics/{topic}/groups/{group}", get(group::show))

@@ -121,6 +121,7 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
         (alerts::list(&alerts))
         (chart)
         h2 { "Queues" } (queues_table(&queues))
+        h2 { "Batches and workflows" } (super::batch::lookup_form())
         h2 { "Topics by volume" } (topics_table(&topics))
         h2 { "Consumer groups" } (groups_table(&groups))
     };
