@@ -97,11 +97,11 @@ fn on_success_is_sent_once_after_the_last_ack_while_consumers_are_killed() {
         "the callback was sent more than once"
     );
     assert_eq!(db.stats("jobs").pending(), 0);
-    let out = db.ok(&["recv", "done", "--ack"]);
-    assert!(out.contains("all thumbnails made"), "{out}");
-    assert!(
-        out.contains(&id),
-        "the callback carries its batch's id: {out}"
+    let got = db.json(&["recv", "done", "--ack", "--json"]);
+    assert_eq!(got[0]["body"], "all thumbnails made", "{got}");
+    assert_eq!(
+        got[0]["headers"]["sqlmq-batch"], id,
+        "the callback carries its batch's id: {got}"
     );
 }
 
