@@ -562,3 +562,203 @@ async fn count_rows(s: &TestServer, partition: u32) -> usize {
     .await;
     v["records"].as_array().unwrap().len()
 }
+
+/// A workflow's page in the browser: its graph with a box per step coloured by state, its
+/// progress and callbacks, found with the overview's lookup form; sealing an open batch with
+/// its button (full access only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_batch_page_shows_its_graph_and_seals_an_open_batch() {
+    let s = TestServer::with(test_config().token(FULL).read_token(READ)).await;
+    put(&s, "/v1/queues/media", json!({"max_attempts": 1})).await;
+    put(&s, "/v1/queues/notify", json!({})).await;
+    // extract → 4 thumbnails and 3 transcodes → pack → publish.
+    let mut members =
+        vec![json!({"queue": "media", "step": "extract frames", "body": "video-42.mp4"})];
+    for i in 1..=4 {
+        members.push(json!({"queue": "media", "step": format!("thumbnail {i}"), "body": "t", "after": ["extract frames"]}));
+    }
+    for p in ["480p", "720p", "1080p"] {
+        members.push(json!({"queue": "media", "step": format!("transcode {p}"), "body": p, "after": ["extract frames"]}));
+    }
+    let all: Vec<String> = (1..=4)
+        .map(|i| format!("thumbnail {i}"))
+        .chain(["480p", "720p", "1080p"].map(|p| format!("transcode {p}")))
+        .collect();
+    members.push(json!({"queue": "media", "step": "pack", "body": "zip", "after": all}));
+    members.push(json!({"queue": "media", "step": "publish", "body": "cdn", "after": ["pack"]}));
+    let created = post(
+        &s,
+        "/v1/batches",
+        json!({"members": members,
+               "on_success": {"queue": "notify", "body": "video ready"},
+               "on_failure": {"queue": "notify", "body": "video failed"}}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // extract acked with a result; two thumbnails acked, one dead, the rest in flight.
+    let got = post(
+        &s,
+        "/v1/queues/media/receive",
+        json!({"max": 10, "wait_ms": 1000}),
+    )
+    .await;
+    let r = receipts(&got)[0].as_str().unwrap().to_owned();
+    post(
+        &s,
+        "/v1/queues/media/ack",
+        json!({"receipts": [r], "results": {r: "{\"frames\":1800}"}}),
+    )
+    .await;
+    let got = eventually(
+        Duration::from_secs(10),
+        "the thumbnails and transcodes",
+        || async {
+            let v = post(
+                &s,
+                "/v1/queues/media/receive",
+                json!({"max": 10, "wait_ms": 1000, "lease_ms": 600000}),
+            )
+            .await;
+            (v["messages"].as_array()?.len() == 7).then_some(v)
+        },
+    )
+    .await;
+    let step_of = |m: &Value| {
+        created["steps"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(_, v)| **v == m["id"])
+            .unwrap()
+            .0
+            .clone()
+    };
+    let by_step = |name: &str| {
+        got["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| step_of(m) == name)
+            .unwrap()["receipt"]
+            .clone()
+    };
+    post(&s, "/v1/queues/media/ack", json!({"receipts": [by_step("thumbnail 1"), by_step("thumbnail 2"), by_step("transcode 480p")]})).await;
+    post(
+        &s,
+        "/v1/queues/media/nack",
+        json!({"receipts": [by_step("thumbnail 3")], "error": "corrupt frame"}),
+    )
+    .await;
+    // An open batch, to seal from its page.
+    let open = post(
+        &s,
+        "/v1/batches",
+        json!({"members": [{"queue": "notify", "body": "x"}], "open": true}),
+    )
+    .await;
+    let open = open["id"].as_str().unwrap().to_owned();
+
+    let shots = if std::env::var_os("SQLMQ_UPDATE_SCREENSHOTS").is_some() {
+        workspace_root().join("docs/screenshots")
+    } else {
+        workspace_root().join("target/screenshots")
+    };
+    let b = Browser::start().await;
+    let sign_in = |token: &'static str| {
+        let b = &b;
+        let s = &s;
+        async move {
+            b.goto(&s.url("/login")).await;
+            b.type_into("input[name=token]", token).await;
+            b.click(&b.find("form[action='/login'] button").await).await;
+            eventually(Duration::from_secs(5), "the overview", || async {
+                b.source().await.contains("<h1>Overview</h1>").then_some(())
+            })
+            .await;
+        }
+    };
+    sign_in(FULL).await;
+    // Looked up by id from the overview.
+    b.type_into("#batch-lookup input[name=id]", &id).await;
+    b.click(&b.find("#batch-lookup button").await).await;
+    eventually(Duration::from_secs(5), "the batch page", || async {
+        b.source().await.contains("id=\"workflow\"").then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.find_all("#workflow g.step").await.len(),
+        10,
+        "a box per step"
+    );
+    assert_eq!(
+        b.find_all("#workflow path.edge").await.len(),
+        7 + 7 + 1,
+        "an arrow per dependency"
+    );
+    for (state, n) in [
+        ("succeeded", 4),
+        ("dead", 1),
+        ("pending", 3),
+        ("held", 1),
+        ("waiting", 1),
+    ] {
+        assert_eq!(
+            b.find_all(&format!("#workflow g.step[data-state='{state}']"))
+                .await
+                .len(),
+            n,
+            "{state} steps"
+        );
+    }
+    assert!(b.text("#count-succeeded").await.starts_with('4'));
+    assert!(b.text("#callbacks").await.contains("on failure"));
+    assert!(
+        b.text("#members").await.contains("{\"frames\":1800}"),
+        "extract's result"
+    );
+    assert!(
+        b.find_all("#actions").await.is_empty(),
+        "a sealed batch has no seal button"
+    );
+    b.screenshot(&shots.join("batch.png")).await;
+
+    // The open batch: sealed with its button, after the confirmation.
+    b.goto(&s.url(&format!("/batches/{open}"))).await;
+    assert_eq!(b.text("#batch-state").await, "open");
+    b.click(
+        &b.find(&format!("form[action='/ui/batches/{open}/seal'] button"))
+            .await,
+    )
+    .await;
+    b.accept_confirm().await;
+    eventually(
+        Duration::from_secs(5),
+        "the seal's flash message",
+        || async { b.source().await.contains("sealed.").then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        get(&s, &format!("/v1/batches/{open}")).await["state"],
+        "sealed"
+    );
+
+    // Read-only: the page renders without any action.
+    let open2 = post(&s, "/v1/batches", json!({"members": [], "open": true})).await;
+    b.click(&b.find("#sign-out").await).await;
+    sign_in(READ).await;
+    for page in [
+        format!("/batches/{id}"),
+        format!("/batches/{}", open2["id"].as_str().unwrap()),
+    ] {
+        b.goto(&s.url(&page)).await;
+        assert_eq!(b.find_all("#read-only").await.len(), 1, "{page}");
+        assert!(
+            b.find_all("form[method=post]:not([action='/logout'])")
+                .await
+                .is_empty(),
+            "{page} shows an action"
+        );
+    }
+    b.quit().await;
+    s.finish().await;
+}
