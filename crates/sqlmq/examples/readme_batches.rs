@@ -49,7 +49,7 @@ async fn readme(client: Client) -> anyhow::Result<()> {
             let inputs = ctx.dependency_results().await.map_err(|e| e.to_string())?;
             println!("{} read {} input(s)", String::from_utf8_lossy(&d.body), inputs.len());
             ctx.ack_with_result(d.body).await.map_err(|e| e.to_string())?; // what dependants read
-            Ok(Outcome::Done)
+            Ok::<_, String>(Outcome::Done)
         })
         .queue_raw("emails", |d: sqlmq::Delivery, _ctx| async move {
             println!("album {} is ready: mailing {}", d.headers["sqlmq-batch"], String::from_utf8_lossy(&d.body));
