@@ -292,6 +292,31 @@ impl Batch {
     /// Check names and dependencies, tag every message with the batch; returns the members'
     /// dependencies resolved to ids, in member order.
     pub(crate) fn prepare(&mut self) -> Result<Vec<Vec<MessageId>>> {
+        // A repeated id or idempotency key would be sent once and counted once: refused, so
+        // that what creating the batch returns is what it holds.
+        let mut ids = HashSet::new();
+        let mut keys = HashSet::new();
+        let all = self
+            .members
+            .iter()
+            .map(|(p, _)| p)
+            .chain(self.callbacks.iter().map(|(_, p)| p));
+        for p in all {
+            if !ids.insert(p.message.id) {
+                return Err(Error::InvalidArgument(format!(
+                    "message id {} appears twice in the batch",
+                    p.message.id
+                )));
+            }
+            if let Some(k) = &p.message.idempotency_key
+                && !keys.insert((p.queue.clone(), k.clone()))
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "idempotency key {k:?} appears twice in the batch's messages to {}",
+                    p.queue
+                )));
+            }
+        }
         let mut names: HashMap<String, MessageId> = HashMap::new();
         for (p, _) in &self.members {
             if let Some(step) = p.message.flow.as_ref().and_then(|f| f.step.clone()) {

@@ -269,7 +269,20 @@ impl<B: Backend> Client<B> {
     async fn write_batch(&self, conn: &mut B::Connection, plan: &Plan<B>) -> Result<()> {
         self.store().create_batch_row(conn, plan.id, true).await?;
         for (queue, messages) in plan.runs.iter().chain(&plan.callbacks) {
-            queue.send_on(conn, messages).await?;
+            // A message already stored (its id, or its idempotency key within the queue's
+            // window) would not join the batch: refused, and the batch with it.
+            if let Some(s) = queue
+                .send_on(conn, messages)
+                .await?
+                .iter()
+                .find(|s| s.duplicate)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "message {} is stored already (its id or its idempotency key): it cannot \
+                     join a new batch",
+                    s.id
+                )));
+            }
         }
         if !plan.open {
             self.store().seal_batch_row(conn, plan.id).await?;

@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use super::Backend;
-use super::rows::FlowItem;
+use super::rows::{DependencyRow, FlowItem};
 use crate::domain::{BatchId, BatchStatus, MessageId, Result};
 
 /// The flow tables' rows. A tracked message's end is recorded by the store itself, in the
@@ -57,12 +57,11 @@ pub trait Flows<B: Backend> {
     ) -> impl Future<Output = Result<Option<Vec<u8>>>> + Send;
 
     /// A message's dependencies: id, step name, result.
-    #[allow(clippy::type_complexity)]
     fn dependency_results(
         &self,
         conn: &mut B::Connection,
         id: MessageId,
-    ) -> impl Future<Output = Result<Vec<(MessageId, Option<String>, Option<Vec<u8>>)>>> + Send;
+    ) -> impl Future<Output = Result<Vec<DependencyRow>>> + Send;
 
     /// Delete what ended before `cutoff_us` and expired results; a bounded step.
     fn prune_flows(

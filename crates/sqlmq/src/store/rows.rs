@@ -43,6 +43,9 @@ pub struct FlowItem {
     pub depends_on: Vec<MessageId>,
 }
 
+/// A dependency of a message: its id, step name and result (if its ack left one).
+pub type DependencyRow = (MessageId, Option<String>, Option<Vec<u8>>);
+
 /// A message row to insert: the message, and its headers as a JSON object (`None` when it
 /// has none).
 pub type MessageRow<'m> = (&'m Message, Option<&'m str>);

@@ -636,6 +636,37 @@ pub(crate) async fn bad_batches_are_refused_and_write_nothing<B: TestBackend>() 
         client.create_batch(unknown_queue).await,
         Err(Error::UnknownQueue(_))
     ));
+    // A message twice, or one stored already, would not be a member: refused, nothing written.
+    let twice = Message::new("x");
+    let same = Batch::new().add("q", twice.clone()).add("q", twice);
+    assert!(matches!(
+        client.create_batch(same).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let stored = client
+        .queue("q")
+        .await
+        .unwrap()
+        .send(Message::new("s"))
+        .await
+        .unwrap()
+        .id;
+    let again = Batch::new()
+        .add("q", Message::new("new"))
+        .add("q", Message::new("s").with_id(stored));
+    let refused = client.create_batch(again.clone()).await;
+    assert!(matches!(refused, Err(Error::InvalidArgument(m)) if m.contains("stored already")));
+    assert!(matches!(
+        client.batch(again.id()).await,
+        Err(Error::BatchNotFound(_))
+    ));
+    client
+        .queue("q")
+        .await
+        .unwrap()
+        .cancel(stored)
+        .await
+        .unwrap();
     let valid = Batch::new()
         .add("q", Message::new("x"))
         .on_success("q", Message::new("y"));

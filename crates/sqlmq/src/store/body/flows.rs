@@ -31,7 +31,7 @@ use crate::domain::{
     BatchId, BatchState, BatchStatus, BatchStep, Error, MessageId, Result, Role, StepState,
     time_from_micros,
 };
-use crate::store::rows::{Entry, FlowItem, Keyed};
+use crate::store::rows::{DependencyRow, Entry, FlowItem, Keyed};
 use crate::store::{Backend, Enqueue, Flows};
 
 /// The flow statements that differ by backend.
@@ -722,7 +722,7 @@ impl<B: Backend> SqlStore<B> {
         &self,
         conn: &mut B::Connection,
         id: MessageId,
-    ) -> Result<Vec<(MessageId, Option<String>, Option<Vec<u8>>)>> {
+    ) -> Result<Vec<DependencyRow>> {
         let now = self.flow_now(conn).await?;
         let rows = self
             .query(DEPENDENCY_RESULTS)
@@ -861,7 +861,7 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
         &self,
         conn: &mut B::Connection,
         id: MessageId,
-    ) -> Result<Vec<(MessageId, Option<String>, Option<Vec<u8>>)>> {
+    ) -> Result<Vec<DependencyRow>> {
         SqlStore::dependency_results(self, conn, id).await
     }
 
