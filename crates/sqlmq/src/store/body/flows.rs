@@ -32,6 +32,7 @@ use crate::domain::{
     time_from_micros,
 };
 use crate::store::rows::{DependencyRow, Entry, FlowItem, Keyed};
+use crate::store::statements::{MAX_LIST, bucket, padded};
 use crate::store::{Backend, Enqueue, Flows};
 
 /// The flow statements that differ by backend.
@@ -88,10 +89,12 @@ const INSERT_WAITING: &str = "INSERT INTO {p}waiting \
     (id, queue_id, priority, delay_us, attempts, token) VALUES {list}";
 const WAITING_ROW: &str = "(?,?,?,?,?,?)";
 const WAITING_PARAMS: usize = 6;
-const END_NODE: &str = "UPDATE {p}flow_nodes SET state = ?, ended_us = ? WHERE id = ?";
+const END_NODES: &str = "UPDATE {p}flow_nodes SET state = ?, ended_us = ? WHERE id IN ({list})";
+const REOPEN_NODES: &str =
+    "UPDATE {p}flow_nodes SET state = 0, ended_us = NULL WHERE id IN ({list})";
 const CHILDREN: &str = "SELECT parent, child FROM {p}flow_edges WHERE parent IN ({list})";
-const ADD_WAITING: &str = "UPDATE {p}flow_nodes SET waiting = waiting + ? WHERE id = ?";
-const ADD_HELD: &str = "UPDATE {p}flow_nodes SET held = held + ? WHERE id = ?";
+const ADD_WAITING: &str = "UPDATE {p}flow_nodes SET waiting = waiting + ? WHERE id IN ({list})";
+const ADD_HELD: &str = "UPDATE {p}flow_nodes SET held = held + ? WHERE id IN ({list})";
 const RUNNABLE: &str = "SELECT n.id FROM {p}flow_nodes n JOIN {p}waiting w ON w.id = n.id \
     WHERE n.id IN ({list}) AND n.waiting <= 0 AND n.held <= 0 AND n.state = 0 AND n.role = 0";
 const TAKE_WAITING: &str = "SELECT w.id, w.queue_id, w.priority, w.delay_us, w.attempts, \
@@ -449,12 +452,6 @@ impl<B: Backend> SqlStore<B> {
                     // Ended already (a second release of the same end): nothing moves.
                     _ => continue,
                 };
-                self.query(END_NODE)
-                    .arg(state)
-                    .arg(now_us)
-                    .arg(id.bytes())
-                    .run(conn)
-                    .await?;
                 if let (Some(b), Role::Member, PENDING) = (node.batch, node.role, node.state) {
                     let ends = batches.entry(b).or_default();
                     match state {
@@ -468,6 +465,10 @@ impl<B: Backend> SqlStore<B> {
                     DEAD => dead.push(id),
                     _ => cancelled.push(id),
                 }
+            }
+            for (ids, state) in [(&acked, SUCCEEDED), (&dead, DEAD), (&cancelled, CANCELLED)] {
+                self.exec_with_ids(conn, END_NODES, &[state.into(), now_us], ids)
+                    .await?;
             }
             let runnable = self.adjust_children(conn, &acked, ADD_WAITING, -1).await?;
             self.release_waiting(conn, &runnable).await?;
@@ -487,6 +488,28 @@ impl<B: Backend> SqlStore<B> {
                 .run(conn)
                 .await?;
             self.finish_if_done(conn, batch).await?;
+        }
+        Ok(())
+    }
+
+    /// Run `template` — its `values`, then a `{list}` of ids — for `ids`, in bucketed chunks
+    /// (a padded list repeats its last id, which changes nothing in an `IN` list).
+    async fn exec_with_ids(
+        &self,
+        conn: &mut B::Connection,
+        template: &'static str,
+        values: &[i64],
+        ids: &[MessageId],
+    ) -> Result<()> {
+        for chunk in ids.chunks(MAX_LIST) {
+            let mut q = self.list_query(template, "?", bucket(chunk.len()));
+            for v in values {
+                q = q.arg(*v);
+            }
+            for id in padded(chunk) {
+                q = q.arg(id.bytes());
+            }
+            q.run(conn).await?;
         }
         Ok(())
     }
@@ -523,11 +546,14 @@ impl<B: Backend> SqlStore<B> {
             return Ok(Vec::new());
         }
         let children = self.children(conn, parents).await?;
+        // One statement per distinct count (nearly always one: a dependant names each
+        // dependency once), over the dependants in id order.
+        let mut by_count: BTreeMap<i64, Vec<MessageId>> = BTreeMap::new();
         for (c, n) in &children {
-            self.query(statement)
-                .arg(sign * n)
-                .arg(c.bytes())
-                .run(conn)
+            by_count.entry(*n).or_default().push(*c);
+        }
+        for (n, ids) in &by_count {
+            self.exec_with_ids(conn, statement, &[sign * n], ids)
                 .await?;
         }
         let ids: Vec<MessageId> = children.into_keys().collect();
@@ -625,14 +651,8 @@ impl<B: Backend> SqlStore<B> {
             if fires { &mut send } else { &mut drop }.push(id);
         }
         // A released callback's node stays pending until its own ack; a dropped one ends now.
-        for id in &drop {
-            self.query(END_NODE)
-                .arg(CANCELLED)
-                .arg(now)
-                .arg(id.bytes())
-                .run(conn)
-                .await?;
-        }
+        self.exec_with_ids(conn, END_NODES, &[CANCELLED.into(), now], &drop)
+            .await?;
         self.release_waiting(conn, &send).await?;
         self.cancel_waiting(conn, &drop).await
     }
@@ -650,17 +670,12 @@ impl<B: Backend> SqlStore<B> {
             if node.state != DEAD {
                 continue;
             }
-            self.query(END_NODE)
-                .arg(PENDING)
-                .arg(None::<i64>)
-                .arg(id.bytes())
-                .run(conn)
-                .await?;
             if let (Some(b), Role::Member) = (node.batch, node.role) {
                 self.query(REOPEN_MEMBER).arg(b.bytes()).run(conn).await?;
             }
             back.push(*id);
         }
+        self.exec_with_ids(conn, REOPEN_NODES, &[], &back).await?;
         self.adjust_children(conn, &back, ADD_HELD, -1).await?;
         Ok(())
     }
