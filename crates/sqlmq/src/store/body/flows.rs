@@ -137,6 +137,10 @@ const DELETE_BATCH: &str = "DELETE FROM {p}batches WHERE id = ?";
 const OLD_RESULTS: &str = "SELECT id FROM {p}results WHERE expires_us < ? LIMIT 1000";
 const DELETE_RESULTS: &str = "DELETE FROM {p}results WHERE id IN ({list})";
 
+/// Messages going into a queue's lines: into `ready`/`scheduled` (with their delay), and
+/// behind their keys.
+type Lines = (Vec<(Entry, i64)>, Vec<Keyed>);
+
 /// Each message's first end only (a list may name one twice).
 fn dedup_ends(ended: Vec<(MessageId, Ending)>) -> Vec<(MessageId, Ending)> {
     let mut seen = BTreeSet::new();
@@ -570,7 +574,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(());
         }
         let rows = self.fetch_id_list(conn, TAKE_WAITING, ids).await?;
-        let mut by_queue: BTreeMap<i32, (Vec<(Entry, i64)>, Vec<Keyed>)> = BTreeMap::new();
+        let mut by_queue: BTreeMap<i32, Lines> = BTreeMap::new();
         let mut taken = BTreeSet::new();
         for r in &rows {
             let entry = Entry {
