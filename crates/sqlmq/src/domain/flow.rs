@@ -15,13 +15,27 @@ use super::message::Message;
 use super::name::{MAX_NAME_LEN, validate_key};
 
 /// How long the flow tables keep a finished batch, an ended message's record and a result.
+///
+/// ```
+/// assert_eq!(sqlmq::FLOW_RETENTION.as_secs(), 7 * 24 * 3600);
+/// ```
 pub const FLOW_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Most bytes of a result an ack may carry ([`Queue::ack_with_result`](crate::Queue)).
+///
+/// ```
+/// assert_eq!(sqlmq::MAX_RESULT_BYTES, 65_536);
+/// ```
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
 /// The header every batch callback carries: its batch's id, to look the batch up with
 /// [`Client::batch`](crate::Client::batch) (its final counts).
+///
+/// ```
+/// # fn f(d: sqlmq::Delivery) {
+/// if let Some(batch) = d.headers.get(sqlmq::BATCH_HEADER) { println!("callback of {batch}") }
+/// # }
+/// ```
 pub const BATCH_HEADER: &str = "sqlmq-batch";
 
 /// The identifier of a batch (and of a workflow, which is a batch whose members name their
@@ -84,6 +98,12 @@ impl FromStr for BatchId {
 }
 
 /// What a tracked message is to its batch.
+///
+/// ```
+/// # fn f(s: sqlmq::BatchStatus) {
+/// let members = s.steps.iter().filter(|x| x.role == sqlmq::Role::Member).count();
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -434,6 +454,12 @@ pub(crate) fn check_trackable_key(m: &Message) -> Result<()> {
 }
 
 /// Where a batch is in its life.
+///
+/// ```
+/// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+/// let done = client.batch(id).await?.state == sqlmq::BatchState::Finished;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BatchState {
@@ -456,6 +482,12 @@ impl BatchState {
 }
 
 /// Where one message of a batch (a member or a callback) is.
+///
+/// ```
+/// # fn f(s: sqlmq::BatchStatus) {
+/// let held = s.steps.iter().filter(|x| x.state == sqlmq::StepState::Held).count();
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepState {
@@ -490,6 +522,14 @@ impl StepState {
 }
 
 /// One message of a batch, as [`Client::batch`](crate::Client::batch) reports it.
+///
+/// ```
+/// # fn f(s: sqlmq::BatchStatus) {
+/// for step in &s.steps {
+///     println!("{:?} in {}: {:?} after {:?}", step.step, step.queue, step.state, step.depends_on);
+/// }
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct BatchStep {
@@ -510,6 +550,13 @@ pub struct BatchStep {
 }
 
 /// A batch's progress ([`Client::batch`](crate::Client::batch)).
+///
+/// ```
+/// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+/// let s = client.batch(id).await?;
+/// println!("{} of {} acked, {} dead, {} pending", s.succeeded, s.members, s.dead, s.pending);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct BatchStatus {
@@ -552,6 +599,13 @@ impl BatchStatus {
 }
 
 /// What [`Client::create_batch`](crate::Client::create_batch) did.
+///
+/// ```
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// let created = client.create_batch(sqlmq::Batch::new().add("jobs", sqlmq::Message::new("x"))).await?;
+/// println!("batch {} holds {:?}", created.id, created.members);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct BatchCreated {

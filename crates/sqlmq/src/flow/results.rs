@@ -14,6 +14,14 @@ use crate::tx;
 
 /// A dependency of a message and the result its ack left
 /// ([`Client::dependency_results`]).
+///
+/// ```
+/// # async fn f(client: sqlmq::Client, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+/// for dep in client.dependency_results(id).await? {
+///     println!("{} ({:?}): {:?}", dep.id, dep.step, dep.result);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct DependencyResult {
