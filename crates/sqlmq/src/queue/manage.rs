@@ -81,18 +81,23 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn purge(&self) -> Result<u64> {
         let removed = self.purge_scope(PurgeScope::Live).await?;
+        self.repair_after_purge().await?;
+        Ok(removed)
+    }
+
+    /// Keys whose head was purged move on to their next message or disappear; the dependants
+    /// of purged messages are cancelled, and batches count their purged members cancelled.
+    async fn repair_after_purge(&self) -> Result<()> {
         let store = self.store();
-        // Keys whose head was purged move on to their next message or disappear.
         loop {
             let repaired = tx::run(self.pool(), "repair_keys", |conn, _| {
                 Box::pin(store.repair_keys(conn, self.id()))
             })
             .await?;
             if repaired == 0 {
-                break;
+                return Ok(());
             }
         }
-        Ok(removed)
     }
 
     /// Delete every dead letter of the queue. Returns how many.
@@ -103,7 +108,9 @@ impl<B: Backend> Queue<B> {
     /// # Ok(()) }
     /// ```
     pub async fn purge_dead_letters(&self) -> Result<u64> {
-        self.purge_scope(PurgeScope::Dead).await
+        let removed = self.purge_scope(PurgeScope::Dead).await?;
+        self.repair_after_purge().await?;
+        Ok(removed)
     }
 
     async fn purge_scope(&self, scope: PurgeScope) -> Result<u64> {

@@ -687,6 +687,65 @@ pub(crate) async fn bad_batches_are_refused_and_write_nothing<B: TestBackend>() 
     db.drop().await;
 }
 
+pub(crate) async fn purges_cancel_what_waits_on_purged_messages<B: TestBackend>() {
+    let (db, client) = setup::<B>(&[
+        ("q", QueueConfig::default().max_attempts(1)),
+        ("other", QueueConfig::default()),
+        ("end", QueueConfig::default()),
+    ])
+    .await;
+    let q = client.queue("q").await.unwrap();
+    // a, then b after it (both in q), then c in another queue after b.
+    let batch = Batch::new()
+        .step("a", "q", Message::new("a"), &[])
+        .step("b", "q", Message::new("b"), &["a"])
+        .step("c", "other", Message::new("c"), &["b"])
+        .on_failure("end", Message::new("failure"));
+    let created = client.create_batch(batch).await.unwrap();
+    q.purge().await.unwrap();
+    let status = client.batch(created.id).await.unwrap();
+    assert_eq!(
+        (status.state, status.cancelled),
+        (BatchState::Finished, 3),
+        "{status:?}"
+    );
+    assert_eq!(
+        client
+            .queue("other")
+            .await
+            .unwrap()
+            .stats()
+            .await
+            .unwrap()
+            .pending(),
+        0
+    );
+    assert_eq!(
+        drain(&client, "end", Duration::from_millis(200))
+            .await
+            .len(),
+        1
+    );
+    // A dead dependency whose dead letter is purged cancels its dependant.
+    let dies = q.send(Message::new("dies")).await.unwrap().id;
+    let waits = client
+        .queue("other")
+        .await
+        .unwrap()
+        .send(Message::new("waits").depends_on([dies]))
+        .await
+        .unwrap()
+        .id;
+    let d = q.receive(1, LEASE).await.unwrap().remove(0);
+    q.nack(d.receipt(), None, "dies").await.unwrap();
+    q.purge_dead_letters().await.unwrap();
+    let other = client.queue("other").await.unwrap();
+    assert_eq!(other.stats().await.unwrap().waiting, 0);
+    assert!(other.message(waits).await.unwrap().is_none());
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         on_success_is_sent_once_after_the_last_ack_across_clients,
@@ -696,5 +755,6 @@ sqlmq_testkit::conformance!(
         a_dead_dependency_holds_and_a_cancelled_one_cancels_its_dependants,
         depends_on_tracks_stored_messages_wherever_they_are,
         bad_batches_are_refused_and_write_nothing,
+        purges_cancel_what_waits_on_purged_messages,
     ]
 );

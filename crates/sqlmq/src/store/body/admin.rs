@@ -40,6 +40,8 @@ const COUNTS: [&str; 6] = [
     "SELECT queue_id, COUNT(*) FROM {p}dead GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}waiting GROUP BY queue_id",
 ];
+/// Take up to n of a queue's `waiting` rows (queue, n): `id`.
+const PURGE_WAITING: &str = "SELECT id FROM {p}waiting WHERE queue_id = ? LIMIT ?";
 pub(crate) const CANCEL_READY: &str =
     "DELETE FROM {p}ready WHERE queue_id = ? AND priority = ? AND id = ?";
 
@@ -166,6 +168,7 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
                 (scheduled, B::MAINTAIN.delete_scheduled),
                 (blocked, B::ADMIN.delete_blocked),
                 (leases, B::SETTLE.delete_leases),
+                (PURGE_WAITING, DELETE_WAITING),
             ],
             PurgeScope::Dead => vec![(dead, B::ADMIN.delete_dead)],
         };
