@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlmq::Backend;
 use utoipa::ToSchema;
 
-use super::messages::{MAX_SEND_BATCH, OutgoingMessage, SendResponse, SentOut, message_request};
+use super::messages::{MAX_SEND_BATCH, OutgoingMessage, SendResponse, message_request};
 use crate::body::rfc3339;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
@@ -381,15 +381,7 @@ pub async fn add<B: Backend>(
         .await?;
     let new = sent.iter().filter(|s| !s.duplicate).count() as u64;
     state.count(&request.queue, new, 0);
-    Ok(Json(SendResponse {
-        messages: sent
-            .into_iter()
-            .map(|s| SentOut {
-                id: s.id.to_string(),
-                duplicate: s.duplicate,
-            })
-            .collect(),
-    }))
+    Ok(Json(SendResponse::from(sent)))
 }
 
 /// Seal a batch: no more members; it finishes once none is pending. Sealing a sealed or

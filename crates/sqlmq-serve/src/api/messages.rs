@@ -184,6 +184,20 @@ pub struct SendResponse {
     pub messages: Vec<SentOut>,
 }
 
+impl From<Vec<sqlmq::Sent>> for SendResponse {
+    fn from(sent: Vec<sqlmq::Sent>) -> SendResponse {
+        SendResponse {
+            messages: sent
+                .into_iter()
+                .map(|s| SentOut {
+                    id: s.id.to_string(),
+                    duplicate: s.duplicate,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Parse and size-check a batch.
 pub(crate) fn batch<T, U>(
     items: Vec<T>,
@@ -240,15 +254,7 @@ pub async fn send<B: Backend>(
 ) -> ApiResult<Json<SendResponse>> {
     let messages = batch(request.messages, "messages", OutgoingMessage::into_message)?;
     let sent = send_messages(&state, &name, messages).await?;
-    Ok(Json(SendResponse {
-        messages: sent
-            .into_iter()
-            .map(|s| SentOut {
-                id: s.id.to_string(),
-                duplicate: s.duplicate,
-            })
-            .collect(),
-    }))
+    Ok(Json(SendResponse::from(sent)))
 }
 
 /// Claim messages, waiting up to `wait_ms` for the first (long poll).

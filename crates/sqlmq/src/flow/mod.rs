@@ -109,9 +109,7 @@ impl<B: Backend> Client<B> {
         queue: &str,
         messages: Vec<Message>,
     ) -> Result<Vec<Sent>> {
-        let queue = self.queue(queue).await?;
-        let messages = tag_members(id, messages);
-        queue.check_messages(&messages)?;
+        let (queue, messages) = self.new_members(id, queue, messages).await?;
         let (queue, messages) = (&queue, &messages);
         tx::run(self.pool(), "batch_add", |conn, _| {
             Box::pin(queue.send_on(conn, messages))
@@ -136,9 +134,7 @@ impl<B: Backend> Client<B> {
         queue: &str,
         messages: Vec<Message>,
     ) -> Result<Vec<Sent>> {
-        let queue = self.queue(queue).await?;
-        let messages = tag_members(id, messages);
-        queue.check_messages(&messages)?;
+        let (queue, messages) = self.new_members(id, queue, messages).await?;
         let (queue, messages) = (&queue, &messages);
         tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(queue.send_on(conn, messages))).await
     }
@@ -192,6 +188,19 @@ impl<B: Backend> Client<B> {
         })
         .await?
         .ok_or(Error::BatchNotFound(id))
+    }
+
+    /// The queue named `queue`, and `messages` checked as new members of batch `id`.
+    async fn new_members(
+        &self,
+        id: BatchId,
+        queue: &str,
+        messages: Vec<Message>,
+    ) -> Result<(Queue<B>, Vec<Message>)> {
+        let queue = self.queue(queue).await?;
+        let messages = tag_members(id, messages);
+        queue.check_messages(&messages)?;
+        Ok((queue, messages))
     }
 
     async fn seal_on(&self, conn: &mut B::Connection, id: BatchId) -> Result<()> {

@@ -199,32 +199,6 @@ impl<B: Backend> SqlStore<B> {
             .collect()
     }
 
-    /// Create a batch, open or sealed.
-    pub(crate) async fn insert_batch(
-        &self,
-        conn: &mut B::Connection,
-        id: BatchId,
-        open: bool,
-    ) -> Result<()> {
-        let now = self.flow_now(conn).await?;
-        self.query(INSERT_BATCH)
-            .arg(id.bytes())
-            .arg(if open { 0i16 } else { 1i16 })
-            .arg(now)
-            .run(conn)
-            .await?;
-        Ok(())
-    }
-
-    /// Seal an open batch; finish it when no member is pending. False when it is not open.
-    pub(crate) async fn seal_batch(&self, conn: &mut B::Connection, id: BatchId) -> Result<bool> {
-        let sealed = self.query(SEAL).arg(id.bytes()).run(conn).await? == 1;
-        if sealed {
-            self.finish_if_done(conn, id).await?;
-        }
-        Ok(sealed)
-    }
-
     /// A batch's state, or why members cannot be added to it.
     async fn refuse_closed(&self, conn: &mut B::Connection, id: BatchId) -> Error {
         match self.query(BATCH_STATE).arg(id.bytes()).first(conn).await {
@@ -232,126 +206,6 @@ impl<B: Backend> SqlStore<B> {
             Ok(None) => Error::BatchNotFound(id),
             Err(e) => e,
         }
-    }
-
-    /// Record tracked messages just inserted into `queue_id` (their rows carry the mark):
-    /// their nodes and dependencies, each batch's new members; then put each where it belongs
-    /// — in line when nothing holds it, otherwise in `waiting`.
-    pub(crate) async fn flow_send(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        items: &[FlowItem],
-    ) -> Result<()> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        let mut members: BTreeMap<BatchId, i64> = BTreeMap::new();
-        for item in items.iter().filter(|i| i.role == Role::Member) {
-            if let Some(b) = item.batch {
-                *members.entry(b).or_default() += 1;
-            }
-        }
-        for (&batch, &n) in &members {
-            let added = self
-                .query(ADD_MEMBERS)
-                .arg(n)
-                .arg(n)
-                .arg(batch.bytes())
-                .run(conn)
-                .await?;
-            if added != 1 {
-                return Err(self.refuse_closed(conn, batch).await);
-            }
-        }
-        let parents: Vec<MessageId> = items
-            .iter()
-            .flat_map(|i| i.depends_on.iter().copied())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let mut states = self.lock_nodes(conn, &parents).await?;
-        for &p in &parents {
-            if let Some(node) = states.get(&p) {
-                if node.state == CANCELLED {
-                    return Err(Error::DependencyNotFound(p));
-                }
-            } else if !items.iter().any(|i| i.id == p) {
-                let state = self.track_existing(conn, p).await?;
-                states.insert(
-                    p,
-                    Node {
-                        batch: None,
-                        role: Role::Member,
-                        state,
-                    },
-                );
-            }
-        }
-        let mut nodes = Vec::with_capacity(items.len());
-        let mut edges = Vec::new();
-        let mut placed = Vec::new();
-        let mut keyed = Vec::new();
-        let mut waiting = Vec::new();
-        for item in items {
-            let (mut unmet, mut held) = (0i64, 0i64);
-            for p in &item.depends_on {
-                edges.push((*p, item.id));
-                match states.get(p).map(|n| n.state) {
-                    Some(SUCCEEDED) => {}
-                    Some(DEAD) => {
-                        unmet += 1;
-                        held += 1;
-                    }
-                    // Pending, or sent in this same statement group (not acked yet).
-                    _ => unmet += 1,
-                }
-            }
-            nodes.push((item, unmet, held));
-            let entry = Entry {
-                id: item.id,
-                priority: item.priority,
-                attempts: 0,
-                token: 0,
-            };
-            if unmet > 0 || item.role != Role::Member {
-                waiting.push((entry, item.delay_us));
-            } else {
-                match &item.line_key {
-                    Some(key) => keyed.push(Keyed {
-                        key: key.clone(),
-                        entry,
-                        delay_us: item.delay_us,
-                    }),
-                    None => placed.push((entry, item.delay_us)),
-                }
-            }
-        }
-        self.insert_values(
-            conn,
-            INSERT_NODES,
-            NODE_ROW,
-            NODE_PARAMS,
-            &nodes,
-            |q, (item, unmet, held)| {
-                q.arg(item.id.bytes())
-                    .arg(queue_id)
-                    .arg(item.batch.as_ref().map(BatchId::bytes))
-                    .arg(item.step.as_deref().map(str::as_bytes))
-                    .arg(item.role.code())
-                    .arg(*unmet)
-                    .arg(*held)
-                    .arg(PENDING)
-            },
-        )
-        .await?;
-        self.insert_values(conn, INSERT_EDGES, EDGE_ROW, 2, &edges, |q, (p, c)| {
-            q.arg(p.bytes()).arg(c.bytes())
-        })
-        .await?;
-        self.insert_waiting(conn, queue_id, &waiting).await?;
-        self.place(conn, queue_id, &placed).await?;
-        self.enqueue_keyed(conn, queue_id, keyed).await
     }
 
     async fn insert_waiting(
@@ -700,62 +554,157 @@ impl<B: Backend> SqlStore<B> {
         self.end_flow(conn, ids).await?;
         Ok(n)
     }
+}
 
-    /// Keep `result` as the result of acked message `id` for `ttl_us`.
-    pub(crate) async fn put_result(
+impl<B: Backend> Flows<B> for SqlStore<B> {
+    /// Record tracked messages just inserted into `queue_id` (their rows carry the mark):
+    /// their nodes and dependencies, each batch's new members; then put each where it belongs
+    /// — in line when nothing holds it, otherwise in `waiting`.
+    async fn flow_send(
         &self,
         conn: &mut B::Connection,
-        id: MessageId,
-        result: &[u8],
-        ttl_us: i64,
+        queue_id: i32,
+        items: &[FlowItem],
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut members: BTreeMap<BatchId, i64> = BTreeMap::new();
+        for item in items.iter().filter(|i| i.role == Role::Member) {
+            if let Some(b) = item.batch {
+                *members.entry(b).or_default() += 1;
+            }
+        }
+        for (&batch, &n) in &members {
+            let added = self
+                .query(ADD_MEMBERS)
+                .arg(n)
+                .arg(n)
+                .arg(batch.bytes())
+                .run(conn)
+                .await?;
+            if added != 1 {
+                return Err(self.refuse_closed(conn, batch).await);
+            }
+        }
+        let parents: Vec<MessageId> = items
+            .iter()
+            .flat_map(|i| i.depends_on.iter().copied())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut states = self.lock_nodes(conn, &parents).await?;
+        for &p in &parents {
+            if let Some(node) = states.get(&p) {
+                if node.state == CANCELLED {
+                    return Err(Error::DependencyNotFound(p));
+                }
+            } else if !items.iter().any(|i| i.id == p) {
+                let state = self.track_existing(conn, p).await?;
+                states.insert(
+                    p,
+                    Node {
+                        batch: None,
+                        role: Role::Member,
+                        state,
+                    },
+                );
+            }
+        }
+        let mut nodes = Vec::with_capacity(items.len());
+        let mut edges = Vec::new();
+        let mut placed = Vec::new();
+        let mut keyed = Vec::new();
+        let mut waiting = Vec::new();
+        for item in items {
+            let (mut unmet, mut held) = (0i64, 0i64);
+            for p in &item.depends_on {
+                edges.push((*p, item.id));
+                match states.get(p).map(|n| n.state) {
+                    Some(SUCCEEDED) => {}
+                    Some(DEAD) => {
+                        unmet += 1;
+                        held += 1;
+                    }
+                    // Pending, or sent in this same statement group (not acked yet).
+                    _ => unmet += 1,
+                }
+            }
+            nodes.push((item, unmet, held));
+            let entry = Entry {
+                id: item.id,
+                priority: item.priority,
+                attempts: 0,
+                token: 0,
+            };
+            if unmet > 0 || item.role != Role::Member {
+                waiting.push((entry, item.delay_us));
+            } else {
+                match &item.line_key {
+                    Some(key) => keyed.push(Keyed {
+                        key: key.clone(),
+                        entry,
+                        delay_us: item.delay_us,
+                    }),
+                    None => placed.push((entry, item.delay_us)),
+                }
+            }
+        }
+        self.insert_values(
+            conn,
+            INSERT_NODES,
+            NODE_ROW,
+            NODE_PARAMS,
+            &nodes,
+            |q, (item, unmet, held)| {
+                q.arg(item.id.bytes())
+                    .arg(queue_id)
+                    .arg(item.batch.as_ref().map(BatchId::bytes))
+                    .arg(item.step.as_deref().map(str::as_bytes))
+                    .arg(item.role.code())
+                    .arg(*unmet)
+                    .arg(*held)
+                    .arg(PENDING)
+            },
+        )
+        .await?;
+        self.insert_values(conn, INSERT_EDGES, EDGE_ROW, 2, &edges, |q, (p, c)| {
+            q.arg(p.bytes()).arg(c.bytes())
+        })
+        .await?;
+        self.insert_waiting(conn, queue_id, &waiting).await?;
+        self.place(conn, queue_id, &placed).await?;
+        self.enqueue_keyed(conn, queue_id, keyed).await
+    }
+
+    /// Create a batch, open or sealed.
+    async fn create_batch_row(
+        &self,
+        conn: &mut B::Connection,
+        id: BatchId,
+        open: bool,
     ) -> Result<()> {
         let now = self.flow_now(conn).await?;
-        self.query(DELETE_RESULT).arg(id.bytes()).run(conn).await?;
-        self.query(INSERT_RESULT)
+        self.query(INSERT_BATCH)
             .arg(id.bytes())
-            .arg(result)
-            .arg(now.saturating_add(ttl_us))
+            .arg(if open { 0i16 } else { 1i16 })
+            .arg(now)
             .run(conn)
             .await?;
         Ok(())
     }
 
-    /// The result an ack of `id` left, if it has not expired.
-    pub(crate) async fn result_of(
-        &self,
-        conn: &mut B::Connection,
-        id: MessageId,
-    ) -> Result<Option<Vec<u8>>> {
-        let now = self.flow_now(conn).await?;
-        let row = self
-            .query(RESULT)
-            .arg(id.bytes())
-            .arg(now)
-            .first(conn)
-            .await?;
-        row.map(|r| r.col(0)).transpose()
-    }
-
-    /// The dependencies of `id`: each one's id, step name and result (if its ack left one).
-    pub(crate) async fn dependency_results(
-        &self,
-        conn: &mut B::Connection,
-        id: MessageId,
-    ) -> Result<Vec<DependencyRow>> {
-        let now = self.flow_now(conn).await?;
-        let rows = self
-            .query(DEPENDENCY_RESULTS)
-            .arg(now)
-            .arg(id.bytes())
-            .rows(conn)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.id_at(0)?, r.opt_text_at(1)?, r.col(2)?)))
-            .collect()
+    /// Seal an open batch; finish it when no member is pending. False when it is not open.
+    async fn seal_batch_row(&self, conn: &mut B::Connection, id: BatchId) -> Result<bool> {
+        let sealed = self.query(SEAL).arg(id.bytes()).run(conn).await? == 1;
+        if sealed {
+            self.finish_if_done(conn, id).await?;
+        }
+        Ok(sealed)
     }
 
     /// A batch's counts and messages.
-    pub(crate) async fn batch_status(
+    async fn batch_status(
         &self,
         conn: &mut B::Connection,
         id: BatchId,
@@ -795,14 +744,59 @@ impl<B: Backend> SqlStore<B> {
         Ok(Some(status))
     }
 
+    /// Keep `result` as the result of acked message `id` for `ttl_us`.
+    async fn put_result(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+        result: &[u8],
+        ttl_us: i64,
+    ) -> Result<()> {
+        let now = self.flow_now(conn).await?;
+        self.query(DELETE_RESULT).arg(id.bytes()).run(conn).await?;
+        self.query(INSERT_RESULT)
+            .arg(id.bytes())
+            .arg(result)
+            .arg(now.saturating_add(ttl_us))
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The result an ack of `id` left, if it has not expired.
+    async fn result_of(&self, conn: &mut B::Connection, id: MessageId) -> Result<Option<Vec<u8>>> {
+        let now = self.flow_now(conn).await?;
+        let row = self
+            .query(RESULT)
+            .arg(id.bytes())
+            .arg(now)
+            .first(conn)
+            .await?;
+        row.map(|r| r.col(0)).transpose()
+    }
+
+    /// The dependencies of `id`: each one's id, step name and result (if its ack left one).
+    async fn dependency_results(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<Vec<DependencyRow>> {
+        let now = self.flow_now(conn).await?;
+        let rows = self
+            .query(DEPENDENCY_RESULTS)
+            .arg(now)
+            .arg(id.bytes())
+            .rows(conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.id_at(0)?, r.opt_text_at(1)?, r.col(2)?)))
+            .collect()
+    }
+
     /// Delete what the flow tables keep past `cutoff_us` (µs on the database clock): ended
     /// nodes of finished batches (or of none) with their edges, finished batches left without
     /// nodes, expired results; a bounded step. Returns how many rows went.
-    pub(crate) async fn prune_flows(
-        &self,
-        conn: &mut B::Connection,
-        cutoff_us: i64,
-    ) -> Result<usize> {
+    async fn prune_flows(&self, conn: &mut B::Connection, cutoff_us: i64) -> Result<usize> {
         let now = self.flow_now(conn).await?;
         let rows = self.query(OLD_NODES).arg(cutoff_us).rows(conn).await?;
         let nodes = rows
@@ -828,63 +822,5 @@ impl<B: Backend> SqlStore<B> {
             .collect::<Result<Vec<_>>>()?;
         self.exec_id_list(conn, DELETE_RESULTS, &results).await?;
         Ok(nodes.len() + rows.len() + results.len())
-    }
-}
-
-impl<B: Backend> Flows<B> for SqlStore<B> {
-    async fn flow_send(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        items: &[FlowItem],
-    ) -> Result<()> {
-        SqlStore::flow_send(self, conn, queue_id, items).await
-    }
-
-    async fn create_batch_row(
-        &self,
-        conn: &mut B::Connection,
-        id: BatchId,
-        open: bool,
-    ) -> Result<()> {
-        self.insert_batch(conn, id, open).await
-    }
-
-    async fn seal_batch_row(&self, conn: &mut B::Connection, id: BatchId) -> Result<bool> {
-        self.seal_batch(conn, id).await
-    }
-
-    async fn batch_status(
-        &self,
-        conn: &mut B::Connection,
-        id: BatchId,
-    ) -> Result<Option<BatchStatus>> {
-        SqlStore::batch_status(self, conn, id).await
-    }
-
-    async fn put_result(
-        &self,
-        conn: &mut B::Connection,
-        id: MessageId,
-        result: &[u8],
-        ttl_us: i64,
-    ) -> Result<()> {
-        SqlStore::put_result(self, conn, id, result, ttl_us).await
-    }
-
-    async fn result_of(&self, conn: &mut B::Connection, id: MessageId) -> Result<Option<Vec<u8>>> {
-        SqlStore::result_of(self, conn, id).await
-    }
-
-    async fn dependency_results(
-        &self,
-        conn: &mut B::Connection,
-        id: MessageId,
-    ) -> Result<Vec<DependencyRow>> {
-        SqlStore::dependency_results(self, conn, id).await
-    }
-
-    async fn prune_flows(&self, conn: &mut B::Connection, cutoff_us: i64) -> Result<usize> {
-        SqlStore::prune_flows(self, conn, cutoff_us).await
     }
 }
