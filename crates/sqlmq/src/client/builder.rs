@@ -33,6 +33,7 @@ pub struct ClientBuilder {
     lock_wait_timeout: Duration,
     connect_timeout: Duration,
     notifications: bool,
+    flow_retention: Duration,
 }
 
 impl Default for ClientBuilder {
@@ -45,6 +46,7 @@ impl Default for ClientBuilder {
             lock_wait_timeout: Self::DEFAULT_LOCK_WAIT_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             notifications: true,
+            flow_retention: crate::domain::FLOW_RETENTION,
         }
     }
 }
@@ -177,6 +179,20 @@ impl ClientBuilder {
     /// ```
     pub fn housekeeping_interval(mut self, interval: Duration) -> Self {
         self.housekeeping_interval = interval;
+        self
+    }
+
+    /// How long results of acks ([`Queue::ack_with_result`](crate::Queue::ack_with_result)) are
+    /// kept, and how long this client's housekeeping keeps finished batches and the records of
+    /// ended tracked messages (default 7 days, [`FLOW_RETENTION`](crate::FLOW_RETENTION)). A
+    /// dependency on a tracked message acked longer ago than that is refused as unknown.
+    ///
+    /// ```
+    /// let b = sqlmq::Client::builder().flow_retention(std::time::Duration::from_secs(86_400));
+    /// # let _ = b;
+    /// ```
+    pub fn flow_retention(mut self, retention: Duration) -> Self {
+        self.flow_retention = retention;
         self
     }
 
@@ -326,6 +342,7 @@ impl ClientBuilder {
                 max_payload_bytes: max_payload,
                 statement_budget: budget,
                 housekeeping_interval: self.housekeeping_interval,
+                flow_retention: self.flow_retention,
                 owner: owner_id(),
                 housekeeping: Mutex::default(),
                 wakeups: Mutex::default(),

@@ -76,6 +76,8 @@ pub(crate) struct Inner<B: Backend> {
     pub max_payload_bytes: usize,
     pub statement_budget: usize,
     pub housekeeping_interval: Duration,
+    /// How long results, finished batches and ended tracked messages are kept.
+    pub flow_retention: Duration,
     pub owner: String,
     /// When each queue, group or topic last ran its housekeeping in this client.
     pub housekeeping: Mutex<HashMap<Subject, Instant>>,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Client, Watched};
-use crate::domain::{FLOW_RETENTION, Result, micros_of};
+use crate::domain::{Result, micros_of};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::tx;
@@ -97,12 +97,11 @@ impl<B: Backend> Client<B> {
         })
         .await?;
         // Batches, dependencies and results past their retention, on the same schedule.
+        let retention = micros_of(self.inner.flow_retention);
         let flows = tx::run(self.pool(), "prune_flows", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;
-                store
-                    .prune_flows(conn, now - micros_of(FLOW_RETENTION))
-                    .await
+                store.prune_flows(conn, now - retention).await
             })
         })
         .await?;

@@ -4,9 +4,7 @@
 use serde::Serialize;
 
 use crate::client::Client;
-use crate::domain::{
-    Error, FLOW_RETENTION, MAX_RESULT_BYTES, MessageId, Receipt, Result, micros_of,
-};
+use crate::domain::{Error, MAX_RESULT_BYTES, MessageId, Receipt, Result, micros_of};
 use crate::queue::Queue;
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -35,8 +33,9 @@ pub struct DependencyResult {
 
 impl<B: Backend> Queue<B> {
     /// Ack and keep `result` (at most [`MAX_RESULT_BYTES`]) for the messages that depend on
-    /// this one, and for [`Client::result`], for the flow retention
-    /// ([`FLOW_RETENTION`](crate::FLOW_RETENTION)). Fails with
+    /// this one, and for [`Client::result`], for the client's flow retention
+    /// ([`ClientBuilder::flow_retention`](crate::ClientBuilder::flow_retention), 7 days by
+    /// default). Fails with
     /// [`Error::LeaseLost`](crate::Error::LeaseLost), changing nothing, when the receipt no
     /// longer holds the lease.
     ///
@@ -89,7 +88,12 @@ impl<B: Backend> Queue<B> {
     ) -> Result<()> {
         self.ack_in(conn, receipt).await?;
         self.store()
-            .put_result(conn, receipt.id, result, micros_of(FLOW_RETENTION))
+            .put_result(
+                conn,
+                receipt.id,
+                result,
+                micros_of(self.client().inner.flow_retention),
+            )
             .await
     }
 }

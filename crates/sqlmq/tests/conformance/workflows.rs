@@ -746,6 +746,31 @@ pub(crate) async fn purges_cancel_what_waits_on_purged_messages<B: TestBackend>(
     db.drop().await;
 }
 
+pub(crate) async fn results_are_kept_for_the_configured_retention<B: TestBackend>() {
+    let (db, _) = setup::<B>(&[("q", QueueConfig::default())]).await;
+    let client = Client::builder()
+        .flow_retention(Duration::from_secs(2))
+        .open::<B>(&db.url)
+        .await
+        .unwrap();
+    let q = client.queue("q").await.unwrap();
+    let id = q.send(Message::new("x")).await.unwrap().id;
+    let d = q.receive(1, LEASE).await.unwrap().remove(0);
+    q.ack_with_result(d.receipt(), "kept").await.unwrap();
+    assert_eq!(
+        client.result(id).await.unwrap().as_deref(),
+        Some(&b"kept"[..])
+    );
+    // Another client with the default retention sees it expire all the same: the expiry was
+    // written with the result.
+    let other = db.client().await;
+    eventually_async(Duration::from_secs(10), "the result expires", || async {
+        other.result(id).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         on_success_is_sent_once_after_the_last_ack_across_clients,
@@ -756,5 +781,6 @@ sqlmq_testkit::conformance!(
         depends_on_tracks_stored_messages_wherever_they_are,
         bad_batches_are_refused_and_write_nothing,
         purges_cancel_what_waits_on_purged_messages,
+        results_are_kept_for_the_configured_retention,
     ]
 );
