@@ -13,6 +13,7 @@ use super::error::{Error, Result};
 use super::id::MessageId;
 use super::message::Message;
 use super::name::{MAX_NAME_LEN, validate_key};
+use super::record::Record;
 
 /// How long the flow tables keep a finished batch, an ended message's record and a result.
 ///
@@ -179,6 +180,8 @@ pub struct Batch {
     pub(crate) id: BatchId,
     pub(crate) members: Vec<(Placed, Vec<String>)>,
     pub(crate) callbacks: Vec<(Role, Placed)>,
+    /// Callbacks that publish a record: the topic's name and the record.
+    pub(crate) records: Vec<(Role, String, Record)>,
     pub(crate) open: bool,
 }
 
@@ -303,10 +306,55 @@ impl Batch {
         self
     }
 
+    /// Publish `record` to `topic` when every member was acked (as
+    /// [`Batch::on_success`], to a topic).
+    ///
+    /// ```
+    /// let b = sqlmq::Batch::new().on_success_publish("albums", sqlmq::Record::new("ready"));
+    /// # let _ = b;
+    /// ```
+    pub fn on_success_publish(self, topic: impl Into<String>, record: Record) -> Batch {
+        self.record_callback(Role::OnSuccess, topic.into(), record)
+    }
+
+    /// Publish `record` to `topic` when every member has finished and one or more was not
+    /// acked (as [`Batch::on_failure`], to a topic).
+    ///
+    /// ```
+    /// let b = sqlmq::Batch::new().on_failure_publish("alerts", sqlmq::Record::new("failed"));
+    /// # let _ = b;
+    /// ```
+    pub fn on_failure_publish(self, topic: impl Into<String>, record: Record) -> Batch {
+        self.record_callback(Role::OnFailure, topic.into(), record)
+    }
+
+    /// Publish `record` to `topic` when every member has finished (as
+    /// [`Batch::on_complete`], to a topic).
+    ///
+    /// ```
+    /// let b = sqlmq::Batch::new().on_complete_publish("audit", sqlmq::Record::new("done"));
+    /// # let _ = b;
+    /// ```
+    pub fn on_complete_publish(self, topic: impl Into<String>, record: Record) -> Batch {
+        self.record_callback(Role::OnComplete, topic.into(), record)
+    }
+
+    /// One callback per role: a new one replaces the role's earlier one, queue or topic.
     fn callback(mut self, role: Role, queue: String, message: Message) -> Batch {
-        self.callbacks.retain(|(r, _)| *r != role);
+        self.drop_callback(role);
         self.callbacks.push((role, Placed { queue, message }));
         self
+    }
+
+    fn record_callback(mut self, role: Role, topic: String, record: Record) -> Batch {
+        self.drop_callback(role);
+        self.records.push((role, topic, record));
+        self
+    }
+
+    fn drop_callback(&mut self, role: Role) {
+        self.callbacks.retain(|(r, _)| *r != role);
+        self.records.retain(|(r, _, _)| *r != role);
     }
 
     /// Check names and dependencies, tag every message with the batch; returns the members'
@@ -385,6 +433,9 @@ impl Batch {
             p.message
                 .headers
                 .insert(BATCH_HEADER.to_owned(), id.to_string());
+        }
+        for (_, _, r) in &mut self.records {
+            r.headers.insert(BATCH_HEADER.to_owned(), id.to_string());
         }
         Ok(deps)
     }

@@ -21,6 +21,7 @@ use crate::domain::{
 use crate::queue::Queue;
 use crate::store::Backend;
 use crate::store::prelude::*;
+use crate::store::rows::ParkedRecord;
 use crate::tx;
 
 pub use results::DependencyResult;
@@ -263,12 +264,30 @@ impl<B: Backend> Client<B> {
         for (q, ms) in runs.iter().chain(&callbacks) {
             q.check_messages(ms)?;
         }
+        let mut records = Vec::with_capacity(batch.records.len());
+        for (role, name, record) in batch.records {
+            let topic = self.topic(&name).await?;
+            topic.check(std::slice::from_ref(&record))?;
+            let headers = (!record.headers.is_empty())
+                .then(|| serde_json::to_string(&record.headers))
+                .transpose()?;
+            records.push(ParkedRecord {
+                id: record.id,
+                role,
+                topic_id: topic.id(),
+                partition: record.partition_of(topic.config().partitions) as i32,
+                key: record.key,
+                headers,
+                body: record.body,
+            });
+        }
         Ok((
             Plan {
                 id: batch.id,
                 open: batch.open,
                 runs,
                 callbacks,
+                records,
             },
             created,
         ))
@@ -277,6 +296,9 @@ impl<B: Backend> Client<B> {
     /// Write a planned batch in `conn`'s transaction.
     async fn write_batch(&self, conn: &mut B::Connection, plan: &Plan<B>) -> Result<()> {
         self.store().create_batch_row(conn, plan.id, true).await?;
+        self.store()
+            .park_records(conn, plan.id, &plan.records)
+            .await?;
         for (queue, messages) in plan.runs.iter().chain(&plan.callbacks) {
             // A message already stored (its id, or its idempotency key within the queue's
             // window) would not join the batch: refused, and the batch with it.
@@ -307,6 +329,8 @@ struct Plan<B: Backend> {
     open: bool,
     runs: Vec<Run<B>>,
     callbacks: Vec<Run<B>>,
+    /// Callbacks to topics, kept until the batch finishes.
+    records: Vec<ParkedRecord>,
 }
 
 /// Members of batch `id`.

@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use super::Backend;
-use super::rows::{DependencyRow, FlowItem};
+use super::rows::{DependencyRow, FlowItem, ParkedRecord};
 use crate::domain::{BatchId, BatchStatus, MessageId, Result};
 
 /// The flow tables' rows. A tracked message's end is recorded by the store itself, in the
@@ -24,6 +24,14 @@ pub trait Flows<B: Backend> {
         conn: &mut B::Connection,
         id: BatchId,
         open: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Keep a new batch's callbacks to topics until it finishes.
+    fn park_records(
+        &self,
+        conn: &mut B::Connection,
+        batch: BatchId,
+        records: &[ParkedRecord],
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// Seal an open batch (finishing it if no member is pending); false when it is not open.

@@ -43,6 +43,19 @@ pub struct FlowItem {
     pub depends_on: Vec<MessageId>,
 }
 
+/// A batch's callback to a topic, kept until the batch finishes: the record's id, the
+/// callback's role, the topic and partition (chosen at creation), key, headers (JSON) and
+/// body.
+pub struct ParkedRecord {
+    pub id: MessageId,
+    pub role: crate::domain::Role,
+    pub topic_id: i32,
+    pub partition: i32,
+    pub key: Option<String>,
+    pub headers: Option<String>,
+    pub body: Vec<u8>,
+}
+
 /// A dependency of a message: its id, step name and result (if its ack left one).
 pub type DependencyRow = (MessageId, Option<String>, Option<Vec<u8>>);
 

@@ -292,7 +292,7 @@ impl<B: Backend> Topic<B> {
         .await
     }
 
-    fn check(&self, records: &[Record]) -> Result<()> {
+    pub(crate) fn check(&self, records: &[Record]) -> Result<()> {
         self.client.require_schema()?;
         let limit = self.client.max_payload_bytes();
         records

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlmq::{
-    BATCH_HEADER, Batch, BatchState, CancellationToken, Client, Delivery, Error, JobContext,
-    Message, MessageId, Outcome, QueueConfig, StepState, Worker,
+    BATCH_HEADER, Batch, BatchState, CancellationToken, Client, Delivery, Error, GroupConfig,
+    JobContext, Message, MessageId, Outcome, QueueConfig, Record, StartAt, StepState, TopicConfig,
+    Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, check_invariants, eventually_async};
 
@@ -771,6 +772,83 @@ pub(crate) async fn results_are_kept_for_the_configured_retention<B: TestBackend
     db.drop().await;
 }
 
+pub(crate) async fn callbacks_to_topics_are_published_once<B: TestBackend>() {
+    let (db, client) = setup::<B>(&[("q", QueueConfig::default())]).await;
+    let mut groups = Vec::new();
+    for name in ["albums", "alerts"] {
+        let topic = client
+            .create_topic(name, TopicConfig::default())
+            .await
+            .unwrap();
+        let g = topic
+            .create_group("g", GroupConfig::default(), StartAt::Earliest)
+            .await
+            .unwrap();
+        groups.push(g);
+    }
+    let mut batch = Batch::new()
+        .on_success_publish("albums", Record::new("ready").key("ann"))
+        .on_failure_publish("alerts", Record::new("failed"));
+    for i in 0..20 {
+        batch = batch.add("q", Message::new(format!("m{i}")));
+    }
+    let created = client.create_batch(batch).await.unwrap();
+    // Nothing is published before the batch finishes.
+    assert!(groups[0].receive(10, LEASE).await.unwrap().is_empty());
+    let q = client.queue("q").await.unwrap();
+    let mut acked = 0;
+    while acked < 20 {
+        let got = q.receive(7, LEASE).await.unwrap();
+        let receipts: Vec<_> = got.iter().map(|d| d.receipt()).collect();
+        acked += q.ack_batch(&receipts).await.unwrap().acked;
+        if acked < 20 {
+            assert!(
+                groups[0].receive(10, LEASE).await.unwrap().is_empty(),
+                "published early"
+            );
+        }
+    }
+    let mut published = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        for d in groups[0].receive(10, LEASE).await.unwrap() {
+            groups[0].ack(d.receipt()).await.unwrap();
+            published.push(d);
+        }
+        if !published.is_empty() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            for d in groups[0].receive(10, LEASE).await.unwrap() {
+                published.push(d);
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(published.len(), 1, "the callback record once");
+    assert_eq!(published[0].body, b"ready");
+    assert_eq!(published[0].ordering_key.as_deref(), Some("ann"));
+    assert_eq!(
+        published[0].headers.get(BATCH_HEADER),
+        Some(&created.id.to_string())
+    );
+    assert!(
+        groups[1].receive(10, LEASE).await.unwrap().is_empty(),
+        "on_failure published"
+    );
+    assert_eq!(
+        client.batch(created.id).await.unwrap().state,
+        BatchState::Finished
+    );
+    assert!(matches!(
+        client
+            .create_batch(Batch::new().on_complete_publish("nope", Record::new("x")))
+            .await,
+        Err(Error::UnknownTopic(_))
+    ));
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         on_success_is_sent_once_after_the_last_ack_across_clients,
@@ -782,5 +860,6 @@ sqlmq_testkit::conformance!(
         bad_batches_are_refused_and_write_nothing,
         purges_cancel_what_waits_on_purged_messages,
         results_are_kept_for_the_configured_retention,
+        callbacks_to_topics_are_published_once,
     ]
 );

@@ -31,7 +31,9 @@ use crate::domain::{
     BatchId, BatchState, BatchStatus, BatchStep, Error, MessageId, Result, Role, StepState,
     time_from_micros,
 };
-use crate::store::rows::{DependencyRow, Entry, FlowItem, Keyed};
+use crate::store::rows::{
+    DependencyRow, Entry, FlowItem, Keyed, ParkedRecord, PendingBatch, PendingRow,
+};
 use crate::store::statements::{MAX_LIST, bucket, padded};
 use crate::store::{Backend, Enqueue, Flows};
 
@@ -134,6 +136,12 @@ const DELETE_EDGES_OF: [&str; 2] = [
 const OLD_BATCHES: &str = "SELECT id FROM {p}batches b WHERE state = 2 AND finished_us < ? \
     AND NOT EXISTS (SELECT 1 FROM {p}flow_nodes n WHERE n.batch_id = b.id) LIMIT 1000";
 const DELETE_BATCH: &str = "DELETE FROM {p}batches WHERE id = ?";
+const INSERT_RECORDS: &str = "INSERT INTO {p}flow_records \
+    (id, batch_id, role, topic_id, partition_no, record_key, headers, body) VALUES {list}";
+const RECORD_ROW: &str = "(?,?,?,?,?,?,?,?)";
+const PARKED: &str = "SELECT id, role, topic_id, partition_no, record_key, headers, body \
+    FROM {p}flow_records WHERE batch_id = ? ORDER BY id";
+const DELETE_PARKED: &str = "DELETE FROM {p}flow_records WHERE batch_id = ?";
 const OLD_RESULTS: &str = "SELECT id FROM {p}results WHERE expires_us < ? LIMIT 1000";
 const DELETE_RESULTS: &str = "DELETE FROM {p}results WHERE id IN ({list})";
 
@@ -512,7 +520,71 @@ impl<B: Backend> SqlStore<B> {
         self.exec_with_ids(conn, END_NODES, &[CANCELLED.into(), now], &drop)
             .await?;
         self.release_waiting(conn, &send).await?;
-        self.cancel_waiting(conn, &drop).await
+        self.cancel_waiting(conn, &drop).await?;
+        self.publish_parked(conn, batch, failed).await
+    }
+
+    /// Publish the finished batch's callbacks to topics whose condition holds, in its
+    /// transaction, and forget them all.
+    async fn publish_parked(
+        &self,
+        conn: &mut B::Connection,
+        batch: BatchId,
+        failed: bool,
+    ) -> Result<()> {
+        let rows = self.query(PARKED).arg(batch.bytes()).rows(conn).await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut parked: Vec<(
+            i32,
+            i32,
+            MessageId,
+            Option<Vec<u8>>,
+            Option<String>,
+            Vec<u8>,
+        )> = Vec::new();
+        for r in &rows {
+            let fires = match Role::from_code(r.col(1)?) {
+                Role::OnSuccess => !failed,
+                Role::OnFailure => failed,
+                Role::OnComplete | Role::Member => true,
+            };
+            if fires {
+                let headers: Option<Vec<u8>> = r.col(5)?;
+                let headers = headers
+                    .map(String::from_utf8)
+                    .transpose()
+                    .map_err(|e| Error::Corrupt(format!("parked headers: {e}")))?;
+                parked.push((
+                    r.col(2)?,
+                    r.col(3)?,
+                    r.id_at(0)?,
+                    r.col(4)?,
+                    headers,
+                    r.col(6)?,
+                ));
+            }
+        }
+        for (topic_id, partition, id, key, headers, body) in &parked {
+            let row = PendingRow {
+                partition: *partition,
+                id: *id,
+                key: key.as_deref(),
+                headers: headers.clone(),
+                body,
+            };
+            let one = PendingBatch {
+                topic_id: *topic_id,
+                rows: std::slice::from_ref(&row),
+            };
+            B::publish(self, conn, &one).await?;
+        }
+        self.query(DELETE_PARKED)
+            .arg(batch.bytes())
+            .run(conn)
+            .await?;
+        Ok(())
     }
 
     /// Dead letters of tracked messages went back in line: their dependants are held by one
@@ -557,6 +629,25 @@ impl<B: Backend> SqlStore<B> {
 }
 
 impl<B: Backend> Flows<B> for SqlStore<B> {
+    async fn park_records(
+        &self,
+        conn: &mut B::Connection,
+        batch: BatchId,
+        records: &[ParkedRecord],
+    ) -> Result<()> {
+        self.insert_values(conn, INSERT_RECORDS, RECORD_ROW, 8, records, |q, r| {
+            q.arg(r.id.bytes())
+                .arg(batch.bytes())
+                .arg(r.role.code())
+                .arg(r.topic_id)
+                .arg(r.partition)
+                .arg(r.key.as_deref().map(str::as_bytes))
+                .arg(r.headers.as_deref().map(str::as_bytes))
+                .arg(r.body.as_slice())
+        })
+        .await
+    }
+
     /// Record tracked messages just inserted into `queue_id` (their rows carry the mark):
     /// their nodes and dependencies, each batch's new members; then put each where it belongs
     /// — in line when nothing holds it, otherwise in `waiting`.

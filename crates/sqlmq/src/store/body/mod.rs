@@ -203,6 +203,16 @@ pub trait Dialect: Driver + Types {
         settle::ack_queue_in_own_transaction(store, conn, queue_id, receipts, acked, op)
     }
 
+    /// Publish records in the caller's transaction (a finishing batch's callbacks to topics):
+    /// the backend's own [`Publish::insert_pending`](crate::store::Publish::insert_pending).
+    fn publish(
+        store: &SqlStore<Self>,
+        conn: &mut Self::Connection,
+        batch: &crate::store::rows::PendingBatch<'_>,
+    ) -> impl std::future::Future<Output = Result<()>> + Send
+    where
+        Self: crate::store::Backend;
+
     /// Topic rows and partitions.
     const TOPICS: TopicSql;
 

@@ -121,6 +121,14 @@ impl body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
     body::statement_tables!();
 
+    fn publish(
+        store: &MySqlStore,
+        conn: &mut MySqlConnection,
+        batch: &crate::store::rows::PendingBatch<'_>,
+    ) -> impl std::future::Future<Output = Result<()>> + Send {
+        crate::store::Publish::insert_pending(store, conn, batch)
+    }
+
     fn grants(
         store: &MySqlStore,
         conn: &mut MySqlConnection,

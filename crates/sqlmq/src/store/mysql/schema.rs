@@ -34,6 +34,7 @@
 //! | `flow_edges` | dependencies: parent, child | PK `(parent, child)`; `(child, parent)` |
 //! | `waiting` | messages waiting for their dependencies or their batch (callbacks) | PK `id` |
 //! | `results` | results acks left, until they expire | PK `id`; `expires_us` |
+//! | `flow_records` | batches' callbacks to topics, until the batch finishes | PK `id`; `batch_id` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`,
@@ -492,9 +493,28 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (id),
             KEY expiry (expires_us)
         ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}flow_records (
+            id BINARY(16) NOT NULL,
+            batch_id BINARY(16) NOT NULL,
+            role SMALLINT NOT NULL,
+            topic_id INT NOT NULL,
+            partition_no INT NOT NULL,
+            record_key VARBINARY(255) NULL,
+            headers BLOB NULL,
+            body MEDIUMBLOB NOT NULL,
+            PRIMARY KEY (id),
+            KEY batch (batch_id)
+        ) ENGINE=InnoDB",
         ],
         reverse: Some(Reverse {
-            drops: &["results", "waiting", "flow_edges", "flow_nodes", "batches"],
+            drops: &[
+                "flow_records",
+                "results",
+                "waiting",
+                "flow_edges",
+                "flow_nodes",
+                "batches",
+            ],
             disposable: &[],
         }),
     },

@@ -118,6 +118,14 @@ impl body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
     body::statement_tables!();
 
+    fn publish(
+        store: &SqliteStore,
+        conn: &mut SqliteConnection,
+        batch: &crate::store::rows::PendingBatch<'_>,
+    ) -> impl std::future::Future<Output = Result<()>> + Send {
+        crate::store::Publish::insert_pending(store, conn, batch)
+    }
+
     fn group_history_events(
         store: &SqliteStore,
         conn: &mut SqliteConnection,

@@ -439,9 +439,27 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             expires_us INTEGER NOT NULL
         )",
             "CREATE INDEX IF NOT EXISTS {p}results_expiry ON {p}results (expires_us)",
+            "CREATE TABLE IF NOT EXISTS {p}flow_records (
+            id BLOB NOT NULL PRIMARY KEY,
+            batch_id BLOB NOT NULL,
+            role INTEGER NOT NULL,
+            topic_id INTEGER NOT NULL,
+            partition_no INTEGER NOT NULL,
+            record_key BLOB,
+            headers BLOB,
+            body BLOB NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}flow_records_batch ON {p}flow_records (batch_id)",
         ],
         reverse: Some(Reverse {
-            drops: &["results", "waiting", "flow_edges", "flow_nodes", "batches"],
+            drops: &[
+                "flow_records",
+                "results",
+                "waiting",
+                "flow_edges",
+                "flow_nodes",
+                "batches",
+            ],
             disposable: &[],
         }),
     },
