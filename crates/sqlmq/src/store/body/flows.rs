@@ -660,24 +660,6 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
         if items.is_empty() {
             return Ok(());
         }
-        let mut members: BTreeMap<BatchId, i64> = BTreeMap::new();
-        for item in items.iter().filter(|i| i.role == Role::Member) {
-            if let Some(b) = item.batch {
-                *members.entry(b).or_default() += 1;
-            }
-        }
-        for (&batch, &n) in &members {
-            let added = self
-                .query(ADD_MEMBERS)
-                .arg(n)
-                .arg(n)
-                .arg(batch.bytes())
-                .run(conn)
-                .await?;
-            if added != 1 {
-                return Err(self.refuse_closed(conn, batch).await);
-            }
-        }
         let parents: Vec<MessageId> = items
             .iter()
             .flat_map(|i| i.depends_on.iter().copied())
@@ -700,6 +682,25 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
                         state,
                     },
                 );
+            }
+        }
+        // The batches' rows after the dependencies' nodes: the order an end takes them in.
+        let mut members: BTreeMap<BatchId, i64> = BTreeMap::new();
+        for item in items.iter().filter(|i| i.role == Role::Member) {
+            if let Some(b) = item.batch {
+                *members.entry(b).or_default() += 1;
+            }
+        }
+        for (&batch, &n) in &members {
+            let added = self
+                .query(ADD_MEMBERS)
+                .arg(n)
+                .arg(n)
+                .arg(batch.bytes())
+                .run(conn)
+                .await?;
+            if added != 1 {
+                return Err(self.refuse_closed(conn, batch).await);
             }
         }
         let mut nodes = Vec::with_capacity(items.len());
