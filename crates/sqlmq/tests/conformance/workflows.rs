@@ -849,6 +849,65 @@ pub(crate) async fn callbacks_to_topics_are_published_once<B: TestBackend>() {
     db.drop().await;
 }
 
+pub(crate) async fn a_dependant_sent_while_its_dependency_is_acked_is_never_stranded<
+    B: TestBackend,
+>() {
+    // A dependant sent by one client while another acks its (untracked) dependency: either the
+    // send tracked the dependency first (its ack then releases the dependant) or the ack came
+    // first (the dependency is gone, and the send is refused). Never a dependant that waits
+    // for a message that no longer exists.
+    let (db, client) =
+        setup::<B>(&[("a", QueueConfig::default()), ("b", QueueConfig::default())]).await;
+    let other = db.client().await;
+    let (qa, qb) = (
+        client.queue("a").await.unwrap(),
+        other.queue("b").await.unwrap(),
+    );
+    const ROUNDS: usize = 60;
+    let mut sent = Vec::new();
+    let mut refused = 0;
+    for i in 0..ROUNDS {
+        let parent = qa.send(Message::new(format!("p{i}"))).await.unwrap().id;
+        let d = qa.receive(1, LEASE).await.unwrap().remove(0);
+        assert_eq!(d.id, parent);
+        let qa2 = qa.clone();
+        let ack = tokio::spawn(async move {
+            if i % 3 == 0 {
+                tokio::task::yield_now().await;
+            }
+            qa2.ack(d.receipt()).await.unwrap();
+        });
+        match qb
+            .send(Message::new(format!("c{i}")).depends_on([parent]))
+            .await
+        {
+            Ok(s) => sent.push(s.id),
+            Err(Error::DependencyNotFound(id)) => {
+                assert_eq!(id, parent);
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        ack.await.unwrap();
+    }
+    let got: Vec<MessageId> = drain(&other, "b", Duration::from_millis(300))
+        .await
+        .iter()
+        .map(|d| d.id)
+        .collect();
+    let mut want = sent.clone();
+    want.sort();
+    let mut got_sorted = got.clone();
+    got_sorted.sort();
+    assert_eq!(
+        got_sorted, want,
+        "{refused} refused; a sent dependant was stranded"
+    );
+    assert_eq!(qb.stats().await.unwrap().waiting, 0);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         on_success_is_sent_once_after_the_last_ack_across_clients,
@@ -861,5 +920,6 @@ sqlmq_testkit::conformance!(
         purges_cancel_what_waits_on_purged_messages,
         results_are_kept_for_the_configured_retention,
         callbacks_to_topics_are_published_once,
+        a_dependant_sent_while_its_dependency_is_acked_is_never_stranded,
     ]
 );
