@@ -536,46 +536,30 @@ impl<B: Backend> SqlStore<B> {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut parked: Vec<(
-            i32,
-            i32,
-            MessageId,
-            Option<Vec<u8>>,
-            Option<String>,
-            Vec<u8>,
-        )> = Vec::new();
         for r in &rows {
             let fires = match Role::from_code(r.col(1)?) {
                 Role::OnSuccess => !failed,
                 Role::OnFailure => failed,
                 Role::OnComplete | Role::Member => true,
             };
-            if fires {
-                let headers: Option<Vec<u8>> = r.col(5)?;
-                let headers = headers
+            if !fires {
+                continue;
+            }
+            let headers: Option<Vec<u8>> = r.col(5)?;
+            let key: Option<Vec<u8>> = r.col(4)?;
+            let body: Vec<u8> = r.col(6)?;
+            let row = PendingRow {
+                partition: r.col(3)?,
+                id: r.id_at(0)?,
+                key: key.as_deref(),
+                headers: headers
                     .map(String::from_utf8)
                     .transpose()
-                    .map_err(|e| Error::Corrupt(format!("parked headers: {e}")))?;
-                parked.push((
-                    r.col(2)?,
-                    r.col(3)?,
-                    r.id_at(0)?,
-                    r.col(4)?,
-                    headers,
-                    r.col(6)?,
-                ));
-            }
-        }
-        for (topic_id, partition, id, key, headers, body) in &parked {
-            let row = PendingRow {
-                partition: *partition,
-                id: *id,
-                key: key.as_deref(),
-                headers: headers.clone(),
-                body,
+                    .map_err(|e| Error::Corrupt(format!("parked headers: {e}")))?,
+                body: &body,
             };
             let one = PendingBatch {
-                topic_id: *topic_id,
+                topic_id: r.col(2)?,
                 rows: std::slice::from_ref(&row),
             };
             B::publish(self, conn, &one).await?;
