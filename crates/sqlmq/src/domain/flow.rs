@@ -1,7 +1,7 @@
 //! Batches and workflows: what a batch is made of ([`Batch`]), what it reports
 //! ([`BatchStatus`], [`BatchStep`]), and the part a tracked message carries ([`FlowPart`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 use std::time::SystemTime;
@@ -126,6 +126,17 @@ impl Role {
             Role::OnSuccess => 1,
             Role::OnComplete => 2,
             Role::OnFailure => 3,
+        }
+    }
+
+    /// Whether a callback of this role is sent when its batch finishes, `failed` or not (a
+    /// member is no callback).
+    pub(crate) fn fires(self, failed: bool) -> bool {
+        match self {
+            Role::OnSuccess => !failed,
+            Role::OnFailure => failed,
+            Role::OnComplete => true,
+            Role::Member => false,
         }
     }
 
@@ -358,8 +369,9 @@ impl Batch {
     }
 
     /// Check names and dependencies, tag every message with the batch; returns the members'
-    /// dependencies resolved to ids, in member order.
-    pub(crate) fn prepare(&mut self) -> Result<Vec<Vec<MessageId>>> {
+    /// dependencies resolved to ids, in member order, and the members' indices in an order
+    /// where each comes after its dependencies.
+    pub(crate) fn prepare(&mut self) -> Result<(Vec<Vec<MessageId>>, Vec<usize>)> {
         // A repeated id or idempotency key would be sent once and counted once: refused, so
         // that what creating the batch returns is what it holds.
         let mut ids = HashSet::new();
@@ -414,7 +426,7 @@ impl Batch {
             }
             deps.push(ids);
         }
-        refuse_cycles(&self.members, &deps)?;
+        let order = dependency_order(&self.members, &deps)?;
         let id = self.id;
         for (p, _) in &mut self.members {
             let step = p.message.flow.take().and_then(|f| f.step);
@@ -437,13 +449,17 @@ impl Batch {
         for (_, _, r) in &mut self.records {
             r.headers.insert(BATCH_HEADER.to_owned(), id.to_string());
         }
-        Ok(deps)
+        Ok((deps, order))
     }
 }
 
-/// Refuse a dependency cycle among a batch's members (Kahn's algorithm: a cycle leaves
-/// members that never reach zero unmet dependencies).
-fn refuse_cycles(members: &[(Placed, Vec<String>)], deps: &[Vec<MessageId>]) -> Result<()> {
+/// The members' indices in an order where each comes after its dependencies, otherwise in
+/// the order they were added (Kahn's algorithm, the lowest ready index first); a cycle, which
+/// leaves members that never reach zero unmet dependencies, is refused.
+fn dependency_order(
+    members: &[(Placed, Vec<String>)],
+    deps: &[Vec<MessageId>],
+) -> Result<Vec<usize>> {
     let index: HashMap<MessageId, usize> = members
         .iter()
         .enumerate()
@@ -456,18 +472,18 @@ fn refuse_cycles(members: &[(Placed, Vec<String>)], deps: &[Vec<MessageId>]) -> 
             children[index[d]].push(child);
         }
     }
-    let mut ready: Vec<usize> = (0..members.len()).filter(|&i| unmet[i] == 0).collect();
-    let mut seen = 0;
-    while let Some(i) = ready.pop() {
-        seen += 1;
+    let mut ready: BTreeSet<usize> = (0..members.len()).filter(|&i| unmet[i] == 0).collect();
+    let mut order = Vec::with_capacity(members.len());
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
         for &c in &children[i] {
             unmet[c] -= 1;
             if unmet[c] == 0 {
-                ready.push(c);
+                ready.insert(c);
             }
         }
     }
-    if seen < members.len() {
+    if order.len() < members.len() {
         let stuck: HashSet<String> = (0..members.len())
             .filter(|&i| unmet[i] > 0)
             .filter_map(|i| {
@@ -486,7 +502,7 @@ fn refuse_cycles(members: &[(Placed, Vec<String>)], deps: &[Vec<MessageId>]) -> 
             stuck.join(", ")
         )));
     }
-    Ok(())
+    Ok(order)
 }
 
 /// Check a stored key can take the flow mark (one byte more).
@@ -694,7 +710,15 @@ mod tests {
             .step("b", "q", m(), &["a"])
             .step("c", "q", m(), &["a"])
             .step("d", "q", m(), &["b", "c", "b"]);
-        let deps = diamond.prepare().unwrap();
+        let (deps, order) = diamond.prepare().unwrap();
         assert_eq!(deps.iter().map(Vec::len).collect::<Vec<_>>(), [0, 1, 1, 2]);
+        assert_eq!(order, [0, 1, 2, 3]);
+        // Listed after their dependants, steps still come first in the order.
+        let mut reversed = Batch::new()
+            .step("d", "q", m(), &["b", "c"])
+            .step("c", "q", m(), &["a"])
+            .step("b", "q", m(), &["a"])
+            .step("a", "q", m(), &[]);
+        assert_eq!(reversed.prepare().unwrap().1, [3, 1, 2, 0]);
     }
 }

@@ -15,8 +15,7 @@ use std::sync::Mutex;
 
 use crate::client::Client;
 use crate::domain::{
-    Batch, BatchCreated, BatchId, BatchStatus, Error, FlowPart, Message, MessageId, Result, Role,
-    Sent,
+    Batch, BatchCreated, BatchId, BatchStatus, Error, FlowPart, Message, Result, Role, Sent,
 };
 use crate::queue::Queue;
 use crate::store::Backend;
@@ -217,8 +216,7 @@ impl<B: Backend> Client<B> {
     /// it returns.
     async fn plan_batch(&self, mut batch: Batch) -> Result<(Plan<B>, BatchCreated)> {
         self.require_schema()?;
-        let deps = batch.prepare()?;
-        let order = dependency_order(&batch, &deps);
+        let (deps, order) = batch.prepare()?;
         let mut queues: HashMap<String, Queue<B>> = HashMap::new();
         for (p, _) in &batch.members {
             if !queues.contains_key(&p.queue) {
@@ -346,30 +344,4 @@ fn tag_members(id: BatchId, messages: Vec<Message>) -> Vec<Message> {
             m
         })
         .collect()
-}
-
-/// The members' indices in an order where each comes after its dependencies, otherwise in
-/// the order they were added (checked acyclic by `Batch::prepare`).
-fn dependency_order(batch: &Batch, deps: &[Vec<MessageId>]) -> Vec<usize> {
-    let index: HashMap<MessageId, usize> = batch
-        .members
-        .iter()
-        .enumerate()
-        .map(|(i, (p, _))| (p.message.id, i))
-        .collect();
-    let mut placed = vec![false; deps.len()];
-    let mut order = Vec::with_capacity(deps.len());
-    while order.len() < deps.len() {
-        let before = order.len();
-        for (i, ds) in deps.iter().enumerate() {
-            if !placed[i] && ds.iter().all(|d| placed[index[d]]) {
-                placed[i] = true;
-                order.push(i);
-            }
-        }
-        if order.len() == before {
-            break;
-        }
-    }
-    order
 }

@@ -23,7 +23,7 @@
 //!   row (if any) and message row locked, in the order an ack locks them, the mark is added to
 //!   both keys, so that its end — whichever transaction commits it — comes here.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::slots::{FLOW_MARK, line_key};
 use super::{Columns, SqlStore, Statement};
@@ -103,7 +103,6 @@ const TAKE_WAITING: &str = "SELECT w.id, w.queue_id, w.priority, w.delay_us, w.a
     w.token, m.ordering_key FROM {p}waiting w JOIN {p}messages m ON m.id = w.id \
     WHERE w.id IN ({list})";
 pub(crate) const DELETE_WAITING: &str = "DELETE FROM {p}waiting WHERE id IN ({list})";
-const DELETE_MESSAGES: &str = "DELETE FROM {p}messages WHERE id IN ({list})";
 const DEAD_ROW: &str = "SELECT id FROM {p}dead WHERE id = ?";
 const MARK: &str = "UPDATE {p}messages SET ordering_key = ? WHERE id = ?";
 const MARK_LEASE: &str = "UPDATE {p}leases SET ordering_key = ? WHERE id = ?";
@@ -386,15 +385,11 @@ impl<B: Backend> SqlStore<B> {
         conn: &mut B::Connection,
         parents: &[MessageId],
     ) -> Result<BTreeMap<MessageId, i64>> {
+        // One row per edge: `IN` matches a row once, so a padded list repeats none.
         let rows = self.fetch_id_list(conn, CHILDREN, parents).await?;
-        let mut seen = BTreeSet::new();
         let mut children: BTreeMap<MessageId, i64> = BTreeMap::new();
         for r in &rows {
-            let (p, c) = (r.id_at(0)?, r.id_at(1)?);
-            // A padded list repeats its last id: count each edge once.
-            if seen.insert((p, c)) {
-                *children.entry(c).or_default() += 1;
-            }
+            *children.entry(r.id_at(1)?).or_default() += 1;
         }
         Ok(children)
     }
@@ -437,7 +432,7 @@ impl<B: Backend> SqlStore<B> {
         }
         let rows = self.fetch_id_list(conn, TAKE_WAITING, ids).await?;
         let mut by_queue: BTreeMap<i32, Lines> = BTreeMap::new();
-        let mut taken = BTreeSet::new();
+        let mut taken = Vec::with_capacity(rows.len());
         for r in &rows {
             let entry = Entry {
                 id: r.id_at(0)?,
@@ -445,9 +440,7 @@ impl<B: Backend> SqlStore<B> {
                 attempts: r.col(4)?,
                 token: r.col(5)?,
             };
-            if !taken.insert(entry.id) {
-                continue;
-            }
+            taken.push(entry.id);
             let delay_us: i64 = r.col(3)?;
             let stored: Option<Vec<u8>> = r.col(6)?;
             let (placed, keyed) = by_queue.entry(r.col(1)?).or_default();
@@ -461,7 +454,6 @@ impl<B: Backend> SqlStore<B> {
                 None => placed.push((entry, delay_us)),
             }
         }
-        let taken: Vec<MessageId> = taken.into_iter().collect();
         self.exec_id_list(conn, DELETE_WAITING, &taken).await?;
         for (queue_id, (placed, keyed)) in by_queue {
             self.place(conn, queue_id, &placed).await?;
@@ -476,7 +468,8 @@ impl<B: Backend> SqlStore<B> {
             return Ok(());
         }
         self.exec_id_list(conn, DELETE_WAITING, ids).await?;
-        self.exec_id_list(conn, DELETE_MESSAGES, ids).await?;
+        self.exec_id_list(conn, B::SETTLE.delete_messages, ids)
+            .await?;
         Ok(())
     }
 
@@ -508,12 +501,7 @@ impl<B: Backend> SqlStore<B> {
         let mut drop = Vec::new();
         for r in &rows {
             let id = r.id_at(0)?;
-            let fires = match Role::from_code(r.col(1)?) {
-                Role::OnSuccess => !failed,
-                Role::OnFailure => failed,
-                Role::OnComplete => true,
-                Role::Member => continue,
-            };
+            let fires = Role::from_code(r.col(1)?).fires(failed);
             if fires { &mut send } else { &mut drop }.push(id);
         }
         // A released callback's node stays pending until its own ack; a dropped one ends now.
@@ -537,12 +525,7 @@ impl<B: Backend> SqlStore<B> {
             return Ok(());
         }
         for r in &rows {
-            let fires = match Role::from_code(r.col(1)?) {
-                Role::OnSuccess => !failed,
-                Role::OnFailure => failed,
-                Role::OnComplete | Role::Member => true,
-            };
-            if !fires {
+            if !Role::from_code(r.col(1)?).fires(failed) {
                 continue;
             }
             let headers: Option<Vec<u8>> = r.col(5)?;
@@ -651,12 +634,14 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
             .into_iter()
             .collect();
         let mut states = self.lock_nodes(conn, &parents).await?;
+        // A dependency sent in this same statement group has no node yet.
+        let sent: HashSet<MessageId> = items.iter().map(|i| i.id).collect();
         for &p in &parents {
             if let Some(node) = states.get(&p) {
                 if node.state == CANCELLED {
                     return Err(Error::DependencyNotFound(p));
                 }
-            } else if !items.iter().any(|i| i.id == p) {
+            } else if !sent.contains(&p) {
                 let state = self.track_existing(conn, p).await?;
                 states.insert(
                     p,
