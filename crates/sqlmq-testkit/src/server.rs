@@ -149,7 +149,7 @@ async fn create_on(pool: &MySqlPool) -> String {
     for sql in [
         format!("CREATE DATABASE `{name}`"),
         format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{RUNTIME_PASSWORD}'"),
-        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{name}'@'%'"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE, EXECUTE ON `{name}`.* TO '{name}'@'%'"),
     ] {
         sqlx::query(AssertSqlSafe(sql.clone()))
             .execute(pool)

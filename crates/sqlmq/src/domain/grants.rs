@@ -46,8 +46,8 @@ pub enum GrantRole {
 
 /// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).
 pub(crate) const RUNTIME_GRANTS_NEEDED: &str = "everyday use needs SELECT, INSERT, UPDATE and \
-    DELETE on sqlmq's tables (`sqlmq grants --user NAME` prints the GRANT statements; README: \
-    Least privilege)";
+    DELETE on sqlmq's tables and EXECUTE on its send procedure (`sqlmq grants --user NAME` \
+    prints the GRANT statements; README: Least privilege)";
 
 /// What a refused `migrate` needs.
 pub(crate) const MIGRATION_GRANTS_NEEDED: &str = "`migrate` creates and upgrades tables: run it \

@@ -218,6 +218,7 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let batch = SendBatch {
             queue_id: self.id(),
+            queue: self.name(),
             dedup_window: Duration::ZERO,
             messages: msgs,
             budget,
@@ -232,8 +233,11 @@ impl<B: Backend> Queue<B> {
             "send",
             |conn, _| {
                 Box::pin(async move {
-                    store.send_script(conn, script).await?;
-                    Ok(OneShot::Written)
+                    // Nothing written: an id is stored already (a resend).
+                    Ok(match store.send_script(conn, script).await? {
+                        true => OneShot::Written,
+                        false => OneShot::Unsure,
+                    })
                 })
             },
             // A lost connection during the script: it wrote all of its ids or none (one
@@ -264,7 +268,6 @@ impl<B: Backend> Queue<B> {
                     })
                     .collect(),
             )),
-            Err(e) if e.is_duplicate_key() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -297,6 +300,7 @@ impl<B: Backend> Queue<B> {
         };
         let batch = SendBatch {
             queue_id: self.id(),
+            queue: self.name(),
             dedup_window,
             messages: msgs,
             budget,

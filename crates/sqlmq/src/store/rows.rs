@@ -95,6 +95,8 @@ pub enum PurgeScope {
 /// A batch of messages to enqueue, in the caller's transaction.
 pub struct SendBatch<'a> {
     pub queue_id: i32,
+    /// The queue's name (what the MySQL send procedure takes).
+    pub queue: &'a str,
     /// How long idempotency keys are remembered (zero when no message has one).
     pub dedup_window: Duration,
     pub messages: &'a [Message],
@@ -376,7 +378,7 @@ pub struct Migration {
     pub reverse: Option<Reverse>,
 }
 
-/// The reverse of a migration that only created tables: drop them again.
+/// The reverse of a migration that only created tables and stored procedures: drop them again.
 pub struct Reverse {
     /// The tables the migration created (without the prefix), dropped in this order.
     pub drops: &'static [&'static str],
@@ -384,6 +386,8 @@ pub struct Reverse {
     /// processes, which are refused while live anyway); every other must be empty, or the
     /// reverse is refused rather than lose its rows.
     pub disposable: &'static [&'static str],
+    /// The stored procedures the migration created (without the prefix): code, no rows.
+    pub procedures: &'static [&'static str],
 }
 
 /// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads

@@ -152,10 +152,18 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
             .await?;
         crate::failpoints::migration_step("reverse", migration.version, 0).await;
         let prefix = self.st.prefix();
-        let drops = migration.reverse.iter().flat_map(|r| r.drops);
-        for (i, table) in drops.enumerate() {
-            let drop = AssertSqlSafe(format!("DROP TABLE IF EXISTS {prefix}{table}"));
-            B::run_text(conn, drop.into_sql_str()).await?;
+        let reverse = migration.reverse.iter();
+        let procedures = reverse.clone().flat_map(|r| r.procedures);
+        let drops = procedures
+            .map(|name| format!("DROP PROCEDURE IF EXISTS {prefix}{name}"))
+            .chain(
+                reverse
+                    .flat_map(|r| r.drops)
+                    .map(|table| format!("DROP TABLE IF EXISTS {prefix}{table}")),
+            );
+        for (i, drop) in drops.enumerate() {
+            // Names are the migration's own constants, never input.
+            B::run_text(conn, AssertSqlSafe(drop).into_sql_str()).await?;
             crate::failpoints::migration_step("reverse", migration.version, i + 1).await;
         }
         Ok(())
@@ -216,6 +224,13 @@ pub(crate) mod checks {
                 .as_ref()
                 .expect("every migration so far is reversible");
             assert_eq!(reverse.drops, created, "migration {}", m.version);
+            let procedures: Vec<&str> = m
+                .statements
+                .iter()
+                .filter_map(|s| s.strip_prefix("CREATE PROCEDURE IF NOT EXISTS {p}"))
+                .map(|s| s.split('(').next().unwrap_or_default())
+                .collect();
+            assert_eq!(reverse.procedures, procedures, "migration {}", m.version);
             assert!(reverse.disposable.iter().all(|t| created.contains(t)));
         }
     }

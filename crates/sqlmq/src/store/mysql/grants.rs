@@ -70,7 +70,8 @@ pub(crate) fn statements(
     }
     if role == GrantRole::Migration {
         out.push(format!(
-            "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON {db}.* TO {grantee};"
+            "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE, CREATE ROUTINE, \
+             ALTER ROUTINE ON {db}.* TO {grantee};"
         ));
         return out;
     }
@@ -82,9 +83,25 @@ pub(crate) fn statements(
             "GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{name} TO {grantee};"
         ));
     }
+    // The procedures run with the caller's privileges (`SQL SECURITY INVOKER`): the table
+    // grants above, and the right to call them.
+    for procedure in procedures() {
+        let name = identifier(&format!("{}{procedure}", st.prefix()));
+        out.push(format!(
+            "GRANT EXECUTE ON PROCEDURE {db}.{name} TO {grantee};"
+        ));
+    }
     let name = identifier(&format!("{}{version_table}", st.prefix()));
     out.push(format!("GRANT SELECT ON {db}.{name} TO {grantee};"));
     out
+}
+
+/// The names (without prefix) of the stored procedures the migrations create.
+fn procedures() -> impl Iterator<Item = &'static str> {
+    MIGRATIONS
+        .iter()
+        .filter_map(|m| m.reverse.as_ref())
+        .flat_map(|r| r.procedures.iter().copied())
 }
 
 #[cfg(test)]
@@ -121,11 +138,15 @@ mod tests {
         assert!(grants[0].starts_with("GRANT SELECT, INSERT, UPDATE, DELETE ON `app``db`.`sqlmq_"));
         assert!(grants[0].ends_with("TO 'o\\'brien'@'%';"));
         assert!(grants.last().unwrap().starts_with("GRANT SELECT ON"));
+        assert!(grants.contains(
+            &"GRANT EXECUTE ON PROCEDURE `app``db`.`sqlmq_send` TO 'o\\'brien'@'%';".to_owned()
+        ));
         let migration = statements(&st, true, "app", GrantRole::Migration, "m", "localhost");
         assert_eq!(
             migration,
             [
-                "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON `app`.* TO 'm'@'localhost';"
+                "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE, CREATE ROUTINE, \
+                 ALTER ROUTINE ON `app`.* TO 'm'@'localhost';"
             ]
         );
     }

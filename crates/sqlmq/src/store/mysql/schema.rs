@@ -174,6 +174,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "probe",
             ],
             disposable: &["probe"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -194,6 +195,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["processes"],
             disposable: &["processes"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -339,6 +341,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "topics",
             ],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -360,6 +363,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["member_dead"],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -381,6 +385,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["schedules"],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -437,6 +442,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "queue_limits",
             ],
             disposable: &["group_deliveries", "queue_deliveries"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -516,6 +522,19 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "batches",
             ],
             disposable: &[],
+            procedures: &[],
+        }),
+    },
+    Migration {
+        version: 8,
+        description: "send procedure",
+        // The one-statement send (`CALL {p}send(…)`): the library's own send of one plain
+        // message and the SQL contract for other languages (README, "Sending from SQL").
+        statements: &[include_str!("send_procedure.sql")],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &["send"],
         }),
     },
 ];

@@ -140,6 +140,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "probe",
             ],
             disposable: &["probe"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -161,6 +162,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["processes"],
             disposable: &["processes"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -290,6 +292,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "topics",
             ],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -313,6 +316,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["member_dead"],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -335,6 +339,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         reverse: Some(Reverse {
             drops: &["schedules"],
             disposable: &[],
+            procedures: &[],
         }),
     },
     Migration {
@@ -387,6 +392,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "queue_limits",
             ],
             disposable: &["group_deliveries", "queue_deliveries"],
+            procedures: &[],
         }),
     },
     Migration {
@@ -461,6 +467,18 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 "batches",
             ],
             disposable: &[],
+            procedures: &[],
+        }),
+    },
+    Migration {
+        version: 8,
+        description: "send procedure",
+        // MySQL's stored procedure; SQLite has none (its senders link the library).
+        statements: &[],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
         }),
     },
 ];
