@@ -13,7 +13,7 @@
 # mariadb-server), starts and lets root in over TCP when it is missing or down. The HTTP
 # server's tests drive headless Chromium (chromium, chromium-driver), schemathesis,
 # openapi-spec-validator and openapi-python-client (PyPI) and Node.js with npm, installed here
-# when missing; so are faketime (the client-clock test), openssl (the TLS test's
+# when missing, as is PyMySQL (PyPI: the SQL contract's test enqueues from Python); so are faketime (the client-clock test), openssl (the TLS test's
 # certificates), galera-4 with rsync (the 3-node cluster tests), and promtool (Debian's
 # prometheus: the alert rules' test). When something
 # cannot be installed, the script says what to install or which URL to set, and stops: MySQL
@@ -141,6 +141,11 @@ for pinned in openapi-spec-validator==0.9.0 openapi-python-client==0.29.1; do
         if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
     fi
 done
+# The SQL contract's test enqueues from Python (PyMySQL, PyPI) inside its own transactions.
+if ! python3 -c 'import pymysql' >/dev/null 2>&1; then
+    log "installing PyMySQL==1.2.4 (the SQL contract's test enqueues from Python)"
+    python3 -m pip install -q PyMySQL==1.2.4 || die "cannot install PyMySQL: pip install PyMySQL==1.2.4"
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     log "installing nodejs and npm (the generated TypeScript client's check)"
     apt_install nodejs npm || die "cannot install Node.js here: install Node.js 18+ with npm"

@@ -76,6 +76,11 @@ impl TestDb {
         );
     }
 
+    /// The URL of the database's admin (DDL rights).
+    pub fn admin_url(&self) -> &str {
+        &self.database.admin_url
+    }
+
     /// Run as the database's admin (DDL rights).
     pub fn run_as_admin(&self, args: &[&str]) -> Output {
         self.cmd(args)

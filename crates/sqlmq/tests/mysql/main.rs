@@ -12,4 +12,5 @@ mod notifications;
 mod privileges;
 mod questions;
 mod restart;
+mod send_procedure;
 mod tls;

@@ -123,8 +123,11 @@ BEGIN
                  DATE_ADD(UTC_TIMESTAMP(6), INTERVAL v_window * 1000 MICROSECOND));
         END;
         IF v_taken = 1 THEN
+            -- A shared lock, as the failed INSERT's duplicate check took: concurrent senders
+            -- of the key read the winner's row together instead of deadlocking on it.
             SELECT id, expires_at > UTC_TIMESTAMP(6) INTO v_prior, v_open FROM {p}dedup
-                WHERE queue_id = v_queue AND idempotency_key = p_idempotency_key FOR UPDATE;
+                WHERE queue_id = v_queue AND idempotency_key = p_idempotency_key
+                LOCK IN SHARE MODE;
             IF v_prior <> v_id AND v_open = 1 THEN
                 SET v_id = v_prior, v_dup = 1;
             ELSEIF v_prior <> v_id THEN

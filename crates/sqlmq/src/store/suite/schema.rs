@@ -220,7 +220,10 @@ async fn grants_by_role<B: SuiteBackend>() {
     assert_eq!(runtime.is_empty(), migration.is_empty());
     for g in &runtime {
         assert!(!g.contains("CREATE") && !g.contains("ALTER"), "{g}");
-        assert!(g.contains("SELECT") || g.contains("EXECUTE ON PROCEDURE"), "{g}");
+        assert!(
+            g.contains("SELECT") || g.contains("EXECUTE ON PROCEDURE"),
+            "{g}"
+        );
     }
     if !migration.is_empty() {
         assert!(

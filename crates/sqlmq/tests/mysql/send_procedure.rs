@@ -1,0 +1,135 @@
+//! The send procedure (`CALL sqlmq_send(…)`, migration 8) under concurrency, as other languages
+//! call it: the same idempotency key from many connections at once stores one message; one
+//! ordering key written from many connections is delivered in commit order, one at a time; and
+//! the library's send of one plain message is that one statement.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use sqlmq::{Client, Message, MySql, QueueConfig};
+use sqlmq_testkit::TestDb;
+use sqlx::MySqlPool;
+
+use crate::questions::{between, statements};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// `CALL sqlmq_send` of `body` with an ordering key and an idempotency key: (uuid, duplicate).
+async fn call(
+    pool: &MySqlPool,
+    body: &str,
+    ordering_key: Option<&str>,
+    idempotency_key: Option<&str>,
+) -> (String, bool) {
+    sqlx::query_as::<_, (Vec<u8>, String, i64)>(
+        "CALL sqlmq_send('q', ?, NULL, NULL, NULL, ?, ?, NULL)",
+    )
+    .bind(body)
+    .bind(ordering_key)
+    .bind(idempotency_key)
+    .fetch_all(pool)
+    .await
+    .map(|rows| (rows[0].1.clone(), rows[0].2 != 0))
+    .unwrap_or_else(|e| panic!("CALL: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_sent_from_eight_connections_at_once_is_one_message() {
+    let db = TestDb::<MySql>::new().await;
+    let client = db.client().await;
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    let pool = db.pool().await;
+    for round in 0..20 {
+        let key = format!("key-{round}");
+        let bodies: Vec<String> = (0..8).map(|i| format!("{round}/{i}")).collect();
+        let answers = futures_util::future::join_all(
+            bodies
+                .iter()
+                .map(|body| call(&pool, body, None, Some(&key))),
+        )
+        .await;
+        let ids: HashSet<&String> = answers.iter().map(|(id, _)| id).collect();
+        let fresh = answers.iter().filter(|(_, dup)| !dup).count();
+        assert_eq!((ids.len(), fresh), (1, 1), "round {round}: {answers:?}");
+    }
+    assert_eq!(db.count("messages").await, 20);
+    assert_eq!(q.stats().await.unwrap().ready, 20);
+    pool.close().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_ordering_key_written_from_four_connections_is_delivered_in_commit_order() {
+    let db = TestDb::<MySql>::new().await;
+    let client = db.client().await;
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    let pool = db.pool().await;
+    // Each writer's own sends commit in its order, so each writer's sequence must come out
+    // in order; the writers interleave as their commits did.
+    let writers = (0..4).map(|w| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            for n in 0..25 {
+                call(&pool, &format!("{w}/{n}"), Some("account-1"), None).await;
+            }
+        })
+    });
+    for w in futures_util::future::join_all(writers).await {
+        w.unwrap();
+    }
+    let mut next: HashMap<String, u32> = HashMap::new();
+    let mut delivered = 0;
+    while delivered < 100 {
+        let got = q.receive(10, LEASE).await.unwrap();
+        // The key's head alone is out at any time.
+        assert_eq!(got.len(), 1, "after {delivered}");
+        let body = String::from_utf8(got[0].body.clone()).unwrap();
+        let (w, n) = body.split_once('/').unwrap();
+        let expected = next.entry(w.to_owned()).or_default();
+        assert_eq!(n.parse::<u32>().unwrap(), *expected, "{body}");
+        *expected += 1;
+        q.ack(got[0].receipt()).await.unwrap();
+        delivered += 1;
+    }
+    assert!(q.receive(10, LEASE).await.unwrap().is_empty());
+    assert_eq!(db.count("key_heads").await, 0);
+    pool.close().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_of_one_plain_message_is_one_statement() {
+    let db = TestDb::<MySql>::new().await;
+    db.migrate().await;
+    // No housekeeping while statements are counted, and one connection, warmed below (a
+    // connection prepares the CALL the first time it sends).
+    let client = Client::builder()
+        .housekeeping_interval(Duration::from_secs(3600))
+        .notifications(false)
+        .max_connections(1)
+        .open::<MySql>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    q.send(Message::new("warm")).await.unwrap();
+    let first = statements(&client).await;
+    let reading = between(&first, &statements(&client).await);
+    let before = statements(&client).await;
+    for i in 0..10 {
+        q.send(Message::new(format!("m{i}"))).await.unwrap();
+    }
+    let after = statements(&client).await;
+    let per_send = between(&before, &after).saturating_sub(reading) as f64 / 10.0;
+    assert!(per_send <= 1.0, "{per_send} statements per send");
+    assert_eq!(q.stats().await.unwrap().ready, 11);
+    db.drop().await;
+}
