@@ -38,6 +38,14 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         "{out}"
     );
     assert!(!out.contains("CREATE"), "{out}");
+    // Calling the send procedure (README, "Sending from SQL").
+    assert!(
+        out.contains(&format!(
+            "GRANT EXECUTE ON PROCEDURE `{}`.`sqlmq_send` TO 'app'@'%';",
+            db.name
+        )),
+        "{out}"
+    );
     let migration = db.ok(&[
         "grants",
         "--migration",
@@ -49,7 +57,8 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
     assert_eq!(
         migration.trim(),
         format!(
-            "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE ON `{}`.* TO 'deploy'@'10.0.%';",
+            "GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE, DELETE, CREATE ROUTINE, \
+             ALTER ROUTINE ON `{}`.* TO 'deploy'@'10.0.%';",
             db.name
         )
     );

@@ -46,10 +46,11 @@ pub enum GrantRole {
 
 /// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).
 pub(crate) const RUNTIME_GRANTS_NEEDED: &str = "everyday use needs SELECT, INSERT, UPDATE and \
-    DELETE on sqlmq's tables and EXECUTE on its send procedure (`sqlmq grants --user NAME` \
-    prints the GRANT statements; README: Least privilege)";
+    DELETE on sqlmq's tables (`sqlmq grants --user NAME` prints the GRANT statements; README: \
+    Least privilege)";
 
 /// What a refused `migrate` needs.
 pub(crate) const MIGRATION_GRANTS_NEEDED: &str = "`migrate` creates and upgrades tables: run it \
-    as a user with CREATE, ALTER and INDEX on the database besides the runtime grants \
+    as a user with CREATE, ALTER, INDEX, CREATE ROUTINE and ALTER ROUTINE on the database \
+    besides the runtime grants \
     (`sqlmq grants --migration --user NAME` prints them; README: Least privilege)";

@@ -39,7 +39,6 @@ pub(crate) async fn send<B: Backend>(
         dedup_window,
         messages: msgs,
         budget,
-        ..
     } = *batch;
     let mut out: Vec<Sent> = msgs
         .iter()

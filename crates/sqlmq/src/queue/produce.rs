@@ -218,7 +218,6 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let batch = SendBatch {
             queue_id: self.id(),
-            queue: self.name(),
             dedup_window: Duration::ZERO,
             messages: msgs,
             budget,
@@ -233,11 +232,8 @@ impl<B: Backend> Queue<B> {
             "send",
             |conn, _| {
                 Box::pin(async move {
-                    // Nothing written: an id is stored already (a resend).
-                    Ok(match store.send_script(conn, script).await? {
-                        true => OneShot::Written,
-                        false => OneShot::Unsure,
-                    })
+                    store.send_script(conn, script).await?;
+                    Ok(OneShot::Written)
                 })
             },
             // A lost connection during the script: it wrote all of its ids or none (one
@@ -268,6 +264,7 @@ impl<B: Backend> Queue<B> {
                     })
                     .collect(),
             )),
+            Err(e) if e.is_duplicate_key() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -300,7 +297,6 @@ impl<B: Backend> Queue<B> {
         };
         let batch = SendBatch {
             queue_id: self.id(),
-            queue: self.name(),
             dedup_window,
             messages: msgs,
             budget,

@@ -154,13 +154,13 @@ pub trait ScriptedSend<B: Backend> {
 
     /// Run a prepared send on a connection outside any transaction: it begins, writes and
     /// commits. On an error it ends the transaction it opened, unless the connection failed
-    /// (whoever holds it then discards it). `false`: a message id is stored already, and
-    /// nothing was written (the engine's full send knows how to answer a resend).
+    /// (whoever holds it then discards it). A message id stored already fails it with a
+    /// duplicate-key error and writes nothing.
     fn send_script(
         &self,
         conn: &mut B::Connection,
         script: &Self::SendScript,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// The claim.

@@ -95,8 +95,6 @@ pub enum PurgeScope {
 /// A batch of messages to enqueue, in the caller's transaction.
 pub struct SendBatch<'a> {
     pub queue_id: i32,
-    /// The queue's name (what the MySQL send procedure takes).
-    pub queue: &'a str,
     /// How long idempotency keys are remembered (zero when no message has one).
     pub dedup_window: Duration,
     pub messages: &'a [Message],

@@ -66,8 +66,6 @@ mod topics;
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 pub use admin::AdminSql;
 pub use browse::BrowseSql;
@@ -115,9 +113,6 @@ pub(crate) enum Beside {
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
 pub struct SqlStore<B> {
     pub(crate) st: Statements,
-    /// Set once a server refused the send procedure (MySQL: a runtime user granted before
-    /// `EXECUTE` was needed); sends then take the text path (`store/mysql/send_script.rs`).
-    pub(crate) procedure_refused: Arc<AtomicBool>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -125,7 +120,6 @@ impl<B> Clone for SqlStore<B> {
     fn clone(&self) -> Self {
         SqlStore {
             st: self.st.clone(),
-            procedure_refused: Arc::clone(&self.procedure_refused),
             backend: PhantomData,
         }
     }
@@ -140,7 +134,6 @@ impl<B> SqlStore<B> {
         crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
-            procedure_refused: Arc::default(),
             backend: PhantomData,
         }
     }

@@ -42,7 +42,7 @@ impl ScriptedSend<sqlx::MySql> for MySqlStore {
         &self,
         conn: &mut sqlx::MySqlConnection,
         script: &SendScript,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         self.run_send_script(conn, script).await
     }
 }

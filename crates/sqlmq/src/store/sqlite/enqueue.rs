@@ -47,7 +47,7 @@ impl ScriptedSend<sqlx::Sqlite> for SqliteStore {
         &self,
         _conn: &mut sqlx::SqliteConnection,
         script: &Self::SendScript,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         match *script {}
     }
 }
