@@ -65,7 +65,7 @@ pub use queue::{
 pub use schedule::Schedules;
 pub use server::{Schema, Server};
 pub(crate) use server::{begin_pooled, begin_snapshot};
-pub use topic::{Publish, Retention, Stream, Topics};
+pub use topic::{Publish, Retention, ScriptedPublish, Stream, Topics};
 
 /// A database sqlmq can store messages in: the URL scheme picks it, and a [`Client`] is
 /// generic over it (`Client<MySql>` is the default).
@@ -114,6 +114,7 @@ store_traits!(
     Queues,
     Enqueue,
     ScriptedSend,
+    ScriptedPublish,
     Claim,
     Maintain,
     Admin,

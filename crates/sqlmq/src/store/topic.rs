@@ -56,6 +56,32 @@ pub trait Topics<B: Backend> {
     ) -> impl Future<Output = Result<Option<u64>>> + Send;
 }
 
+/// A publish that commits by itself in one round trip, where the backend has such a path
+/// (MySQL: one script of literals; SQLite, in-process, has nothing to save).
+pub trait ScriptedPublish<B: Backend> {
+    /// A publish, prepared: what [`ScriptedPublish::publish_script`] runs.
+    type PublishScript: Send + Sync;
+
+    /// Prepare `batch` (records of distinct ids) as one self-committing round trip, when this
+    /// backend has such a path and the text fits `budget` bytes (`None`: the engine runs the
+    /// full publish in a transaction of its own).
+    fn prepare_publish_script(
+        &self,
+        batch: &PendingBatch<'_>,
+        budget: usize,
+    ) -> Result<Option<Self::PublishScript>>;
+
+    /// Run a prepared publish on a connection outside any transaction: it begins, writes and
+    /// commits. `false`: a record's id is published already (pending or in the log), and
+    /// nothing was written (the engine's full publish answers which). On an error it ends the
+    /// transaction it opened, unless the connection failed.
+    fn publish_script(
+        &self,
+        conn: &mut B::Connection,
+        script: &Self::PublishScript,
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
 /// Publishing, and giving published records their offsets.
 pub trait Publish<B: Backend> {
     /// Whether `insert_pending` gives records their offsets itself, inside the publishing

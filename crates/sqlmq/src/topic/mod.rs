@@ -28,6 +28,7 @@ mod rate;
 mod retention;
 mod sequencer;
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use broadcast::BroadcastReader;
@@ -207,6 +208,10 @@ impl<B: Backend> Topic<B> {
     async fn publish_checked(&self, records: &[Record]) -> Result<Vec<Published>> {
         let store = self.client.store();
         let budget = self.client.inner.statement_budget;
+        if let Some(published) = self.publish_one_shot(records, budget).await? {
+            self.after_publish(&published);
+            return Ok(published);
+        }
         // The ids the last attempt wrote (a resent id is known whether or not it committed).
         let written: Mutex<Vec<MessageId>> = Mutex::default();
         let written = &written;
@@ -310,8 +315,37 @@ impl<B: Backend> Topic<B> {
         let store = self.client.store();
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
         let known = store.known_topic_ids(conn, &ids).await?;
+        let (mut out, rows) = self.pending_rows(records, &known)?;
+        let mut start = 0;
+        while start < rows.len() {
+            // As many records as one statement's byte budget allows (at least one).
+            let end = run_within(start, rows.len(), MAX_LIST, budget, |i| rows[i].bytes());
+            let batch = PendingBatch {
+                topic_id: self.id(),
+                rows: &rows[start..end],
+            };
+            match store.insert_pending(conn, &batch).await {
+                Ok(()) => start = end,
+                // A concurrent publish of the same id won the race: this one is a duplicate.
+                Err(e) if e.is_duplicate_key() && records.len() == 1 => {
+                    out[0].duplicate = true;
+                    return Ok(out);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each record's answer, and the rows of those to write: a record is a duplicate when its
+    /// id is `known` (published already) or repeats an earlier one of `records`.
+    fn pending_rows<'r>(
+        &self,
+        records: &'r [Record],
+        known: &HashSet<MessageId>,
+    ) -> Result<(Vec<Published>, Vec<PendingRow<'r>>)> {
         let partitions = self.inner.config.partitions;
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut out = Vec::with_capacity(records.len());
         let mut rows = Vec::with_capacity(records.len());
         for r in records {
@@ -335,25 +369,54 @@ impl<B: Backend> Topic<B> {
                 });
             }
         }
-        let mut start = 0;
-        while start < rows.len() {
-            // As many records as one statement's byte budget allows (at least one).
-            let end = run_within(start, rows.len(), MAX_LIST, budget, |i| rows[i].bytes());
-            let batch = PendingBatch {
-                topic_id: self.id(),
-                rows: &rows[start..end],
-            };
-            match store.insert_pending(conn, &batch).await {
-                Ok(()) => start = end,
-                // A concurrent publish of the same id won the race: this one is a duplicate.
-                Err(e) if e.is_duplicate_key() && records.len() == 1 => {
-                    out[0].duplicate = true;
-                    return Ok(out);
-                }
-                Err(e) => return Err(e),
-            }
+        Ok((out, rows))
+    }
+
+    /// Publish `records` in one self-committing round trip where the backend can (see
+    /// `store/mysql/publish_script.rs`). `None`: they need the full publish — they do not
+    /// qualify (an id repeated among them, too many bytes), or one was published already (a
+    /// resend, whose answer the full publish knows).
+    async fn publish_one_shot(
+        &self,
+        records: &[Record],
+        budget: usize,
+    ) -> Result<Option<Vec<Published>>> {
+        let store = self.client.store();
+        let (published, rows) = self.pending_rows(records, &HashSet::new())?;
+        if rows.len() != records.len() {
+            return Ok(None);
         }
-        Ok(out)
+        let batch = PendingBatch {
+            topic_id: self.id(),
+            rows: &rows,
+        };
+        let Some(script) = store.prepare_publish_script(&batch, budget)? else {
+            return Ok(None);
+        };
+        let script = &script;
+        let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
+        let ids = &ids;
+        let written = tx::run_own_resolving(
+            self.client.pool(),
+            "publish",
+            |conn, _| Box::pin(async move { store.publish_script(conn, script).await }),
+            // A lost connection during the script: it wrote every record or none (one
+            // published already fails it whole). All known: it committed (or they were all
+            // resent, which the full publish would answer alike but for the duplicate flag).
+            // None: it did not. Some: the full publish sorts them out.
+            |conn, _| {
+                Box::pin(async move {
+                    let known = store.known_topic_ids(conn, ids).await?.len();
+                    Ok(match known {
+                        0 => None,
+                        n if n == ids.len() => Some(true),
+                        _ => Some(false),
+                    })
+                })
+            },
+        )
+        .await?;
+        Ok(written.then_some(published))
     }
 
     /// Count, and wake the local sequencers of the partitions written to (or, where the

@@ -70,6 +70,7 @@ mod plans;
 mod plans_topics;
 pub(crate) mod probe;
 pub(crate) mod processes;
+mod publish_script;
 pub(crate) mod queues;
 pub(crate) mod retention;
 mod schedules;

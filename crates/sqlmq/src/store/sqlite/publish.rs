@@ -30,9 +30,9 @@ use sqlx::{Row, Sqlite, SqliteConnection};
 
 use super::{SqliteStore, now_us};
 use crate::domain::{Error, MessageId, Result};
-use crate::store::Publish;
 use crate::store::body::{Columns, Statement};
 use crate::store::rows::{PendingBatch, PendingRow};
+use crate::store::{Publish, ScriptedPublish};
 
 /// Ids of `ids` already published (by the unique index on `topic_log.id`).
 pub(crate) const KNOWN_IDS: &str = "SELECT id FROM {p}topic_log WHERE id IN ({list})";
@@ -169,5 +169,26 @@ impl Publish<Sqlite> for SqliteStore {
         _id: MessageId,
     ) -> Result<Option<(i32, i32)>> {
         Ok(None)
+    }
+}
+
+/// None: SQLite runs in this process, so a publish pays no round trips to save.
+impl ScriptedPublish<sqlx::Sqlite> for SqliteStore {
+    type PublishScript = std::convert::Infallible;
+
+    fn prepare_publish_script(
+        &self,
+        _batch: &PendingBatch<'_>,
+        _budget: usize,
+    ) -> Result<Option<Self::PublishScript>> {
+        Ok(None)
+    }
+
+    async fn publish_script(
+        &self,
+        _conn: &mut sqlx::SqliteConnection,
+        script: &Self::PublishScript,
+    ) -> Result<bool> {
+        match *script {}
     }
 }

@@ -13,7 +13,9 @@ use crate::Client;
 use crate::domain::{GroupConfig, MessageId, StartAt, TopicConfig, time_from_micros};
 use crate::store::rows::{PartitionRow, PendingBatch, PendingRow, RangeRemoval};
 use crate::store::statements::{MAX_LIST, run_within};
-use crate::store::{Backend, GroupState, Groups, Publish, Retention, Stream, Topics};
+use crate::store::{
+    Backend, GroupState, Groups, Publish, Retention, ScriptedPublish, Stream, Topics,
+};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -882,7 +884,90 @@ async fn huge_retentions_are_capped_not_wrapped<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// The one-round-trip publish: where the backend has it, records of new ids commit by
+/// themselves, bytes and all; a batch with an id pending already, or in the log already,
+/// writes nothing and says so.
+async fn scripted_publish<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    let t = topic(&client, "t", 2).await;
+    let row = |id, partition, body: &'static [u8]| PendingRow {
+        partition,
+        id,
+        key: Some(b"k"),
+        headers: Some(r#"{"h":"v'"}"#.to_owned()),
+        body,
+    };
+    let empty = PendingBatch {
+        topic_id: t,
+        rows: &[],
+    };
+    assert!(
+        store
+            .prepare_publish_script(&empty, ROOMY)
+            .unwrap()
+            .is_none()
+    );
+    let (a, b, c) = (MessageId::new(), MessageId::new(), MessageId::new());
+    let rows = vec![
+        row(a, 0, b"it's; DROP TABLE x; --"),
+        row(b, 1, &[0, b'\'', 255]),
+    ];
+    let batch = PendingBatch {
+        topic_id: t,
+        rows: &rows,
+    };
+    let Some(script) = store.prepare_publish_script(&batch, ROOMY).unwrap() else {
+        // This backend has no such path: the engine publishes in a transaction.
+        db.drop().await;
+        return;
+    };
+    let mut conn = client.pool().acquire().await.unwrap();
+    assert!(store.publish_script(&mut conn, &script).await.unwrap());
+    let again = vec![row(c, 0, b"new"), row(a, 0, b"resent")];
+    let resend = PendingBatch {
+        topic_id: t,
+        rows: &again,
+    };
+    let resend = store
+        .prepare_publish_script(&resend, ROOMY)
+        .unwrap()
+        .unwrap();
+    // `a` is pending: nothing is written, and the connection is usable.
+    assert!(!store.publish_script(&mut conn, &resend).await.unwrap());
+    assert!(
+        store
+            .known_topic_ids(&mut conn, &[c])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    drop(conn);
+    assert_eq!(sequence_all(&client, t, 2, 10).await, [1, 1]);
+    // `a` is in the log: still nothing.
+    let mut conn = client.pool().acquire().await.unwrap();
+    assert!(!store.publish_script(&mut conn, &resend).await.unwrap());
+    assert!(
+        store
+            .known_topic_ids(&mut conn, &[c])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    drop(conn);
+    assert_eq!(read(&client, t, 0, 0, 10).await, [(0, a)]);
+    assert_eq!(read(&client, t, 1, 0, 10).await, [(0, b)]);
+    let mut conn = client.reader().acquire().await.unwrap();
+    let logged = store.read_from(&mut conn, t, 1, 0, 10).await.unwrap();
+    assert_eq!(logged[0].body, [0, b'\'', 255]);
+    assert_eq!(logged[0].key.as_deref(), Some("k"));
+    assert_eq!(logged[0].headers["h"], "v'");
+    drop(conn);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
+    scripted_publish,
     huge_retentions_are_capped_not_wrapped,
     topic_rows_and_partitions,
     growing_a_topic_extends_its_groups,

@@ -1,0 +1,101 @@
+//! A publish in one round trip: `START TRANSACTION`, one INSERT into `topic_pending` of the
+//! records whose ids are not in the log yet, a check that it inserted every record, `COMMIT`,
+//! as one [`Script`] — where the full publish pays four (its BEGIN, a read of the known ids,
+//! the INSERT, its COMMIT).
+//!
+//! The known-id read becomes the INSERT's own `NOT EXISTS` on the log; an id pending already
+//! fails the INSERT on `topic_pending`'s unique id. Either way the record is a resend, whose
+//! answer (`duplicate`) the full publish knows: the script must then write nothing. An
+//! `INSERT … SELECT … WHERE NOT EXISTS` that skips a row is no error, so the statement after it
+//! makes one: a scalar subquery that returns two rows exactly when `ROW_COUNT()` is not the
+//! number of records fails with ER_SUBQUERY_NO_1_ROW (1242), the server stops the script there,
+//! and [`Script::run`] rolls the transaction back.
+
+use sqlx::MySqlConnection;
+
+use super::MySqlStore;
+use super::script::{Lit, Script};
+use crate::domain::{Error, Result};
+use crate::store::ScriptedPublish;
+use crate::store::rows::PendingBatch;
+use crate::store::statements::MAX_LIST;
+
+/// Largest script text (as the send's: a long text of literals parses more slowly than the
+/// prepared statements of the full publish bind the same values).
+const MAX_SCRIPT_BYTES: usize = 256 * 1024;
+
+/// The records (`{rows}` of [`RECORD_ROW`]) whose ids the log does not hold.
+const INSERT_NEW: &str = "INSERT INTO {p}topic_pending \
+    (topic_id, partition_no, id, msg_key, headers, body, published_at) \
+    SELECT v.t, v.pa, v.id, v.k, v.h, v.b, UTC_TIMESTAMP(6) FROM ({rows}) v \
+    WHERE NOT EXISTS (SELECT 1 FROM {p}topic_log l FORCE INDEX (id) WHERE l.id = v.id)";
+const RECORD_ROW: &str = "SELECT ? AS t, ? AS pa, ? AS id, ? AS k, ? AS h, ? AS b";
+/// Fails (1242) unless the statement before it changed `?` rows.
+const ALL_INSERTED: &str = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)";
+/// ER_SUBQUERY_NO_1_ROW: [`ALL_INSERTED`] found a record in the log.
+const NOT_ALL_INSERTED: u16 = 1242;
+
+/// One publish, ready to run.
+pub struct PublishScript(Script);
+
+impl ScriptedPublish<sqlx::MySql> for MySqlStore {
+    type PublishScript = PublishScript;
+
+    fn prepare_publish_script(
+        &self,
+        batch: &PendingBatch<'_>,
+        budget: usize,
+    ) -> Result<Option<PublishScript>> {
+        let rows = batch.rows;
+        let limit = budget.min(MAX_SCRIPT_BYTES);
+        // Twice the bytes (hexadecimal), checked before rendering; the text again below.
+        if rows.is_empty()
+            || rows.len() > MAX_LIST
+            || rows.iter().map(|r| 2 * r.bytes()).sum::<usize>() > limit
+        {
+            return Ok(None);
+        }
+        let t = i64::from(batch.topic_id);
+        let args: Vec<Lit<'_>> = rows
+            .iter()
+            .flat_map(|r| {
+                [
+                    Lit::Int(t),
+                    Lit::Int(r.partition.into()),
+                    Lit::Bytes(r.id.bytes()),
+                    r.key.into(),
+                    r.headers.as_deref().map(str::as_bytes).into(),
+                    Lit::Bytes(r.body),
+                ]
+            })
+            .collect();
+        let mut s = Script::begin();
+        s.push(
+            &self.st.list_text(INSERT_NEW, RECORD_ROW, rows.len()),
+            &args,
+        );
+        s.push(ALL_INSERTED, &[Lit::Int(rows.len() as i64)]);
+        s.commit();
+        if s.len() > limit {
+            return Ok(None);
+        }
+        Ok(Some(PublishScript(s)))
+    }
+
+    async fn publish_script(
+        &self,
+        conn: &mut MySqlConnection,
+        script: &PublishScript,
+    ) -> Result<bool> {
+        crate::failpoints::before_commit("publish").await;
+        match script.0.run(conn).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_duplicate_key() || is_not_all_inserted(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn is_not_all_inserted(e: &Error) -> bool {
+    e.mysql_error_number() == Some(NOT_ALL_INSERTED)
+}
