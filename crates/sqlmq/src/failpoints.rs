@@ -15,10 +15,8 @@
 //! |---|---|
 //! | `<op>.before_begin` | a unit of work run by the engine's transaction runner, its pooled connection in hand, before its BEGIN is sent |
 //! | `<op>.before_commit` | a unit of work run by the engine's transaction runner, its statements done, before COMMIT; `<op>` is the unit's name in the `sqlmq_db_retries_total` metric: `send`, `claim`, `ack`, `nack`, `publish`, `sequence`, … |
-//! | `sequence.locked` | a sequencing step: the partition's counter row locked |
-//! | `sequence.claimed` | the committed pending rows locked (`SKIP LOCKED`) |
-//! | `sequence.logged` | the rows copied into the log |
-//! | `sequence.deleted` | the pending rows deleted, before the counter moves |
+//! | `sequence.locked` | a sequencing step: the partition's counter row locked (MySQL: in the round trip that also claims the pending rows) |
+//! | `sequence.claimed` | the committed pending rows locked (`SKIP LOCKED`); the copy, the deletes and the counter's advance follow in one round trip |
 //! | `schedule.<name>.sent` | a fire of schedule `<name>`: its compare-and-set done and its messages sent, before COMMIT |
 //! | `migrate.<version>.<n>` | migration `<version>`: its first `n` statements run (0: none yet), its version not yet recorded |
 //! | `reverse.<version>.<n>` | the reverse of migration `<version>`: its version forgotten and its first `n` tables dropped |

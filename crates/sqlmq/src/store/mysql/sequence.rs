@@ -10,13 +10,15 @@
 //! 2. read pending rows of the partition with `FOR UPDATE SKIP LOCKED`: rows whose producer has
 //!    not committed are still locked by their inserts, so they are skipped, not waited for;
 //! 3. copy them into `topic_log` with the next offsets, server-side (bodies never travel), delete
-//!    them from `topic_pending`, advance the counter; commit. The copy's `SELECT` is a locking
+//!    them from `topic_pending`, advance the counter; commit. Steps 1 and 2 are one round trip,
+//!    step 3 another (see `script.rs`). The copy's `SELECT` is a locking
 //!    read (`FOR UPDATE`): at READ COMMITTED a plain `INSERT … SELECT` reads through a fresh
 //!    read view, and a row whose producer's commit the server has not yet made visible to new
 //!    views would be silently left out (then deleted by the next statement: a lost record and an
 //!    empty offset). A locking read reads the newest committed version of the rows this step
 //!    already holds, whatever the views, and would wait rather than skip. The step still checks
-//!    that the copy logged as many rows as it took offsets, and starts again otherwise.
+//!    that the copy logged as many rows as it took offsets (a statement in the same script that
+//!    fails otherwise), and starts again if not.
 //!
 //! Offsets become visible only through these serialized commits, each covering a dense range
 //! after the previous one: a reader that sees offset N also sees every offset below N, and a
@@ -28,6 +30,7 @@ use std::collections::HashSet;
 
 use sqlx::{MySqlConnection, Row};
 
+use super::script::{Lit, Script};
 use super::{MySqlStore, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
@@ -36,7 +39,7 @@ use crate::store::Publish;
 use crate::store::body::{Columns, Statement};
 use crate::store::rows::PendingBatch;
 use crate::store::statements::padded;
-use crate::store::statements::{MAX_LIST, bucket, split_into_buckets};
+use crate::store::statements::{MAX_LIST, bucket};
 use sqlx::MySql;
 use std::collections::BTreeMap;
 
@@ -72,6 +75,9 @@ pub(crate) const LOG_PENDING: &str = "INSERT INTO {p}topic_log (topic_id, partit
 const OFFSET_ROW: &str = "SELECT CAST(? AS BINARY) AS id, CAST(? AS SIGNED) AS o";
 pub(crate) const DELETE_PENDING: &str =
     "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}topic_pending t FORCE INDEX (id) ON t.id = v.id";
+/// Fails (ER_SUBQUERY_NO_1_ROW, [`NOT_ALL_LOGGED`]) unless the copy before it logged `?` rows.
+const ALL_LOGGED: &str = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)";
+const NOT_ALL_LOGGED: u16 = 1242;
 const ADVANCE: &str = "UPDATE {p}topic_partitions SET next_offset = next_offset + ?, \
     bytes = bytes + ?, last_at = DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
     WHERE topic_id = ? AND partition_no = ?";
@@ -133,31 +139,35 @@ impl Publish<MySql> for MySqlStore {
         partition: i32,
         limit: usize,
     ) -> Result<usize> {
-        let Some(counter) = sqlx::query(self.st.get(LOCK_COUNTER))
-            .bind(topic_id)
-            .bind(partition)
-            .fetch_optional(&mut *conn)
-            .await?
-        else {
+        // Two round trips: the counter's lock with the claim of the pending rows, then the
+        // copy, its check, the deletes and the counter's advance (see `script.rs`).
+        let (t, p) = (i64::from(topic_id), i64::from(partition));
+        let mut read = Script::default();
+        read.push(
+            self.st.get(LOCK_COUNTER).as_str(),
+            &[Lit::Int(t), Lit::Int(p)],
+        );
+        read.push(
+            self.st.get(CLAIM_PENDING).as_str(),
+            &[Lit::Int(t), Lit::Int(p), Lit::Int(limit as i64)],
+        );
+        let rows = read.fetch_in(conn).await?;
+        // The counter's row has two columns, each pending row three.
+        let Some(counter) = rows.iter().find(|r| r.len() == 2) else {
             return Ok(0); // the partition does not exist (yet): nothing to sequence
         };
         hit("sequence.locked").await;
         let next_offset: i64 = counter.try_get(0)?;
         let now_us: i64 = counter.try_get(1)?;
-        let rows = sqlx::query(self.st.get(CLAIM_PENDING))
-            .bind(topic_id)
-            .bind(partition)
-            .bind(limit as i64)
-            .fetch_all(&mut *conn)
-            .await?;
-        if rows.is_empty() {
+        let pending: Vec<_> = rows.iter().filter(|r| r.len() == 3).collect();
+        if pending.is_empty() {
             return Ok(0);
         }
         hit("sequence.claimed").await;
-        let mut fresh = Vec::with_capacity(rows.len());
-        let mut all = Vec::with_capacity(rows.len());
+        let mut fresh = Vec::with_capacity(pending.len());
+        let mut all = Vec::with_capacity(pending.len());
         let mut bytes = 0i64;
-        for row in &rows {
+        for row in pending {
             let id = row.id_at(0)?;
             all.push(id);
             if row.try_get::<i64, _>(2)? == 0 {
@@ -165,41 +175,50 @@ impl Publish<MySql> for MySqlStore {
                 bytes += row.try_get::<Option<i64>, _>(1)?.unwrap_or(0);
             }
         }
-        // Exact bucket sizes, never padding: a repeated row would be inserted twice.
+        let mut write = Script::default();
+        // Exact sizes, never padding: a repeated row would be inserted twice.
         let mut offset = next_offset;
-        let mut rest = fresh.as_slice();
-        for size in split_into_buckets(fresh.len(), MAX_LIST) {
-            let (chunk, tail) = rest.split_at(size);
-            let mut q = sqlx::query(self.st.list(LOG_PENDING, OFFSET_ROW, size)).bind(now_us);
+        for chunk in fresh.chunks(MAX_LIST) {
+            let mut args = vec![Lit::Int(now_us)];
             for (i, id) in chunk.iter().enumerate() {
-                q = q.bind(id.bytes()).bind(offset + i as i64);
+                args.extend([Lit::Bytes(id.bytes()), Lit::Int(offset + i as i64)]);
             }
-            let logged = q.bind(topic_id).bind(partition).execute(&mut *conn).await?;
-            if logged.rows_affected() != size as u64 {
-                // Cannot happen while the copy is a locking read of rows this step holds (see
-                // the module docs); kept as a last guard because logging fewer rows than
-                // offsets taken would leave a hole, and the DELETE below would then lose the
-                // record: start the step again instead.
-                metrics::counter!("sqlmq_sequence_retries_total").increment(1);
-                return Err(Error::retry_transaction(
-                    "a pending record locked by the sequencer was not yet visible to its copy",
-                ));
-            }
-            offset += size as i64;
-            rest = tail;
+            args.extend([Lit::Int(t), Lit::Int(p)]);
+            write.push(
+                &self.st.list_text(LOG_PENDING, OFFSET_ROW, chunk.len()),
+                &args,
+            );
+            // Cannot fail while the copy is a locking read of rows this step holds (see the
+            // module docs); kept as a last guard because logging fewer rows than offsets
+            // taken would leave a hole, and the DELETE below would then lose the record: the
+            // script stops here and the step starts again instead.
+            write.push(ALL_LOGGED, &[Lit::Int(chunk.len() as i64)]);
+            offset += chunk.len() as i64;
         }
-        hit("sequence.logged").await;
-        self.exec_id_list(conn, DELETE_PENDING, &all).await?;
-        hit("sequence.deleted").await;
-        sqlx::query(self.st.get(ADVANCE))
-            .bind(fresh.len() as i64)
-            .bind(bytes)
-            .bind(now_us)
-            .bind(topic_id)
-            .bind(partition)
-            .execute(&mut *conn)
-            .await?;
-        Ok(all.len())
+        for chunk in all.chunks(MAX_LIST) {
+            let ids: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
+            write.push(&self.st.list_text(DELETE_PENDING, "", chunk.len()), &ids);
+        }
+        write.push(
+            self.st.get(ADVANCE).as_str(),
+            &[
+                Lit::Int(fresh.len() as i64),
+                Lit::Int(bytes),
+                Lit::Int(now_us),
+                Lit::Int(t),
+                Lit::Int(p),
+            ],
+        );
+        match write.run_in(conn).await {
+            Ok(()) => Ok(all.len()),
+            Err(e) if e.mysql_error_number() == Some(NOT_ALL_LOGGED) => {
+                metrics::counter!("sqlmq_sequence_retries_total").increment(1);
+                Err(Error::retry_transaction(
+                    "a pending record locked by the sequencer was not yet visible to its copy",
+                ))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Committed records without an offset yet, by partition.
