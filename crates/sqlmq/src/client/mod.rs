@@ -86,8 +86,8 @@ pub(crate) struct Inner<B: Backend> {
     pub wakeups: Mutex<HashMap<Subject, Arc<tokio::sync::Notify>>>,
     /// Long polls (`receive_wait`) waiting, by source, and their shared prober.
     pub waitroom: waitroom::Waitroom,
-    /// Background sequencers by (topic id, partition), started by local publishes.
-    pub sequencers: Mutex<HashMap<(i32, i32), Arc<tokio::sync::Notify>>>,
+    /// Background sequencers by topic id, started by local publishes.
+    pub sequencers: Mutex<HashMap<i32, Arc<crate::topic::Sequencer>>>,
     pub last_dedup_prune: Mutex<Instant>,
     /// Whether this client's long-running users wait for the database (`Client::outage`).
     pub outage: crate::Outage,

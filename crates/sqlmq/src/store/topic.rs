@@ -106,13 +106,14 @@ pub trait Publish<B: Backend> {
         batch: &PendingBatch<'_>,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// One sequencing step of a partition, in the caller's transaction: give up to `limit`
-    /// committed records the next dense offsets. Returns how many records it consumed.
+    /// One sequencing step of some partitions of a topic (distinct, in ascending order), in
+    /// the caller's transaction: give up to `limit` committed records in all the next dense
+    /// offsets of their partitions. Returns how many records it consumed.
     fn sequence_step(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
-        partition: i32,
+        partitions: &[i32],
         limit: usize,
     ) -> impl Future<Output = Result<usize>> + Send;
 

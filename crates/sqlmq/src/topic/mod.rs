@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use broadcast::BroadcastReader;
 pub use group::Group;
-pub(crate) use sequencer::sequence_partition;
+pub(crate) use sequencer::{Sequencer, sequence_partitions};
 
 use crate::client::{Client, Subject};
 use crate::coalesce::{Coalescer, Sink};
@@ -443,9 +443,8 @@ impl<B: Backend> Topic<B> {
         }
         partitions.sort_unstable();
         partitions.dedup();
-        for p in partitions {
-            self.client.sequence_soon(self.id(), p as i32);
-        }
+        self.client
+            .sequence_soon(self.id(), partitions.into_iter().map(|p| p as i32));
     }
 
     /// Create a consumer group starting at `start`, or update an existing group's retry
@@ -546,11 +545,8 @@ impl<B: Backend> Topic<B> {
                 .pending_partitions(&mut conn, self.id())
                 .await?
         };
-        let mut total = 0;
-        for p in pending.keys() {
-            total += sequence_partition(&self.client, self.id(), *p).await?;
-        }
-        Ok(total)
+        let partitions: Vec<i32> = pending.into_keys().collect();
+        sequence_partitions(&self.client, self.id(), &partitions).await
     }
 
     /// The partition count as stored now (it may have grown since this handle was taken).
@@ -574,11 +570,8 @@ impl<B: Backend> Topic<B> {
     /// # Ok(()) }
     /// ```
     pub async fn sequence(&self) -> Result<usize> {
-        let mut total = 0;
-        for p in 0..self.inner.config.partitions as i32 {
-            total += sequence_partition(&self.client, self.id(), p).await?;
-        }
-        Ok(total)
+        let partitions: Vec<i32> = (0..self.inner.config.partitions as i32).collect();
+        sequence_partitions(&self.client, self.id(), &partitions).await
     }
 }
 

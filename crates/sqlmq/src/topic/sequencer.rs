@@ -1,17 +1,20 @@
 //! Running sequencing steps: right after local publishes, and for leftovers.
 //!
-//! Each client keeps one background task per partition it published to. A publish that
-//! committed wakes its partition's task, which runs sequencing steps until nothing is pending,
-//! then sleeps until the next wake: no polling, no cost while idle. Rows nobody local will wake
-//! for (a `publish_in` whose transaction commits later, another process that died between its
-//! INSERT and its step) are sequenced by readers: a group claim or a broadcast read sequences
-//! the partitions it finds pending rows in.
+//! Each client keeps one background task per topic it published to, with the set of that
+//! topic's partitions written since it last ran. A publish that committed adds its partitions
+//! and wakes the task, which runs steps over all of them at once (one transaction for every
+//! partition written to, not one per partition) until nothing is pending, then sleeps until the
+//! next wake: no polling, no cost while idle. Rows nobody local will wake for (a `publish_in`
+//! whose transaction commits later, another process that died between its INSERT and its step)
+//! are sequenced by readers: a group claim or a broadcast read sequences the partitions it finds
+//! pending rows in.
 //!
 //! A backend whose publishing transaction gives the offsets itself
 //! (`Publish::OFFSETS_AT_PUBLISH`: SQLite, one writer at a time) has nothing to sequence: no
 //! task is started, and a publish wakes the local group members directly.
 
-use std::sync::{Arc, Weak};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
@@ -23,70 +26,89 @@ use crate::tx;
 /// Most pending records one sequencing step gives offsets to (one short transaction).
 pub(crate) const SEQUENCE_BATCH: usize = 1000;
 
-/// Sequence everything pending in one partition, in steps of [`SEQUENCE_BATCH`]. Returns how
-/// many rows were consumed.
-pub(crate) async fn sequence_partition<B: Backend>(
+/// Most partitions one step locks and reads (a topic with more is sequenced in groups).
+const PARTITIONS_PER_STEP: usize = 64;
+
+/// A topic's background sequencer: what wakes it, and the partitions written since it last
+/// looked.
+#[derive(Default)]
+pub(crate) struct Sequencer {
+    wake: Notify,
+    dirty: Mutex<BTreeSet<i32>>,
+}
+
+/// Sequence everything pending in `partitions` (distinct, ascending) of a topic, in steps of
+/// up to [`SEQUENCE_BATCH`] records over [`PARTITIONS_PER_STEP`] partitions. Returns how many
+/// rows were consumed.
+pub(crate) async fn sequence_partitions<B: Backend>(
     client: &Client<B>,
     topic_id: i32,
-    partition: i32,
+    partitions: &[i32],
 ) -> Result<usize> {
     if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
         return Ok(0); // records got their offsets in their publishing transactions
     }
     let store = client.store();
     let mut total = 0;
-    loop {
-        let n = tx::run(client.pool(), "sequence", |conn, _| {
-            Box::pin(store.sequence_step(conn, topic_id, partition, SEQUENCE_BATCH))
-        })
-        .await?;
-        total += n;
-        if n < SEQUENCE_BATCH {
-            if total > 0 {
-                metrics::counter!("sqlmq_records_sequenced_total").increment(total as u64);
-                // Local group members waiting for records can claim them now.
-                client.notify_local(Subject::Topic(topic_id));
+    for group in partitions.chunks(PARTITIONS_PER_STEP) {
+        loop {
+            let n = tx::run(client.pool(), "sequence", |conn, _| {
+                Box::pin(store.sequence_step(conn, topic_id, group, SEQUENCE_BATCH))
+            })
+            .await?;
+            total += n;
+            if n < SEQUENCE_BATCH {
+                break;
             }
-            return Ok(total);
         }
     }
+    if total > 0 {
+        metrics::counter!("sqlmq_records_sequenced_total").increment(total as u64);
+        // Local group members waiting for records can claim them now.
+        client.notify_local(Subject::Topic(topic_id));
+    }
+    Ok(total)
 }
 
 impl<B: Backend> Client<B> {
-    /// Wake (or start) this client's sequencer of `(topic_id, partition)`.
-    pub(crate) fn sequence_soon(&self, topic_id: i32, partition: i32) {
-        let notify = {
+    /// Add `partitions` to what this client's sequencer of `topic_id` has to do, and wake (or
+    /// start) it.
+    pub(crate) fn sequence_soon(&self, topic_id: i32, partitions: impl IntoIterator<Item = i32>) {
+        let sequencer = {
             let mut map = self.inner.sequencers.lock().expect("poisoned");
-            match map.get(&(topic_id, partition)) {
-                Some(n) => Arc::clone(n),
+            match map.get(&topic_id) {
+                Some(s) => Arc::clone(s),
                 None => {
-                    let n = Arc::new(Notify::new());
-                    map.insert((topic_id, partition), Arc::clone(&n));
-                    tokio::spawn(run(
-                        Arc::downgrade(&self.inner),
-                        topic_id,
-                        partition,
-                        Arc::clone(&n),
-                    ));
-                    n
+                    let s = Arc::new(Sequencer::default());
+                    map.insert(topic_id, Arc::clone(&s));
+                    tokio::spawn(run(Arc::downgrade(&self.inner), topic_id, Arc::clone(&s)));
+                    s
                 }
             }
         };
-        notify.notify_one();
+        sequencer.dirty.lock().expect("poisoned").extend(partitions);
+        sequencer.wake.notify_one();
     }
 }
 
-/// The task: sequence on every wake until the client is gone.
-async fn run<B: Backend>(client: Weak<Inner<B>>, topic_id: i32, partition: i32, wake: Arc<Notify>) {
+/// The task: on every wake, sequence the partitions written since the last, until the client
+/// is gone.
+async fn run<B: Backend>(client: Weak<Inner<B>>, topic_id: i32, sequencer: Arc<Sequencer>) {
     loop {
-        wake.notified().await;
+        sequencer.wake.notified().await;
         let Some(inner) = client.upgrade() else {
             return;
         };
         let client = Client { inner };
-        if let Err(e) = sequence_partition(&client, topic_id, partition).await {
+        let partitions: Vec<i32> = std::mem::take(&mut *sequencer.dirty.lock().expect("poisoned"))
+            .into_iter()
+            .collect();
+        if partitions.is_empty() {
+            continue;
+        }
+        if let Err(e) = sequence_partitions(&client, topic_id, &partitions).await {
             // Readers sequence leftovers; the next publish wakes us again.
-            tracing::warn!(topic_id, partition, "sequencing failed: {e}");
+            tracing::warn!(topic_id, ?partitions, "sequencing failed: {e}");
         }
     }
 }

@@ -27,14 +27,14 @@ fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
     vec![
         c(
             "sequence: lock the counter",
-            st.get(sequence::LOCK_COUNTER),
-            vec![Int(topic), Int(0)],
+            st.list(sequence::LOCK_COUNTERS, "?", 2),
+            vec![Int(topic), Int(0), Int(1)],
             ("topic_partitions", "PRIMARY"),
         ),
         c(
             "sequence: claim pending",
-            st.get(sequence::CLAIM_PENDING),
-            vec![Int(topic), Int(0), Int(1000)],
+            st.list(sequence::CLAIM_PENDING, "?", 2),
+            vec![Int(topic), Int(0), Int(1), Int(1000)],
             ("p", "PRIMARY"),
         ),
         c(

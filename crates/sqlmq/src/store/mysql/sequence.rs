@@ -58,14 +58,21 @@ pub(crate) const PENDING_BY_ID: &str = "SELECT topic_id, partition_no FROM {p}to
 pub(crate) const PENDING_PARTITIONS: &str = "SELECT partition_no, COUNT(*) FROM {p}topic_pending \
     FORCE INDEX (PRIMARY) WHERE topic_id = ? GROUP BY partition_no";
 
-pub(crate) const LOCK_COUNTER: &str = concat!(
-    "SELECT next_offset, ",
+/// Lock the counters of partitions (`{list}` of them, after the topic), in partition order:
+/// `partition_no, next_offset, sequencing time`.
+pub(crate) const LOCK_COUNTERS: &str = concat!(
+    "SELECT partition_no, next_offset, ",
     micros!("GREATEST(last_at, UTC_TIMESTAMP(6))"),
-    " FROM {p}topic_partitions WHERE topic_id = ? AND partition_no = ? FOR UPDATE"
+    " FROM {p}topic_partitions FORCE INDEX (PRIMARY) WHERE topic_id = ? ",
+    "AND partition_no IN ({list}) ORDER BY partition_no FOR UPDATE"
 );
-pub(crate) const CLAIM_PENDING: &str = "SELECT p.id, LENGTH(p.body), l.id IS NOT NULL \
-    FROM {p}topic_pending p FORCE INDEX (PRIMARY) LEFT JOIN {p}topic_log l FORCE INDEX (id) ON l.id = p.id \
-    WHERE p.topic_id = ? AND p.partition_no = ? ORDER BY p.id LIMIT ? FOR UPDATE SKIP LOCKED";
+/// Committed pending rows of partitions (topic, `{list}` of partitions, limit), in partition
+/// then id order: `partition_no, id, body length, whether the log holds the id`.
+pub(crate) const CLAIM_PENDING: &str = "SELECT p.partition_no, p.id, LENGTH(p.body), \
+    l.id IS NOT NULL FROM {p}topic_pending p FORCE INDEX (PRIMARY) \
+    LEFT JOIN {p}topic_log l FORCE INDEX (id) ON l.id = p.id \
+    WHERE p.topic_id = ? AND p.partition_no IN ({list}) ORDER BY p.partition_no, p.id LIMIT ? \
+    FOR UPDATE SKIP LOCKED";
 pub(crate) const LOG_PENDING: &str = "INSERT INTO {p}topic_log (topic_id, partition_no, msg_offset, \
     id, msg_key, headers, body, published_at, sequenced_at) \
     SELECT p.topic_id, p.partition_no, v.o, p.id, p.msg_key, p.headers, p.body, p.published_at, \
@@ -130,85 +137,98 @@ impl Publish<MySql> for MySqlStore {
         .await
     }
 
-    /// One sequencing step for a partition (see the module docs), inside the caller's
-    /// transaction. Returns how many pending rows it consumed (logged or dropped as duplicates).
+    /// One sequencing step for some partitions (see the module docs), inside the caller's
+    /// transaction. Returns how many pending rows it consumed (logged or dropped as
+    /// duplicates).
     async fn sequence_step(
         &self,
         conn: &mut MySqlConnection,
         topic_id: i32,
-        partition: i32,
+        partitions: &[i32],
         limit: usize,
     ) -> Result<usize> {
-        // Two round trips: the counter's lock with the claim of the pending rows, then the
-        // copy, its check, the deletes and the counter's advance (see `script.rs`).
-        let (t, p) = (i64::from(topic_id), i64::from(partition));
+        if partitions.is_empty() {
+            return Ok(0);
+        }
+        // Two round trips: the counters' locks with the claim of the pending rows, then the
+        // copies, their checks, the deletes and the counters' advances (see `script.rs`).
+        let t = i64::from(topic_id);
+        let parts: Vec<Lit<'_>> = partitions.iter().map(|&p| Lit::Int(p.into())).collect();
         let mut read = Script::default();
-        read.push(
-            self.st.get(LOCK_COUNTER).as_str(),
-            &[Lit::Int(t), Lit::Int(p)],
-        );
-        read.push(
-            self.st.get(CLAIM_PENDING).as_str(),
-            &[Lit::Int(t), Lit::Int(p), Lit::Int(limit as i64)],
-        );
+        let mut args = vec![Lit::Int(t)];
+        args.extend(&parts);
+        read.push(&self.st.list_text(LOCK_COUNTERS, "?", parts.len()), &args);
+        args.push(Lit::Int(limit as i64));
+        read.push(&self.st.list_text(CLAIM_PENDING, "?", parts.len()), &args);
         let rows = read.fetch_in(conn).await?;
-        // The counter's row has two columns, each pending row three.
-        let Some(counter) = rows.iter().find(|r| r.len() == 2) else {
-            return Ok(0); // the partition does not exist (yet): nothing to sequence
-        };
+        // A counter's row has three columns, each pending row four.
+        let mut counters: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+        for row in rows.iter().filter(|r| r.len() == 3) {
+            counters.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?));
+        }
+        if counters.is_empty() {
+            return Ok(0); // no such partition (yet): nothing to sequence
+        }
         hit("sequence.locked").await;
-        let next_offset: i64 = counter.try_get(0)?;
-        let now_us: i64 = counter.try_get(1)?;
-        let pending: Vec<_> = rows.iter().filter(|r| r.len() == 3).collect();
-        if pending.is_empty() {
+        // Per partition: every claimed id, the fresh ones (not in the log yet), their bytes.
+        let mut claimed: BTreeMap<i32, (Vec<MessageId>, i64)> = BTreeMap::new();
+        let mut all = Vec::new();
+        for row in rows.iter().filter(|r| r.len() == 4) {
+            let partition: i32 = row.try_get(0)?;
+            let id = row.id_at(1)?;
+            all.push(id);
+            if row.try_get::<i64, _>(3)? == 0 {
+                let (fresh, bytes) = claimed.entry(partition).or_default();
+                fresh.push(id);
+                *bytes += row.try_get::<Option<i64>, _>(2)?.unwrap_or(0);
+            }
+        }
+        if all.is_empty() {
             return Ok(0);
         }
         hit("sequence.claimed").await;
-        let mut fresh = Vec::with_capacity(pending.len());
-        let mut all = Vec::with_capacity(pending.len());
-        let mut bytes = 0i64;
-        for row in pending {
-            let id = row.id_at(0)?;
-            all.push(id);
-            if row.try_get::<i64, _>(2)? == 0 {
-                fresh.push(id);
-                bytes += row.try_get::<Option<i64>, _>(1)?.unwrap_or(0);
-            }
-        }
         let mut write = Script::default();
-        // Exact sizes, never padding: a repeated row would be inserted twice.
-        let mut offset = next_offset;
-        for chunk in fresh.chunks(MAX_LIST) {
-            let mut args = vec![Lit::Int(now_us)];
-            for (i, id) in chunk.iter().enumerate() {
-                args.extend([Lit::Bytes(id.bytes()), Lit::Int(offset + i as i64)]);
+        for (&partition, (fresh, bytes)) in &claimed {
+            let Some(&(next_offset, now_us)) = counters.get(&partition) else {
+                return Err(Error::Corrupt(format!(
+                    "pending records of topic {topic_id} in partition {partition}, which has no counter"
+                )));
+            };
+            let p = i64::from(partition);
+            // Exact sizes, never padding: a repeated row would be inserted twice.
+            let mut offset = next_offset;
+            for chunk in fresh.chunks(MAX_LIST) {
+                let mut args = vec![Lit::Int(now_us)];
+                for (i, id) in chunk.iter().enumerate() {
+                    args.extend([Lit::Bytes(id.bytes()), Lit::Int(offset + i as i64)]);
+                }
+                args.extend([Lit::Int(t), Lit::Int(p)]);
+                write.push(
+                    &self.st.list_text(LOG_PENDING, OFFSET_ROW, chunk.len()),
+                    &args,
+                );
+                // Cannot fail while the copy is a locking read of rows this step holds (see
+                // the module docs); kept as a last guard because logging fewer rows than
+                // offsets taken would leave a hole, and the DELETE below would then lose the
+                // record: the script stops here and the step starts again instead.
+                write.push(ALL_LOGGED, &[Lit::Int(chunk.len() as i64)]);
+                offset += chunk.len() as i64;
             }
-            args.extend([Lit::Int(t), Lit::Int(p)]);
             write.push(
-                &self.st.list_text(LOG_PENDING, OFFSET_ROW, chunk.len()),
-                &args,
+                self.st.get(ADVANCE).as_str(),
+                &[
+                    Lit::Int(fresh.len() as i64),
+                    Lit::Int(*bytes),
+                    Lit::Int(now_us),
+                    Lit::Int(t),
+                    Lit::Int(p),
+                ],
             );
-            // Cannot fail while the copy is a locking read of rows this step holds (see the
-            // module docs); kept as a last guard because logging fewer rows than offsets
-            // taken would leave a hole, and the DELETE below would then lose the record: the
-            // script stops here and the step starts again instead.
-            write.push(ALL_LOGGED, &[Lit::Int(chunk.len() as i64)]);
-            offset += chunk.len() as i64;
         }
         for chunk in all.chunks(MAX_LIST) {
             let ids: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
             write.push(&self.st.list_text(DELETE_PENDING, "", chunk.len()), &ids);
         }
-        write.push(
-            self.st.get(ADVANCE).as_str(),
-            &[
-                Lit::Int(fresh.len() as i64),
-                Lit::Int(bytes),
-                Lit::Int(now_us),
-                Lit::Int(t),
-                Lit::Int(p),
-            ],
-        );
         match write.run_in(conn).await {
             Ok(()) => Ok(all.len()),
             Err(e) if e.mysql_error_number() == Some(NOT_ALL_LOGGED) => {

@@ -147,7 +147,7 @@ impl Publish<Sqlite> for SqliteStore {
         &self,
         _conn: &mut SqliteConnection,
         _topic_id: i32,
-        _partition: i32,
+        _partitions: &[i32],
         _limit: usize,
     ) -> Result<usize> {
         Ok(0)

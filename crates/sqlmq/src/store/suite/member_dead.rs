@@ -54,7 +54,7 @@ async fn topic_with_two<B: SuiteBackend>(client: &Client<B>) -> (i32, [MessageId
     store.insert_pending(&mut tx, &batch).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = client.begin().await.unwrap();
-    store.sequence_step(&mut tx, t, 0, 10).await.unwrap();
+    store.sequence_step(&mut tx, t, &[0], 10).await.unwrap();
     tx.commit().await.unwrap();
     (t, ids)
 }

@@ -375,7 +375,7 @@ pub(crate) async fn log_records<B: SuiteBackend>(
         loop {
             let mut tx = client.begin().await.unwrap();
             let n = store
-                .sequence_step(&mut tx, topic_id, p, MAX_LIST)
+                .sequence_step(&mut tx, topic_id, &[p], MAX_LIST)
                 .await
                 .unwrap();
             tx.commit().await.unwrap();

@@ -100,7 +100,7 @@ async fn sequence_all<B: SuiteBackend>(
             let mut tx = client.begin().await.unwrap();
             let n = client
                 .store()
-                .sequence_step(&mut tx, topic_id, p, limit)
+                .sequence_step(&mut tx, topic_id, &[p], limit)
                 .await
                 .unwrap();
             tx.commit().await.unwrap();
@@ -401,10 +401,13 @@ async fn publish_then_sequence<B: SuiteBackend>() {
     drop(conn);
     let mut tx = client.begin().await.unwrap();
     // Nothing to do on an empty partition, nor on one that does not exist.
-    assert_eq!(store.sequence_step(&mut tx, t, 1, 10).await.unwrap(), 0);
-    assert_eq!(store.sequence_step(&mut tx, t, 7, 10).await.unwrap(), 0);
+    assert_eq!(store.sequence_step(&mut tx, t, &[1], 10).await.unwrap(), 0);
+    assert_eq!(store.sequence_step(&mut tx, t, &[7], 10).await.unwrap(), 0);
     assert_eq!(
-        store.sequence_step(&mut tx, i32::MAX, 0, 10).await.unwrap(),
+        store
+            .sequence_step(&mut tx, i32::MAX, &[0], 10)
+            .await
+            .unwrap(),
         0
     );
     tx.commit().await.unwrap();
@@ -966,7 +969,61 @@ async fn scripted_publish<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// One step over several partitions gives each its own dense offsets, in one transaction;
+/// its limit counts records over all of them (taken in partition order), and partitions with
+/// nothing pending, or that do not exist, are passed over.
+async fn sequence_several_partitions_at_once<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    let t = topic(&client, "t", 4).await;
+    let ids = publish(
+        &client,
+        t,
+        &[
+            (0, None, None, b"a"),
+            (2, None, None, b"bb"),
+            (0, None, None, b"ccc"),
+            (3, None, None, b"d"),
+            (2, None, None, b"e"),
+        ],
+        ROOMY,
+    )
+    .await;
+    let mut tx = client.begin().await.unwrap();
+    let first = store
+        .sequence_step(&mut tx, t, &[0, 1, 2, 3, 9], 3)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = client.begin().await.unwrap();
+    let second = store
+        .sequence_step(&mut tx, t, &[0, 1, 2, 3, 9], 10)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    if offsets_at_publish::<B>() {
+        assert_eq!((first, second), (0, 0));
+    } else {
+        assert_eq!((first, second), (3, 2));
+    }
+    assert_eq!(read(&client, t, 0, 0, 10).await, [(0, ids[0]), (1, ids[2])]);
+    assert_eq!(read(&client, t, 1, 0, 10).await, []);
+    assert_eq!(read(&client, t, 2, 0, 10).await, [(0, ids[1]), (1, ids[4])]);
+    assert_eq!(read(&client, t, 3, 0, 10).await, [(0, ids[3])]);
+    assert_eq!(
+        partitions(&client, t).await,
+        [
+            part(0, 2, 0, 4),
+            part(1, 0, 0, 0),
+            part(2, 2, 0, 3),
+            part(3, 1, 0, 1)
+        ]
+    );
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
+    sequence_several_partitions_at_once,
     scripted_publish,
     huge_retentions_are_capped_not_wrapped,
     topic_rows_and_partitions,
