@@ -23,7 +23,8 @@ use crate::domain::Result;
 use crate::store::{Backend, Publish};
 use crate::tx;
 
-/// Most pending records one sequencing step gives offsets to (one short transaction).
+/// Most pending records one sequencing step gives offsets to, per partition it covers (one
+/// short transaction).
 pub(crate) const SEQUENCE_BATCH: usize = 1000;
 
 /// Most partitions one step locks and reads (a topic with more is sequenced in groups).
@@ -38,8 +39,8 @@ pub(crate) struct Sequencer {
 }
 
 /// Sequence everything pending in `partitions` (distinct, ascending) of a topic, in steps of
-/// up to [`SEQUENCE_BATCH`] records over [`PARTITIONS_PER_STEP`] partitions. Returns how many
-/// rows were consumed.
+/// up to [`PARTITIONS_PER_STEP`] partitions and [`SEQUENCE_BATCH`] records per partition.
+/// Returns how many rows were consumed.
 pub(crate) async fn sequence_partitions<B: Backend>(
     client: &Client<B>,
     topic_id: i32,
@@ -51,13 +52,16 @@ pub(crate) async fn sequence_partitions<B: Backend>(
     let store = client.store();
     let mut total = 0;
     for group in partitions.chunks(PARTITIONS_PER_STEP) {
+        // As many records as steps of one partition each would take: the partitions share a
+        // transaction, not a step's size.
+        let limit = SEQUENCE_BATCH * group.len();
         loop {
             let n = tx::run(client.pool(), "sequence", |conn, _| {
-                Box::pin(store.sequence_step(conn, topic_id, group, SEQUENCE_BATCH))
+                Box::pin(store.sequence_step(conn, topic_id, group, limit))
             })
             .await?;
             total += n;
-            if n < SEQUENCE_BATCH {
+            if n < limit {
                 break;
             }
         }
