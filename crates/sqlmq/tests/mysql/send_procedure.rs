@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sqlmq::{Client, MySql, QueueConfig};
+use sqlmq::{Client, MySql, Queue, QueueConfig};
 use sqlmq_testkit::TestDb;
 use sqlx::MySqlPool;
 
@@ -33,15 +33,22 @@ async fn call(
     .unwrap_or_else(|e| panic!("CALL: {e}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_idempotency_key_sent_from_eight_connections_at_once_is_one_message() {
+/// A database with queue `q`, and a pool of connections for the test's own CALLs.
+async fn queue_q() -> (TestDb<MySql>, Queue<MySql>, MySqlPool) {
     let db = TestDb::<MySql>::new().await;
-    let client = db.client().await;
-    let q = client
+    let q = db
+        .client()
+        .await
         .create_queue("q", QueueConfig::default())
         .await
         .unwrap();
     let pool = db.pool().await;
+    (db, q, pool)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_sent_from_eight_connections_at_once_is_one_message() {
+    let (db, q, pool) = queue_q().await;
     for round in 0..20 {
         let key = format!("key-{round}");
         let bodies: Vec<String> = (0..8).map(|i| format!("{round}/{i}")).collect();
@@ -63,13 +70,7 @@ async fn one_idempotency_key_sent_from_eight_connections_at_once_is_one_message(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_ordering_key_written_from_four_connections_is_delivered_in_commit_order() {
-    let db = TestDb::<MySql>::new().await;
-    let client = db.client().await;
-    let q = client
-        .create_queue("q", QueueConfig::default())
-        .await
-        .unwrap();
-    let pool = db.pool().await;
+    let (db, q, pool) = queue_q().await;
     // Each writer's own sends commit in its order, so each writer's sequence must come out
     // in order; the writers interleave as their commits did.
     let writers = (0..4).map(|w| {
