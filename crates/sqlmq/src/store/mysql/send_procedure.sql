@@ -25,8 +25,8 @@ BEGIN
     DECLARE v_open TINYINT;
     DECLARE v_seq BIGINT;
     DECLARE v_head BINARY(16);
-    -- Any error: undo what this call wrote (its own transaction, or back to its savepoint in
-    -- the caller's), then raise it again unchanged.
+    -- 0: nothing written yet; 1: in a transaction of its own; 2: after its savepoint in the
+    -- caller's.
     DECLARE v_stage TINYINT DEFAULT 0;
     DECLARE v_i INT DEFAULT 0;
     DECLARE v_values LONGTEXT;
