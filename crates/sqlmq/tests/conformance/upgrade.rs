@@ -536,10 +536,11 @@ pub(crate) async fn migrate_to_goes_down_and_up_and_refuses_to_drop_rows<B: Test
         Err(Error::InvalidArgument(_))
     ));
 
-    // Down one version: its tables are empty, so they go; the queue stays.
-    let report = admin.migrate_to(latest - 1).await.unwrap();
-    assert_eq!(report.reverted, [latest]);
-    assert_eq!(admin.schema_version(), latest - 1);
+    // Down two versions (the send procedure, then the workflows' tables): those tables are
+    // empty, so they go; the queue stays.
+    let report = admin.migrate_to(latest - 2).await.unwrap();
+    assert_eq!(report.reverted, [latest, latest - 1]);
+    assert_eq!(admin.schema_version(), latest - 2);
     assert!(!db.tables().await.contains(&"sqlmq_batches".to_owned()));
     assert!(matches!(
         q.receive(1, LONG).await,
@@ -555,12 +556,12 @@ pub(crate) async fn migrate_to_goes_down_and_up_and_refuses_to_drop_rows<B: Test
     }
     assert_eq!(
         Client::<B>::open(&db.url).await.unwrap().schema_version(),
-        latest - 1
+        latest - 2
     );
     assert!(db.tables().await.contains(&"sqlmq_topics".to_owned()));
 
     // Up again: the message is there.
-    assert_eq!(admin.migrate().await.unwrap().applied, [latest]);
+    assert_eq!(admin.migrate().await.unwrap().applied, [latest - 1, latest]);
     let got = q.receive(1, LONG).await.unwrap();
     assert_eq!(got[0].body, b"kept");
     q.ack(got[0].receipt()).await.unwrap();
@@ -837,7 +838,9 @@ pub(crate) async fn a_migration_killed_at_any_statement_completes_when_run_again
             complete_and_intact(&db, latest, messages).await;
             db.drop().await;
             if !held {
-                assert!(n > 1, "migration {version}: its points were not reached");
+                // At least the point before its first statement (SQLite's migration 8 has
+                // none: MySQL's stored procedure has no SQLite counterpart).
+                assert!(n > 0, "migration {version}: its points were not reached");
                 break;
             }
         }
@@ -860,7 +863,9 @@ pub(crate) async fn a_migration_killed_at_any_statement_completes_when_run_again
             complete_and_intact(&db, latest, messages).await;
             db.drop().await;
             if !held {
-                assert!(n > 1, "reverse {version}: its points were not reached");
+                // At least the point before its first drop (SQLite's reverse of migration 8
+                // drops nothing).
+                assert!(n > 0, "reverse {version}: its points were not reached");
                 break;
             }
         }

@@ -140,3 +140,26 @@ async fn a_send_from_sql_is_one_statement() {
     assert_eq!(db.count("ready").await, 11);
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrating_down_drops_the_procedure_and_up_brings_it_back() {
+    let db = TestDb::<MySql>::new().await;
+    let admin = Client::<MySql>::open(&db.admin_url).await.unwrap();
+    let latest = admin.migrate().await.unwrap().to_version;
+    let routines = || {
+        db.scalar(
+            "SELECT COUNT(*) FROM information_schema.routines \
+             WHERE routine_schema = DATABASE() AND routine_name = 'sqlmq_send'",
+        )
+    };
+    assert_eq!(routines().await, 1);
+    assert_eq!(
+        admin.migrate_to(latest - 1).await.unwrap().reverted,
+        [latest]
+    );
+    assert_eq!(routines().await, 0);
+    assert_eq!(admin.migrate().await.unwrap().applied, [latest]);
+    assert_eq!(routines().await, 1);
+    admin.pool().close().await;
+    db.drop().await;
+}
