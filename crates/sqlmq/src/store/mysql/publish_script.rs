@@ -3,8 +3,9 @@
 //! as one [`Script`] — where the full publish pays four (its BEGIN, a read of the known ids,
 //! the INSERT, its COMMIT).
 //!
-//! The known-id read becomes the INSERT's own `NOT EXISTS` on the log; an id pending already
-//! fails the INSERT on `topic_pending`'s unique id. Either way the record is a resend, whose
+//! The known-id read becomes the INSERT's own `NOT EXISTS` on the log and on `topic_pending`
+//! (an id pending already, committed after that read, still fails the INSERT on
+//! `topic_pending`'s unique id). Either way the record is a resend, whose
 //! answer (`duplicate`) the full publish knows: the script must then write nothing. An
 //! `INSERT … SELECT … WHERE NOT EXISTS` that skips a row is no error, so the statement after it
 //! makes one: a scalar subquery that returns two rows exactly when `ROW_COUNT()` is not the
@@ -24,11 +25,16 @@ use crate::store::statements::MAX_LIST;
 /// prepared statements of the full publish bind the same values).
 const MAX_SCRIPT_BYTES: usize = 256 * 1024;
 
-/// The records (`{rows}` of [`RECORD_ROW`]) whose ids the log does not hold.
+/// The records (`{rows}` of [`RECORD_ROW`]) whose ids neither the log nor `topic_pending`
+/// holds. Both in one statement, so in one read view: a sequencing step moving the id from one
+/// to the other commits both moves at once, and the view sees the id in one place or the
+/// other, never in neither (the unique id of `topic_pending` alone would let a resend in once
+/// the step had deleted the pending row).
 const INSERT_NEW: &str = "INSERT INTO {p}topic_pending \
     (topic_id, partition_no, id, msg_key, headers, body, published_at) \
     SELECT v.t, v.pa, v.id, v.k, v.h, v.b, UTC_TIMESTAMP(6) FROM ({rows}) v \
-    WHERE NOT EXISTS (SELECT 1 FROM {p}topic_log l FORCE INDEX (id) WHERE l.id = v.id)";
+    WHERE NOT EXISTS (SELECT 1 FROM {p}topic_log l FORCE INDEX (id) WHERE l.id = v.id) \
+    AND NOT EXISTS (SELECT 1 FROM {p}topic_pending q FORCE INDEX (id) WHERE q.id = v.id)";
 const RECORD_ROW: &str = "SELECT ? AS t, ? AS pa, ? AS id, ? AS k, ? AS h, ? AS b";
 /// Fails (1242) unless the statement before it changed `?` rows.
 const ALL_INSERTED: &str = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)";
