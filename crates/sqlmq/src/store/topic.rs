@@ -59,6 +59,10 @@ pub trait Topics<B: Backend> {
 /// A publish that commits by itself in one round trip, where the backend has such a path
 /// (MySQL: one script of literals; SQLite, in-process, has nothing to save).
 pub trait ScriptedPublish<B: Backend> {
+    /// Whether this backend has the path at all: where it has not, the engine does not
+    /// prepare the rows for it.
+    const PUBLISH_SCRIPTS: bool = true;
+
     /// A publish, prepared: what [`ScriptedPublish::publish_script`] runs.
     type PublishScript: Send + Sync;
 

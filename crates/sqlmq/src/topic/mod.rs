@@ -381,6 +381,9 @@ impl<B: Backend> Topic<B> {
         records: &[Record],
         budget: usize,
     ) -> Result<Option<Vec<Published>>> {
+        if !<B::Store as crate::store::ScriptedPublish<B>>::PUBLISH_SCRIPTS {
+            return Ok(None);
+        }
         let store = self.client.store();
         let (published, rows) = self.pending_rows(records, &HashSet::new())?;
         if rows.len() != records.len() {

@@ -8,15 +8,14 @@
 //! `topic_pending`'s unique id). Either way the record is a resend, whose
 //! answer (`duplicate`) the full publish knows: the script must then write nothing. An
 //! `INSERT … SELECT … WHERE NOT EXISTS` that skips a row is no error, so the statement after it
-//! makes one: a scalar subquery that returns two rows exactly when `ROW_COUNT()` is not the
-//! number of records fails with ER_SUBQUERY_NO_1_ROW (1242), the server stops the script there,
-//! and [`Script::run`] rolls the transaction back.
+//! makes one ([`Script::expect_changed`]): the server stops the script there, and
+//! [`Script::run`] rolls the transaction back.
 
 use sqlx::MySqlConnection;
 
 use super::MySqlStore;
-use super::script::{Lit, Script};
-use crate::domain::{Error, Result};
+use super::script::{Lit, Script, changed_other_than_expected};
+use crate::domain::Result;
 use crate::store::ScriptedPublish;
 use crate::store::rows::PendingBatch;
 use crate::store::statements::MAX_LIST;
@@ -36,10 +35,6 @@ const INSERT_NEW: &str = "INSERT INTO {p}topic_pending \
     WHERE NOT EXISTS (SELECT 1 FROM {p}topic_log l FORCE INDEX (id) WHERE l.id = v.id) \
     AND NOT EXISTS (SELECT 1 FROM {p}topic_pending q FORCE INDEX (id) WHERE q.id = v.id)";
 const RECORD_ROW: &str = "SELECT ? AS t, ? AS pa, ? AS id, ? AS k, ? AS h, ? AS b";
-/// Fails (1242) unless the statement before it changed `?` rows.
-const ALL_INSERTED: &str = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)";
-/// ER_SUBQUERY_NO_1_ROW: [`ALL_INSERTED`] found a record in the log.
-const NOT_ALL_INSERTED: u16 = 1242;
 
 /// One publish, ready to run.
 pub struct PublishScript(Script);
@@ -80,7 +75,7 @@ impl ScriptedPublish<sqlx::MySql> for MySqlStore {
             &self.st.list_text(INSERT_NEW, RECORD_ROW, rows.len()),
             &args,
         );
-        s.push(ALL_INSERTED, &[Lit::Int(rows.len() as i64)]);
+        s.expect_changed(rows.len());
         s.commit();
         if s.len() > limit {
             return Ok(None);
@@ -96,12 +91,8 @@ impl ScriptedPublish<sqlx::MySql> for MySqlStore {
         crate::failpoints::before_commit("publish").await;
         match script.0.run(conn).await {
             Ok(()) => Ok(true),
-            Err(e) if e.is_duplicate_key() || is_not_all_inserted(&e) => Ok(false),
+            Err(e) if e.is_duplicate_key() || changed_other_than_expected(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }
-}
-
-fn is_not_all_inserted(e: &Error) -> bool {
-    e.mysql_error_number() == Some(NOT_ALL_INSERTED)
 }

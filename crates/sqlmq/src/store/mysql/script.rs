@@ -75,6 +75,17 @@ impl Script {
         self.push("COMMIT", &[])
     }
 
+    /// Append a statement that fails, stopping the script there, unless the statement before
+    /// it changed exactly `n` rows (an `INSERT … SELECT` that skips a row is no error of its
+    /// own). It is a scalar subquery returning two rows exactly when `ROW_COUNT()` differs:
+    /// ER_SUBQUERY_NO_1_ROW, which [`changed_other_than_expected`] recognises.
+    pub(crate) fn expect_changed(&mut self, n: usize) -> &mut Script {
+        self.push(
+            "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)",
+            &[Lit::Int(n as i64)],
+        )
+    }
+
     /// The text so far.
     #[cfg(test)]
     pub(crate) fn text(&self) -> &str {
@@ -120,6 +131,12 @@ impl Script {
             .await?;
         Ok(())
     }
+}
+
+/// Whether `err` is the failure of a [`Script::expect_changed`] check.
+pub(crate) fn changed_other_than_expected(err: &Error) -> bool {
+    // ER_SUBQUERY_NO_1_ROW
+    err.mysql_error_number() == Some(1242)
 }
 
 /// End whatever transaction a failed script left open; `err` is what the caller reports (or

@@ -17,8 +17,8 @@
 //!    views would be silently left out (then deleted by the next statement: a lost record and an
 //!    empty offset). A locking read reads the newest committed version of the rows this step
 //!    already holds, whatever the views, and would wait rather than skip. The step still checks
-//!    that the copy logged as many rows as it took offsets (a statement in the same script that
-//!    fails otherwise), and starts again if not.
+//!    that the copy logged as many rows as it took offsets (`Script::expect_changed`, in the
+//!    same script), and starts again if not.
 //!
 //! Offsets become visible only through these serialized commits, each covering a dense range
 //! after the previous one: a reader that sees offset N also sees every offset below N, and a
@@ -30,7 +30,7 @@ use std::collections::HashSet;
 
 use sqlx::{MySqlConnection, Row};
 
-use super::script::{Lit, Script};
+use super::script::{Lit, Script, changed_other_than_expected};
 use super::{MySqlStore, micros};
 use crate::domain::MessageId;
 use crate::domain::{Error, Result};
@@ -82,9 +82,6 @@ pub(crate) const LOG_PENDING: &str = "INSERT INTO {p}topic_log (topic_id, partit
 const OFFSET_ROW: &str = "SELECT CAST(? AS BINARY) AS id, CAST(? AS SIGNED) AS o";
 pub(crate) const DELETE_PENDING: &str =
     "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}topic_pending t FORCE INDEX (id) ON t.id = v.id";
-/// Fails (ER_SUBQUERY_NO_1_ROW, [`NOT_ALL_LOGGED`]) unless the copy before it logged `?` rows.
-const ALL_LOGGED: &str = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE ROW_COUNT() <> ?)";
-const NOT_ALL_LOGGED: u16 = 1242;
 const ADVANCE: &str = "UPDATE {p}topic_partitions SET next_offset = next_offset + ?, \
     bytes = bytes + ?, last_at = DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
     WHERE topic_id = ? AND partition_no = ?";
@@ -171,10 +168,15 @@ impl Publish<MySql> for MySqlStore {
         }
         hit("sequence.locked").await;
         // Per partition: every claimed id, the fresh ones (not in the log yet), their bytes.
+        // Rows of a partition without a counter are left alone, as a step of that partition
+        // alone would leave them.
         let mut claimed: BTreeMap<i32, (Vec<MessageId>, i64)> = BTreeMap::new();
         let mut all = Vec::new();
         for row in rows.iter().filter(|r| r.len() == 4) {
             let partition: i32 = row.try_get(0)?;
+            if !counters.contains_key(&partition) {
+                continue;
+            }
             let id = row.id_at(1)?;
             all.push(id);
             if row.try_get::<i64, _>(3)? == 0 {
@@ -189,11 +191,7 @@ impl Publish<MySql> for MySqlStore {
         hit("sequence.claimed").await;
         let mut write = Script::default();
         for (&partition, (fresh, bytes)) in &claimed {
-            let Some(&(next_offset, now_us)) = counters.get(&partition) else {
-                return Err(Error::Corrupt(format!(
-                    "pending records of topic {topic_id} in partition {partition}, which has no counter"
-                )));
-            };
+            let (next_offset, now_us) = counters[&partition];
             let p = i64::from(partition);
             // Exact sizes, never padding: a repeated row would be inserted twice.
             let mut offset = next_offset;
@@ -211,7 +209,7 @@ impl Publish<MySql> for MySqlStore {
                 // the module docs); kept as a last guard because logging fewer rows than
                 // offsets taken would leave a hole, and the DELETE below would then lose the
                 // record: the script stops here and the step starts again instead.
-                write.push(ALL_LOGGED, &[Lit::Int(chunk.len() as i64)]);
+                write.expect_changed(chunk.len());
                 offset += chunk.len() as i64;
             }
             write.push(
@@ -231,7 +229,7 @@ impl Publish<MySql> for MySqlStore {
         }
         match write.run_in(conn).await {
             Ok(()) => Ok(all.len()),
-            Err(e) if e.mysql_error_number() == Some(NOT_ALL_LOGGED) => {
+            Err(e) if changed_other_than_expected(&e) => {
                 metrics::counter!("sqlmq_sequence_retries_total").increment(1);
                 Err(Error::retry_transaction(
                     "a pending record locked by the sequencer was not yet visible to its copy",

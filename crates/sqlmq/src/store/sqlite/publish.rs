@@ -174,6 +174,8 @@ impl Publish<Sqlite> for SqliteStore {
 
 /// None: SQLite runs in this process, so a publish pays no round trips to save.
 impl ScriptedPublish<sqlx::Sqlite> for SqliteStore {
+    const PUBLISH_SCRIPTS: bool = false;
+
     type PublishScript = std::convert::Infallible;
 
     fn prepare_publish_script(
