@@ -15,20 +15,21 @@ const BODY: usize = 100 * 1024;
 /// Fill the database behind `client` (with queue `q`, empty) by sends, then check what a full
 /// database must do: the send that does not fit fails with the typed `Error::DatabaseFull`
 /// and writes nothing (a batch: none of it); the handlers of the messages a worker holds
-/// finish; `free_space` runs (what gives space back beyond the worker's own acks: nothing on
-/// MySQL, whose purge frees the acked rows' pages; a file removed on a full file system); the
-/// worker, which never stopped, drains everything; sends succeed again. `diagnose` says what
-/// the database saw (a server's log) when something fails. Returns the first error.
+/// finish; `free_space` runs (what an operator does: a file removed on a full file system, a
+/// table dropped in a full tablespace); the worker, which never stopped, drains everything,
+/// each message handled once (the acks that failed while the database was full were retried,
+/// not lost); sends succeed again. `diagnose` says what the database saw (a server's log)
+/// when something fails. Returns the first error.
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) {
-/// let err = sqlmq_testkit::fill_and_drain(&client, || {}, || String::new()).await;
+/// let err = sqlmq_testkit::fill_and_drain(&client, || async {}, || String::new()).await;
 /// assert!(matches!(err, sqlmq::Error::DatabaseFull { .. }));
 /// # }
 /// ```
-pub async fn fill_and_drain<B: Backend>(
+pub async fn fill_and_drain<B: Backend, F: Future<Output = ()>>(
     client: &Client<B>,
-    free_space: impl FnOnce(),
+    free_space: impl FnOnce() -> F,
     diagnose: impl Fn() -> String,
 ) -> Error {
     let q = client.queue("q").await.unwrap();
@@ -105,7 +106,7 @@ pub async fn fill_and_drain<B: Backend>(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    free_space();
+    free_space().await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while handled.count() < sent as usize {
         assert!(
@@ -145,9 +146,12 @@ pub async fn fill_and_drain<B: Backend>(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.cancel();
-    worker
+    let report = worker
         .await
         .unwrap()
         .expect("the worker never stopped on its own");
+    assert_eq!(handled.ids().len(), all, "every message handled");
+    assert_eq!(handled.count(), all, "no message handled twice: {report:?}");
+    assert_eq!(stored(q.stats().await.unwrap()), 0, "every message acked");
     full
 }

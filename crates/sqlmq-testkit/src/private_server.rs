@@ -170,6 +170,20 @@ impl PrivateServer {
         &self.dir
     }
 
+    /// SIGTERM, as a service manager stops a server: a clean shutdown, waited for. Start it
+    /// again with [`PrivateServer::start_with`] (new options win over the installed ones).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let sent = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status()
+                .expect("kill runs");
+            assert!(sent.success(), "SIGTERM to mariadbd");
+            child.wait().unwrap();
+        }
+    }
+
     /// SIGKILL: no shutdown, no flush beyond what commits already made durable.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

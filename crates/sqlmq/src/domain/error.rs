@@ -199,8 +199,10 @@ pub enum Error {
     /// The database is out of space: MySQL/MariaDB "table is full" (1114) or "disk full"
     /// (1021), SQLite's `SQLITE_FULL`. Nothing of the failed call was written (its
     /// transaction rolled back). Sends fail until space is freed on the server — disk, or the
-    /// tablespace's limit — while claims, acks and purges keep working (they free space), and
-    /// sqlmq's workers retry. Retryable ([`ErrorClass::Busy`]), but only once space is back.
+    /// tablespace's limit. Claims and acks go on while the server can still write, which it
+    /// may not once the last of the space is gone (an InnoDB delete needs an undo page too);
+    /// sqlmq's workers retry them. Retryable ([`ErrorClass::Busy`]), but only once space is
+    /// back.
     ///
     /// ```
     /// let err = sqlmq::Error::DatabaseFull {
@@ -212,7 +214,8 @@ pub enum Error {
     #[error(
         "the database is out of space ({source}): nothing of this call was written. Free disk \
          space on the database server (or raise the tablespace's limit); sends fail until \
-         then, while consumers and acks keep working and sqlmq's workers retry"
+         then, claims and acks too once the last of the space is gone, and sqlmq's workers \
+         retry"
     )]
     DatabaseFull {
         /// The server's refusal.

@@ -11,11 +11,21 @@
 //! database falls behind, jobs wait to hand over their acks, slots stay taken, and claiming
 //! slows down instead of piling up acks. The acker counts each ack's outcome in the worker's
 //! tally itself. At shutdown, dropping every handle makes the task commit what is queued and end.
+//!
+//! A batch that fails for a reason retrying can fix (the database unreachable, or out of space:
+//! an InnoDB tablespace without a free extent refuses even a delete, whose undo log needs a
+//! page) is retried, with backoff, until the messages' leases would have ended: a handled
+//! message is acked once space or the server is back instead of coming back and running again.
+//! Past the lease an ack could only be refused (the message is someone else's by then). Once
+//! the worker is stopping, a failed batch is not retried, so that shutdown never waits on a
+//! database that is away.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::WorkerBuilder;
 use super::execute::Settled;
@@ -31,13 +41,18 @@ pub(crate) struct Acker {
 }
 
 impl Acker {
-    /// Start the acker task of `source`, counting outcomes in `tally`.
+    /// Start the acker task of `source`, whose claims hold messages for `lease`, counting
+    /// outcomes in `tally`; `stopping` is the worker's signal to stop claiming.
     pub(crate) fn start<B: Backend>(
         source: Source<B>,
+        lease: Duration,
+        stopping: CancellationToken,
         tally: Arc<Tally>,
     ) -> (Acker, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(WorkerBuilder::MAX_ACK_BATCH * 4);
-        (Acker { requests: tx }, tokio::spawn(run(source, rx, tally)))
+        let retry = Retry { lease, stopping };
+        let task = tokio::spawn(run(source, retry, rx, tally));
+        (Acker { requests: tx }, task)
     }
 
     /// Queue `receipt` for the next batch (waits while the queue is full). Returns false when
@@ -47,8 +62,15 @@ impl Acker {
     }
 }
 
+/// How long a failed batch is retried: until its leases would have ended, or the worker stops.
+struct Retry {
+    lease: Duration,
+    stopping: CancellationToken,
+}
+
 async fn run<B: Backend>(
     source: Source<B>,
+    retry: Retry,
     mut requests: mpsc::Receiver<Receipt>,
     tally: Arc<Tally>,
 ) {
@@ -61,16 +83,39 @@ async fn run<B: Backend>(
         > 0
     {
         batch_size.record(batch.len() as f64);
-        match source.ack_batch(&batch).await {
-            Ok(report) => {
-                tally.add(Settled::Acked, report.acked as u64);
-                tally.add(Settled::LeaseLost, report.lost.len() as u64);
+        // No lease in the batch outlasts this (each was last extended before its handler ended).
+        let give_up = tokio::time::Instant::now() + retry.lease;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            match source.ack_batch(&batch).await {
+                Ok(report) => {
+                    tally.add(Settled::Acked, report.acked as u64);
+                    tally.add(Settled::LeaseLost, report.lost.len() as u64);
+                }
+                Err(e)
+                    if e.is_retryable()
+                        && !retry.stopping.is_cancelled()
+                        && tokio::time::Instant::now() + wait < give_up =>
+                {
+                    tracing::warn!(
+                        source = name,
+                        acks = batch.len(),
+                        "batch ack failed, retrying: {e}"
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = retry.stopping.cancelled() => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+                Err(e) => {
+                    // The messages come back when their leases end.
+                    tracing::warn!(source = name, acks = batch.len(), "batch ack failed: {e}");
+                    tally.add(Settled::Unsettled, batch.len() as u64);
+                }
             }
-            Err(e) => {
-                // After the runner's retries: the messages come back when their leases end.
-                tracing::warn!(source = name, acks = batch.len(), "batch ack failed: {e}");
-                tally.add(Settled::Unsettled, batch.len() as u64);
-            }
+            break;
         }
         batch.clear();
     }

@@ -96,7 +96,8 @@ impl<B: Backend> WorkerBuilder<B> {
         let mut all_slots = Vec::new();
         let budget = Arc::new(AtomicU64::new(self.max_messages.unwrap_or(u64::MAX)));
         for ((name, handler), source) in self.sources.into_iter().zip(sources.iter()) {
-            let (acker, acker_task) = Acker::start(source.clone(), tally.clone());
+            let (acker, acker_task) =
+                Acker::start(source.clone(), self.lease, stop.clone(), tally.clone());
             ackers.push(acker_task);
             let (label, value) = source.metric_label();
             let rt = Arc::new(SourceRuntime {

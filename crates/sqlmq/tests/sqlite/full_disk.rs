@@ -25,7 +25,7 @@ async fn a_full_file_system_fails_sends_cleanly_while_consumers_keep_going() {
         .create_queue("q", QueueConfig::default())
         .await
         .unwrap();
-    let free = || std::fs::remove_file(&ballast).unwrap();
+    let free = || async { std::fs::remove_file(&ballast).unwrap() };
     let full = fill_and_drain(&client, free, || {
         let out = std::process::Command::new("sh")
             .arg("-c")
