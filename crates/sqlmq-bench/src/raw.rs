@@ -143,10 +143,15 @@ where
 
 /// Drop and create the raw table, so that each phase starts empty.
 pub(crate) async fn recreate<B: Db>(pool: &Pool<B>, table: &str) -> Result<()> {
+    recreate_as::<B>(pool, table, B::RAW.create).await
+}
+
+/// Drop `table` and create it again with `create` (`{t}` its name).
+pub(crate) async fn recreate_as<B: Db>(pool: &Pool<B>, table: &str, create: &str) -> Result<()> {
     let mut conn = pool.acquire().await?;
     let drop = format!("DROP TABLE IF EXISTS {table}");
     B::execute(&mut conn, drop.into(), &[]).await?;
-    B::execute(&mut conn, B::RAW.create.replace("{t}", table).into(), &[]).await
+    B::execute(&mut conn, create.replace("{t}", table).into(), &[]).await
 }
 
 /// Open `n` connections of `pool` (as many as it may hold: SQLite's writer pool holds one)

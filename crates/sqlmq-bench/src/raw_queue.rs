@@ -9,6 +9,11 @@
 //! [`MIXED`], [`MIXED_PRODUCERS`] producers inserting while the consumers poll as sqlmq's
 //! consumers do (`PollDelay`). sqlmq's `take_in` figures, the same pattern on sqlmq's tables,
 //! are compared with them; `peer.postgres` runs the same pattern on PostgreSQL.
+//!
+//! The same two again with leases ([`LEASE_DRAIN`], [`LEASE_MIXED`]): the cheapest lease queue
+//! the server can run (the lease in the message row, a claim transaction, a delete to ack),
+//! compared with the lock-held figures. It is the ceiling of any design with leases on this
+//! server, sqlmq's included: how close to the plain queue leases can come at all.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -24,7 +29,7 @@ use super::measure::body;
 use super::outcome::Outcome;
 use super::progress::Bar;
 use super::raw::{
-    multirow_insert, new_id, recreate, split, task_connection, transaction, with_table, write_on,
+    multirow_insert, new_id, recreate_as, split, task_connection, transaction, with_table, write_on,
 };
 use super::report::Figure;
 use super::track::Tracker;
@@ -34,62 +39,119 @@ use sqlmq_cli_common::poll::PollDelay;
 pub const DRAIN: &str = "raw.queue.drain.8";
 /// See [`DRAIN`].
 pub const MIXED: &str = "raw.queue.mixed.consume";
+/// The lease queue's figures, each compared with its lock-held counterpart.
+pub const LEASE_DRAIN: &str = "raw.queue.lease.drain.8";
+/// See [`LEASE_DRAIN`].
+pub const LEASE_MIXED: &str = "raw.queue.lease.mixed.consume";
+
+/// How the consumers of a raw queue take rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Lock, delete, commit: one transaction per batch, no leases (as `take_in`).
+    Take,
+    /// The cheapest queue with leases the server can run, as the ceiling of sqlmq's leases:
+    /// the lease in the message row itself (no second table), a claim transaction that
+    /// locks a batch of visible rows, sets their visibility 30 s ahead and bumps their
+    /// tokens, then one DELETE per batch to ack — two commits per batch, and nothing else
+    /// (no fencing check, no attempts, no priorities).
+    Lease,
+}
+
+impl Shape {
+    fn create<B: Db>(self) -> &'static str {
+        match self {
+            Shape::Take => B::RAW.create,
+            Shape::Lease => B::RAW.lease_create,
+        }
+    }
+
+    fn claim<B: Db>(self) -> &'static str {
+        match self {
+            Shape::Take => B::RAW.claim,
+            Shape::Lease => B::RAW.lease_claim,
+        }
+    }
+}
 
 /// `raw.queue`.
 pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.queue", |pool, table, bar| async move {
-        let n = ctx.plan.drain;
-        bar.phase(&format!("fill {n} rows"), n);
-        let ids = fill(&pool, &table, n, &bar).await?;
-        let tracker = Arc::new(Tracker::new(n));
-        tracker.sending_done();
-        bar.phase(&format!("drain, {CONSUMERS} consumers"), n);
-        let started = Instant::now();
-        consumers(&pool, &table, &tracker, &bar).await?;
-        let drained = tracker.last_delivery().saturating_duration_since(started);
-        let drain = Figure::rate(
-            DRAIN,
-            format!("raw one-table queue drain, {CONSUMERS} consumers"),
-            n,
-            drained,
-        )
-        .checked(tracker.check(ids.iter()));
-
-        recreate::<B>(&pool, &table).await?;
-        let n = ctx.plan.mixed;
-        bar.phase(
-            &format!("{MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
-            n,
-        );
-        let tracker = Arc::new(Tracker::new(n));
-        let started = Instant::now();
-        let consuming = {
-            let (pool, table, tracker, bar) = (
-                pool.clone(),
-                table.clone(),
-                Arc::clone(&tracker),
-                bar.clone(),
-            );
-            tokio::spawn(async move { consumers(&pool, &table, &tracker, &bar).await })
-        };
-        let sent = produce(&pool, &table, n).await;
-        tracker.sending_done();
-        consuming.await??;
-        let sent = sent?;
-        let consumed = tracker.last_delivery().saturating_duration_since(started);
-        let mixed = Figure::rate(
-            MIXED,
-            format!(
-                "raw one-table queue mixed: deleted by {CONSUMERS} consumers beside \
-                 {MIXED_PRODUCERS} producers"
-            ),
-            n,
-            consumed,
-        )
-        .checked(tracker.check(sent.iter()));
-        Ok(vec![drain, mixed])
+        let mut figures = Vec::new();
+        for shape in [Shape::Take, Shape::Lease] {
+            figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
+        }
+        Ok(figures)
     })
     .await
+}
+
+/// The drain and the mixed figure of one shape, each on a fresh table.
+async fn run_shape<B: Db>(
+    ctx: &Ctx<B>,
+    pool: &Pool<B>,
+    table: &str,
+    bar: &Bar,
+    shape: Shape,
+) -> Result<Vec<Figure>> {
+    let (name, drain_key, mixed_key, acked) = match shape {
+        Shape::Take => ("queue", DRAIN, MIXED, "deleted"),
+        Shape::Lease => ("lease queue", LEASE_DRAIN, LEASE_MIXED, "acked"),
+    };
+    recreate_as::<B>(pool, table, shape.create::<B>()).await?;
+    let n = ctx.plan.drain;
+    bar.phase(&format!("{name}: fill {n} rows"), n);
+    let ids = fill(pool, table, n, bar).await?;
+    let tracker = Arc::new(Tracker::new(n));
+    tracker.sending_done();
+    bar.phase(&format!("{name}: drain, {CONSUMERS} consumers"), n);
+    let started = Instant::now();
+    consumers(pool, table, shape, &tracker, bar).await?;
+    let drained = tracker.last_delivery().saturating_duration_since(started);
+    let mut drain = Figure::rate(
+        drain_key,
+        format!("raw one-table {name} drain, {CONSUMERS} consumers"),
+        n,
+        drained,
+    )
+    .checked(tracker.check(ids.iter()));
+
+    recreate_as::<B>(pool, table, shape.create::<B>()).await?;
+    let n = ctx.plan.mixed;
+    bar.phase(
+        &format!("{name}: {MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
+        n,
+    );
+    let tracker = Arc::new(Tracker::new(n));
+    let started = Instant::now();
+    let consuming = {
+        let (pool, table, tracker, bar) = (
+            pool.clone(),
+            table.to_owned(),
+            Arc::clone(&tracker),
+            bar.clone(),
+        );
+        tokio::spawn(async move { consumers(&pool, &table, shape, &tracker, &bar).await })
+    };
+    let sent = produce(pool, table, n).await;
+    tracker.sending_done();
+    consuming.await??;
+    let sent = sent?;
+    let consumed = tracker.last_delivery().saturating_duration_since(started);
+    let mut mixed = Figure::rate(
+        mixed_key,
+        format!(
+            "raw one-table {name} mixed: {acked} by {CONSUMERS} consumers beside \
+             {MIXED_PRODUCERS} producers"
+        ),
+        n,
+        consumed,
+    )
+    .checked(tracker.check(sent.iter()));
+    if shape == Shape::Lease {
+        drain = drain.against(DRAIN);
+        mixed = mixed.against(MIXED);
+    }
+    Ok(vec![drain, mixed])
 }
 
 /// Insert `n` rows in multi-row INSERTs of [`MULTIROW_ROWS`]; returns their ids.
@@ -144,15 +206,16 @@ async fn produce<B: Db>(pool: &Pool<B>, table: &str, n: u64) -> Result<Vec<[u8; 
 async fn consumers<B: Db>(
     pool: &Pool<B>,
     table: &str,
+    shape: Shape,
     tracker: &Arc<Tracker<[u8; 16]>>,
     bar: &Bar,
 ) -> Result<()> {
-    let claim: Arc<str> = B::RAW.claim.replace("{t}", table).into();
+    let claim: Arc<str> = shape.claim::<B>().replace("{t}", table).into();
     let mut set = JoinSet::new();
     for _ in 0..CONSUMERS {
         let (pool, table, claim) = (pool.clone(), table.to_owned(), claim.clone());
         let (tracker, bar) = (Arc::clone(tracker), bar.clone());
-        set.spawn(async move { consume(&pool, &table, &claim, &tracker, &bar).await });
+        set.spawn(async move { consume(&pool, &table, shape, &claim, &tracker, &bar).await });
     }
     while let Some(done) = set.join_next().await {
         done??;
@@ -160,16 +223,19 @@ async fn consumers<B: Db>(
     Ok(())
 }
 
-/// One consumer: a transaction per batch — the locking read, the delete, the commit — and the
-/// adaptive poll delay of sqlmq's consumers when nothing came.
+/// One consumer: a transaction per batch — the locking read, then the delete (a take) or the
+/// lease (then the ack, a delete committed on its own) — and the adaptive poll delay of
+/// sqlmq's consumers when nothing came.
 async fn consume<B: Db>(
     pool: &Pool<B>,
     table: &str,
+    shape: Shape,
     claim: &Arc<str>,
     tracker: &Tracker<[u8; 16]>,
     bar: &Bar,
 ) -> Result<()> {
     let mut poll = PollDelay::default();
+    let raw = B::RAW;
     while !tracker.should_stop() {
         let mut conn = pool.acquire().await?;
         let mut tx = sqlx::Connection::begin_with(&mut *conn, B::BEGIN).await?;
@@ -181,15 +247,29 @@ async fn consume<B: Db>(
             continue;
         }
         poll.reset();
-        let raw = B::RAW;
         let list = vec![raw.list_item; ids.len()].join(raw.list_separator);
-        let delete = raw
+        let delete: Arc<str> = raw
             .delete_list
             .replace("{t}", table)
-            .replace("{list}", &list);
+            .replace("{list}", &list)
+            .into();
         let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
-        B::execute(&mut tx, delete.into(), &binds).await?;
-        tx.commit().await?;
+        match shape {
+            Shape::Take => {
+                B::execute(&mut tx, delete, &binds).await?;
+                tx.commit().await?;
+            }
+            Shape::Lease => {
+                let lease = raw
+                    .lease_update
+                    .replace("{t}", table)
+                    .replace("{list}", &list);
+                B::execute(&mut tx, lease.into(), &binds).await?;
+                tx.commit().await?;
+                // The handlers ran; the batch's ack.
+                write_on::<B>(pool, &mut Some(conn), delete, &binds).await?;
+            }
+        }
         tracker.record(ids.iter().copied());
         bar.inc(ids.len() as u64);
     }

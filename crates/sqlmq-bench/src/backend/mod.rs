@@ -43,6 +43,15 @@ pub struct RawSql {
     pub list_item: &'static str,
     /// Between two items of [`RawSql::delete_list`]'s list.
     pub list_separator: &'static str,
+    /// The lease queue's table (`raw.queue`'s lease figures): [`RawSql::create`]'s columns
+    /// plus the time a row becomes visible again (the start of time for a new row) and a
+    /// fencing token, in the message row itself.
+    pub lease_create: &'static str,
+    /// The lease queue's claim: as [`RawSql::claim`], of the rows visible now.
+    pub lease_claim: &'static str,
+    /// Lease the rows whose ids fill `{list}` (as [`RawSql::delete_list`]'s) for 30 s and
+    /// bump their tokens.
+    pub lease_update: &'static str,
 }
 
 /// A database the bench runs on: a sqlmq backend plus what the bench measures it with.

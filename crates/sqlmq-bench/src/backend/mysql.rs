@@ -40,6 +40,15 @@ impl Db for MySql {
             ON t.id = v.id",
         list_item: "SELECT CAST(? AS BINARY) AS id",
         list_separator: " UNION ALL ",
+        lease_create: "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+            priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, created_at DATETIME(6) NOT NULL, \
+            visible_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00', \
+            token BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (id)) ENGINE=InnoDB",
+        lease_claim: "SELECT id, body FROM {t} WHERE visible_at <= UTC_TIMESTAMP(6) \
+            ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+        lease_update: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (PRIMARY) \
+            ON t.id = v.id SET t.visible_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
+            t.token = t.token + 1",
     };
 
     const BEGIN: &'static str = "BEGIN";

@@ -62,6 +62,16 @@ impl Db for Sqlite {
         delete_list: "DELETE FROM {t} WHERE id IN ({list})",
         list_item: "?",
         list_separator: ",",
+        lease_create: "CREATE TABLE {t} (id BLOB NOT NULL PRIMARY KEY, queue_id INTEGER NOT NULL, \
+            priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+            visible_at INTEGER NOT NULL DEFAULT 0, token INTEGER NOT NULL DEFAULT 0) \
+            WITHOUT ROWID",
+        lease_claim: "SELECT id, body FROM {t} \
+            WHERE visible_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
+            ORDER BY id LIMIT ?",
+        lease_update: "UPDATE {t} \
+            SET visible_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, \
+            token = token + 1 WHERE id IN ({list})",
     };
 
     /// sqlmq takes the write lock at the start of each of its transactions here.
