@@ -152,6 +152,11 @@ pub async fn fill_and_drain<B: Backend, F: Future<Output = ()>>(
         .expect("the worker never stopped on its own");
     assert_eq!(handled.ids().len(), all, "every message handled");
     assert_eq!(handled.count(), all, "no message handled twice: {report:?}");
-    assert_eq!(stored(q.stats().await.unwrap()), 0, "every message acked");
+    let left = q.stats().await.unwrap();
+    assert_eq!(
+        stored(left.clone()),
+        0,
+        "every message acked: {left:?}, {report:?}"
+    );
     full
 }

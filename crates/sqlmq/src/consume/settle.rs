@@ -171,9 +171,10 @@ impl<'a, B: Backend> Consumer<'a, B> {
         self.names().op_claim
     }
 
-    /// Ack many receipts in one transaction of our own (retried). A COMMIT whose outcome is
-    /// unknown (lost connection) is resolved by asking whether the acked leases are gone,
-    /// never by replaying it.
+    /// Ack many receipts in one transaction of our own (retried). A lost connection is
+    /// resolved by asking whether the leases the attempt acked are gone, never by replaying a
+    /// COMMIT that may have landed; an attempt that lost its connection before it knew which
+    /// leases it acks wrote nothing, and runs again.
     pub(crate) async fn ack_batch(&self, receipts: &[Receipt]) -> Result<AckReport> {
         if receipts.is_empty() {
             return Ok(AckReport::default());
@@ -188,6 +189,8 @@ impl<'a, B: Backend> Consumer<'a, B> {
             self.client.pool(),
             op,
             |conn, _| {
+                // This attempt's own list: one left by an earlier attempt would answer for it.
+                acked.lock().expect("poisoned").clear();
                 Box::pin(async move {
                     match id {
                         SourceId::Queue(q) => {
@@ -202,6 +205,12 @@ impl<'a, B: Backend> Consumer<'a, B> {
             |conn, _| {
                 Box::pin(async move {
                     let acked = acked.lock().expect("poisoned").clone();
+                    if acked.is_empty() {
+                        // Lost before its leases were read (or with none to ack): nothing of
+                        // it can have committed, and running it again is harmless. Calling it
+                        // committed would report every receipt lost and leave them leased.
+                        return Ok(None);
+                    }
                     let committed = match id {
                         SourceId::Queue(_) => store.queue_acks_committed(conn, &acked).await?,
                         SourceId::Group(g) => store.group_acks_committed(conn, g, &acked).await?,

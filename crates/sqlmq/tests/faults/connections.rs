@@ -199,6 +199,28 @@ async fn a_commit_still_on_its_way_is_resolved_by_waiting_for_it() {
     db.drop().await;
 }
 
+/// The pooled connection an ack batch gets died while idle (a server restart, a network
+/// reset): its first statement fails before the ack knows which leases it holds. Nothing was
+/// written, so it runs again on a new connection and acks every receipt — it must not be
+/// taken for a committed ack whose receipts were all lost (which left the messages leased).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ack_batch_on_a_dead_pooled_connection_acks_on_a_new_one() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    q.send_batch((0..3).map(|i| Message::new(format!("m{i}"))).collect())
+        .await
+        .unwrap();
+    let got = q.receive(3, LEASE).await.unwrap();
+    assert_eq!(got.len(), 3);
+    proxy.reset_all();
+    let receipts: Vec<_> = got.iter().map(|d| d.receipt()).collect();
+    let report = q.ack_batch(&receipts).await.unwrap();
+    assert_eq!((report.acked, report.lost.len()), (3, 0), "{report:?}");
+    assert_eq!(db.count("leases").await, 0, "acked messages left leased");
+    assert_eq!(db.count("messages").await, 0);
+    db.drop().await;
+}
+
 /// Once the unit `held` stops before its COMMIT: the COMMIT is written into a stalled
 /// network and never arrives, then the connection is reset.
 async fn lose_the_commit(held: Pause, proxy: &Proxy) {
