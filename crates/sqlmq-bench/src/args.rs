@@ -16,6 +16,8 @@ pub const MIXED_PRODUCERS: usize = 4;
 pub const RECEIVE_BATCH: usize = 100;
 /// Rows per statement (and per transaction) of the raw multi-row INSERT baseline.
 pub const MULTIROW_ROWS: usize = 1000;
+/// Rows per transaction of the second multi-row baseline: the small `send_batch`'s size.
+pub const SMALL_MULTIROW_ROWS: usize = BATCH_SIZES[0];
 /// Batch sizes of the batch enqueue scenario.
 pub const BATCH_SIZES: [usize; 2] = [100, 10_000];
 /// Lease taken by every consumer: long enough never to expire during a run, so that a message

@@ -22,7 +22,7 @@ use sqlx::Pool;
 use sqlx::pool::PoolConnection;
 use tokio::task::JoinSet;
 
-use super::args::{MANY, MULTIROW_ROWS};
+use super::args::{MANY, MULTIROW_ROWS, SMALL_MULTIROW_ROWS};
 use super::backend::Db;
 use super::context::Ctx;
 use super::measure::body;
@@ -36,6 +36,8 @@ pub const INSERT_ONE: &str = "raw.insert.1";
 pub const INSERT_MANY: &str = "raw.insert.16";
 /// See [`INSERT_ONE`].
 pub const MULTIROW: &str = "raw.multirow";
+/// See [`INSERT_ONE`].
+pub const MULTIROW_SMALL: &str = "raw.multirow.100";
 /// See [`INSERT_ONE`].
 pub const LIFECYCLE: &str = "raw.lifecycle.16";
 
@@ -83,29 +85,44 @@ pub async fn lifecycle<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
 }
 
 /// `raw.multirow`: multi-row INSERTs of [`MULTIROW_ROWS`] rows, one transaction each, on one
-/// connection (as one `send_batch` uses one connection).
+/// connection (as one `send_batch` uses one connection); then the same rows in transactions of
+/// [`SMALL_MULTIROW_ROWS`], the size of the small `send_batch` — the most any design that
+/// writes 100 messages per call can reach, compared with the 1 000-row figure.
 pub async fn multirow<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.multirow", |pool, table, bar| async move {
         let rows = ctx.plan.raw_multirow_rows;
-        let statements = rows.div_ceil(MULTIROW_ROWS as u64);
-        bar.phase(&format!("{MULTIROW_ROWS}-row INSERT per tx"), rows);
-        let sql: Arc<str> = multirow_insert::<B>(&table, MULTIROW_ROWS).into();
-        let payload = body(0);
-        let mut conn = pool.acquire().await?;
-        let started = Instant::now();
-        for _ in 0..statements {
-            let ids: Vec<[u8; 16]> = (0..MULTIROW_ROWS).map(|_| new_id()).collect();
-            let binds: Vec<&[u8]> = ids.iter().flat_map(|id| [&id[..], &payload[..]]).collect();
-            transaction::<B>(&mut conn, sql.clone(), &binds).await?;
-            bar.inc(MULTIROW_ROWS as u64);
+        let mut figures = Vec::new();
+        for (key, per_tx) in [
+            (MULTIROW, MULTIROW_ROWS),
+            (MULTIROW_SMALL, SMALL_MULTIROW_ROWS),
+        ] {
+            recreate::<B>(&pool, &table).await?;
+            let statements = rows.div_ceil(per_tx as u64);
+            bar.phase(&format!("{per_tx}-row INSERT per tx"), rows);
+            let sql: Arc<str> = multirow_insert::<B>(&table, per_tx).into();
+            let payload = body(0);
+            let mut conn = pool.acquire().await?;
+            let started = Instant::now();
+            for _ in 0..statements {
+                let ids: Vec<[u8; 16]> = (0..per_tx).map(|_| new_id()).collect();
+                let binds: Vec<&[u8]> = ids.iter().flat_map(|id| [&id[..], &payload[..]]).collect();
+                transaction::<B>(&mut conn, sql.clone(), &binds).await?;
+                bar.inc(per_tx as u64);
+            }
+            let elapsed = started.elapsed();
+            let figure = Figure::rows(
+                key,
+                format!("raw multi-row INSERT, {per_tx}/tx"),
+                statements * per_tx as u64,
+                elapsed,
+            );
+            figures.push(if key == MULTIROW {
+                figure
+            } else {
+                figure.against(MULTIROW)
+            });
         }
-        let elapsed = started.elapsed();
-        Ok(vec![Figure::rows(
-            MULTIROW,
-            format!("raw multi-row INSERT, {MULTIROW_ROWS}/tx"),
-            statements * MULTIROW_ROWS as u64,
-            elapsed,
-        )])
+        Ok(figures)
     })
     .await
 }

@@ -34,7 +34,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         id: "raw.multirow",
-        title: "raw multi-row INSERT, 1 000 rows per transaction",
+        title: "raw multi-row INSERT, 1 000 rows per transaction, then 100",
         needs: &[],
     },
     Scenario {
