@@ -14,6 +14,10 @@
 //! the server can run (the lease in the message row, a claim transaction, a delete to ack),
 //! compared with the lock-held figures. It is the ceiling of any design with leases on this
 //! server, sqlmq's included: how close to the plain queue leases can come at all.
+//!
+//! And the plain pattern once more on a table kept in priority order whose ids are unique
+//! ([`KEYED_DRAIN`], [`KEYED_MIXED`]): what a queue with priorities that finds and
+//! deduplicates messages by id — sqlmq's guarantees — can reach at most when taking.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -43,6 +47,10 @@ pub const MIXED: &str = "raw.queue.mixed.consume";
 pub const LEASE_DRAIN: &str = "raw.queue.lease.drain.8";
 /// See [`LEASE_DRAIN`].
 pub const LEASE_MIXED: &str = "raw.queue.lease.mixed.consume";
+/// The priority queue's figures, each compared with its plain counterpart.
+pub const KEYED_DRAIN: &str = "raw.queue.keyed.drain.8";
+/// See [`KEYED_DRAIN`].
+pub const KEYED_MIXED: &str = "raw.queue.keyed.mixed.consume";
 
 /// How the consumers of a raw queue take rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,6 +63,9 @@ enum Shape {
     /// tokens, then one DELETE per batch to ack — two commits per batch, and nothing else
     /// (no fencing check, no attempts, no priorities).
     Lease,
+    /// As [`Shape::Take`], on a table kept in priority order whose ids are unique: the
+    /// ceiling of taking from a queue with priorities that finds messages by id.
+    Keyed,
 }
 
 impl Shape {
@@ -62,6 +73,7 @@ impl Shape {
         match self {
             Shape::Take => B::RAW.create,
             Shape::Lease => B::RAW.lease_create,
+            Shape::Keyed => B::RAW.keyed_create,
         }
     }
 
@@ -69,6 +81,14 @@ impl Shape {
         match self {
             Shape::Take => B::RAW.claim,
             Shape::Lease => B::RAW.lease_claim,
+            Shape::Keyed => B::RAW.keyed_claim,
+        }
+    }
+
+    fn delete_list<B: Db>(self) -> &'static str {
+        match self {
+            Shape::Keyed => B::RAW.keyed_delete_list,
+            Shape::Take | Shape::Lease => B::RAW.delete_list,
         }
     }
 }
@@ -77,7 +97,7 @@ impl Shape {
 pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.queue", |pool, table, bar| async move {
         let mut figures = Vec::new();
-        for shape in [Shape::Take, Shape::Lease] {
+        for shape in [Shape::Take, Shape::Lease, Shape::Keyed] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
         }
         Ok(figures)
@@ -96,6 +116,7 @@ async fn run_shape<B: Db>(
     let (name, drain_key, mixed_key, acked) = match shape {
         Shape::Take => ("queue", DRAIN, MIXED, "deleted"),
         Shape::Lease => ("lease queue", LEASE_DRAIN, LEASE_MIXED, "acked"),
+        Shape::Keyed => ("priority queue", KEYED_DRAIN, KEYED_MIXED, "deleted"),
     };
     recreate_as::<B>(pool, table, shape.create::<B>()).await?;
     let n = ctx.plan.drain;
@@ -147,7 +168,7 @@ async fn run_shape<B: Db>(
         consumed,
     )
     .checked(tracker.check(sent.iter()));
-    if shape == Shape::Lease {
+    if shape != Shape::Take {
         drain = drain.against(DRAIN);
         mixed = mixed.against(MIXED);
     }
@@ -248,14 +269,14 @@ async fn consume<B: Db>(
         }
         poll.reset();
         let list = vec![raw.list_item; ids.len()].join(raw.list_separator);
-        let delete: Arc<str> = raw
-            .delete_list
+        let delete: Arc<str> = shape
+            .delete_list::<B>()
             .replace("{t}", table)
             .replace("{list}", &list)
             .into();
         let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
         match shape {
-            Shape::Take => {
+            Shape::Take | Shape::Keyed => {
                 B::execute(&mut tx, delete, &binds).await?;
                 tx.commit().await?;
             }

@@ -52,6 +52,14 @@ pub struct RawSql {
     /// Lease the rows whose ids fill `{list}` (as [`RawSql::delete_list`]'s) for 30 s and
     /// bump their tokens.
     pub lease_update: &'static str,
+    /// The priority queue's table (`raw.queue`'s keyed figures): [`RawSql::create`]'s columns
+    /// kept in claim order — primary key `(queue_id, priority, id)` — with the id unique, as
+    /// a queue with priorities whose messages are found (and deduplicated) by id needs.
+    pub keyed_create: &'static str,
+    /// The priority queue's claim: as [`RawSql::claim`], in priority order.
+    pub keyed_claim: &'static str,
+    /// As [`RawSql::delete_list`], through the unique id.
+    pub keyed_delete_list: &'static str,
 }
 
 /// A database the bench runs on: a sqlmq backend plus what the bench measures it with.

@@ -49,6 +49,13 @@ impl Db for MySql {
         lease_update: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (PRIMARY) \
             ON t.id = v.id SET t.visible_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
             t.token = t.token + 1",
+        keyed_create: "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+            priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, created_at DATETIME(6) NOT NULL, \
+            PRIMARY KEY (queue_id, priority, id), UNIQUE KEY id (id)) ENGINE=InnoDB",
+        keyed_claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
+            ORDER BY priority, id LIMIT ? FOR UPDATE SKIP LOCKED",
+        keyed_delete_list: "DELETE t FROM ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) \
+            ON t.id = v.id",
     };
 
     const BEGIN: &'static str = "BEGIN";

@@ -72,6 +72,11 @@ impl Db for Sqlite {
         lease_update: "UPDATE {t} \
             SET visible_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, \
             token = token + 1 WHERE id IN ({list})",
+        keyed_create: "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
+            priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+            PRIMARY KEY (queue_id, priority, id)) WITHOUT ROWID",
+        keyed_claim: "SELECT id, body FROM {t} WHERE queue_id = 1 ORDER BY priority, id LIMIT ?",
+        keyed_delete_list: "DELETE FROM {t} WHERE id IN ({list})",
     };
 
     /// sqlmq takes the write lock at the start of each of its transactions here.
