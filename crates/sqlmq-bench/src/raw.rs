@@ -259,7 +259,11 @@ pub(crate) async fn write_on<B: Db>(
 /// One statement as one durable write, committed as sqlmq commits its own writes on backend `B`:
 /// alone (autocommit), or in a transaction of its own (on SQLite `BEGIN IMMEDIATE`, which takes
 /// the write lock at once, as sqlmq's transactions do there).
-async fn write<B: Db>(conn: &mut B::Connection, sql: Arc<str>, binds: &[&[u8]]) -> Result<()> {
+pub(crate) async fn write<B: Db>(
+    conn: &mut B::Connection,
+    sql: Arc<str>,
+    binds: &[&[u8]],
+) -> Result<()> {
     if B::AUTOCOMMIT {
         B::execute(conn, sql, binds).await
     } else {

@@ -33,7 +33,8 @@ use super::measure::body;
 use super::outcome::Outcome;
 use super::progress::Bar;
 use super::raw::{
-    multirow_insert, new_id, recreate_as, split, task_connection, transaction, with_table, write_on,
+    multirow_insert, new_id, recreate_as, split, task_connection, transaction, with_table, write,
+    write_on,
 };
 use super::report::Figure;
 use super::track::Tracker;
@@ -288,7 +289,7 @@ async fn consume<B: Db>(
                 B::execute(&mut tx, lease.into(), &binds).await?;
                 tx.commit().await?;
                 // The handlers ran; the batch's ack.
-                write_on::<B>(pool, &mut Some(conn), delete, &binds).await?;
+                write::<B>(&mut conn, delete, &binds).await?;
             }
         }
         tracker.record(ids.iter().copied());

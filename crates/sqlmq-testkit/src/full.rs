@@ -16,7 +16,7 @@ const BODY: usize = 100 * 1024;
 /// database must do: the send that does not fit fails with the typed `Error::DatabaseFull`
 /// and writes nothing (a batch: none of it); the handlers of the messages a worker holds
 /// finish; `free_space` runs (what an operator does: a file removed on a full file system, a
-/// table dropped in a full tablespace); the worker, which never stopped, drains everything,
+/// tablespace's limit raised); the worker, which never stopped, drains everything,
 /// each message handled once (the acks that failed while the database was full were retried,
 /// not lost); sends succeed again. `diagnose` says what the database saw (a server's log)
 /// when something fails. Returns the first error.

@@ -31,6 +31,7 @@ use super::WorkerBuilder;
 use super::execute::Settled;
 use super::tally::Tally;
 use crate::domain::Receipt;
+use crate::outage::{Outage, sleep_unless_stopped};
 use crate::source::Source;
 use crate::store::Backend;
 
@@ -85,31 +86,34 @@ async fn run<B: Backend>(
         batch_size.record(batch.len() as f64);
         // No lease in the batch outlasts this (each was last extended before its handler ended).
         let give_up = tokio::time::Instant::now() + retry.lease;
-        let mut wait = Duration::from_millis(50);
+        let outage = source.client().outage();
+        let mut failures = 0;
         loop {
+            let started = std::time::Instant::now();
             match source.ack_batch(&batch).await {
                 Ok(report) => {
+                    outage.succeeded();
                     tally.add(Settled::Acked, report.acked as u64);
                     tally.add(Settled::LeaseLost, report.lost.len() as u64);
                 }
-                Err(e)
+                Err(e) => {
+                    failures += 1;
+                    let wait = Outage::pause(failures);
                     if e.is_retryable()
                         && !retry.stopping.is_cancelled()
-                        && tokio::time::Instant::now() + wait < give_up =>
-                {
-                    tracing::warn!(
-                        source = name,
-                        acks = batch.len(),
-                        "batch ack failed, retrying: {e}"
-                    );
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = retry.stopping.cancelled() => {}
+                        && tokio::time::Instant::now() + wait < give_up
+                    {
+                        // An unavailable database is logged once, by the client's outage.
+                        if !outage.failed_since(&e, started) {
+                            tracing::warn!(
+                                source = name,
+                                acks = batch.len(),
+                                "batch ack failed, retrying: {e}"
+                            );
+                        }
+                        sleep_unless_stopped(wait, &retry.stopping).await;
+                        continue;
                     }
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-                Err(e) => {
                     // The messages come back when their leases end.
                     tracing::warn!(source = name, acks = batch.len(), "batch ack failed: {e}");
                     tally.add(Settled::Unsettled, batch.len() as u64);
