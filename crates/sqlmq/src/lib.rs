@@ -64,6 +64,7 @@
 
 mod client;
 mod coalesce;
+mod conns;
 mod consume;
 mod domain;
 mod flow;

@@ -24,6 +24,7 @@ use rand::RngExt;
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
+use crate::conns::{Conns, Lent};
 use crate::domain::{Error, ErrorClass, Result};
 use crate::store::{Backend, Server, begin_pooled, begin_snapshot};
 
@@ -83,9 +84,10 @@ fn should_retry(op: &'static str, err: &Error, attempt: u32) -> bool {
     true
 }
 
-/// Run `work` in a fresh READ COMMITTED transaction from `pool`, retrying transient failures.
+/// Run `work` in a fresh READ COMMITTED transaction on a connection of `conns`, retrying
+/// transient failures.
 pub(crate) async fn run<'a, B: Backend, T, F>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     work: F,
 ) -> Result<T>
@@ -95,13 +97,13 @@ where
 {
     type NoResolver<'a, B> =
         for<'c> fn(&'c mut <B as sqlx::Database>::Connection, Scope<'c, 'a>) -> TxFuture<'c, bool>;
-    run_inner(pool, op, work, None::<NoResolver<'a, B>>).await
+    run_inner(conns, op, work, None::<NoResolver<'a, B>>).await
 }
 
 /// Like [`run`], with a resolver for a COMMIT whose outcome is unknown: it runs on a new
 /// connection and returns whether the unit's writes are in the database.
 pub(crate) async fn run_resolving<'a, B: Backend, T, F, R>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     work: F,
     resolve: R,
@@ -111,7 +113,7 @@ where
     F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
     R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, bool>,
 {
-    run_inner(pool, op, work, Some(resolve)).await
+    run_inner(conns, op, work, Some(resolve)).await
 }
 
 /// Run a unit that manages its own transaction on a pooled connection — `work` begins, writes
@@ -121,7 +123,7 @@ where
 /// were committed unseen only delays its messages until the leases end); see
 /// [`run_own_resolving`] for the others.
 pub(crate) async fn run_own<'a, B: Backend, T, F>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     work: F,
 ) -> Result<T>
@@ -132,13 +134,13 @@ where
         &'c mut <B as sqlx::Database>::Connection,
         Scope<'c, 'a>,
     ) -> TxFuture<'c, Option<T>>;
-    run_own_inner(pool, op, work, None::<NoResolver<'a, B, T>>).await
+    run_own_inner(conns, op, work, None::<NoResolver<'a, B, T>>).await
 }
 
 /// Like [`run_own`], with a resolver for a lost connection: it runs on a new connection and
 /// returns the unit's value if its writes are in the database.
 pub(crate) async fn run_own_resolving<'a, B: Backend, T, F, R>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     work: F,
     resolve: R,
@@ -147,11 +149,11 @@ where
     F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
     R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, Option<T>>,
 {
-    run_own_inner(pool, op, work, Some(resolve)).await
+    run_own_inner(conns, op, work, Some(resolve)).await
 }
 
 async fn run_own_inner<'a, B: Backend, T, F, R>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     mut work: F,
     mut resolve: Option<R>,
@@ -164,8 +166,8 @@ where
     loop {
         attempts += 1;
         let err = 'attempt: {
-            let mut conn = match pool.acquire().await {
-                Err(e) => break 'attempt Error::from(e),
+            let mut conn = match conns.acquire().await {
+                Err(e) => break 'attempt e,
                 Ok(conn) => conn,
             };
             // Abandoned half-way, the server may be inside the unit's transaction.
@@ -192,11 +194,12 @@ where
                 break 'attempt err;
             }
             let _ = conn.close().await;
+            conns.give_back_all();
             // Without a resolver the unit may run again whatever happened.
             let Some(resolve) = resolve.as_mut() else {
                 break 'attempt err;
             };
-            let found = ask(pool, resolve).await?;
+            let found = ask(conns, resolve).await?;
             log_resolution(op, found.is_some());
             if let Some(value) = found {
                 return Ok(value);
@@ -209,12 +212,12 @@ where
     }
 }
 
-/// Ask `resolve`, on a new connection, about a unit whose COMMIT outcome is unknown.
-async fn ask<'a, B: Backend, O, R>(pool: &Pool<B>, resolve: &mut R) -> Result<O>
+/// Ask `resolve`, on another connection, about a unit whose COMMIT outcome is unknown.
+async fn ask<'a, B: Backend, O, R>(conns: &Conns<B>, resolve: &mut R) -> Result<O>
 where
     R: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, O>,
 {
-    let mut fresh = pool.acquire().await?;
+    let mut fresh = conns.acquire().await?;
     resolve(&mut fresh, PhantomData).await
 }
 
@@ -254,17 +257,17 @@ enum Attempt<T> {
 ///
 /// sqlx (0.9, MySQL) counts a transaction as open only once the server answered its BEGIN; a
 /// future dropped in between (a caller's timeout, an aborted task) leaves the server inside a
-/// transaction the client does not know of, and the pool hands that connection to the next
-/// caller: its statements would run inside the stale transaction and hold their row locks until
+/// transaction the client does not know of, and the pool (or `conns.rs`) hands that connection to
+/// the next caller: its statements would run inside the stale transaction and hold their row locks until
 /// the connection closes (a claim's `SKIP LOCKED` skips those rows meanwhile), and its own
 /// BEGIN fails with 1568. While armed, dropping this guard marks the connection to be closed
 /// instead of returned; closing a connection rolls back whatever it had open.
-struct CloseIfAbandoned<'p, B: Backend> {
-    conn: &'p mut PoolConnection<B>,
+struct CloseIfAbandoned<'p, C: CloseOnDrop> {
+    conn: &'p mut C,
     armed: bool,
 }
 
-impl<B: Backend> Drop for CloseIfAbandoned<'_, B> {
+impl<C: CloseOnDrop> Drop for CloseIfAbandoned<'_, C> {
     fn drop(&mut self) {
         if self.armed {
             self.conn.close_on_drop();
@@ -272,8 +275,26 @@ impl<B: Backend> Drop for CloseIfAbandoned<'_, B> {
     }
 }
 
+/// A connection that can be marked to be closed when dropped: a pool's, or one lent by
+/// [`Conns`].
+trait CloseOnDrop {
+    fn close_on_drop(&mut self);
+}
+
+impl<B: Backend> CloseOnDrop for PoolConnection<B> {
+    fn close_on_drop(&mut self) {
+        PoolConnection::close_on_drop(self);
+    }
+}
+
+impl<B: Backend> CloseOnDrop for Lent<B> {
+    fn close_on_drop(&mut self) {
+        Lent::close_on_drop(self);
+    }
+}
+
 async fn attempt<'a, B: Backend, T, F>(
-    conn: &mut PoolConnection<B>,
+    conn: &mut Lent<B>,
     op: &'static str,
     work: &mut F,
 ) -> Attempt<T>
@@ -311,7 +332,7 @@ where
 }
 
 async fn run_inner<'a, B: Backend, T, F, R>(
-    pool: &Pool<B>,
+    conns: &Conns<B>,
     op: &'static str,
     mut work: F,
     mut resolve: Option<R>,
@@ -324,8 +345,8 @@ where
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let err = match pool.acquire().await {
-            Err(e) => Error::from(e),
+        let err = match conns.acquire().await {
+            Err(e) => e,
             Ok(mut conn) => match attempt::<B, T, F>(&mut conn, op, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
                 Attempt::Failed { err, healthy } => {
@@ -339,11 +360,12 @@ where
                 Attempt::CommitFailed(value, err) => {
                     let _ = conn.close().await;
                     if err.class() == Some(ErrorClass::Reconnect) {
+                        conns.give_back_all();
                         // Unknown outcome: never blindly replay a COMMIT.
                         let Some(resolve) = resolve.as_mut() else {
                             return Err(err);
                         };
-                        let committed = ask(pool, resolve).await?;
+                        let committed = ask(conns, resolve).await?;
                         log_resolution(op, committed);
                         if committed {
                             return Ok(value);

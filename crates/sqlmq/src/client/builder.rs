@@ -334,6 +334,7 @@ impl ClientBuilder {
         }
         Ok(Client {
             inner: Arc::new(Inner {
+                conns: crate::conns::Conns::new(pool.clone()),
                 pool,
                 reader: read,
                 store,

@@ -68,6 +68,9 @@ impl<B: Backend> Clone for Client<B> {
 pub(crate) struct Inner<B: Backend> {
     /// Where sqlmq's transactions run, and the caller's (`Client::begin`, `pool`).
     pub pool: Pool<B>,
+    /// The same pool as sqlmq's transactions take it: with the connections kept from their
+    /// last ones (`conns.rs`).
+    pub conns: crate::conns::Conns<B>,
     /// Where plain reads run (the same pool but for SQLite: see `Pools`).
     pub reader: Pool<B>,
     pub store: B::Store,
@@ -280,6 +283,11 @@ impl<B: Backend> Client<B> {
     /// ```
     pub fn pool(&self) -> &Pool<B> {
         &self.inner.pool
+    }
+
+    /// Where sqlmq's own transactions take their connections (see `conns.rs`).
+    pub(crate) fn conns(&self) -> &crate::conns::Conns<B> {
+        &self.inner.conns
     }
 
     /// Where sqlmq runs plain reads: the same pool as [`Client::pool`] for a server database,

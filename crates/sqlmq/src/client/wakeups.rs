@@ -92,13 +92,13 @@ impl<B: Backend> Client<B> {
             *last = Instant::now();
         }
         let store = self.store();
-        let pruned = tx::run(self.pool(), "prune_dedup", |conn, _| {
+        let pruned = tx::run(self.conns(), "prune_dedup", |conn, _| {
             Box::pin(store.prune_dedup(conn, DEDUP_PRUNE_BATCH))
         })
         .await?;
         // Batches, dependencies and results past their retention, on the same schedule.
         let retention = micros_of(self.inner.flow_retention);
-        let flows = tx::run(self.pool(), "prune_flows", |conn, _| {
+        let flows = tx::run(self.conns(), "prune_flows", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;
                 store.prune_flows(conn, now - retention).await

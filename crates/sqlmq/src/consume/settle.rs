@@ -186,7 +186,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
         let acked = &acked;
         let op = self.names().op_ack;
         let lost = tx::run_own_resolving(
-            self.client.pool(),
+            self.client.conns(),
             op,
             |conn, _| {
                 // This attempt's own list: one left by an earlier attempt would answer for it.
@@ -284,7 +284,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 .await?
             }
             None => {
-                tx::run(self.client.pool(), self.names().op_fail, |conn, _| {
+                tx::run(self.client.conns(), self.names().op_fail, |conn, _| {
                     Box::pin(self.fail_on(conn, receipt, failure))
                 })
                 .await?
@@ -323,7 +323,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
         check_lease(lease)?;
         self.client.require_schema()?;
         let (store, id) = (self.client.store(), self.id);
-        let held = tx::run(self.client.pool(), self.names().op_extend, |conn, _| {
+        let held = tx::run(self.client.conns(), self.names().op_extend, |conn, _| {
             Box::pin(async move {
                 match id {
                     SourceId::Queue(q) => store.extend_queue(conn, q, &receipt, lease).await,
@@ -348,7 +348,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
     /// their last attempt.
     pub(crate) async fn release_expired(&self, limit: usize) -> Result<Released> {
         let (store, id) = (self.client.store(), self.id);
-        let released = tx::run(self.client.pool(), "release_expired", |conn, _| {
+        let released = tx::run(self.client.conns(), "release_expired", |conn, _| {
             Box::pin(async move {
                 let Some((max_attempts, backoff)) = self.policy(conn).await? else {
                     return Ok(Released::default());
@@ -389,7 +389,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
         let (store, id) = (self.client.store(), self.id);
         let mut total = 0;
         loop {
-            let released = tx::run(self.client.pool(), "release_owned", |conn, _| {
+            let released = tx::run(self.client.conns(), "release_owned", |conn, _| {
                 Box::pin(async move {
                     let Some((max_attempts, backoff)) = self.policy(conn).await? else {
                         return Ok(Released::default());

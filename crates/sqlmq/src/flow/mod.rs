@@ -50,7 +50,7 @@ impl<B: Backend> Client<B> {
         let written: Mutex<bool> = Mutex::default();
         let written = &written;
         tx::run_resolving(
-            self.pool(),
+            self.conns(),
             "batch",
             |conn, _| {
                 Box::pin(async move {
@@ -111,7 +111,7 @@ impl<B: Backend> Client<B> {
     ) -> Result<Vec<Sent>> {
         let (queue, messages) = self.new_members(id, queue, messages).await?;
         let (queue, messages) = (&queue, &messages);
-        tx::run(self.pool(), "batch_add", |conn, _| {
+        tx::run(self.conns(), "batch_add", |conn, _| {
             Box::pin(queue.send_on(conn, messages))
         })
         .await
@@ -150,7 +150,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn seal_batch(&self, id: BatchId) -> Result<()> {
         self.require_schema()?;
-        tx::run(self.pool(), "batch_seal", |conn, _| {
+        tx::run(self.conns(), "batch_seal", |conn, _| {
             Box::pin(self.seal_on(conn, id))
         })
         .await

@@ -51,7 +51,7 @@ impl<B: Backend> Queue<B> {
     ) -> Result<()> {
         let result = checked(result.into())?;
         let result = &result;
-        tx::run(self.pool(), "ack", |conn, _| {
+        tx::run(self.conns(), "ack", |conn, _| {
             Box::pin(self.ack_keeping(conn, receipt, result))
         })
         .await

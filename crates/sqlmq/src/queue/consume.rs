@@ -229,7 +229,7 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let request = &self.claim_request(n, lease);
         let op = consumer.claim_op();
-        let claimed = tx::run_own(self.pool(), op, |conn, _| {
+        let claimed = tx::run_own(self.conns(), op, |conn, _| {
             Box::pin(store.claim(conn, request, op))
         })
         .await?;

@@ -176,7 +176,7 @@ impl<B: Backend> Queue<B> {
             }
             due
         };
-        let (claimed, shut_for) = tx::run(self.pool(), "claim_limited", |conn, _| {
+        let (claimed, shut_for) = tx::run(self.conns(), "claim_limited", |conn, _| {
             Box::pin(async move {
                 let Some(read) = store.gate(conn, id).await? else {
                     // The limits were removed since this handle looked.

@@ -25,7 +25,7 @@ impl<B: Backend> Client<B> {
         self.require_schema()?;
         let (store, config) = (&self.inner.store, &config);
         // The queue row and its limits row together.
-        let row = tx::run(&self.inner.pool, "create_queue", |conn, _| {
+        let row = tx::run(&self.inner.conns, "create_queue", |conn, _| {
             Box::pin(store.upsert_queue(conn, name, config))
         })
         .await?;

@@ -64,7 +64,7 @@ impl<B: Backend> Queue<B> {
     pub async fn cancel(&self, id: MessageId) -> Result<()> {
         self.client.require_schema()?;
         let store = self.store();
-        tx::run(self.pool(), "cancel", |conn, _| {
+        tx::run(self.conns(), "cancel", |conn, _| {
             Box::pin(store.cancel(conn, self.id(), id))
         })
         .await
@@ -90,7 +90,7 @@ impl<B: Backend> Queue<B> {
     async fn repair_after_purge(&self) -> Result<()> {
         let store = self.store();
         loop {
-            let repaired = tx::run(self.pool(), "repair_keys", |conn, _| {
+            let repaired = tx::run(self.conns(), "repair_keys", |conn, _| {
                 Box::pin(store.repair_keys(conn, self.id()))
             })
             .await?;
@@ -118,7 +118,7 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let mut total = 0;
         loop {
-            let n = tx::run(self.pool(), "purge", |conn, _| {
+            let n = tx::run(self.conns(), "purge", |conn, _| {
                 Box::pin(store.purge_batch(conn, self.id(), scope, PURGE_BATCH))
             })
             .await?;
@@ -173,7 +173,7 @@ impl<B: Backend> Queue<B> {
             return Ok(Vec::new());
         }
         let store = self.store();
-        let redriven = tx::run(self.pool(), "redrive", |conn, _| {
+        let redriven = tx::run(self.conns(), "redrive", |conn, _| {
             Box::pin(store.redrive(conn, self.id(), Some(ids), 0))
         })
         .await?;
@@ -193,7 +193,7 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let mut total = 0;
         loop {
-            let done = tx::run(self.pool(), "redrive", |conn, _| {
+            let done = tx::run(self.conns(), "redrive", |conn, _| {
                 Box::pin(store.redrive(conn, self.id(), None, MAINTENANCE_BATCH))
             })
             .await?;
@@ -225,7 +225,7 @@ impl<B: Backend> Queue<B> {
                 break;
             }
             drop(conn);
-            let promoted = tx::run(self.pool(), "promote", |conn, _| {
+            let promoted = tx::run(self.conns(), "promote", |conn, _| {
                 Box::pin(store.promote_due(conn, self.id(), MAINTENANCE_BATCH))
             })
             .await?;

@@ -128,6 +128,10 @@ impl<B: Backend> Queue<B> {
         self.client.pool()
     }
 
+    pub(crate) fn conns(&self) -> &crate::conns::Conns<B> {
+        self.client.conns()
+    }
+
     fn reader(&self) -> &sqlx::Pool<B> {
         self.client.reader()
     }

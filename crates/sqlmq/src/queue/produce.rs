@@ -120,7 +120,7 @@ impl<B: Backend> Queue<B> {
                 let written: Mutex<Vec<MessageId>> = Mutex::default();
                 let written = &written;
                 tx::run_resolving(
-                    self.pool(),
+                    self.conns(),
                     "send",
                     |conn, _| {
                         Box::pin(async move {
@@ -228,7 +228,7 @@ impl<B: Backend> Queue<B> {
         let script = &script;
         let distinct = ids.iter().collect::<std::collections::HashSet<_>>().len();
         let ran = tx::run_own_resolving(
-            self.pool(),
+            self.conns(),
             "send",
             |conn, _| {
                 Box::pin(async move {

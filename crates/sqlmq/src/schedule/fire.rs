@@ -162,7 +162,7 @@ impl<B: Backend> Client<B> {
         };
         let store = self.store();
         let (config, target) = (&config, &target);
-        let (sent, partitions) = tx::run(self.pool(), "schedule_fire", |conn, _| {
+        let (sent, partitions) = tx::run(self.conns(), "schedule_fire", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;
                 let Plan { fires, next } = plan(config, row.next_fire, now)?;

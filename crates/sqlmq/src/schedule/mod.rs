@@ -55,7 +55,7 @@ impl<B: Backend> Client<B> {
         let spec = config.to_json()?;
         let store = self.store();
         let (config, spec) = (&config, &spec);
-        tx::run(self.pool(), "schedule_put", |conn, _| {
+        tx::run(self.conns(), "schedule_put", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;
                 let next = config.timing.next_after(now)?.unwrap_or(NEVER);
@@ -132,7 +132,7 @@ impl<B: Backend> Client<B> {
         validate_name("schedule", name)?;
         self.require_schema()?;
         let store = self.store();
-        let deleted = tx::run(self.pool(), "schedule_delete", |conn, _| {
+        let deleted = tx::run(self.conns(), "schedule_delete", |conn, _| {
             Box::pin(store.delete_schedule(conn, name))
         })
         .await?;
@@ -169,7 +169,7 @@ impl<B: Backend> Client<B> {
         validate_name("schedule", name)?;
         self.require_schema()?;
         let store = self.store();
-        let found = tx::run(self.pool(), "schedule_pause", |conn, _| {
+        let found = tx::run(self.conns(), "schedule_pause", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;
                 let Some(row) = store.schedule_row(conn, name, true).await? else {

@@ -234,7 +234,7 @@ impl<B: Backend> Group<B> {
         };
         let request = &request;
         let consumer = self.consumer();
-        let (claim, shut) = tx::run(client.pool(), consumer.claim_op(), |conn, _| {
+        let (claim, shut) = tx::run(client.conns(), consumer.claim_op(), |conn, _| {
             Box::pin(async move {
                 if !limited {
                     return Ok((super::claim::claim::<B>(store, conn, request).await?, None));

@@ -54,7 +54,7 @@ impl<B: Backend> Group<B> {
         let mut out = Vec::new();
         for chunk in ids.chunks(1000) {
             out.extend(
-                tx::run(self.topic.client.pool(), "group_redrive", |conn, _| {
+                tx::run(self.topic.client.conns(), "group_redrive", |conn, _| {
                     Box::pin(store.redrive_group(conn, group_id, chunk))
                 })
                 .await?,
@@ -78,7 +78,7 @@ impl<B: Backend> Group<B> {
         let group_id = self.id();
         let mut total = 0;
         loop {
-            let n = tx::run(self.topic.client.pool(), "group_redrive", |conn, _| {
+            let n = tx::run(self.topic.client.conns(), "group_redrive", |conn, _| {
                 Box::pin(async move {
                     let ids = store.oldest_group_dead(conn, group_id, 1000).await?;
                     Ok(store.redrive_group(conn, group_id, &ids).await?.len())
@@ -107,7 +107,7 @@ impl<B: Backend> Group<B> {
         let group_id = self.id();
         let mut total = 0;
         loop {
-            let n = tx::run(self.topic.client.pool(), "group_purge_dead", |conn, _| {
+            let n = tx::run(self.topic.client.conns(), "group_purge_dead", |conn, _| {
                 Box::pin(async move {
                     let ids = store.oldest_group_dead(conn, group_id, 1000).await?;
                     store.delete_group_dead(conn, group_id, &ids).await?;
@@ -152,7 +152,7 @@ impl<B: Backend> Group<B> {
         self.topic.client.require_schema()?;
         let store = self.topic.client.store();
         let group_id = self.id();
-        let n = tx::run(self.topic.client.pool(), "group_retry_now", |conn, _| {
+        let n = tx::run(self.topic.client.conns(), "group_retry_now", |conn, _| {
             Box::pin(store.retry_now(conn, group_id, ids))
         })
         .await?;
@@ -176,7 +176,7 @@ impl<B: Backend> Group<B> {
         let store = self.topic.client.store();
         let row = &self.inner.row;
         let broadcast = row.config.mode == GroupMode::Broadcast;
-        let moved = tx::run(self.topic.client.pool(), "group_reset", |conn, _| {
+        let moved = tx::run(self.topic.client.conns(), "group_reset", |conn, _| {
             Box::pin(async move {
                 let moved =
                     super::position::move_cursors::<B>(store, conn, row.topic_id, row.id, start)
@@ -270,7 +270,7 @@ impl<B: Backend> Group<B> {
         let mut at = from.max(0);
         while at < to {
             let end = to.min(at + REPLAY_CHUNK);
-            total += tx::run(self.topic.client.pool(), "group_replay", |conn, _| {
+            total += tx::run(self.topic.client.conns(), "group_replay", |conn, _| {
                 Box::pin(store.replay_range(conn, topic_id, group_id, partition, at..end))
             })
             .await?;

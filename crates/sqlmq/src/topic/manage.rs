@@ -23,7 +23,7 @@ async fn delete_in_chunks<B: Backend>(
     what: Deletion,
 ) -> Result<()> {
     let store = client.store();
-    while tx::run(client.pool(), op, |conn, _| {
+    while tx::run(client.conns(), op, |conn, _| {
         Box::pin(delete_chunk::<B>(store, conn, what))
     })
     .await?

@@ -53,7 +53,7 @@ impl<B: Backend> Group<B> {
         let client = self.topic.client();
         client.require_schema()?;
         let group_id = self.id();
-        tx::run(client.pool(), "member_purge_dead", |conn, _| {
+        tx::run(client.conns(), "member_purge_dead", |conn, _| {
             Box::pin(async move {
                 client
                     .store()
@@ -85,7 +85,7 @@ impl<B: Backend> Group<B> {
             errors: &errors,
         };
         let position = [(row.partition, row.offset + 1)];
-        tx::run(client.pool(), "member_dead_letter", |conn, _| {
+        tx::run(client.conns(), "member_dead_letter", |conn, _| {
             Box::pin(async move {
                 let store = client.store();
                 store.insert_member_dead(conn, row).await?;

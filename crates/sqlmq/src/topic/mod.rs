@@ -216,7 +216,7 @@ impl<B: Backend> Topic<B> {
         let written: Mutex<Vec<MessageId>> = Mutex::default();
         let written = &written;
         let published = tx::run_resolving(
-            self.client.pool(),
+            self.client.conns(),
             "publish",
             |conn, _| {
                 Box::pin(async move {
@@ -400,7 +400,7 @@ impl<B: Backend> Topic<B> {
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
         let ids = &ids;
         let written = tx::run_own_resolving(
-            self.client.pool(),
+            self.client.conns(),
             "publish",
             |conn, _| Box::pin(async move { store.publish_script(conn, script).await }),
             // A lost connection during the script: it wrote every record or none (one
@@ -469,7 +469,7 @@ impl<B: Backend> Topic<B> {
         self.client.require_schema()?;
         let store = self.client.store();
         let (config, topic_id) = (&config, self.id());
-        let row = tx::run(self.client.pool(), "create_group", |conn, _| {
+        let row = tx::run(self.client.conns(), "create_group", |conn, _| {
             Box::pin(async move {
                 let (row, created) = store.create_group(conn, topic_id, name, config).await?;
                 if created {

@@ -85,7 +85,7 @@ impl<B: Backend> Topic<B> {
             while at < cut {
                 let end = cut.min(at + RETENTION_CHUNK);
                 let group_ids = &group_ids;
-                let (records, bytes) = tx::run(self.client.pool(), "retention", |conn, _| {
+                let (records, bytes) = tx::run(self.client.conns(), "retention", |conn, _| {
                     let range = RangeRemoval {
                         topic_id: self.id(),
                         partition: p,

@@ -56,7 +56,7 @@ pub(crate) async fn sequence_partitions<B: Backend>(
         // transaction, not a step's size.
         let limit = SEQUENCE_BATCH * group.len();
         loop {
-            let n = tx::run(client.pool(), "sequence", |conn, _| {
+            let n = tx::run(client.conns(), "sequence", |conn, _| {
                 Box::pin(store.sequence_step(conn, topic_id, group, limit))
             })
             .await?;

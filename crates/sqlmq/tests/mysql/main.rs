@@ -7,6 +7,7 @@
 mod durability;
 mod full_disk;
 mod history;
+mod kept_connections;
 mod long_polls;
 mod notifications;
 mod privileges;

@@ -1,5 +1,6 @@
 //! Counting the statements a client runs, with the server's own per-session `Questions`
-//! counters on every connection of its pool (exact even while other tests use the server).
+//! counters on every connection of its pool (exact even while other tests use the server), and
+//! the pings it sends (`Com_admin_commands`, which `Questions` leaves out).
 
 use std::collections::HashMap;
 
@@ -9,6 +10,17 @@ use sqlmq::{Client, MySql};
 /// connection of its pool is held at once (so no probe runs meanwhile) and asked for its
 /// session's `Questions`.
 pub(crate) async fn statements(client: &Client<MySql>) -> HashMap<u64, u64> {
+    session_counter(client, "QUESTIONS").await
+}
+
+/// Pings (and other administrative commands) the server has answered on each of `client`'s
+/// connections, read as [`statements`] reads its counts.
+pub(crate) async fn pings(client: &Client<MySql>) -> HashMap<u64, u64> {
+    session_counter(client, "COM_ADMIN_COMMANDS").await
+}
+
+/// The session status variable `name` of each of `client`'s connections, by connection id.
+async fn session_counter(client: &Client<MySql>, name: &str) -> HashMap<u64, u64> {
     let pool = client.pool();
     let mut held = Vec::new();
     for _ in 0..pool.size() {
@@ -18,8 +30,9 @@ pub(crate) async fn statements(client: &Client<MySql>) -> HashMap<u64, u64> {
     for conn in &mut held {
         let (id, n): (u64, String) = sqlx::query_as(
             "SELECT CONNECTION_ID(), VARIABLE_VALUE FROM information_schema.SESSION_STATUS \
-             WHERE VARIABLE_NAME = 'QUESTIONS'",
+             WHERE VARIABLE_NAME = ?",
         )
+        .bind(name)
         .fetch_one(&mut **conn)
         .await
         .unwrap();

@@ -1,0 +1,242 @@
+//! The connections sqlmq's own transactions run on: kept between transactions instead of
+//! given back to the pool after each one.
+//!
+//! Why: sqlx (0.9) tests every connection given back to its pool with a ping — a round trip to
+//! the server, from a task it spawns — whatever the connection just did, and offers no option
+//! to skip it. sqlmq gives a connection back after every transaction (a send, a claim, an ack),
+//! so each paid a second round trip that did nothing: a loop of single INSERTs that takes a
+//! pooled connection per INSERT runs at 0.70–0.80× of one that keeps its connection, on 1 and on
+//! 16 connections (docs/BENCHMARKS.md, "Connections kept between transactions").
+//!
+//! So a connection sqlmq finished with is kept here, checked out of the pool, and the next
+//! transaction takes the one kept last (the newest, so that a steady load cycles through as few
+//! as it needs). It goes back to the pool instead when:
+//!
+//! - it must be closed (abandoned half-way, or broken): it is, as before;
+//! - the pool has no idle connection and no room for another: someone may be waiting for one,
+//!   and only a connection given back to the pool wakes them;
+//! - it has been kept unused for [`KEEP_FOR`], or the pool is closed: a task gives it back,
+//!   so that the pool's own limits, idle timeouts and `Pool::close` (which waits for every
+//!   checked-out connection) see it again.
+//!
+//! A connection kept here counts against the pool's `max_connections` like any checked-out
+//! one: the limit holds. Where the database has one writer (SQLite), whose connection every
+//! writer needs in turn and whose ping is free, nothing is kept.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use sqlx::Pool;
+use sqlx::pool::PoolConnection;
+
+use crate::domain::Result;
+use crate::store::{Backend, Server};
+
+/// How long a connection is kept unused before it goes back to the pool.
+pub(crate) const KEEP_FOR: Duration = Duration::from_secs(1);
+
+/// How often the kept connections are checked for age.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+/// A kept connection and when it was last given back.
+struct Kept<B: Backend> {
+    conn: PoolConnection<B>,
+    since: Instant,
+}
+
+type Shelf<B> = Mutex<Vec<Kept<B>>>;
+
+/// The pool and what is kept from it.
+struct Home<B: Backend> {
+    pool: Pool<B>,
+    /// `None` where nothing is kept (one writer).
+    shelf: Option<Shelf<B>>,
+}
+
+/// The pool of sqlmq's transactions, with the connections kept from its last ones.
+pub(crate) struct Conns<B: Backend> {
+    home: Arc<Home<B>>,
+}
+
+impl<B: Backend> Conns<B> {
+    /// Keep connections of `pool` (unless its database has one writer), with a task that
+    /// gives back those kept too long and all of them once the pool is closed.
+    pub(crate) fn new(pool: Pool<B>) -> Conns<B> {
+        let keeps = !<B::Store as Server<B>>::ONE_WRITER;
+        let home = Arc::new(Home {
+            pool,
+            shelf: keeps.then(Shelf::<B>::default),
+        });
+        if keeps {
+            tokio::spawn(sweep(home.pool.clone(), Arc::downgrade(&home)));
+        }
+        Conns { home }
+    }
+
+    /// The connection kept last, or one from the pool.
+    pub(crate) async fn acquire(&self) -> Result<Lent<B>> {
+        let kept = self
+            .home
+            .shelf
+            .as_ref()
+            .and_then(|s| s.lock().expect("poisoned").pop());
+        let conn = match kept {
+            Some(k) => k.conn,
+            None => self.home.pool.acquire().await?,
+        };
+        Ok(Lent {
+            conn: Some(conn),
+            home: Arc::clone(&self.home),
+            keep: true,
+        })
+    }
+
+    /// Give every kept connection back to the pool (which tests each): after a lost
+    /// connection, the others kept with it were most likely lost with it (a server restart),
+    /// and a unit of work should not spend its retries finding that out one by one.
+    pub(crate) fn give_back_all(&self) {
+        if let Some(shelf) = &self.home.shelf {
+            let all = std::mem::take(&mut *shelf.lock().expect("poisoned"));
+            drop(all);
+        }
+    }
+
+    /// How many connections are kept.
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.home
+            .shelf
+            .as_ref()
+            .map_or(0, |s| s.lock().expect("poisoned").len())
+    }
+}
+
+/// Whether the pool can hand out a connection without one given back: one is idle, or it may
+/// open another.
+fn has_spare<B: Backend>(pool: &Pool<B>) -> bool {
+    pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections()
+}
+
+/// Give back what was kept longer than [`KEEP_FOR`], and everything once the pool is closed;
+/// ends with the last [`Conns`].
+async fn sweep<B: Backend>(pool: Pool<B>, home: Weak<Home<B>>) {
+    let closed = pool.close_event();
+    tokio::pin!(closed);
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let closing = tokio::select! {
+            () = &mut closed => true,
+            _ = every.tick() => false,
+        };
+        let Some(home) = home.upgrade() else {
+            return;
+        };
+        let Some(shelf) = home.shelf.as_ref() else {
+            return;
+        };
+        let old: Vec<Kept<B>> = {
+            let mut kept = shelf.lock().expect("poisoned");
+            if closing {
+                std::mem::take(&mut *kept)
+            } else {
+                // Oldest first: the newest are on top.
+                let stale = kept
+                    .iter()
+                    .take_while(|k| k.since.elapsed() >= KEEP_FOR)
+                    .count();
+                kept.drain(..stale).collect()
+            }
+        };
+        drop(old);
+        if closing {
+            return;
+        }
+    }
+}
+
+/// A connection lent to one of sqlmq's transactions; dropped, it is kept for the next one
+/// or given back to the pool (see the module's rules).
+pub(crate) struct Lent<B: Backend> {
+    /// Always `Some` until dropped or closed.
+    conn: Option<PoolConnection<B>>,
+    home: Arc<Home<B>>,
+    keep: bool,
+}
+
+impl<B: Backend> Lent<B> {
+    /// Close the connection when this is dropped instead of keeping it: the server may be
+    /// inside a transaction the client does not know of (see `tx.rs`).
+    pub(crate) fn close_on_drop(&mut self) {
+        self.keep = false;
+        if let Some(conn) = self.conn.as_mut() {
+            conn.close_on_drop();
+        }
+    }
+
+    /// Close the connection now.
+    pub(crate) async fn close(mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.close().await;
+        }
+    }
+}
+
+impl<B: Backend> std::ops::Deref for Lent<B> {
+    type Target = B::Connection;
+
+    fn deref(&self) -> &B::Connection {
+        self.conn.as_ref().expect("lent connection present")
+    }
+}
+
+impl<B: Backend> std::ops::DerefMut for Lent<B> {
+    fn deref_mut(&mut self) -> &mut B::Connection {
+        self.conn.as_mut().expect("lent connection present")
+    }
+}
+
+impl<B: Backend> Drop for Lent<B> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if !self.keep {
+            return;
+        }
+        let Some(shelf) = self.home.shelf.as_ref() else {
+            return;
+        };
+        let pool = &self.home.pool;
+        if pool.is_closed() || !has_spare(pool) {
+            return;
+        }
+        shelf.lock().expect("poisoned").push(Kept {
+            conn,
+            since: Instant::now(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Sqlite;
+    use sqlx::sqlite::SqlitePoolOptions;
+
+    #[tokio::test]
+    async fn one_writer_keeps_nothing() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let conns = Conns::<Sqlite>::new(pool.clone());
+        let lent = conns.acquire().await.unwrap();
+        drop(lent);
+        assert_eq!(conns.kept(), 0);
+        // The writer went back to the pool: the next caller gets it.
+        let again = tokio::time::timeout(Duration::from_secs(1), pool.acquire()).await;
+        assert!(again.is_ok());
+    }
+}
