@@ -46,6 +46,14 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         )),
         "{out}"
     );
+    // The library's own send of one message.
+    assert!(
+        out.contains(&format!(
+            "GRANT EXECUTE ON PROCEDURE `{}`.`sqlmq_send_plain` TO 'app'@'%';",
+            db.name
+        )),
+        "{out}"
+    );
     let migration = db.ok(&[
         "grants",
         "--migration",

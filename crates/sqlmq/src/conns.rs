@@ -5,8 +5,9 @@
 //! the server, from a task it spawns — whatever the connection just did, and offers no option
 //! to skip it. sqlmq gives a connection back after every transaction (a send, a claim, an ack),
 //! so each paid a second round trip that did nothing: a loop of single INSERTs that takes a
-//! pooled connection per INSERT runs at 0.70–0.80× of one that keeps its connection, on 1 and on
-//! 16 connections (docs/BENCHMARKS.md, "Connections kept between transactions").
+//! pooled connection per INSERT runs at 0.65–0.80× of one that keeps its connection, on 1 and on
+//! 16 connections (docs/BENCHMARKS.md, "Connections kept between transactions, and a lone send as one
+//! statement").
 //!
 //! So a connection sqlmq finished with is kept here, checked out of the pool, and the next
 //! transaction takes the one kept last (the newest, so that a steady load cycles through as few

@@ -113,6 +113,8 @@ async fn the_documented_grants_suffice_for_migrating_and_for_everyday_use() {
         !shown.contains("CREATE") && !shown.contains("ALTER"),
         "{shown}"
     );
+    // The library's own lone send calls its procedure.
+    assert!(shown.contains("`sqlmq_send_plain`"), "{shown}");
 
     let client = Client::<MySql>::builder()
         .housekeeping_interval(Duration::from_millis(20))

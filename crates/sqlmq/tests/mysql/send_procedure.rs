@@ -1,12 +1,13 @@
 //! The send procedure (`CALL sqlmq_send(…)`, migration 8) under concurrency, as other languages
 //! call it: the same idempotency key from many connections at once stores one message; one
 //! ordering key written from many connections is delivered in commit order, one at a time; a
-//! call is one statement (`Questions`).
+//! call is one statement (`Questions`). The library's own lone send through
+//! `sqlmq_send_plain` (migration 9), and without it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sqlmq::{Client, MySql, Queue, QueueConfig};
+use sqlmq::{Client, Message, MySql, Queue, QueueConfig};
 use sqlmq_testkit::TestDb;
 use sqlx::MySqlPool;
 
@@ -141,25 +142,69 @@ async fn a_send_from_sql_is_one_statement() {
     db.drop().await;
 }
 
+/// The library's own send of one plain message: one statement (`CALL sqlmq_send_plain`), and
+/// the four-statement text script where the procedure is missing (an older schema) or not
+/// allowed — the send works either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_send_is_one_statement_and_falls_back_to_the_script_without_the_procedure() {
+    let db = TestDb::<MySql>::new().await;
+    db.migrate().await;
+    let client = Client::builder()
+        .housekeeping_interval(Duration::from_secs(3600))
+        .notifications(false)
+        .max_connections(1)
+        .open::<MySql>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    let per_send = || async {
+        q.send(Message::new("warm")).await.unwrap(); // prepares the CALL once
+        let first = statements(&client).await;
+        let reading = between(&first, &statements(&client).await);
+        let before = statements(&client).await;
+        for i in 0..10 {
+            q.send(Message::new(format!("m{i}"))).await.unwrap();
+        }
+        let after = statements(&client).await;
+        between(&before, &after).saturating_sub(reading) as f64 / 10.0
+    };
+    assert_eq!(per_send().await, 1.0, "statements per lone send");
+    assert_eq!(db.count("ready").await, 11);
+
+    db.exec("DROP PROCEDURE sqlmq_send_plain", &[]).await;
+    assert_eq!(
+        per_send().await,
+        4.0,
+        "statements per lone send as a script"
+    );
+    assert_eq!(db.count("ready").await, 22);
+    assert_eq!(db.count("messages").await, 22);
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrating_down_drops_the_procedure_and_up_brings_it_back() {
     let db = TestDb::<MySql>::new().await;
     let admin = Client::<MySql>::open(&db.admin_url).await.unwrap();
     let latest = admin.migrate().await.unwrap().to_version;
+    // `sqlmq_send` (version 8) and the library's own `sqlmq_send_plain` (version 9).
     let routines = || {
         db.scalar(
             "SELECT COUNT(*) FROM information_schema.routines \
-             WHERE routine_schema = DATABASE() AND routine_name = 'sqlmq_send'",
+             WHERE routine_schema = DATABASE() AND routine_name IN ('sqlmq_send', 'sqlmq_send_plain')",
         )
     };
-    assert_eq!(routines().await, 1);
+    assert_eq!(routines().await, 2);
     assert_eq!(
-        admin.migrate_to(latest - 1).await.unwrap().reverted,
-        [latest]
+        admin.migrate_to(latest - 2).await.unwrap().reverted,
+        [latest, latest - 1]
     );
     assert_eq!(routines().await, 0);
-    assert_eq!(admin.migrate().await.unwrap().applied, [latest]);
-    assert_eq!(routines().await, 1);
+    assert_eq!(admin.migrate().await.unwrap().applied, [latest - 1, latest]);
+    assert_eq!(routines().await, 2);
     admin.pool().close().await;
     db.drop().await;
 }

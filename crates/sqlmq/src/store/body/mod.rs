@@ -97,6 +97,9 @@ pub use stream::StreamSql;
 pub use topics::TopicSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use crate::domain::{Error, MessageId, Result};
 
 /// A value a statement over a list of ids binds besides them (a group's id), and where.
@@ -113,6 +116,10 @@ pub(crate) enum Beside {
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
 pub struct SqlStore<B> {
     pub(crate) st: Statements,
+    /// Whether a lone send may take the backend's one-statement path (MySQL: its internal
+    /// send procedure, `store/mysql/send_script.rs`); cleared, for this client and its
+    /// clones, the first time the server says the procedure is missing or not allowed.
+    pub(crate) one_statement_send: Arc<AtomicBool>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -120,6 +127,7 @@ impl<B> Clone for SqlStore<B> {
     fn clone(&self) -> Self {
         SqlStore {
             st: self.st.clone(),
+            one_statement_send: Arc::clone(&self.one_statement_send),
             backend: PhantomData,
         }
     }
@@ -134,6 +142,7 @@ impl<B> SqlStore<B> {
         crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
+            one_statement_send: Arc::new(AtomicBool::new(true)),
             backend: PhantomData,
         }
     }

@@ -528,13 +528,25 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 8,
         description: "send procedure",
-        // The one-statement send (`CALL {p}send(…)`): the library's own send of one plain
-        // message and the SQL contract for other languages (README, "Sending from SQL").
+        // The one-statement send (`CALL {p}send(…)`): the SQL contract for other languages
+        // (README, "Sending from SQL").
         statements: &[include_str!("send_procedure.sql")],
         reverse: Some(Reverse {
             drops: &[],
             disposable: &[],
             procedures: &["send"],
+        }),
+    },
+    Migration {
+        version: 9,
+        description: "one-statement send",
+        // The library's own send of one plain message as one prepared statement
+        // (`store/mysql/send_script.rs`): no text to parse, one answer to wait for.
+        statements: &[include_str!("send_plain.sql")],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &["send_plain"],
         }),
     },
 ];

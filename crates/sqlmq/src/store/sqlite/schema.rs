@@ -481,6 +481,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 9,
+        description: "one-statement send",
+        // MySQL's internal send procedure; SQLite's sends are in process already.
+        statements: &[],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]
