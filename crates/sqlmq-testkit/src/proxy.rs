@@ -6,7 +6,11 @@
 //! the client writes for a MySQL `COM_QUERY` packet (4-byte header, command byte `0x03`) whose
 //! text begins with `COMMIT`, or ends with `;COMMIT`: sqlx sends COMMIT as a plain query on its
 //! own, after the reply to the previous statement, so it always starts a chunk, and sqlmq's
-//! one-round-trip send is one text query that ends with its COMMIT. Plain connections only (not TLS).
+//! one-round-trip send is one text query that ends with its COMMIT. A lone send is a prepared
+//! `CALL …send_plain(…)`, whose procedure commits: the proxy notes the statement id the server
+//! gives that statement when it is prepared (`COM_STMT_PREPARE`, `0x16`, answered by an OK
+//! packet carrying the id) and counts its executions (`COM_STMT_EXECUTE`, `0x17`, with that id)
+//! as COMMITs. Plain connections only (not TLS).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -215,6 +219,44 @@ pub fn address_of(url: &str) -> SocketAddr {
     host.parse().expect("the URL's host is an IP address")
 }
 
+/// The prepared statements of one connection that commit (see the module's doc).
+#[derive(Default)]
+struct Prepared {
+    /// A `CALL` of the send procedure was sent to be prepared; its answer carries its id.
+    awaiting: bool,
+    committing: Vec<u32>,
+}
+
+impl Prepared {
+    /// Note a chunk the client writes.
+    fn sent(&mut self, chunk: &[u8]) {
+        if chunk.len() > 5 && chunk[4] == 0x16 {
+            let text = String::from_utf8_lossy(&chunk[5..]).to_ascii_lowercase();
+            self.awaiting = text.trim_start().starts_with("call") && text.contains("send_plain(");
+        }
+    }
+
+    /// Note a chunk the server writes: the answer to a prepare awaited.
+    fn answered(&mut self, chunk: &[u8]) {
+        if !std::mem::take(&mut self.awaiting) {
+            return;
+        }
+        if chunk.len() >= 9 && chunk[4] == 0x00 {
+            let id = u32::from_le_bytes([chunk[5], chunk[6], chunk[7], chunk[8]]);
+            self.committing.push(id);
+        }
+    }
+
+    /// Whether a chunk the client writes executes a statement that commits.
+    fn commits(&self, chunk: &[u8]) -> bool {
+        chunk.len() >= 9
+            && chunk[4] == 0x17
+            && self.committing.contains(&u32::from_le_bytes([
+                chunk[5], chunk[6], chunk[7], chunk[8],
+            ]))
+    }
+}
+
 /// Whether a chunk written by the client starts with a `COM_QUERY` packet that commits: a
 /// COMMIT on its own, or a multi-statement query that ends with one (sqlmq's one-round-trip
 /// send), whole in the chunk.
@@ -271,8 +313,10 @@ async fn carry(
     let (mut server_read, mut server_write) = server.into_split();
     let cut = Arc::new(tokio::sync::Notify::new());
     let swallow = Arc::new(AtomicBool::new(false));
+    let prepared = Arc::new(Mutex::new(Prepared::default()));
     let upstream = {
         let (state, cut, swallow) = (state.clone(), cut.clone(), swallow.clone());
+        let prepared = prepared.clone();
         async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -281,8 +325,12 @@ async fn carry(
                     Ok(n) => n,
                 };
                 unstalled(&state).await;
-                let cut_here =
-                    is_commit(&buf[..n]) && state.cut_after_commit.swap(false, Ordering::SeqCst);
+                let commits = {
+                    let mut prepared = prepared.lock().expect("poisoned");
+                    prepared.sent(&buf[..n]);
+                    is_commit(&buf[..n]) || prepared.commits(&buf[..n])
+                };
+                let cut_here = commits && state.cut_after_commit.swap(false, Ordering::SeqCst);
                 if cut_here {
                     // No byte of the reply may reach the client from now on.
                     swallow.store(true, Ordering::SeqCst);
@@ -316,6 +364,7 @@ async fn carry(
     };
     let downstream = {
         let (state, swallow) = (state.clone(), swallow.clone());
+        let prepared = prepared.clone();
         async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -324,6 +373,7 @@ async fn carry(
                     Ok(n) => n,
                 };
                 unstalled(&state).await;
+                prepared.lock().expect("poisoned").answered(&buf[..n]);
                 if swallow.load(Ordering::SeqCst)
                     || client_write.write_all(&buf[..n]).await.is_err()
                 {

@@ -355,6 +355,9 @@ where
                     if !healthy {
                         let _ = conn.close().await;
                     }
+                    if err.class() == Some(ErrorClass::Reconnect) {
+                        conns.give_back_all();
+                    }
                     err
                 }
                 Attempt::CommitFailed(value, err) => {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sqlmq::{Client, Message, MySql, QueueConfig};
+use sqlmq::{Client, Message, MySql, Queue, QueueConfig};
 use sqlmq_testkit::TestDb;
 
 use crate::questions::{between, pings};
@@ -15,12 +15,12 @@ const TRANSACTIONS: u64 = 300;
 /// The pool's size in the test below.
 const CONNECTIONS: u64 = 4;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transactions_in_a_row_do_not_ping_the_server_between_them() {
+/// A migrated database, a client whose pool holds `connections`, and its queue `kept`.
+async fn with_pool_of(connections: u32) -> (TestDb<MySql>, Client<MySql>, Queue<MySql>) {
     let db = TestDb::<MySql>::new().await;
     db.migrate().await;
     let client = Client::builder()
-        .max_connections(CONNECTIONS as u32)
+        .max_connections(connections)
         .open::<MySql>(&db.url)
         .await
         .unwrap();
@@ -28,6 +28,12 @@ async fn transactions_in_a_row_do_not_ping_the_server_between_them() {
         .create_queue("kept", QueueConfig::default())
         .await
         .unwrap();
+    (db, client, q)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_in_a_row_do_not_ping_the_server_between_them() {
+    let (db, client, q) = with_pool_of(CONNECTIONS as u32).await;
     let before = pings(&client).await;
     for i in 0..100 {
         q.send(Message::new(format!("m{i}"))).await.unwrap();
@@ -48,21 +54,12 @@ async fn transactions_in_a_row_do_not_ping_the_server_between_them() {
         pinged <= 2 * CONNECTIONS,
         "{pinged} pings for {TRANSACTIONS} transactions on {CONNECTIONS} connections"
     );
+    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_connections_go_back_to_the_pool_for_its_other_users_and_its_close() {
-    let db = TestDb::<MySql>::new().await;
-    db.migrate().await;
-    let client = Client::builder()
-        .max_connections(2)
-        .open::<MySql>(&db.url)
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("kept", QueueConfig::default())
-        .await
-        .unwrap();
+    let (db, client, q) = with_pool_of(2).await;
     let other = client
         .create_queue("other", QueueConfig::default())
         .await
@@ -88,4 +85,5 @@ async fn kept_connections_go_back_to_the_pool_for_its_other_users_and_its_close(
     tokio::time::timeout(Duration::from_secs(5), client.pool().close())
         .await
         .expect("closing the pool waited for a kept connection");
+    db.drop().await;
 }

@@ -105,11 +105,11 @@ async fn one_ordering_key_written_from_four_connections_is_delivered_in_commit_o
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_send_from_sql_is_one_statement() {
+/// A migrated database, and a client of one connection that runs nothing by itself while
+/// statements are counted (no housekeeping, no notifications), with its queue `q`.
+async fn counted() -> (TestDb<MySql>, Client<MySql>, Queue<MySql>) {
     let db = TestDb::<MySql>::new().await;
     db.migrate().await;
-    // No housekeeping while statements are counted, and one connection.
     let client = Client::builder()
         .housekeeping_interval(Duration::from_secs(3600))
         .notifications(false)
@@ -117,11 +117,16 @@ async fn a_send_from_sql_is_one_statement() {
         .open::<MySql>(&db.url)
         .await
         .unwrap();
-    db.migrate().await;
-    client
+    let q = client
         .create_queue("q", QueueConfig::default())
         .await
         .unwrap();
+    (db, client, q)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_from_sql_is_one_statement() {
+    let (db, client, _) = counted().await;
     let send = || async {
         sqlx::query("CALL sqlmq_send('q', 'x', NULL, NULL, NULL, NULL, NULL, NULL)")
             .fetch_all(client.pool())
@@ -147,19 +152,7 @@ async fn a_send_from_sql_is_one_statement() {
 /// allowed — the send works either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_send_is_one_statement_and_falls_back_to_the_script_without_the_procedure() {
-    let db = TestDb::<MySql>::new().await;
-    db.migrate().await;
-    let client = Client::builder()
-        .housekeeping_interval(Duration::from_secs(3600))
-        .notifications(false)
-        .max_connections(1)
-        .open::<MySql>(&db.url)
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("q", QueueConfig::default())
-        .await
-        .unwrap();
+    let (db, client, q) = counted().await;
     let per_send = || async {
         q.send(Message::new("warm")).await.unwrap(); // prepares the CALL once
         let first = statements(&client).await;
