@@ -10,7 +10,7 @@
 //! statement").
 //!
 //! So a connection sqlmq finished with is kept here, checked out of the pool, and the next
-//! transaction takes the one kept last (the newest, so that a steady load cycles through as few
+//! transaction or read of sqlmq's takes the one kept last (the newest, so that a steady load cycles through as few
 //! as it needs). It goes back to the pool instead when:
 //!
 //! - it must be closed (abandoned half-way, or broken): it is, as before;
@@ -20,6 +20,10 @@
 //!   so that the pool's own limits, idle timeouts and `Pool::close` (which waits for every
 //!   checked-out connection) see it again.
 //!
+//! Every connection sqlmq itself uses comes from here, its reads' too: a connection kept idle
+//! here while sqlmq's next read made the pool open another would cost a connection, and at a
+//! server's per-user limit a refusal (caught by the CLI's tests of such limits). Only the
+//! application's own users of `Client::pool` (and `Client::begin`) take theirs from the pool.
 //! A connection kept here counts against the pool's `max_connections` like any checked-out
 //! one: the limit holds. Where the database has one writer (SQLite), whose connection every
 //! writer needs in turn and whose ping is free, nothing is kept.
@@ -50,6 +54,8 @@ type Shelf<B> = Mutex<Vec<Kept<B>>>;
 /// The pool and what is kept from it.
 struct Home<B: Backend> {
     pool: Pool<B>,
+    /// Where plain reads go: the same pool where anything is kept, SQLite's readers otherwise.
+    reader: Pool<B>,
     /// `None` where nothing is kept (one writer).
     shelf: Option<Shelf<B>>,
 }
@@ -62,10 +68,11 @@ pub(crate) struct Conns<B: Backend> {
 impl<B: Backend> Conns<B> {
     /// Keep connections of `pool` (unless its database has one writer), with a task that
     /// gives back those kept too long and all of them once the pool is closed.
-    pub(crate) fn new(pool: Pool<B>) -> Conns<B> {
+    pub(crate) fn new(pool: Pool<B>, reader: Pool<B>) -> Conns<B> {
         let keeps = !<B::Store as Server<B>>::ONE_WRITER;
         let home = Arc::new(Home {
             pool,
+            reader,
             shelf: keeps.then(Shelf::<B>::default),
         });
         if keeps {
@@ -87,6 +94,21 @@ impl<B: Backend> Conns<B> {
         };
         Ok(Lent {
             conn: Some(conn),
+            home: Arc::clone(&self.home),
+            keep: true,
+        })
+    }
+
+    /// A connection for plain reads: like [`Conns::acquire`] where the reads share the pool
+    /// (MySQL), one of the readers' pool otherwise (SQLite, where nothing is kept). sqlmq's
+    /// reads take theirs here too, so that a connection kept for its transactions is never
+    /// idle beside a read that makes the pool open another.
+    pub(crate) async fn read(&self) -> Result<Lent<B>> {
+        if self.home.shelf.is_some() {
+            return self.acquire().await;
+        }
+        Ok(Lent {
+            conn: Some(self.home.reader.acquire().await?),
             home: Arc::clone(&self.home),
             keep: true,
         })
@@ -232,7 +254,7 @@ mod tests {
             .connect("sqlite::memory:")
             .await
             .unwrap();
-        let conns = Conns::<Sqlite>::new(pool.clone());
+        let conns = Conns::<Sqlite>::new(pool.clone(), pool.clone());
         let lent = conns.acquire().await.unwrap();
         drop(lent);
         assert_eq!(conns.kept(), 0);

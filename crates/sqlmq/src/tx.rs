@@ -401,15 +401,15 @@ pub(crate) async fn begin_for_caller<B: Backend>(
     }
 }
 
-/// Run the reads of `work` on a connection of `pool` inside one snapshot of the database
+/// Run the reads of `work` on a reading connection of `conns` inside one snapshot of the database
 /// ([`Server::BEGIN_SNAPSHOT`]), then end the transaction: figures gathered by several
 /// statements agree as if read at one instant. Not retried: reads that fail are simply asked
 /// for again by their caller.
-pub(crate) async fn snapshot<'a, B: Backend, T, F>(pool: &Pool<B>, work: F) -> Result<T>
+pub(crate) async fn snapshot<'a, B: Backend, T, F>(conns: &Conns<B>, work: F) -> Result<T>
 where
     F: for<'c> FnOnce(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
-    let mut conn = pool.acquire().await?;
+    let mut conn = conns.read().await?;
     let mut guard = CloseIfAbandoned {
         conn: &mut conn,
         armed: true,

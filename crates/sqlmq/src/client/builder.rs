@@ -334,7 +334,7 @@ impl ClientBuilder {
         }
         Ok(Client {
             inner: Arc::new(Inner {
-                conns: crate::conns::Conns::new(pool.clone()),
+                conns: crate::conns::Conns::new(pool.clone(), read.clone()),
                 pool,
                 reader: read,
                 store,

@@ -14,13 +14,13 @@ impl<B: Backend> Client<B> {
         if queue_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.inner.store.probe(&mut conn, queue_ids).await
     }
 
     /// The wakeup probe over consumer groups `group_ids` (one non-locking query).
     pub(crate) async fn probe_groups(&self, group_ids: &[i32]) -> Result<Vec<GroupSignal>> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.inner.store.probe_groups(&mut conn, group_ids).await
     }
 
@@ -33,7 +33,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.inner.store.processes(&mut conn).await
     }
 
@@ -61,7 +61,7 @@ impl<B: Backend> Client<B> {
         if !<B::Store as Server<B>>::UNDO_HISTORY {
             return Ok(None);
         }
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let read = self
             .inner
             .store

@@ -201,7 +201,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn migrate_to(&self, version: i64) -> Result<MigrationReport> {
         let store = &self.inner.store;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.inner.conns.acquire().await?;
         let report = migrate::migrate_to::<B>(store, &mut conn, version).await?;
         drop(conn);
         if report.from_version == 0 && report.to_version > 0 {
@@ -224,7 +224,7 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn grants(&self, role: GrantRole, user: &str, host: &str) -> Result<Vec<String>> {
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.inner.conns.acquire().await?;
         self.inner.store.grants(&mut conn, role, user, host).await
     }
 
@@ -290,8 +290,10 @@ impl<B: Backend> Client<B> {
         &self.inner.conns
     }
 
-    /// Where sqlmq runs plain reads: the same pool as [`Client::pool`] for a server database,
-    /// the reader connections for SQLite.
+    /// Where plain reads run: the same pool as [`Client::pool`] for a server database, the
+    /// reader connections for SQLite. sqlmq's own reads take theirs through
+    /// [`Client::conns`]; the store's tests read here.
+    #[cfg(test)]
     pub(crate) fn reader(&self) -> &Pool<B> {
         &self.inner.reader
     }

@@ -183,7 +183,7 @@ impl<B: Backend> Client<B> {
     pub async fn batch(&self, id: BatchId) -> Result<BatchStatus> {
         self.require_schema()?;
         let store = self.store();
-        tx::snapshot(self.pool(), |conn, _| {
+        tx::snapshot(self.conns(), |conn, _| {
             Box::pin(async move { store.batch_status(conn, id).await })
         })
         .await?

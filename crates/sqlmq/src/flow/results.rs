@@ -119,7 +119,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn result(&self, id: MessageId) -> Result<Option<Vec<u8>>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.store().result_of(&mut conn, id).await
     }
 
@@ -136,7 +136,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn dependency_results(&self, id: MessageId) -> Result<Vec<DependencyResult>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let rows = self.store().dependency_results(&mut conn, id).await?;
         Ok(rows
             .into_iter()

@@ -49,7 +49,7 @@ impl<B: Backend> Queue<B> {
         }
         check_limit(limit)?;
         let after = after.map(|a| After::decode(state, a)).transpose()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         // One more than asked tells whether a next page exists.
         let mut rows = self
             .store()
@@ -80,7 +80,7 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn message(&self, id: MessageId) -> Result<Option<QueuedMessage>> {
         self.client.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.store().find_message(&mut conn, self.id(), id).await
     }
 
@@ -98,7 +98,7 @@ impl<B: Backend> Queue<B> {
     pub async fn messages_by_key(&self, key: &str, limit: usize) -> Result<Vec<QueuedMessage>> {
         self.client.require_schema()?;
         check_limit(limit)?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let store = self.store();
         let ids = store.ids_by_key(&mut conn, self.id(), key, limit).await?;
         let mut out = Vec::with_capacity(ids.len());

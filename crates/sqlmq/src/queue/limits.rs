@@ -133,7 +133,7 @@ impl<B: Backend> Queue<B> {
                 return Ok(state.limited);
             }
         }
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let row = self.store().queue_by_id(&mut conn, self.id()).await?;
         let limited = row.is_some_and(|r| r.config.is_limited());
         let mut state = self.inner.limits.lock().expect("poisoned");

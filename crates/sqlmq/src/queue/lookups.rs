@@ -51,7 +51,7 @@ impl<B: Backend> Client<B> {
     pub async fn queue(&self, name: &str) -> Result<Queue<B>> {
         validate_name("queue", name)?;
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         match self.inner.store.queue_by_name(&mut conn, name).await? {
             Some(row) => Ok(Queue::new(
                 self.clone(),
@@ -72,7 +72,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn queue_configs(&self) -> Result<Vec<(String, QueueConfig)>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let rows = self.inner.store.all_queues(&mut conn).await?;
         Ok(rows.into_iter().map(|r| (r.name, r.config)).collect())
     }
@@ -89,7 +89,7 @@ impl<B: Backend> Client<B> {
         // One snapshot: each state is a table of its own, and a message moving between two
         // of them (a claim, a nack) while they were counted by statements at different
         // instants would be counted twice or not at all.
-        tx::snapshot(self.reader(), |conn, _| {
+        tx::snapshot(self.conns(), |conn, _| {
             Box::pin(self.read_queue_stats(conn))
         })
         .await
@@ -137,7 +137,7 @@ impl<B: Backend> Client<B> {
         let queue = self.queue(name).await?;
         queue.purge().await?;
         queue.purge_dead_letters().await?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.inner.conns.acquire().await?;
         self.inner
             .store
             .delete_queue_row(&mut conn, queue.id())

@@ -40,7 +40,7 @@ impl<B: Backend> Queue<B> {
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.conns().acquire().await?;
         if self
             .store()
             .set_paused(&mut conn, self.name(), paused)
@@ -153,7 +153,7 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         self.client.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         self.store()
             .dead_letters(&mut conn, self.id(), limit.min(10_000))
             .await
@@ -220,7 +220,7 @@ impl<B: Backend> Queue<B> {
         let mut report = MaintenanceReport::default();
         loop {
             // A plain read first: an idle queue costs one cheap query, no transaction.
-            let mut conn = self.reader().acquire().await?;
+            let mut conn = self.conns().read().await?;
             if !store.any_due(&mut conn, self.id()).await? {
                 break;
             }
@@ -235,7 +235,7 @@ impl<B: Backend> Queue<B> {
             }
         }
         loop {
-            let mut conn = self.reader().acquire().await?;
+            let mut conn = self.conns().read().await?;
             if !store.any_expired(&mut conn, self.id()).await? {
                 break;
             }

@@ -124,16 +124,8 @@ impl<B: Backend> Queue<B> {
         self.client.store()
     }
 
-    pub(crate) fn pool(&self) -> &sqlx::Pool<B> {
-        self.client.pool()
-    }
-
     pub(crate) fn conns(&self) -> &crate::conns::Conns<B> {
         self.client.conns()
-    }
-
-    fn reader(&self) -> &sqlx::Pool<B> {
-        self.client.reader()
     }
 
     /// The queue as the shared consumption path sees it.

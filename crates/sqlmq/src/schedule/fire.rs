@@ -57,7 +57,7 @@ impl<B: Backend> Client<B> {
     pub async fn fire_schedules(&self) -> Result<u64> {
         self.require_schema()?;
         let now = {
-            let mut conn = self.pool().acquire().await?;
+            let mut conn = self.conns().acquire().await?;
             self.store().now_us(&mut conn).await?
         };
         self.fire_due(now).await
@@ -66,7 +66,7 @@ impl<B: Backend> Client<B> {
     /// Fire every schedule due at `now` (µs, database clock).
     async fn fire_due(&self, now: i64) -> Result<u64> {
         let due = {
-            let mut conn = self.pool().acquire().await?;
+            let mut conn = self.conns().acquire().await?;
             self.store().due_schedules(&mut conn, now).await?
         };
         let mut fired = 0;
@@ -148,7 +148,7 @@ impl<B: Backend> Client<B> {
 
     /// The earliest next fire time of the schedules not paused, and the database clock.
     async fn next_schedule_due(&self) -> Result<(Option<i64>, i64)> {
-        let mut conn = self.pool().acquire().await?;
+        let mut conn = self.conns().acquire().await?;
         self.store().next_schedule_due(&mut conn).await
     }
 

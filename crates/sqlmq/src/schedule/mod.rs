@@ -98,7 +98,7 @@ impl<B: Backend> Client<B> {
     pub async fn schedule(&self, name: &str) -> Result<Schedule> {
         validate_name("schedule", name)?;
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         match self.store().schedule_row(&mut conn, name, false).await? {
             Some(row) => to_schedule(row),
             None => Err(Error::UnknownSchedule(name.to_owned())),
@@ -116,7 +116,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let rows = self.store().schedule_rows(&mut conn).await?;
         rows.into_iter().map(to_schedule).collect()
     }

@@ -160,7 +160,7 @@ impl<B: Backend> BroadcastReader<B> {
     async fn load(&mut self) -> Result<()> {
         let client = &self.group.topic.client;
         let store = &client.inner.store;
-        let mut conn = client.reader().acquire().await?;
+        let mut conn = client.conns().read().await?;
         let saved = store
             .positions(&mut conn, self.group.id(), &self.member)
             .await?;
@@ -205,7 +205,7 @@ impl<B: Backend> BroadcastReader<B> {
 
     async fn read(&mut self, n: usize) -> Result<Vec<StreamRecord>> {
         let client = &self.group.topic.client;
-        let mut conn = client.reader().acquire().await?;
+        let mut conn = client.conns().read().await?;
         let partitions: Vec<i32> = self.positions.keys().copied().collect();
         let mut out = Vec::new();
         for i in 0..partitions.len() {
@@ -234,7 +234,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// ```
     pub async fn checkpoint(&self) -> Result<()> {
         let client = &self.group.topic.client;
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.conns().acquire().await?;
         let positions: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
         client
             .inner
@@ -252,7 +252,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// ```
     pub async fn seek(&mut self, start: StartAt) -> Result<()> {
         let client = &self.group.topic.client;
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.conns().acquire().await?;
         let offsets =
             offsets_at::<B>(client.store(), &mut conn, self.group.topic.id(), start).await?;
         self.positions = offsets.into_iter().collect();
@@ -268,7 +268,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// ```
     pub async fn leave(self) -> Result<()> {
         let client = &self.group.topic.client;
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.conns().acquire().await?;
         client
             .store()
             .delete_positions(&mut conn, self.group.id(), Some(&self.member))

@@ -29,7 +29,7 @@ impl<B: Backend> Group<B> {
     /// ```
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         self.topic.client.require_schema()?;
-        let mut conn = self.topic.client.reader().acquire().await?;
+        let mut conn = self.topic.client.conns().read().await?;
         self.topic
             .client
             .inner
@@ -131,7 +131,7 @@ impl<B: Backend> Group<B> {
     /// ```
     pub async fn retries(&self, limit: usize) -> Result<Vec<PendingRetry>> {
         self.topic.client.require_schema()?;
-        let mut conn = self.topic.client.reader().acquire().await?;
+        let mut conn = self.topic.client.conns().read().await?;
         self.topic
             .client
             .inner
@@ -209,7 +209,7 @@ impl<B: Backend> Group<B> {
         self.topic.client.require_schema()?;
         let store = self.topic.client.store();
         let (starts, ends, cursors) = {
-            let mut conn = self.topic.client.reader().acquire().await?;
+            let mut conn = self.topic.client.conns().read().await?;
             let topic_id = self.topic.id();
             (
                 offsets_at::<B>(store, &mut conn, topic_id, from).await?,
@@ -240,7 +240,7 @@ impl<B: Backend> Group<B> {
         self.require_cluster()?;
         self.topic.client.require_schema()?;
         let cursor = {
-            let mut conn = self.topic.client.reader().acquire().await?;
+            let mut conn = self.topic.client.conns().read().await?;
             let cursors = self
                 .topic
                 .client
@@ -338,7 +338,7 @@ impl<B: Backend> Group<B> {
             return Ok(0);
         };
         let held = {
-            let mut conn = self.topic.client.reader().acquire().await?;
+            let mut conn = self.topic.client.conns().read().await?;
             self.topic
                 .client
                 .inner

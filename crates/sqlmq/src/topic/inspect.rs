@@ -52,7 +52,7 @@ impl<B: Backend> Topic<B> {
     ) -> Result<Vec<StreamRecord>> {
         self.check_partition(partition)?;
         self.client.require_schema()?;
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         self.client
             .inner
             .store
@@ -75,7 +75,7 @@ impl<B: Backend> Topic<B> {
     /// ```
     pub async fn query_key(&self, key: &str, limit: usize) -> Result<Vec<StreamRecord>> {
         self.client.require_schema()?;
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         self.client
             .inner
             .store
@@ -102,7 +102,7 @@ impl<B: Backend> Topic<B> {
         self.client.require_schema()?;
         let limit = limit.min(Topic::MAX_QUERY);
         let store = self.client.store();
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let starts = offsets_at::<B>(store, &mut conn, self.id(), StartAt::Time(from)).await?;
         let mut out = Vec::new();
         for (p, start) in starts {
@@ -128,7 +128,7 @@ impl<B: Backend> Topic<B> {
     pub async fn trace(&self, id: MessageId) -> Result<Option<Trace>> {
         self.client.require_schema()?;
         let store = self.client.store();
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let record = store.record_by_id(&mut conn, self.id(), id).await?;
         let (partition, offset) = match &record {
             Some(r) => (r.partition, Some(r.offset)),

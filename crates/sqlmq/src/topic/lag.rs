@@ -62,7 +62,7 @@ impl<B: Backend> Group<B> {
         // One snapshot: a claim moves a record from the retries to the leases, and a release
         // moves it back; read by statements at different instants, such a record could be
         // counted in neither and a busy group reported drained.
-        let lag = tx::snapshot(self.topic.client.reader(), |conn, _| {
+        let lag = tx::snapshot(self.topic.client.conns(), |conn, _| {
             Box::pin(self.read_lag(conn, member_silence))
         })
         .await?;
@@ -237,7 +237,7 @@ impl<B: Backend> Topic<B> {
     pub async fn stats(&self, window: Duration) -> Result<TopicStats> {
         self.client.require_schema()?;
         let store = self.client.store();
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let parts = store.partitions(&mut conn, self.id()).await?;
         let groups = store.groups_of_topic(&mut conn, self.id()).await?.len();
         let now_us = store.now_us(&mut conn).await?;

@@ -19,7 +19,7 @@ impl<B: Backend> Client<B> {
         validate_name("topic", name)?;
         config.validate()?;
         self.require_schema()?;
-        let mut conn = self.inner.pool.acquire().await?;
+        let mut conn = self.inner.conns.acquire().await?;
         let row = self
             .inner
             .store
@@ -38,7 +38,7 @@ impl<B: Backend> Client<B> {
     pub async fn topic(&self, name: &str) -> Result<Topic<B>> {
         validate_name("topic", name)?;
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         match self.inner.store.topic_by_name(&mut conn, name).await? {
             Some(row) => Ok(Topic::new(self.clone(), row.id, row.name, row.config)),
             None => Err(Error::UnknownTopic(name.to_owned())),
@@ -54,7 +54,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
         self.require_schema()?;
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.conns().read().await?;
         let rows = self.inner.store.all_topics(&mut conn).await?;
         Ok(rows
             .into_iter()

@@ -77,7 +77,7 @@ impl<B: Backend> Topic<B> {
     /// ```
     pub async fn partitions(&self) -> Result<Vec<PartitionInfo>> {
         self.client.require_schema()?;
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let rows = self
             .client
             .inner

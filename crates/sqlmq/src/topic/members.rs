@@ -29,7 +29,7 @@ impl<B: Backend> Group<B> {
         self.require_broadcast(member)?;
         let client = self.topic.client();
         client.require_schema()?;
-        let mut conn = client.reader().acquire().await?;
+        let mut conn = client.conns().read().await?;
         client
             .store()
             .member_dead_letters(&mut conn, self.topic.id(), self.id(), member, limit)
@@ -106,7 +106,7 @@ impl<B: Backend> Group<B> {
         next: i64,
     ) -> Result<()> {
         let client = self.topic.client();
-        let mut conn = client.pool().acquire().await?;
+        let mut conn = client.conns().acquire().await?;
         client
             .store()
             .save_positions(&mut conn, self.id(), member, &[(partition as i32, next)])

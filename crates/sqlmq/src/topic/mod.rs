@@ -499,7 +499,7 @@ impl<B: Backend> Topic<B> {
     pub async fn group(&self, name: &str) -> Result<Group<B>> {
         validate_name("group", name)?;
         self.client.require_schema()?;
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         match self
             .client
             .inner
@@ -524,7 +524,7 @@ impl<B: Backend> Topic<B> {
     /// ```
     pub async fn groups(&self) -> Result<Vec<Group<B>>> {
         self.client.require_schema()?;
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         let rows = self
             .client
             .inner
@@ -541,7 +541,7 @@ impl<B: Backend> Topic<B> {
     /// local sequencer was woken for). Returns how many got offsets.
     pub(crate) async fn sequence_pending(&self) -> Result<usize> {
         let pending = {
-            let mut conn = self.client.reader().acquire().await?;
+            let mut conn = self.client.conns().read().await?;
             self.client
                 .inner
                 .store
@@ -554,7 +554,7 @@ impl<B: Backend> Topic<B> {
 
     /// The partition count as stored now (it may have grown since this handle was taken).
     pub(crate) async fn current_partitions(&self) -> Result<u32> {
-        let mut conn = self.client.reader().acquire().await?;
+        let mut conn = self.client.conns().read().await?;
         Ok(self
             .client
             .inner

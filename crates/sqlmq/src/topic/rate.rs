@@ -60,7 +60,7 @@ impl<B: Backend> Group<B> {
                 return Ok(state.rate.is_some());
             }
         }
-        let mut conn = self.topic.client.reader().acquire().await?;
+        let mut conn = self.topic.client.conns().read().await?;
         let row = self
             .topic
             .client

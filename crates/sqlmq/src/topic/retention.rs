@@ -37,7 +37,7 @@ impl<B: Backend> Topic<B> {
         let store = self.client.store();
         let mut report = RetentionReport::default();
         let (config, parts, now_us, floors, group_ids) = {
-            let mut conn = self.client.reader().acquire().await?;
+            let mut conn = self.client.conns().read().await?;
             let config = match store.topic_by_id(&mut conn, self.id()).await? {
                 Some(row) => row.config,
                 None => return Ok(report),
@@ -59,7 +59,7 @@ impl<B: Backend> Topic<B> {
         for part in parts {
             let p = part.partition;
             let mut cut = part.low_offset;
-            let mut conn = self.client.reader().acquire().await?;
+            let mut conn = self.client.conns().read().await?;
             if let Some(age) = config.retention {
                 let before = now_us - age.as_micros().min(i64::MAX as u128) as i64;
                 cut = cut

@@ -243,7 +243,7 @@ async fn run_partition<B: Backend>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let read = async {
-            let mut conn = client.reader().acquire().await?;
+            let mut conn = client.conns().read().await?;
             rt.group
                 .read_partition(&mut conn, &rt.member, partition as i32, at.next, READ_BATCH)
                 .await

@@ -57,7 +57,7 @@ impl<B: Backend> Registration<B> {
 
     pub(crate) async fn register(&self) -> Result<()> {
         let store = self.client.store();
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.conns().acquire().await?;
         let host = self
             .client
             .owner_id()
@@ -110,7 +110,7 @@ impl<B: Backend> Registration<B> {
 
     async fn beat(&self) -> Result<()> {
         let store = self.client.store();
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.conns().acquire().await?;
         if !store
             .heartbeat(&mut conn, self.client.owner_id(), self.silence())
             .await?
@@ -130,7 +130,7 @@ impl<B: Backend> Registration<B> {
     async fn reap(&self) -> Result<()> {
         let store = self.client.store();
         let dead = {
-            let mut conn = self.client.reader().acquire().await?;
+            let mut conn = self.client.conns().read().await?;
             store.dead_processes(&mut conn).await?
         };
         for process in dead.iter().filter(|p| p.id != self.client.owner_id()) {
@@ -139,7 +139,7 @@ impl<B: Backend> Registration<B> {
             // comes back after this finds its row gone, registers again, and its stale acks are
             // refused by fencing.
             let pruned = {
-                let mut conn = self.client.pool().acquire().await?;
+                let mut conn = self.client.conns().acquire().await?;
                 store.prune_process(&mut conn, &process.id).await?
             };
             if !pruned {
@@ -154,7 +154,7 @@ impl<B: Backend> Registration<B> {
             // Groups are not listed in the process row: a member may join any group at any
             // time. Its leases say where it holds records.
             let groups = {
-                let mut conn = self.client.reader().acquire().await?;
+                let mut conn = self.client.conns().read().await?;
                 store.groups_of_owner(&mut conn, &process.id).await?
             };
             for group_id in groups {
@@ -180,7 +180,7 @@ impl<B: Backend> Registration<B> {
                 .release_owned(owner, "worker shut down", RELEASE_BATCH)
                 .await?;
         }
-        let mut conn = self.client.pool().acquire().await?;
+        let mut conn = self.client.conns().acquire().await?;
         self.client
             .store()
             .deregister_process(&mut conn, self.client.owner_id())
