@@ -22,7 +22,10 @@
 //!
 //! Every connection sqlmq itself uses comes from here, its reads' too: a connection kept idle
 //! here while sqlmq's next read made the pool open another would cost a connection, and at a
-//! server's per-user limit a refusal (caught by the CLI's tests of such limits). Only the
+//! server's per-user limit a refusal (caught by the CLI's tests of such limits). Only `tx.rs`'s
+//! units, which close a connection an error may have broken, give theirs back to be kept; any
+//! other use gives its connection back to the pool, whose ping finds a broken one (kept, a
+//! connection lost in a server restart would go round forever; caught by the CLI's restart test). Only the
 //! application's own users of `Client::pool` (and `Client::begin`) take theirs from the pool.
 //! A connection kept here counts against the pool's `max_connections` like any checked-out
 //! one: the limit holds. Where the database has one writer (SQLite), whose connection every
@@ -81,8 +84,20 @@ impl<B: Backend> Conns<B> {
         Conns { home }
     }
 
-    /// The connection kept last, or one from the pool.
+    /// The connection kept last, or one from the pool, for one of `tx.rs`'s units, which close
+    /// it on any error that may have broken it: kept again when dropped.
+    pub(crate) async fn take(&self) -> Result<Lent<B>> {
+        self.lend(true).await
+    }
+
+    /// The connection kept last, or one from the pool, for a use that does not tell whether an
+    /// error broke it: given back to the pool when dropped, which tests it. Taken from what is
+    /// kept all the same, so that a kept connection is never idle while the pool opens another.
     pub(crate) async fn acquire(&self) -> Result<Lent<B>> {
+        self.lend(false).await
+    }
+
+    async fn lend(&self, keep: bool) -> Result<Lent<B>> {
         let kept = self
             .home
             .shelf
@@ -95,14 +110,12 @@ impl<B: Backend> Conns<B> {
         Ok(Lent {
             conn: Some(conn),
             home: Arc::clone(&self.home),
-            keep: true,
+            keep,
         })
     }
 
-    /// A connection for plain reads: like [`Conns::acquire`] where the reads share the pool
-    /// (MySQL), one of the readers' pool otherwise (SQLite, where nothing is kept). sqlmq's
-    /// reads take theirs here too, so that a connection kept for its transactions is never
-    /// idle beside a read that makes the pool open another.
+    /// A connection for plain reads, as [`Conns::acquire`] lends one where the reads share
+    /// the pool (MySQL); one of the readers' pool otherwise (SQLite, where nothing is kept).
     pub(crate) async fn read(&self) -> Result<Lent<B>> {
         if self.home.shelf.is_some() {
             return self.acquire().await;
@@ -110,7 +123,7 @@ impl<B: Backend> Conns<B> {
         Ok(Lent {
             conn: Some(self.home.reader.acquire().await?),
             home: Arc::clone(&self.home),
-            keep: true,
+            keep: false,
         })
     }
 
@@ -255,7 +268,7 @@ mod tests {
             .await
             .unwrap();
         let conns = Conns::<Sqlite>::new(pool.clone(), pool.clone());
-        let lent = conns.acquire().await.unwrap();
+        let lent = conns.take().await.unwrap();
         drop(lent);
         assert_eq!(conns.kept(), 0);
         // The writer went back to the pool: the next caller gets it.

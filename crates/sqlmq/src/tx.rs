@@ -166,7 +166,7 @@ where
     loop {
         attempts += 1;
         let err = 'attempt: {
-            let mut conn = match conns.acquire().await {
+            let mut conn = match conns.take().await {
                 Err(e) => break 'attempt e,
                 Ok(conn) => conn,
             };
@@ -345,7 +345,7 @@ where
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let err = match conns.acquire().await {
+        let err = match conns.take().await {
             Err(e) => e,
             Ok(mut conn) => match attempt::<B, T, F>(&mut conn, op, &mut work).await {
                 Attempt::Committed(value) => return Ok(value),
