@@ -1,17 +1,17 @@
-//! The connections sqlmq's own transactions run on: kept between transactions instead of
-//! given back to the pool after each one.
+//! The connections sqlmq's own transactions and reads run on: kept between transactions
+//! instead of given back to the pool after each one.
 //!
 //! Why: sqlx (0.9) tests every connection given back to its pool with a ping — a round trip to
 //! the server, from a task it spawns — whatever the connection just did, and offers no option
 //! to skip it. sqlmq gives a connection back after every transaction (a send, a claim, an ack),
 //! so each paid a second round trip that did nothing: a loop of single INSERTs that takes a
-//! pooled connection per INSERT runs at 0.65–0.80× of one that keeps its connection, on 1 and on
-//! 16 connections (docs/BENCHMARKS.md, "Connections kept between transactions, and a lone send as one
-//! statement").
+//! pooled connection per INSERT runs at 0.65–0.80× of one that keeps its connection, on 1 and
+//! on 16 connections (docs/BENCHMARKS.md, "Connections kept between transactions, and a lone
+//! send as one statement").
 //!
 //! So a connection sqlmq finished with is kept here, checked out of the pool, and the next
-//! transaction or read of sqlmq's takes the one kept last (the newest, so that a steady load cycles through as few
-//! as it needs). It goes back to the pool instead when:
+//! transaction or read of sqlmq's takes the one kept last (the newest, so that a steady load
+//! cycles through as few as it needs). It goes back to the pool instead when:
 //!
 //! - it must be closed (abandoned half-way, or broken): it is, as before;
 //! - the pool has no idle connection and no room for another: someone may be waiting for one,
@@ -25,8 +25,9 @@
 //! server's per-user limit a refusal (caught by the CLI's tests of such limits). Only `tx.rs`'s
 //! units, which close a connection an error may have broken, give theirs back to be kept; any
 //! other use gives its connection back to the pool, whose ping finds a broken one (kept, a
-//! connection lost in a server restart would go round forever; caught by the CLI's restart test). Only the
-//! application's own users of `Client::pool` (and `Client::begin`) take theirs from the pool.
+//! connection lost in a server restart would go round forever; caught by the CLI's restart
+//! test). Only the application's own users of `Client::pool` (and `Client::begin`) take theirs
+//! from the pool.
 //! A connection kept here counts against the pool's `max_connections` like any checked-out
 //! one: the limit holds. Where the database has one writer (SQLite), whose connection every
 //! writer needs in turn and whose ping is free, nothing is kept.
