@@ -46,14 +46,16 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         )),
         "{out}"
     );
-    // The library's own send of one message.
-    assert!(
-        out.contains(&format!(
-            "GRANT EXECUTE ON PROCEDURE `{}`.`sqlmq_send_plain` TO 'app'@'%';",
-            db.name
-        )),
-        "{out}"
-    );
+    // The library's own send of one message, claim and ack of one receipt.
+    for procedure in ["sqlmq_send_plain", "sqlmq_claim_plain", "sqlmq_ack_plain"] {
+        assert!(
+            out.contains(&format!(
+                "GRANT EXECUTE ON PROCEDURE `{}`.`{procedure}` TO 'app'@'%';",
+                db.name
+            )),
+            "{out}"
+        );
+    }
     let migration = db.ok(&[
         "grants",
         "--migration",

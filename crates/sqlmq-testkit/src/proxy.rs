@@ -6,9 +6,10 @@
 //! the client writes for a MySQL `COM_QUERY` packet (4-byte header, command byte `0x03`) whose
 //! text begins with `COMMIT`, or ends with `;COMMIT`: sqlx sends COMMIT as a plain query on its
 //! own, after the reply to the previous statement, so it always starts a chunk, and sqlmq's
-//! one-round-trip send is one text query that ends with its COMMIT. A lone send is a prepared
-//! `CALL …send_plain(…)`, whose procedure commits: the proxy notes the statement id the server
-//! gives that statement when it is prepared (`COM_STMT_PREPARE`, `0x16`, answered by an OK
+//! one-round-trip send is one text query that ends with its COMMIT. A lone send, a claim and a
+//! lone ack are prepared `CALL`s of sqlmq's internal procedures (`…send_plain(…)`,
+//! `…claim_plain(…)`, `…ack_plain(…)`), which commit: the proxy notes the statement id the server
+//! gives such a statement when it is prepared (`COM_STMT_PREPARE`, `0x16`, answered by an OK
 //! packet carrying the id) and counts its executions (`COM_STMT_EXECUTE`, `0x17`, with that id)
 //! as COMMITs. Plain connections only (not TLS).
 
@@ -222,7 +223,7 @@ pub fn address_of(url: &str) -> SocketAddr {
 /// The prepared statements of one connection that commit (see the module's doc).
 #[derive(Default)]
 struct Prepared {
-    /// A `CALL` of the send procedure was sent to be prepared; its answer carries its id.
+    /// A `CALL` of an internal procedure was sent to be prepared; its answer carries its id.
     awaiting: bool,
     committing: Vec<u32>,
 }
@@ -232,7 +233,10 @@ impl Prepared {
     fn sent(&mut self, chunk: &[u8]) {
         if chunk.len() > 5 && chunk[4] == 0x16 {
             let text = String::from_utf8_lossy(&chunk[5..]).to_ascii_lowercase();
-            self.awaiting = text.trim_start().starts_with("call") && text.contains("send_plain(");
+            self.awaiting = text.trim_start().starts_with("call")
+                && ["send_plain(", "claim_plain(", "ack_plain("]
+                    .iter()
+                    .any(|p| text.contains(p));
         }
     }
 

@@ -113,8 +113,10 @@ async fn the_documented_grants_suffice_for_migrating_and_for_everyday_use() {
         !shown.contains("CREATE") && !shown.contains("ALTER"),
         "{shown}"
     );
-    // The library's own lone send calls its procedure.
-    assert!(shown.contains("`sqlmq_send_plain`"), "{shown}");
+    // The library's own lone send, claim and lone ack call its procedures.
+    for procedure in ["sqlmq_send_plain", "sqlmq_claim_plain", "sqlmq_ack_plain"] {
+        assert!(shown.contains(&format!("`{procedure}`")), "{shown}");
+    }
 
     let client = Client::<MySql>::builder()
         .housekeeping_interval(Duration::from_millis(20))

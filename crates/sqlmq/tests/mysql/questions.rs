@@ -3,8 +3,48 @@
 //! the pings it sends (`Com_admin_commands`, which `Questions` leaves out).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
 
-use sqlmq::{Client, MySql};
+use sqlmq::{Client, MySql, Queue, QueueConfig};
+use sqlmq_testkit::TestDb;
+
+/// A migrated database with queue `q`, and a client whose statements are counted exactly: one
+/// connection, no housekeeping, no notifications.
+pub(crate) async fn counted() -> (TestDb<MySql>, Client<MySql>, Queue<MySql>) {
+    let db = TestDb::<MySql>::new().await;
+    db.migrate().await;
+    let client = Client::builder()
+        .housekeeping_interval(Duration::from_secs(3600))
+        .notifications(false)
+        .max_connections(1)
+        .open::<MySql>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    (db, client, q)
+}
+
+/// Statements per call of `op` over `ops` calls (the `i`-th given `i`), less what reading the
+/// counters costs. `op` runs once before (as `ops`, for its statements to be prepared).
+pub(crate) async fn per_op<F, Fut>(client: &Client<MySql>, ops: usize, mut op: F) -> f64
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    op(ops).await;
+    let first = statements(client).await;
+    let reading = between(&first, &statements(client).await);
+    let before = statements(client).await;
+    for i in 0..ops {
+        op(i).await;
+    }
+    let after = statements(client).await;
+    between(&before, &after).saturating_sub(reading) as f64 / ops as f64
+}
 
 /// Statements the server has run on each of `client`'s connections, by connection id: every
 /// connection of its pool is held at once (so no probe runs meanwhile) and asked for its

@@ -11,7 +11,7 @@ use sqlmq::{Client, Message, MySql, Queue, QueueConfig};
 use sqlmq_testkit::TestDb;
 use sqlx::MySqlPool;
 
-use crate::questions::{between, statements};
+use crate::questions::{between, counted, per_op, statements};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -105,25 +105,6 @@ async fn one_ordering_key_written_from_four_connections_is_delivered_in_commit_o
     db.drop().await;
 }
 
-/// A migrated database, and a client of one connection that runs nothing by itself while
-/// statements are counted (no housekeeping, no notifications), with its queue `q`.
-async fn counted() -> (TestDb<MySql>, Client<MySql>, Queue<MySql>) {
-    let db = TestDb::<MySql>::new().await;
-    db.migrate().await;
-    let client = Client::builder()
-        .housekeeping_interval(Duration::from_secs(3600))
-        .notifications(false)
-        .max_connections(1)
-        .open::<MySql>(&db.url)
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("q", QueueConfig::default())
-        .await
-        .unwrap();
-    (db, client, q)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_from_sql_is_one_statement() {
     let (db, client, _) = counted().await;
@@ -153,16 +134,13 @@ async fn a_send_from_sql_is_one_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_send_is_one_statement_and_falls_back_to_the_script_without_the_procedure() {
     let (db, client, q) = counted().await;
-    let per_send = || async {
-        q.send(Message::new("warm")).await.unwrap(); // prepares the CALL once
-        let first = statements(&client).await;
-        let reading = between(&first, &statements(&client).await);
-        let before = statements(&client).await;
-        for i in 0..10 {
-            q.send(Message::new(format!("m{i}"))).await.unwrap();
-        }
-        let after = statements(&client).await;
-        between(&before, &after).saturating_sub(reading) as f64 / 10.0
+    let per_send = || {
+        per_op(&client, 10, |i| {
+            let q = q.clone();
+            async move {
+                q.send(Message::new(format!("m{i}"))).await.unwrap();
+            }
+        })
     };
     assert_eq!(per_send().await, 1.0, "statements per lone send");
     assert_eq!(db.count("ready").await, 11);
@@ -179,25 +157,35 @@ async fn a_lone_send_is_one_statement_and_falls_back_to_the_script_without_the_p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn migrating_down_drops_the_procedure_and_up_brings_it_back() {
+async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
     let db = TestDb::<MySql>::new().await;
     let admin = Client::<MySql>::open(&db.admin_url).await.unwrap();
     let latest = admin.migrate().await.unwrap().to_version;
-    // `sqlmq_send` (version 8) and the library's own `sqlmq_send_plain` (version 9).
+    // `sqlmq_send` (version 8), the library's own `sqlmq_send_plain` (version 9),
+    // `sqlmq_claim_plain` and `sqlmq_ack_plain` (version 10).
     let routines = || {
         db.scalar(
             "SELECT COUNT(*) FROM information_schema.routines \
-             WHERE routine_schema = DATABASE() AND routine_name IN ('sqlmq_send', 'sqlmq_send_plain')",
+             WHERE routine_schema = DATABASE() AND routine_name IN \
+             ('sqlmq_send', 'sqlmq_send_plain', 'sqlmq_claim_plain', 'sqlmq_ack_plain')",
         )
     };
+    assert_eq!(routines().await, 4);
+    assert_eq!(
+        admin.migrate_to(latest - 1).await.unwrap().reverted,
+        [latest]
+    );
     assert_eq!(routines().await, 2);
     assert_eq!(
-        admin.migrate_to(latest - 2).await.unwrap().reverted,
-        [latest, latest - 1]
+        admin.migrate_to(latest - 3).await.unwrap().reverted,
+        [latest - 1, latest - 2]
     );
     assert_eq!(routines().await, 0);
-    assert_eq!(admin.migrate().await.unwrap().applied, [latest - 1, latest]);
-    assert_eq!(routines().await, 2);
+    assert_eq!(
+        admin.migrate().await.unwrap().applied,
+        [latest - 2, latest - 1, latest]
+    );
+    assert_eq!(routines().await, 4);
     admin.pool().close().await;
     db.drop().await;
 }

@@ -112,14 +112,33 @@ pub(crate) enum Beside {
     After(i32),
 }
 
+/// Whether a lone send, a claim and a lone ack may each take the backend's one-statement path
+/// (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is cleared, for the
+/// client and its clones, the first time the server says its procedure is missing or not
+/// allowed.
+#[derive(Debug)]
+pub(crate) struct OneStatement {
+    pub send: AtomicBool,
+    pub claim: AtomicBool,
+    pub ack: AtomicBool,
+}
+
+impl Default for OneStatement {
+    fn default() -> Self {
+        OneStatement {
+            send: AtomicBool::new(true),
+            claim: AtomicBool::new(true),
+            ack: AtomicBool::new(true),
+        }
+    }
+}
+
 /// The store of backend `B`: the statement texts expanded for one table prefix. Every store
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
 pub struct SqlStore<B> {
     pub(crate) st: Statements,
-    /// Whether a lone send may take the backend's one-statement path (MySQL: its internal
-    /// send procedure, `store/mysql/send_script.rs`); cleared, for this client and its
-    /// clones, the first time the server says the procedure is missing or not allowed.
-    pub(crate) one_statement_send: Arc<AtomicBool>,
+    /// Which of the backend's one-statement paths are still open, shared by the store's clones.
+    pub(crate) one_statement: Arc<OneStatement>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -127,7 +146,7 @@ impl<B> Clone for SqlStore<B> {
     fn clone(&self) -> Self {
         SqlStore {
             st: self.st.clone(),
-            one_statement_send: Arc::clone(&self.one_statement_send),
+            one_statement: Arc::clone(&self.one_statement),
             backend: PhantomData,
         }
     }
@@ -142,7 +161,7 @@ impl<B> SqlStore<B> {
         crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
-            one_statement_send: Arc::new(AtomicBool::new(true)),
+            one_statement: Arc::default(),
             backend: PhantomData,
         }
     }

@@ -3,23 +3,28 @@
 //! One short READ COMMITTED transaction: a `SKIP LOCKED` read of the head of the queue's range
 //! of `ready`'s primary key `(queue_id, priority, id)` — the clustered index is the claim order,
 //! so the scan stops after n unlocked rows, takes one lock per row and never sorts — joined to
-//! the message rows for their bodies; then a delete of those `ready` rows by primary key and a
-//! multi-row insert into `leases`, two round trips in all (see `script.rs`). Nothing stays
-//! open while a handler runs.
+//! the message rows for their bodies; then a delete of those `ready` rows by primary key and an
+//! insert into `leases`. In a transaction of its own that is one prepared `CALL
+//! {p}claim_plain(…)` (`claim_plain.sql`, see `procedures.rs`), one statement and one round
+//! trip, answering a result set per claimed message; where the server refuses the procedure,
+//! and in the caller's transaction, two text scripts (see `script.rs`): the read, then the
+//! moves with the COMMIT. Nothing stays open while a handler runs.
 //!
 //! The take (`Queue::take_in`) is the same read in the caller's transaction followed by the
 //! deletes of the `ready` and `messages` rows: receive-and-delete, two row changes per message
 //! instead of the claim's and ack's four, with the caller's commit making it final.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sqlx::{MySql, MySqlConnection};
 
 use super::admin::{DELETE_READY, READY_KEY_ROW};
+use super::procedures;
 use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, micros};
-use crate::domain::{Delivery, Result};
+use crate::domain::{Delivery, Error, Result, micros_of};
 use crate::store::Claim;
 use crate::store::body::claim::deliveries;
 use crate::store::body::slots::stored_key_of;
@@ -39,6 +44,9 @@ pub(crate) const CLAIM: &str = concat!(
     "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
     "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
 );
+/// The internal procedure's call (schema version 10, `claim_plain.sql`): queue, n, lease (µs),
+/// owner. Each claimed message is a result set of one row with the claim read's columns.
+const CALL_CLAIM_PLAIN: &str = "CALL {p}claim_plain(?, ?, ?, ?)";
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
     VALUES {list}";
@@ -53,8 +61,9 @@ fn lease_until_us(d: &Delivery) -> i64 {
 }
 
 impl Claim<MySql> for MySqlStore {
-    /// Two round trips (see `script.rs`): the transaction's start with the claim read, then
-    /// the moves from `ready` to `leases` with the COMMIT; an empty claim commits alone.
+    /// One round trip: the procedure's call; or, where the server refuses it, two (see
+    /// `script.rs`): the transaction's start with the claim read, then the moves from `ready`
+    /// to `leases` with the COMMIT (an empty claim commits alone).
     async fn claim(
         &self,
         conn: &mut MySqlConnection,
@@ -126,6 +135,26 @@ impl MySqlStore {
             }
             return Ok(claimed);
         };
+        if self.one_statement.claim.load(Ordering::Relaxed) {
+            crate::failpoints::before_commit(op).await;
+            let called = sqlx::query(self.st.get(CALL_CLAIM_PLAIN))
+                .bind(queue_id)
+                .bind(n as i32)
+                .bind(micros_of(lease))
+                .bind(owner.as_bytes())
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(Error::from);
+            match called {
+                // The final answer came: the claim committed.
+                Ok(rows) => return deliveries(&rows, lease),
+                Err(e) if procedures::refused(&e) => {
+                    procedures::give_up(&self.one_statement.claim, "claim", 10, &e);
+                }
+                // The procedure may have begun its transaction: end it.
+                Err(e) => return Err(rolled_back(conn, e).await),
+            }
+        }
         let rows = read.fetch(conn).await?;
         let claimed = match deliveries(&rows, lease) {
             Ok(claimed) => claimed,

@@ -69,6 +69,7 @@ mod plans;
 #[cfg(test)]
 mod plans_topics;
 pub(crate) mod probe;
+mod procedures;
 pub(crate) mod processes;
 mod publish_script;
 pub(crate) mod queues;

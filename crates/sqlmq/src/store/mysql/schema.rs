@@ -549,6 +549,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &["send_plain"],
         }),
     },
+    Migration {
+        version: 10,
+        description: "one-statement claim and ack",
+        // The library's own claim and lone ack, each as one prepared statement
+        // (`store/mysql/procedures.rs`).
+        statements: &[
+            include_str!("claim_plain.sql"),
+            include_str!("ack_plain.sql"),
+        ],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &["claim_plain", "ack_plain"],
+        }),
+    },
 ];
 
 #[cfg(test)]

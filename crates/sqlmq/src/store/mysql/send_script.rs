@@ -2,14 +2,11 @@
 //! the INSERT into `ready` and `COMMIT`, as one [`Script`] — or, for a lone message, as one
 //! prepared `CALL {p}send_plain(…)` of a procedure that runs the same four statements.
 //!
-//! Why the procedure: each statement of a text script is answered on its own, and the client
-//! waits for every answer; the `CALL` is one statement, one answer, and its values are bound,
-//! not rendered and parsed. A lone send so measured 236–279 µs against 301–323 µs for the
-//! script, on a server whose plain INSERT takes 172–226 µs (docs/BENCHMARKS.md, "Connections
-//! kept between transactions, and a lone send as one statement"). A batch keeps the script: its rows go in two multi-row INSERTs whatever
-//! their number, which a procedure taking one message's values cannot do. The procedure comes
-//! with schema version 9; where the server says it is missing (an older schema) or not allowed
-//! (grants not yet applied again), the client warns once and uses the script from then on.
+//! Why the procedure, and what happens where the server refuses it: `procedures.rs`. A lone
+//! send so measured 236–279 µs against 301–323 µs for the script, on a server whose plain
+//! INSERT takes 172–226 µs (docs/BENCHMARKS.md, "Connections kept between transactions, and a
+//! lone send as one statement"). A batch keeps the script: its rows go in two multi-row INSERTs
+//! whatever their number, which a procedure taking one message's values cannot do.
 //!
 //! Only plain messages take this path — no idempotency key (its window is read first), no
 //! ordering key (the message may be blocked behind an earlier one), no delay; anything else, or
@@ -24,6 +21,7 @@ use sqlx::MySqlConnection;
 
 use super::MySqlStore;
 use super::enqueue::{INSERT_MESSAGES, MESSAGE_ROW};
+use super::procedures;
 use super::script::{Lit, Script, rolled_back};
 use crate::domain::{Error, Message, MessageId, Result};
 use crate::store::body::enqueue::{INSERT_READY, READY_ROW};
@@ -37,11 +35,6 @@ const MAX_SCRIPT_BYTES: usize = 256 * 1024;
 
 /// The internal procedure's call (migration 9, `send_plain.sql`).
 const CALL_SEND_PLAIN: &str = "CALL {p}send_plain(?, ?, ?, ?, ?)";
-
-/// ER_SP_DOES_NOT_EXIST: a schema older than version 9.
-const NO_SUCH_PROCEDURE: u16 = 1305;
-/// ER_PROCACCESS_DENIED_ERROR: no `EXECUTE` on the procedure.
-const PROCEDURE_DENIED: u16 = 1370;
 
 /// One send, ready to run.
 pub struct SendScript(Prepared);
@@ -96,7 +89,7 @@ impl MySqlStore {
             })
             .collect::<Result<_, _>>()?;
         if let ([m], [h]) = (msgs, headers.as_slice())
-            && self.one_statement_send.load(Ordering::Relaxed)
+            && self.one_statement.send.load(Ordering::Relaxed)
         {
             return Ok(Some(SendScript(Prepared::Call(PlainRow {
                 id: m.id,
@@ -183,22 +176,12 @@ impl MySqlStore {
             Ok(_) => return Ok(()),
             Err(e) => e,
         };
-        if !matches!(
-            err.mysql_error_number(),
-            Some(NO_SUCH_PROCEDURE | PROCEDURE_DENIED)
-        ) {
+        if !procedures::refused(&err) {
             // The procedure may have begun its transaction: end it.
             return Err(rolled_back(conn, err).await);
         }
         // Refused before it ran: nothing was begun or written. Send as text, from now on.
-        if self.one_statement_send.swap(false, Ordering::Relaxed) {
-            tracing::warn!(
-                error = %err,
-                "the send procedure of schema version 9 is missing or not allowed: single \
-                 sends take the text script (run `sqlmq migrate`, then apply `sqlmq grants` \
-                 again)"
-            );
-        }
+        procedures::give_up(&self.one_statement.send, "send", 9, &err);
         let plain = Row {
             id: row.id,
             priority: row.priority,
@@ -265,7 +248,8 @@ mod tests {
         // Cleared at the server's first refusal, for the store's clones too.
         store
             .clone()
-            .one_statement_send
+            .one_statement
+            .send
             .store(false, Ordering::Relaxed);
         let script = store.script_for(&batch(&msgs, 1 << 20)).unwrap().unwrap();
         assert!(text_of(&script).starts_with("START TRANSACTION;INSERT INTO sqlmq_messages"));

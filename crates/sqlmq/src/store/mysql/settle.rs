@@ -1,12 +1,15 @@
 //! Settling a queue's leases: the statements (the body is `store/body/settle.rs`), and the ack
-//! in a transaction of its own in two round trips (see `script.rs`).
+//! in a transaction of its own: a lone receipt as one prepared `CALL {p}ack_plain(…)`
+//! (`ack_plain.sql`, see `procedures.rs`), any other in two round trips (see `script.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
 use super::MySqlStore;
+use super::procedures;
 use super::script::{Lit, Script, rolled_back};
-use crate::domain::{MessageId, Receipt, Result};
+use crate::domain::{Error, MessageId, Receipt, Result};
 use crate::store::body::settle::{Lease, split_acks};
 use crate::store::body::{ErrorHistory, SettleSql};
 use crate::store::receipts_except;
@@ -39,9 +42,19 @@ pub(super) const DELETE_LEASES: &str =
 pub(super) const DELETE_MESSAGES: &str =
     "DELETE t FROM ({ids}) v STRAIGHT_JOIN {p}messages t FORCE INDEX (PRIMARY) ON t.id = v.id";
 
-/// An ack of a queue's receipts in a transaction of its own, in two round trips: the
-/// transaction's start with the lease locks, then the deletes with the COMMIT. Messages with an
-/// ordering key release it with statements of their own before the COMMIT.
+/// The internal procedure's call (schema version 10, `ack_plain.sql`): queue, id, token.
+const CALL_ACK_PLAIN: &str = "CALL {p}ack_plain(?, ?, ?)";
+
+/// What the procedure answers (see `ack_plain.sql`).
+const ACK_LOST: i64 = 0;
+const ACK_DONE: i64 = 1;
+const ACK_KEYED: i64 = 2;
+
+/// An ack of a queue's receipts in a transaction of its own: a lone receipt by the procedure
+/// while the server allows it (a message with a key to release, which it leaves alone, then
+/// takes the full ack); otherwise in two round trips: the transaction's start with the lease
+/// locks, then the deletes with the COMMIT. Messages with an ordering key release it with
+/// statements of their own before the COMMIT.
 pub(super) async fn ack_queue_own(
     store: &MySqlStore,
     conn: &mut sqlx::MySqlConnection,
@@ -50,6 +63,45 @@ pub(super) async fn ack_queue_own(
     acked_out: &Mutex<Vec<Receipt>>,
     op: &'static str,
 ) -> Result<Vec<Receipt>> {
+    if let [receipt] = receipts
+        && store.one_statement.ack.load(Ordering::Relaxed)
+    {
+        // Should the answer be lost, the resolver asks whether the message is gone. A message
+        // gone although this receipt had lost its lease (its next holder acked it) is then
+        // reported acked: the same answer as when a COMMIT of the two-round-trip ack is lost
+        // and the lease ends before the resolver asks.
+        *acked_out.lock().expect("poisoned") = vec![*receipt];
+        crate::failpoints::before_commit(op).await;
+        // All of the answer, to its final OK: the row comes after the procedure's COMMIT.
+        let called = sqlx::query_scalar::<_, i64>(store.st.get(CALL_ACK_PLAIN))
+            .bind(queue_id)
+            .bind(receipt.id.bytes())
+            .bind(receipt.token as i64)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(Error::from);
+        match called {
+            Ok(answer) => match answer[..] {
+                [ACK_DONE] => return Ok(Vec::new()),
+                [ACK_LOST] => {
+                    acked_out.lock().expect("poisoned").clear();
+                    return Ok(vec![*receipt]);
+                }
+                [ACK_KEYED] => {}
+                _ => {
+                    return Err(Error::Corrupt(format!(
+                        "the ack procedure answered {answer:?}"
+                    )));
+                }
+            },
+            Err(e) if procedures::refused(&e) => {
+                procedures::give_up(&store.one_statement.ack, "ack", 10, &e);
+            }
+            // The procedure may have begun its transaction: end it.
+            Err(e) => return Err(rolled_back(conn, e).await),
+        }
+        acked_out.lock().expect("poisoned").clear();
+    }
     let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
     let mut read = Script::begin();
     for chunk in ids.chunks(MAX_LIST) {

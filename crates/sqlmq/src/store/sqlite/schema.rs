@@ -492,6 +492,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 10,
+        description: "one-statement claim and ack",
+        // MySQL's internal claim and ack procedures; SQLite has no round trips to save.
+        statements: &[],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]
