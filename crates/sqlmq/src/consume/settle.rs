@@ -184,6 +184,12 @@ impl<'a, B: Backend> Consumer<'a, B> {
         // The receipts the last attempt acked, for the resolver.
         let acked: Mutex<Vec<Receipt>> = Mutex::default();
         let acked = &acked;
+        // The receipts an attempt resolved as not committed may have acked after all: a
+        // one-statement ack (`store/mysql/settle.rs`) holds no lock before its statement runs,
+        // so that statement can still reach the server after the resolver looked. A later
+        // attempt that finds them lost asks the resolver's question again.
+        let unsure: Mutex<Vec<Receipt>> = Mutex::default();
+        let unsure = &unsure;
         let op = self.names().op_ack;
         let lost = tx::run_own_resolving(
             self.client.conns(),
@@ -192,14 +198,33 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 // This attempt's own list: one left by an earlier attempt would answer for it.
                 acked.lock().expect("poisoned").clear();
                 Box::pin(async move {
-                    match id {
+                    let lost = match id {
                         SourceId::Queue(q) => {
-                            store.ack_queue_own(conn, q, receipts, acked, op).await
+                            store.ack_queue_own(conn, q, receipts, acked, op).await?
                         }
                         SourceId::Group(g) => {
-                            store.ack_group_own(conn, g, receipts, acked, op).await
+                            store.ack_group_own(conn, g, receipts, acked, op).await?
                         }
+                    };
+                    let maybe: Vec<Receipt> = {
+                        let unsure = unsure.lock().expect("poisoned");
+                        lost.iter()
+                            .filter(|r| unsure.contains(r))
+                            .copied()
+                            .collect()
+                    };
+                    if maybe.is_empty() {
+                        return Ok(lost);
                     }
+                    let committed = match id {
+                        SourceId::Queue(_) => store.queue_acks_committed(conn, &maybe).await?,
+                        SourceId::Group(g) => store.group_acks_committed(conn, g, &maybe).await?,
+                    };
+                    Ok(if committed {
+                        receipts_except(&lost, &maybe)
+                    } else {
+                        lost
+                    })
                 })
             },
             |conn, _| {
@@ -215,7 +240,14 @@ impl<'a, B: Backend> Consumer<'a, B> {
                         SourceId::Queue(_) => store.queue_acks_committed(conn, &acked).await?,
                         SourceId::Group(g) => store.group_acks_committed(conn, g, &acked).await?,
                     };
-                    Ok(committed.then(|| receipts_except(receipts, &acked)))
+                    if !committed {
+                        unsure
+                            .lock()
+                            .expect("poisoned")
+                            .extend(acked.iter().copied());
+                        return Ok(None);
+                    }
+                    Ok(Some(receipts_except(receipts, &acked)))
                 })
             },
         )

@@ -73,8 +73,9 @@ async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports
         .map(|s| s.id)
         .collect();
 
-    // During a claim: its rows read and locked, the connection dropped before the writes and
-    // the COMMIT (sent together) leave the client.
+    // During a claim: at the point before its COMMIT leaves the client (a claim is one call of
+    // its procedure: before the call; as a script: its rows read and locked, before the writes
+    // and the COMMIT, sent together), the connection dropped.
     let held = pause("claim.before_commit");
     let claim = {
         let q = q.clone();
@@ -99,8 +100,9 @@ async fn a_connection_dropped_during_a_claim_or_an_ack_loses_nothing_and_reports
     }
     let mut already: HashSet<MessageId> = got.iter().map(|d| d.id).collect();
 
-    // During an ack: its leases locked, the connection reset before the deletes and the COMMIT
-    // (sent together) leave the client.
+    // During an ack: at the point before its COMMIT leaves the client (a lone ack is one call
+    // of its procedure: before the call; as a script: its leases locked, before the deletes
+    // and the COMMIT, sent together), the connection reset.
     let got = q
         .receive(1, LEASE)
         .await
@@ -152,7 +154,10 @@ async fn a_commit_whose_reply_is_lost_is_resolved_and_never_applied_twice() {
     assert_eq!(copies(&db, id).await, 0, "the ack did commit");
 
     // A claim: the leases are committed but their receipts never reach the client; the
-    // messages come back when the leases end instead of being lost.
+    // messages come back when the leases end instead of being lost. (The claim's procedure
+    // answers its rows before its COMMIT: when the server finds the connection gone while it
+    // writes them, it rolls the claim back, and the client's claim, run again on a new
+    // connection, gets every message under leases it holds.)
     let sent: HashSet<MessageId> = q
         .send_batch((0..3).map(|i| Message::new(format!("c{i}"))).collect())
         .await
@@ -163,11 +168,18 @@ async fn a_commit_whose_reply_is_lost_is_resolved_and_never_applied_twice() {
     proxy.cut_after_next_commit();
     let claimed = q.receive(3, Duration::from_secs(2)).await;
     assert_eq!(proxy.commits_cut(), 3);
-    if let Ok(got) = &claimed {
-        assert!(got.is_empty(), "receipts the client cannot have: {got:?}");
+    let mut already = HashSet::new();
+    if let Ok(got) = &claimed
+        && !got.is_empty()
+    {
+        assert_eq!(got.len(), 3, "all or nothing: {got:?}");
+        for d in got {
+            q.ack(d.receipt()).await.expect("a lease the client holds");
+            already.insert(d.id);
+        }
     }
     let direct = db.client().await.queue("q").await.unwrap();
-    assert_eq!(drain(&direct, 3, HashSet::new()).await, sent);
+    assert_eq!(drain(&direct, 3, already).await, sent);
     db.drop().await;
 }
 
@@ -196,6 +208,44 @@ async fn a_commit_still_on_its_way_is_resolved_by_waiting_for_it() {
     assert!(!sent.duplicate, "a send reported as a duplicate of itself");
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(copies(&db, id).await, 1);
+    db.drop().await;
+}
+
+/// A lone ack is one statement (the procedure's call), which holds no lock before it runs: the
+/// client loses the connection while the call is on its way, the resolver finds the lease
+/// still held (the call has not arrived), and the ack runs again — but the first call lands
+/// in between and acks. The second finds the lease gone; since an earlier attempt may have
+/// acked it, the client asks again whether the message is gone, and reports it acked, not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ack_landing_after_its_resolver_looked_is_reported_acked_by_the_next_attempt() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    let id = MessageId::new();
+    q.send(Message::new("once").with_id(id)).await.unwrap();
+    let got = q.receive(1, LEASE).await.unwrap();
+
+    let first = pause("ack.before_commit");
+    let ack = {
+        let q = q.clone();
+        let receipt = got[0].receipt();
+        tokio::spawn(async move { q.ack_batch(&[receipt]).await })
+    };
+    first.reached().await;
+    proxy.cut_before_next_commit_arrives(Duration::from_millis(400));
+    first.release();
+    // Armed once the first is gone (a pause disarms its point by name); the second attempt
+    // comes only after a new connection and the resolver's question.
+    let second = pause("ack.before_commit");
+    // The first attempt's call is cut and delayed; the resolver, on a new connection, finds
+    // the lease held and the message stored; the second attempt waits here while the first
+    // call lands.
+    second.reached().await;
+    assert_eq!(proxy.commits_cut(), 1);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(copies(&db, id).await, 0, "the first call landed and acked");
+    second.release();
+    let report = ack.await.unwrap().unwrap();
+    assert_eq!((report.acked, report.lost.len()), (1, 0), "{report:?}");
     db.drop().await;
 }
 
