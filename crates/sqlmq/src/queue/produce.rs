@@ -1,6 +1,7 @@
 //! Sending: one message or an atomic batch, in a transaction of our own or the caller's.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Queue;
@@ -227,6 +228,10 @@ impl<B: Backend> Queue<B> {
         };
         let script = &script;
         let distinct = ids.iter().collect::<std::collections::HashSet<_>>().len();
+        // Set when the resolver found none of the ids: the script or call may still be on its
+        // way to the server (it holds no lock before it runs) and land before the next attempt.
+        let unsure = AtomicBool::new(false);
+        let unsure = &unsure;
         let ran = tx::run_own_resolving(
             self.conns(),
             "send",
@@ -246,7 +251,10 @@ impl<B: Backend> Queue<B> {
                 Box::pin(async move {
                     let found = store.count_stored_messages(conn, ids).await?;
                     Ok(match found {
-                        0 => None,
+                        0 => {
+                            unsure.store(true, Ordering::Relaxed);
+                            None
+                        }
                         n if n == distinct => Some(OneShot::Written),
                         _ => Some(OneShot::Unsure),
                     })
@@ -254,16 +262,24 @@ impl<B: Backend> Queue<B> {
             },
         )
         .await;
+        let written = || {
+            ids.iter()
+                .map(|&id| Sent {
+                    id,
+                    duplicate: false,
+                })
+                .collect()
+        };
         match ran {
             Ok(OneShot::Unsure) => Ok(None),
-            Ok(OneShot::Written) => Ok(Some(
-                ids.iter()
-                    .map(|&id| Sent {
-                        id,
-                        duplicate: false,
-                    })
-                    .collect(),
-            )),
+            Ok(OneShot::Written) => Ok(Some(written())),
+            // An earlier attempt's script landed after its resolver looked: every id stored
+            // (it writes all or none) is this send's own, not a duplicate of it.
+            Err(e) if e.is_duplicate_key() && unsure.load(Ordering::Relaxed) => {
+                let mut conn = self.conns().acquire().await?;
+                let found = store.count_stored_messages(&mut *conn, ids).await?;
+                Ok((found == distinct).then(written))
+            }
             Err(e) if e.is_duplicate_key() => Ok(None),
             Err(e) => Err(e),
         }

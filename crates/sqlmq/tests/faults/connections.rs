@@ -249,6 +249,36 @@ async fn an_ack_landing_after_its_resolver_looked_is_reported_acked_by_the_next_
     db.drop().await;
 }
 
+/// The same for a lone send (one statement, the procedure's call): the resolver finds its id
+/// not stored, the call lands before the second attempt, which meets its id stored — by the
+/// first call, so the send is reported sent, not a duplicate of itself, and stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_send_landing_after_its_resolver_looked_is_not_called_a_duplicate_of_itself() {
+    let _turn = crate::serial().await;
+    let (db, proxy, _client, q) = through_proxy().await;
+    q.send(Message::new("warm")).await.unwrap();
+    let id = MessageId::new();
+
+    let first = pause("send.before_commit");
+    let send = {
+        let q = q.clone();
+        tokio::spawn(async move { q.send(Message::new("once").with_id(id)).await })
+    };
+    first.reached().await;
+    proxy.cut_before_next_commit_arrives(Duration::from_millis(400));
+    first.release();
+    let second = pause("send.before_commit");
+    second.reached().await;
+    assert_eq!(proxy.commits_cut(), 1);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(copies(&db, id).await, 1, "the first call landed");
+    second.release();
+    let sent = send.await.unwrap().unwrap();
+    assert!(!sent.duplicate, "a send reported as a duplicate of itself");
+    assert_eq!(copies(&db, id).await, 1);
+    db.drop().await;
+}
+
 /// The pooled connection an ack batch gets died while idle (a server restart, a network
 /// reset): its first statement fails before the ack knows which leases it holds. Nothing was
 /// written, so it runs again on a new connection and acks every receipt — it must not be

@@ -46,12 +46,14 @@ async fn transactions_in_a_row_do_not_ping_the_server_between_them() {
         }
     }
     let after = pings(&client).await;
-    // At most two per connection: the first reading gives back what it held (tested once
+    // Given back after every transaction, each would have been tested: about 200 pings.
+    // Kept, about two per connection: the first reading gives back what it held (tested once
     // each), and the second takes every connection, so the kept ones go back to the pool
-    // first (once each). Given back after every transaction, each would have been tested.
+    // first (once each); on a loaded machine a few more, when a connection sat unused for
+    // the sweep's second. A tenth of the transactions tells the two apart.
     let pinged = between(&before, &after);
     assert!(
-        pinged <= 2 * CONNECTIONS,
+        pinged <= TRANSACTIONS / 10,
         "{pinged} pings for {TRANSACTIONS} transactions on {CONNECTIONS} connections"
     );
     db.drop().await;

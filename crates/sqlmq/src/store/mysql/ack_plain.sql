@@ -22,9 +22,10 @@ BEGIN
         COMMIT;
         SELECT 1;
     ELSE
+        -- Locking, so the latest version (see claim_plain.sql).
         SELECT COUNT(*) INTO v_held FROM {p}leases
             WHERE id = p_id AND token = p_token AND queue_id = p_queue
-              AND lease_until > UTC_TIMESTAMP(6);
+              AND lease_until > UTC_TIMESTAMP(6) FOR UPDATE;
         COMMIT;
         SELECT 2 * v_held;
     END IF;

@@ -10,17 +10,21 @@ COMMENT 'sqlmq internal: the library''s claim, in a transaction of its own; not 
 BEGIN
     -- Only ever called outside a transaction, on a connection of sqlmq's own pool: its START
     -- TRANSACTION would commit a caller's. An error leaves the transaction open, and the
-    -- caller rolls it back. The claim read is the script's (`claim.rs`): the head of the
-    -- queue's range of ready's primary key, SKIP LOCKED; a cursor's rows are read and locked
-    -- when it opens. Each claimed message is answered as a result set of one row with the
-    -- columns of the script's claim read (the values before the claim), all before the COMMIT:
-    -- the client takes them only when the call's final answer says it committed.
+    -- caller rolls it back.
+    --
+    -- The claim read is the script's (`claim.rs`): the head of the queue's range of ready's
+    -- primary key, SKIP LOCKED, as a cursor (its rows are read and locked when it opens). The
+    -- heads it found go into one JSON array, [[priority, id, attempts, token, ordering key],
+    -- …] with the bytes in hexadecimal, which the moves and the answer read as a table: three
+    -- statements for any number of messages. Every other read is a locking one: a plain read
+    -- may use a read view older than what the cursor's locking read found.
     DECLARE v_done INT DEFAULT 0;
     DECLARE v_id BINARY(16);
     DECLARE v_priority SMALLINT;
     DECLARE v_attempts INT;
     DECLARE v_token BIGINT;
     DECLARE v_key VARBINARY(128);
+    DECLARE v_heads LONGTEXT CHARACTER SET ascii DEFAULT '';
     DECLARE v_now DATETIME(6);
     DECLARE heads CURSOR FOR
         SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key
@@ -32,22 +36,41 @@ BEGIN
     START TRANSACTION;
     SET v_now = UTC_TIMESTAMP(6);
     OPEN heads;
-    claimed: LOOP
+    heads_read: LOOP
         FETCH heads INTO v_id, v_priority, v_attempts, v_token, v_key;
         IF v_done THEN
-            LEAVE claimed;
+            LEAVE heads_read;
         END IF;
-        DELETE FROM {p}ready WHERE queue_id = p_queue AND priority = v_priority AND id = v_id;
+        SET v_heads = CONCAT(v_heads, IF(v_heads = '', '[', ','), '[', v_priority, ',"',
+            HEX(v_id), '",', v_attempts, ',', v_token, ',',
+            IFNULL(CONCAT('"', HEX(v_key), '"'), 'null'), ']');
+    END LOOP;
+    CLOSE heads;
+    IF v_heads <> '' THEN
+        SET v_heads = CONCAT(v_heads, ']');
         INSERT INTO {p}leases
             (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner)
-            VALUES (v_id, p_queue, v_priority, v_token + 1, GREATEST(v_attempts + 1, 1), v_key,
-                    DATE_ADD(v_now, INTERVAL p_lease_us MICROSECOND), v_now, p_owner);
-        SELECT v_id, v_priority, v_attempts, v_token, m.ordering_key, m.idempotency_key,
+            SELECT UNHEX(h.id), p_queue, h.priority, h.token + 1, GREATEST(h.attempts + 1, 1),
+                   UNHEX(h.okey), DATE_ADD(v_now, INTERVAL p_lease_us MICROSECOND), v_now, p_owner
+            FROM JSON_TABLE(v_heads, '$[*]' COLUMNS (
+                priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]', attempts INT PATH '$[2]',
+                token BIGINT PATH '$[3]', okey VARCHAR(256) PATH '$[4]')) h;
+        DELETE r FROM JSON_TABLE(v_heads, '$[*]' COLUMNS (
+                priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]')) h
+            STRAIGHT_JOIN {p}ready r FORCE INDEX (PRIMARY)
+            ON r.queue_id = p_queue AND r.priority = h.priority AND r.id = UNHEX(h.id);
+        -- The answer: the claim read's columns (the values before the claim), in claim order,
+        -- before the COMMIT: the client takes them only when the call's final answer says it
+        -- committed.
+        SELECT UNHEX(h.id), h.priority, h.attempts, h.token, m.ordering_key, m.idempotency_key,
                m.headers, m.body,
                TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', m.created_at),
                TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', v_now)
-            FROM {p}messages m WHERE m.id = v_id;
-    END LOOP;
-    CLOSE heads;
+            FROM JSON_TABLE(v_heads, '$[*]' COLUMNS (
+                n FOR ORDINALITY, priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]',
+                attempts INT PATH '$[2]', token BIGINT PATH '$[3]')) h
+            STRAIGHT_JOIN {p}messages m FORCE INDEX (PRIMARY) ON m.id = UNHEX(h.id)
+            ORDER BY h.n FOR UPDATE;
+    END IF;
     COMMIT;
 END
