@@ -1,7 +1,7 @@
 //! A limited queue's claims: at most `max_in_flight` messages in flight and `rate_limit`
 //! deliveries per window, every process together.
 //!
-//! A queue without limits claims as before, in its own two round trips, and pays nothing
+//! A queue without limits claims as before, in its own round trip (or two), and pays nothing
 //! for the feature but a look at its configuration every [`LIMITS_REFRESH`] while it claims.
 //! A limited queue's claim is one transaction through its gate: one statement locks the limits
 //! row (so the claims of every process are counted one after the other) and reads, beside it,
