@@ -5,6 +5,7 @@
 //! on working without being rebuilt.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use sqlmq::failpoints::{Pause, pause};
@@ -211,6 +212,32 @@ async fn a_commit_still_on_its_way_is_resolved_by_waiting_for_it() {
     db.drop().await;
 }
 
+/// Run `unit` so that its first attempt's COMMIT (or one-statement call) lands after its
+/// resolver looked: held at `point` before the first attempt, its connection is cut with the
+/// COMMIT delivered 400 ms later; held at `point` again before the second attempt (which comes
+/// only after a new connection and the resolver's question) until the first has landed, which
+/// `landed` checks.
+async fn landing_late<T: Send + 'static>(
+    proxy: &Proxy,
+    point: &'static str,
+    unit: impl Future<Output = T> + Send + 'static,
+    landed: impl Future<Output = ()>,
+) -> T {
+    let first = pause(point);
+    let task = tokio::spawn(unit);
+    first.reached().await;
+    proxy.cut_before_next_commit_arrives(Duration::from_millis(400));
+    first.release();
+    // Armed once the first is gone: a pause disarms its point by name.
+    let second = pause(point);
+    second.reached().await;
+    assert_eq!(proxy.commits_cut(), 1);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    landed.await;
+    second.release();
+    task.await.unwrap()
+}
+
 /// A lone ack is one statement (the procedure's call), which holds no lock before it runs: the
 /// client loses the connection while the call is on its way, the resolver finds the lease
 /// still held (the call has not arrived), and the ack runs again — but the first call lands
@@ -224,27 +251,20 @@ async fn an_ack_landing_after_its_resolver_looked_is_reported_acked_by_the_next_
     q.send(Message::new("once").with_id(id)).await.unwrap();
     let got = q.receive(1, LEASE).await.unwrap();
 
-    let first = pause("ack.before_commit");
-    let ack = {
-        let q = q.clone();
-        let receipt = got[0].receipt();
-        tokio::spawn(async move { q.ack_batch(&[receipt]).await })
-    };
-    first.reached().await;
-    proxy.cut_before_next_commit_arrives(Duration::from_millis(400));
-    first.release();
-    // Armed once the first is gone (a pause disarms its point by name); the second attempt
-    // comes only after a new connection and the resolver's question.
-    let second = pause("ack.before_commit");
-    // The first attempt's call is cut and delayed; the resolver, on a new connection, finds
-    // the lease held and the message stored; the second attempt waits here while the first
-    // call lands.
-    second.reached().await;
-    assert_eq!(proxy.commits_cut(), 1);
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(copies(&db, id).await, 0, "the first call landed and acked");
-    second.release();
-    let report = ack.await.unwrap().unwrap();
+    let receipt = got[0].receipt();
+    let landed = async { assert_eq!(copies(&db, id).await, 0, "the first call acked") };
+    let report = landing_late(
+        &proxy,
+        "ack.before_commit",
+        {
+            let q = q.clone();
+            async move { q.ack_batch(&[receipt]).await }
+        },
+        landed,
+    )
+    .await
+    .unwrap();
+    assert_eq!(copies(&db, id).await, 0);
     assert_eq!((report.acked, report.lost.len()), (1, 0), "{report:?}");
     db.drop().await;
 }
@@ -259,21 +279,18 @@ async fn a_send_landing_after_its_resolver_looked_is_not_called_a_duplicate_of_i
     q.send(Message::new("warm")).await.unwrap();
     let id = MessageId::new();
 
-    let first = pause("send.before_commit");
-    let send = {
-        let q = q.clone();
-        tokio::spawn(async move { q.send(Message::new("once").with_id(id)).await })
-    };
-    first.reached().await;
-    proxy.cut_before_next_commit_arrives(Duration::from_millis(400));
-    first.release();
-    let second = pause("send.before_commit");
-    second.reached().await;
-    assert_eq!(proxy.commits_cut(), 1);
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(copies(&db, id).await, 1, "the first call landed");
-    second.release();
-    let sent = send.await.unwrap().unwrap();
+    let landed = async { assert_eq!(copies(&db, id).await, 1, "the first call stored it") };
+    let sent = landing_late(
+        &proxy,
+        "send.before_commit",
+        {
+            let q = q.clone();
+            async move { q.send(Message::new("once").with_id(id)).await }
+        },
+        landed,
+    )
+    .await
+    .unwrap();
     assert!(!sent.duplicate, "a send reported as a duplicate of itself");
     assert_eq!(copies(&db, id).await, 1);
     db.drop().await;
