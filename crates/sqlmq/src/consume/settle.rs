@@ -70,6 +70,20 @@ pub(crate) fn lost_to_error(report: AckReport) -> Result<()> {
     }
 }
 
+/// The resolver's question, on a connection outside the ack: whether the ack of `acked`
+/// (receipts that held their leases) committed.
+async fn acks_committed<B: Backend>(
+    store: &B::Store,
+    id: SourceId,
+    conn: &mut B::Connection,
+    acked: &[Receipt],
+) -> Result<bool> {
+    match id {
+        SourceId::Queue(_) => store.queue_acks_committed(conn, acked).await,
+        SourceId::Group(g) => store.group_acks_committed(conn, g, acked).await,
+    }
+}
+
 /// What the metrics and transactions of a queue or a group are called.
 struct Names {
     /// The metric label's key: `queue` or `group`.
@@ -216,11 +230,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
                     if maybe.is_empty() {
                         return Ok(lost);
                     }
-                    let committed = match id {
-                        SourceId::Queue(_) => store.queue_acks_committed(conn, &maybe).await?,
-                        SourceId::Group(g) => store.group_acks_committed(conn, g, &maybe).await?,
-                    };
-                    Ok(if committed {
+                    Ok(if acks_committed::<B>(store, id, conn, &maybe).await? {
                         receipts_except(&lost, &maybe)
                     } else {
                         lost
@@ -236,11 +246,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
                         // committed would report every receipt lost and leave them leased.
                         return Ok(None);
                     }
-                    let committed = match id {
-                        SourceId::Queue(_) => store.queue_acks_committed(conn, &acked).await?,
-                        SourceId::Group(g) => store.group_acks_committed(conn, g, &acked).await?,
-                    };
-                    if !committed {
+                    if !acks_committed::<B>(store, id, conn, &acked).await? {
                         unsure
                             .lock()
                             .expect("poisoned")

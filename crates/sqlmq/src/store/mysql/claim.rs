@@ -6,7 +6,7 @@
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and an
 //! insert into `leases`. In a transaction of its own that is one prepared `CALL
 //! {p}claim_plain(…)` (`claim_plain.sql`, see `procedures.rs`), one statement and one round
-//! trip, answering a result set per claimed message; where the server refuses the procedure,
+//! trip, answering one result set with the claim read's columns; where the server refuses it,
 //! and in the caller's transaction, two text scripts (see `script.rs`): the read, then the
 //! moves with the COMMIT. Nothing stays open while a handler runs.
 //!
@@ -24,7 +24,7 @@ use super::procedures;
 use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, micros};
-use crate::domain::{Delivery, Error, Result, micros_of};
+use crate::domain::{Delivery, Result, micros_of};
 use crate::store::Claim;
 use crate::store::body::claim::deliveries;
 use crate::store::body::slots::stored_key_of;
@@ -45,7 +45,7 @@ pub(crate) const CLAIM: &str = concat!(
     "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
 );
 /// The internal procedure's call (schema version 10, `claim_plain.sql`): queue, n, lease (µs),
-/// owner. Each claimed message is a result set of one row with the claim read's columns.
+/// owner. It answers one result set with the claim read's columns, before its COMMIT.
 const CALL_CLAIM_PLAIN: &str = "CALL {p}claim_plain(?, ?, ?, ?)";
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
@@ -110,9 +110,9 @@ impl Claim<MySql> for MySqlStore {
 }
 
 impl MySqlStore {
-    /// The claim's two scripts; with `own` (the unit's name) they open and commit a
-    /// transaction of their own and roll it back on an error, without it they run in the
-    /// caller's.
+    /// The claim; with `own` (the unit's name) in a transaction of its own — the procedure's
+    /// call while the server allows it, else two scripts that open and commit it and roll it
+    /// back on an error — without it, the two scripts in the caller's transaction.
     async fn claim_statements(
         &self,
         conn: &mut MySqlConnection,
@@ -125,8 +125,8 @@ impl MySqlStore {
             lease,
             owner,
         } = *request;
-        let read = self.claim_read(queue_id, n, own.is_some());
         let Some(op) = own else {
+            let read = self.claim_read(queue_id, n, false);
             let claimed = deliveries(&read.fetch_in(conn).await?, lease)?;
             if !claimed.is_empty() {
                 self.claim_moves(queue_id, &claimed, owner)
@@ -137,15 +137,7 @@ impl MySqlStore {
         };
         if self.one_statement.claim.load(Ordering::Relaxed) {
             crate::failpoints::before_commit(op).await;
-            let called = sqlx::query(self.st.get(CALL_CLAIM_PLAIN))
-                .bind(queue_id)
-                .bind(n as i32)
-                .bind(micros_of(lease))
-                .bind(owner.as_bytes())
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(Error::from);
-            match called {
+            match self.claim_call(conn, request).await {
                 // The final answer came: the claim committed.
                 Ok(rows) => return deliveries(&rows, lease),
                 Err(e) if procedures::refused(&e) => {
@@ -155,7 +147,7 @@ impl MySqlStore {
                 Err(e) => return Err(rolled_back(conn, e).await),
             }
         }
-        let rows = read.fetch(conn).await?;
+        let rows = self.claim_read(queue_id, n, true).fetch(conn).await?;
         let claimed = match deliveries(&rows, lease) {
             Ok(claimed) => claimed,
             Err(e) => return Err(rolled_back(conn, e).await),
@@ -165,6 +157,22 @@ impl MySqlStore {
         crate::failpoints::before_commit(op).await;
         write.run(conn).await?;
         Ok(claimed)
+    }
+
+    /// The claim as the procedure's call: its answer rows, read to the final OK (which says
+    /// it committed).
+    async fn claim_call(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest<'_>,
+    ) -> Result<Vec<sqlx::mysql::MySqlRow>> {
+        Ok(sqlx::query(self.st.get(CALL_CLAIM_PLAIN))
+            .bind(request.queue_id)
+            .bind(request.n as i32)
+            .bind(micros_of(request.lease))
+            .bind(request.owner.as_bytes())
+            .fetch_all(&mut *conn)
+            .await?)
     }
 
     /// The claim read of up to `n` messages, after a `START TRANSACTION` when `begin`.
