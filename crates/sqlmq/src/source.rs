@@ -298,19 +298,41 @@ impl<B: Backend> Source<B> {
         }
     }
 
-    /// Whether a non-locking look finds something to claim now. An empty claim alone does not
-    /// prove a source drained: `SKIP LOCKED` also skips rows another transaction (a
-    /// maintenance pass, a claim that is about to give up) holds for a moment.
-    pub(crate) async fn looks_claimable(&self) -> Result<bool> {
+    /// Whether the source may still have work for a worker that stops when drained: a
+    /// non-locking look finds something to claim, or maintenance just made something
+    /// claimable. An empty claim alone does not prove a source drained: `SKIP LOCKED` also
+    /// skips rows another transaction (a maintenance pass, a claim that is about to give up)
+    /// holds for a moment; and a lease that ended — this worker's own too, lost while its
+    /// handler waited on a slow database — leaves its message unclaimable until maintenance
+    /// releases it, which is run here rather than left to the prober (a worker that stopped
+    /// first would leave that message behind). Maintenance moves every due or ended one, so
+    /// the looks end.
+    pub(crate) async fn may_have_work(&self) -> Result<bool> {
         match self {
-            Source::Queue(q) => Ok(q.client().probe(&[q.id()]).await?.iter().any(|s| s.ready)),
-            Source::Group(g) => Ok(g
-                .topic()
-                .client()
-                .probe_groups(&[g.id()])
-                .await?
-                .iter()
-                .any(|s| s.ready || s.pending)),
+            Source::Queue(q) => {
+                let signals = q.client().probe(&[q.id()]).await?;
+                let Some(signal) = signals.first() else {
+                    return Ok(false);
+                };
+                if signal.due || signal.expired {
+                    // Moved by this maintenance, or by another process's at this moment:
+                    // either way claimable (or dead-lettered) at the next look.
+                    q.maintain().await?;
+                    return Ok(true);
+                }
+                Ok(signal.ready)
+            }
+            Source::Group(g) => {
+                let signals = g.topic().client().probe_groups(&[g.id()]).await?;
+                let Some(signal) = signals.first() else {
+                    return Ok(false);
+                };
+                if signal.expired {
+                    g.maintain().await?;
+                    return Ok(true);
+                }
+                Ok(signal.ready || signal.pending)
+            }
         }
     }
 

@@ -56,6 +56,15 @@ impl Slots {
         Arc::clone(&self.free).try_acquire_owned().ok()
     }
 
+    /// Wait until at least `n` slots are free (all of them at most), in the semaphore's own
+    /// queue: the wait costs nothing while it lasts. (Taking one permit and giving it straight
+    /// back, as the consumer once did, returns at once whenever one slot is free: the consumer
+    /// spun through its loop, a core's worth of CPU, until enough handlers finished.)
+    async fn until_free(&self, n: usize) {
+        // Never closed, so this only fails if the semaphore were closed.
+        let _ = self.free.acquire_many(n.min(self.concurrency) as u32).await;
+    }
+
     /// Wait until no message runs (every permit is back).
     pub(crate) async fn all_done(&self) {
         // Never closed, so this only fails if the semaphore were closed.
@@ -96,10 +105,9 @@ pub(crate) async fn run_consumer<B: Backend>(
         // least half a batch of slots is free, rather than claiming slot by slot (many small
         // claim transactions cost the server more per message than a few large ones).
         let worth_claiming = config.max_batch.min(slots.concurrency).div_ceil(2);
-        if free == 0 || (free < worth_claiming && slots.running() > 0) {
-            // Wait for a slot: take one permit and give it straight back.
+        if free < worth_claiming && slots.running() > 0 {
             tokio::select! {
-                permit = slots.free.acquire() => drop(permit),
+                () = slots.until_free(worth_claiming) => {}
                 _ = stop.cancelled() => return Ok(()),
             }
             continue;
@@ -137,10 +145,11 @@ pub(crate) async fn run_consumer<B: Backend>(
                 }
             }
             Ok(_) if config.stop_when_drained && slots.running() == 0 => {
-                if !rt.source.looks_claimable().await.unwrap_or(true) {
+                if !rt.source.may_have_work().await.unwrap_or(true) {
                     return Ok(());
                 }
-                // Rows were there but held by another transaction for a moment: look again.
+                // Rows were there but held by another transaction for a moment, or maintenance
+                // just gave some back: look again.
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(10)) => {}
                     _ = stop.cancelled() => {}
@@ -149,13 +158,14 @@ pub(crate) async fn run_consumer<B: Backend>(
             Ok(_) => {
                 failures = 0;
                 rt.source.client().outage().succeeded();
+                let free_now = slots.free.available_permits();
                 poll.enter_idle();
                 tokio::select! {
                     _ = &mut notified => {}
                     _ = stop.cancelled() => {}
                     // A message finished: with `stop_when_drained`, look whether that was the
                     // last one.
-                    permit = slots.free.acquire(), if config.stop_when_drained => drop(permit),
+                    () = slots.until_free(free_now + 1), if config.stop_when_drained => {}
                 }
                 poll.leave_idle();
             }

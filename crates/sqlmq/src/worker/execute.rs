@@ -66,6 +66,9 @@ pub(super) enum Finished {
 type Handling =
     std::pin::Pin<Box<dyn Future<Output = std::thread::Result<super::handler::Answer>> + Send>>;
 
+/// A lease extension under way.
+type Extension<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
+
 /// Run `delivery` through the queue's handler and settle it.
 ///
 /// The handler runs inside this task, under `catch_unwind`: a panic ends it like an error, and
@@ -125,22 +128,27 @@ async fn supervise<B: Backend>(
     // Extend when a third of the lease has passed: two more chances before it ends.
     let period = rt.lease / 3;
     let mut extend_at = now + period;
+    // The extension under way, polled beside the handler, never instead of it: a handler
+    // left unpolled while the extension waits for a connection may hold the pool's other
+    // connections in its own transactions (`JobContext::begin`), and then nothing moves until
+    // the pool's acquire timeout ends the wait.
+    let mut extending: Option<Extension<'_>> = None;
     loop {
-        let wake = if ctx.lease_lost() {
-            deadline
-        } else {
-            extend_at.min(deadline)
-        };
+        let idle = extending.is_none() && !ctx.lease_lost();
         tokio::select! {
             answer = &mut handler => return match answer {
                 Ok(answer) => Finished::Answer(answer),
                 Err(payload) => Finished::Panicked(panic_text(payload)),
             },
-            _ = tokio::time::sleep_until(wake) => {
-                if tokio::time::Instant::now() >= deadline {
-                    return Finished::TimedOut;
-                }
-                match rt.source.extend(receipt, rt.lease).await {
+            () = tokio::time::sleep_until(deadline) => return Finished::TimedOut,
+            () = tokio::time::sleep_until(extend_at), if idle => {
+                extending = Some(Box::pin(rt.source.extend(receipt, rt.lease)));
+            },
+            extended = async { extending.as_mut().expect("guarded by the branch").await },
+                if extending.is_some() =>
+            {
+                extending = None;
+                match extended {
                     Ok(()) => extend_at = tokio::time::Instant::now() + period,
                     Err(Error::LeaseLost { .. }) => {
                         tracing::warn!(source = rt.source.name(), message = %receipt.id,

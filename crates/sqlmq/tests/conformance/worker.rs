@@ -507,6 +507,130 @@ pub(crate) async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages
     db.drop().await;
 }
 
+/// A worker that stops when drained does not stop while a message whose lease it lost is still
+/// to come back: the database was out of reach (every connection of the pool held elsewhere)
+/// for longer than the lease, so the extension could not run and the handler's ack found the
+/// lease ended. The message must run again before the worker reports the queue drained (it
+/// stopped at once: the lease had ended but no maintenance had released it, and a look for
+/// ready messages found none).
+pub(crate) async fn a_worker_stopping_when_drained_waits_for_a_message_whose_lease_it_lost<
+    B: TestBackend,
+>() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    q.send(Message::new("x")).await.unwrap();
+    let lease = Duration::from_millis(600);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (started, first_started) = tokio::sync::oneshot::channel::<()>();
+    let started = Arc::new(std::sync::Mutex::new(Some(started)));
+    let go = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let (runs, go) = (Arc::clone(&runs), Arc::clone(&go));
+        move |_d: Delivery, _ctx: JobContext<B>| {
+            let (runs, go, started) = (Arc::clone(&runs), Arc::clone(&go), Arc::clone(&started));
+            async move {
+                if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                    if let Some(started) = started.lock().unwrap().take() {
+                        let _ = started.send(());
+                    }
+                    go.notified().await;
+                }
+                Ok::<_, String>(Outcome::Done)
+            }
+        }
+    };
+    let worker = Worker::builder(&client)
+        .queue_raw("jobs", handler)
+        .concurrency(1)
+        .lease(lease)
+        .stop_when_drained()
+        .run(CancellationToken::new());
+    let worker = tokio::spawn(worker);
+    first_started.await.unwrap();
+    // The database out of reach for the worker: every connection of its pool held here for
+    // twice the lease.
+    let mut held = Vec::new();
+    for _ in 0..client.pool().options().get_max_connections() {
+        held.push(client.pool().acquire().await.unwrap());
+    }
+    tokio::time::sleep(lease * 2).await;
+    go.notify_one();
+    drop(held);
+    let report = tokio::time::timeout(Duration::from_secs(60), worker)
+        .await
+        .expect("the worker stopped once drained")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.lease_lost, 1, "{report:?}");
+    assert_eq!(report.acked, 1, "the message ran again: {report:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(q.stats().await.unwrap().pending(), 0);
+    db.drop().await;
+}
+
+/// How long this test's runtime spent polling tasks, over all its worker threads.
+fn runtime_busy() -> Duration {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    (0..metrics.num_workers())
+        .map(|w| metrics.worker_total_busy_duration(w))
+        .sum()
+}
+
+/// A worker whose handlers all run waits for them without work of its own: neither while too
+/// few slots are free for a claim worth making, nor — stopping when drained — while the queue is
+/// empty and handlers still run. (It spun in both: it took one free slot's permit and gave it
+/// straight back, which returns at once while any slot is free, and looped; a core's worth of
+/// CPU, and in the second case a claim per turn, for as long as the handlers ran.)
+pub(crate) async fn a_worker_waiting_for_its_handlers_does_no_work<B: TestBackend>() {
+    let (db, client, q) = setup(QueueConfig::default()).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let running = Arc::clone(&running);
+        move |_d: Delivery, _ctx: JobContext<B>| {
+            let running = Arc::clone(&running);
+            async move {
+                running.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok::<_, String>(Outcome::Done)
+            }
+        }
+    };
+    // One claim loop: three of its four slots taken, one free, fewer than half a batch. Then,
+    // stopping when drained, one taken and the queue empty.
+    for (sent, drained) in [(3, false), (1, true)] {
+        running.store(0, Ordering::SeqCst);
+        let batch: Vec<Message> = (0..sent).map(|i| Message::new(format!("{i}"))).collect();
+        q.send_batch(batch).await.unwrap();
+        let stop = CancellationToken::new();
+        let mut builder = Worker::builder(&client)
+            .queue_raw("jobs", handler.clone())
+            .concurrency(4)
+            .claimers(1)
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50));
+        if drained {
+            builder = builder.stop_when_drained();
+        }
+        let worker = tokio::spawn(builder.run(stop.clone()));
+        eventually_async(Duration::from_secs(20), "every message running", || async {
+            (running.load(Ordering::SeqCst) == sent).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let before = runtime_busy();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let busy = runtime_busy() - before;
+        assert!(
+            busy < Duration::from_millis(300),
+            "{busy:?} of work in a second of waiting (stopping when drained: {drained})"
+        );
+        if !drained {
+            stop.cancel();
+        }
+        let report = worker.await.unwrap().unwrap();
+        assert_eq!(report.acked, sent as u64, "{report:?}");
+    }
+    db.drop().await;
+}
+
 /// The worker never needs more connections than its pool: 32 handlers on a pool of 2 (half of
 /// them in job transactions, which hold a connection while they run) with short leases that
 /// must be extended; every message is acked and the worker stops on its own.
@@ -561,6 +685,72 @@ pub(crate) async fn a_worker_needs_no_more_connections_than_its_pool<B: TestBack
     db.drop().await;
 }
 
+/// A lease extension that waits for a connection does not stop the handler: the handler's own
+/// transaction holds one, everything else of the pool is busy (held here where the pool has more
+/// than the one writer SQLite has), and the extension comes due. The handler must go on and
+/// commit — freeing the connection the extension waits for — rather than sit unpolled until the
+/// pool's acquire timeout fails the extension (as it did: the worker awaited the extension in
+/// place of the handler, and a pool of 2 under 32 handlers stalled for 30 s at a time).
+pub(crate) async fn a_handler_runs_on_while_its_lease_extension_waits_for_a_connection<
+    B: TestBackend,
+>() {
+    let db = TestDb::<B>::new().await;
+    db.client().await; // migrated
+    let acquire_timeout = Duration::from_secs(5);
+    let client = Client::builder()
+        .max_connections(2)
+        .connect_timeout(acquire_timeout)
+        .open::<B>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    q.send(Message::new("x")).await.unwrap();
+    let lease = Duration::from_millis(900);
+    let (past, past_extension) = tokio::sync::oneshot::channel::<()>();
+    let past = Arc::new(std::sync::Mutex::new(Some(past)));
+    let handler = move |_d: Delivery, ctx: JobContext<B>| {
+        let past = Arc::clone(&past);
+        async move {
+            let tx = ctx.begin().await.map_err(|e| e.to_string())?;
+            // Past the extension's time (a third of the lease) while holding the connection.
+            tokio::time::sleep(lease * 2 / 3).await;
+            if let Some(past) = past.lock().unwrap().take() {
+                let _ = past.send(());
+            }
+            tx.commit().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(Outcome::Done)
+        }
+    };
+    let worker = Worker::builder(&client)
+        .queue_raw("jobs", handler)
+        .concurrency(1)
+        .lease(lease)
+        .max_messages(1)
+        .run(CancellationToken::new());
+    let worker = tokio::spawn(worker);
+    let mut held = Vec::new();
+    for _ in 1..client.pool().options().get_max_connections() {
+        held.push(client.pool().acquire().await.unwrap());
+    }
+    let went_on = tokio::time::timeout(acquire_timeout * 3 / 5, past_extension).await;
+    drop(held);
+    assert!(
+        matches!(went_on, Ok(Ok(()))),
+        "the handler stood still while its lease extension waited for a connection"
+    );
+    let report = tokio::time::timeout(Duration::from_secs(60), worker)
+        .await
+        .expect("the worker stopped after its message")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.acked, 1, "{report:?}");
+    assert_eq!(q.stats().await.unwrap().pending(), 0);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
-    async: [a_worker_needs_no_more_connections_than_its_pool, typed_jobs_and_every_outcome, a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text, a_handler_longer_than_its_lease_keeps_its_message, a_handler_past_its_timeout_is_stopped_and_retried, an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling, a_send_through_the_same_client_wakes_the_worker_at_once, at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released, a_stalled_process_whose_claims_were_released_cannot_ack, bad_worker_settings_and_unknown_queues_are_rejected, a_worker_can_stop_when_drained_or_after_a_number_of_messages]
+    async: [a_worker_needs_no_more_connections_than_its_pool, a_handler_runs_on_while_its_lease_extension_waits_for_a_connection, a_worker_stopping_when_drained_waits_for_a_message_whose_lease_it_lost, a_worker_waiting_for_its_handlers_does_no_work, typed_jobs_and_every_outcome, a_panicking_handler_is_retried_then_dead_lettered_with_the_panic_text, a_handler_longer_than_its_lease_keeps_its_message, a_handler_past_its_timeout_is_stopped_and_retried, an_idle_worker_picks_up_a_message_from_another_process_within_the_poll_ceiling, a_send_through_the_same_client_wakes_the_worker_at_once, at_shutdown_in_flight_handlers_finish_and_overdue_ones_are_released, a_stalled_process_whose_claims_were_released_cannot_ack, bad_worker_settings_and_unknown_queues_are_rejected, a_worker_can_stop_when_drained_or_after_a_number_of_messages]
 );
