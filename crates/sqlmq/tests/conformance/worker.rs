@@ -37,6 +37,26 @@ async fn setup<B: TestBackend>(config: QueueConfig) -> (TestDb<B>, Client<B>, sq
     (db, client, q)
 }
 
+/// As [`setup`], with a client whose pool holds at most 2 connections and waits at most
+/// `acquire_timeout` for one.
+async fn setup_on_two_connections<B: TestBackend>(
+    acquire_timeout: Duration,
+) -> (TestDb<B>, Client<B>, sqlmq::Queue<B>) {
+    let db = TestDb::<B>::new().await;
+    db.client().await; // migrated
+    let client = Client::builder()
+        .max_connections(2)
+        .connect_timeout(acquire_timeout)
+        .open::<B>(&db.url)
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .unwrap();
+    (db, client, q)
+}
+
 /// Run a worker in the background; returns its stop token and handle.
 fn spawn<B: TestBackend>(
     builder: sqlmq::WorkerBuilder<B>,
@@ -635,18 +655,7 @@ pub(crate) async fn a_worker_waiting_for_its_handlers_does_no_work<B: TestBacken
 /// them in job transactions, which hold a connection while they run) with short leases that
 /// must be extended; every message is acked and the worker stops on its own.
 pub(crate) async fn a_worker_needs_no_more_connections_than_its_pool<B: TestBackend>() {
-    let db = TestDb::<B>::new().await;
-    db.client().await; // migrated
-    let client = Client::builder()
-        .max_connections(2)
-        .connect_timeout(Duration::from_secs(30))
-        .open::<B>(&db.url)
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("jobs", QueueConfig::default())
-        .await
-        .unwrap();
+    let (db, client, q) = setup_on_two_connections::<B>(Duration::from_secs(30)).await;
     let batch: Vec<Message> = (0..300).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
     let seen = sqlmq_testkit::Recorder::default();
@@ -694,19 +703,8 @@ pub(crate) async fn a_worker_needs_no_more_connections_than_its_pool<B: TestBack
 pub(crate) async fn a_handler_runs_on_while_its_lease_extension_waits_for_a_connection<
     B: TestBackend,
 >() {
-    let db = TestDb::<B>::new().await;
-    db.client().await; // migrated
     let acquire_timeout = Duration::from_secs(5);
-    let client = Client::builder()
-        .max_connections(2)
-        .connect_timeout(acquire_timeout)
-        .open::<B>(&db.url)
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("jobs", QueueConfig::default())
-        .await
-        .unwrap();
+    let (db, client, q) = setup_on_two_connections::<B>(acquire_timeout).await;
     q.send(Message::new("x")).await.unwrap();
     let lease = Duration::from_millis(900);
     let (past, past_extension) = tokio::sync::oneshot::channel::<()>();
