@@ -524,7 +524,10 @@ impl<B: Backend> WorkerBuilder<B> {
     }
 
     /// Stop (gracefully) once every queue is drained: a claim found nothing while none of the
-    /// queue's handlers was running. For batch jobs and scripts; a service keeps waiting.
+    /// queue's handlers was running, and nothing is about to come back — no delayed message
+    /// due, no lease ended (one this worker lost while the database was slow included): their
+    /// maintenance runs first. Messages still leased to other processes are theirs. For batch
+    /// jobs and scripts; a service keeps waiting.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.stop_when_drained(); }

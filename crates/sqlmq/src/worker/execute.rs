@@ -150,6 +150,9 @@ async fn supervise<B: Backend>(
                 extending = None;
                 match extended {
                     Ok(()) => extend_at = tokio::time::Instant::now() + period,
+                    // Acked meanwhile by the handler's job transaction (the extension ran
+                    // beside it): nothing was lost.
+                    Err(Error::LeaseLost { .. }) if ctx.acked() => {}
                     Err(Error::LeaseLost { .. }) => {
                         tracing::warn!(source = rt.source.name(), message = %receipt.id,
                             "lease lost while the handler runs: its result will be discarded");
