@@ -637,9 +637,11 @@ pub(crate) async fn a_worker_waiting_for_its_handlers_does_no_work<B: TestBacken
         tokio::time::sleep(Duration::from_millis(100)).await;
         let before = runtime_busy();
         tokio::time::sleep(Duration::from_secs(1)).await;
+        // Spinning, one worker thread is busy the whole second (0.77-1.0 s measured); a
+        // loaded machine stretches the few short polls of a waiting worker, hence the margin.
         let busy = runtime_busy() - before;
         assert!(
-            busy < Duration::from_millis(300),
+            busy < Duration::from_millis(500),
             "{busy:?} of work in a second of waiting (stopping when drained: {drained})"
         );
         if !drained {
