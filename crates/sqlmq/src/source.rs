@@ -314,7 +314,7 @@ impl<B: Backend> Source<B> {
                 let Some(signal) = signals.first() else {
                     return Ok(false);
                 };
-                if signal.due || signal.expired {
+                if signal.needs_maintenance() {
                     // Moved by this maintenance, or by another process's at this moment:
                     // either way claimable (or dead-lettered) at the next look.
                     q.maintain().await?;

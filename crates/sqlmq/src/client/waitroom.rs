@@ -401,8 +401,7 @@ async fn probe_queues<B: Backend>(client: &Client<B>, queues: &[(Watched, Mainta
         let Some((_, maintain)) = queues.iter().find(|(k, _)| *k == key) else {
             continue;
         };
-        let ready =
-            signal.ready || ((signal.due || signal.expired) && maintained(key, maintain).await);
+        let ready = signal.ready || (signal.needs_maintenance() && maintained(key, maintain).await);
         if ready {
             client.inner.waitroom.call(key);
         }

@@ -123,6 +123,14 @@ pub struct QueueSignal {
     pub expired: bool,
 }
 
+impl QueueSignal {
+    /// Whether the queue's maintenance has work: due messages to promote or ended leases to
+    /// release — messages that become claimable (or dead letters) once it runs.
+    pub fn needs_maintenance(&self) -> bool {
+        self.due || self.expired
+    }
+}
+
 /// What the wakeup probe saw for one cluster group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupSignal {

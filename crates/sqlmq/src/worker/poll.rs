@@ -134,7 +134,7 @@ pub(crate) async fn run_prober<B: Backend>(
                 continue;
             };
             let mut ready = signal.ready;
-            if signal.due || signal.expired {
+            if signal.needs_maintenance() {
                 match queue.maintain().await {
                     Ok(report) => ready |= report.promoted + report.released > 0,
                     Err(e) => tracing::warn!(queue = queue.name(), "maintenance failed: {e}"),
