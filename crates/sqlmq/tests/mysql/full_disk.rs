@@ -17,9 +17,8 @@
 //! fit finds no page for its undo log ("[FATAL] InnoDB: Error (Out of disk space) in rollback",
 //! signal 6). Whether that send's rollback needs a page depends on timing alone: the test
 //! passed before, then crashed the server in five runs of five once the worker stopped
-//! spinning a core while its handlers waited. Separate undo
-//! tablespaces, as most deployments with a file per table have in effect, keep the limit where
-//! this test puts it: on the data.
+//! spinning a core while its handlers waited. Separate undo tablespaces, as most deployments
+//! with a file per table have in effect, keep the limit where this test puts it: on the data.
 //!
 //! Why a tablespace limit and not a full file system: MariaDB 10.11 on a tmpfs that fills
 //! either stops answering ("preallocating … failed with error 28", then nothing) or aborts
