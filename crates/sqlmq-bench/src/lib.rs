@@ -34,6 +34,7 @@
 //! | `serve.rs` | `serve.send`, `serve.drain`: the HTTP API under load; the minimal HTTP client |
 //! | `serve_wait.rs` | `serve.wait`: what waiting HTTP long polls cost, their wakeup latency, memory |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
+//! | `worker_group.rs` | `worker.group`: `worker.e2e`'s worker on a cluster group |
 //! | `queue/` | sqlmq queue scenarios |
 //! | `topic/` | sqlmq topic scenarios: publish until sequenced, consumer group drain |
 //! | `peers/` | PostgreSQL, RabbitMQ, Redis Streams |
@@ -67,6 +68,7 @@ mod topic;
 mod track;
 mod worker;
 mod worker_fleet;
+mod worker_group;
 
 use std::io::IsTerminal;
 use std::time::{Instant, SystemTime};

@@ -11,7 +11,10 @@ use super::backend::Db;
 use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
-use super::{peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet};
+use super::{
+    peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet,
+    worker_group,
+};
 use sqlmq_cli_common::UsageError;
 
 /// A scenario.
@@ -113,6 +116,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["worker.e2e"],
     },
     Scenario {
+        id: "worker.group",
+        title: "worker.e2e's worker on a cluster group of an 8-partition topic, against the worker on a queue",
+        needs: &["worker.e2e"],
+    },
+    Scenario {
         id: "worker.latency",
         title: "worker runtime: send → handler start, busy and after idle",
         needs: &[],
@@ -203,6 +211,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.budget" => queue::budget::budget(ctx).await,
         "worker.e2e" => worker::e2e(ctx).await,
         "worker.limits" => worker::limits(ctx).await,
+        "worker.group" => worker_group::group(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
         "worker.fleet" => worker_fleet::fleet(ctx).await,

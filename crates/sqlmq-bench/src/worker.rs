@@ -38,9 +38,9 @@ use super::track::{Check, Tracker};
 
 /// Handlers running at once in the throughput scenario: two full batches per claim loop, so
 /// that a loop's next claim is in flight while its previous batch is handled.
-const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::WorkerBuilder::DEFAULT_CLAIMERS;
+pub(crate) const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::WorkerBuilder::DEFAULT_CLAIMERS;
 /// Messages per claim in the throughput scenario (as `queue.drain`'s consumers).
-const E2E_BATCH: usize = 100;
+pub(crate) const E2E_BATCH: usize = 100;
 /// Pre-fill batch (not measured).
 const FILL_BATCH: u64 = 10_000;
 /// The poll ceiling the library ships with (the idle figure is taken at it).
@@ -48,7 +48,7 @@ pub(crate) const DEFAULT_CEILING: Duration = sqlmq::WorkerBuilder::DEFAULT_POLL_
 
 /// The no-op job of the throughput scenario.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Noop(u64);
+pub(crate) struct Noop(pub(crate) u64);
 
 impl Job for Noop {
     const NAME: &'static str = "bench_noop";

@@ -54,18 +54,35 @@ where
 /// Record number `n` of a scenario: a [`BODY_BYTES`](super::args::BODY_BYTES) body carrying
 /// `n`, keyed by `n`, so that records spread over the partitions (FNV-1a of the key).
 pub fn record(n: u64) -> Record {
-    Record::new(body(n)).key(format!("k{n}"))
+    Record::new(body(n)).key(record_key(n))
+}
+
+/// The key of record number `n` (see [`record`]).
+pub fn record_key(n: u64) -> String {
+    format!("k{n}")
 }
 
 /// Publish `n` records in atomic batches (unmeasured set-up), then wait until every one has
 /// its offset; returns what was published.
 pub async fn fill<B: Db>(topic: &Topic<B>, n: u64, bar: &Bar) -> Result<Vec<Published>> {
+    fill_with(topic, n, bar, |n| Ok(record(n))).await
+}
+
+/// [`fill`] with records of the caller's making: `make(n)` is record number `n`.
+pub async fn fill_with<B: Db>(
+    topic: &Topic<B>,
+    n: u64,
+    bar: &Bar,
+    make: impl Fn(u64) -> Result<Record>,
+) -> Result<Vec<Published>> {
     bar.phase("pre-publish (publish_batch)", n);
     let mut published = Vec::with_capacity(n as usize);
     let mut next = 0;
     while next < n {
         let k = (n - next).min(FILL_BATCH);
-        let batch: Vec<Record> = (next..next + k).map(record).collect();
+        let batch = (next..next + k)
+            .map(&make)
+            .collect::<Result<Vec<Record>>>()?;
         published.extend(topic.publish_batch(batch).await?);
         next += k;
         bar.inc(k);
