@@ -46,8 +46,14 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         )),
         "{out}"
     );
-    // The library's own send of one message, claim and ack of one receipt.
-    for procedure in ["sqlmq_send_plain", "sqlmq_claim_plain", "sqlmq_ack_plain"] {
+    // The library's own send of one message, claim and ack of one receipt, ack of one group
+    // receipt.
+    for procedure in [
+        "sqlmq_send_plain",
+        "sqlmq_claim_plain",
+        "sqlmq_ack_plain",
+        "sqlmq_ack_group_one",
+    ] {
         assert!(
             out.contains(&format!(
                 "GRANT EXECUTE ON PROCEDURE `{}`.`{procedure}` TO 'app'@'%';",

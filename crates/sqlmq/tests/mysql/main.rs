@@ -7,6 +7,7 @@
 mod claim_ack_procedures;
 mod durability;
 mod full_disk;
+mod group_ack_procedure;
 mod history;
 mod kept_connections;
 mod long_polls;

@@ -47,7 +47,7 @@ pub(crate) mod flows;
 mod group_claim;
 mod group_dead;
 mod group_settle;
-mod group_state;
+pub(crate) mod group_state;
 mod groups;
 pub(crate) mod keys;
 pub(crate) mod limits;
@@ -112,15 +112,16 @@ pub(crate) enum Beside {
     After(i32),
 }
 
-/// Whether a lone send, a claim and a lone ack may each take the backend's one-statement path
-/// (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is cleared, for the
-/// client and its clones, the first time the server says its procedure is missing or not
-/// allowed.
+/// Whether a lone send, a claim, a lone ack and a lone group ack may each take the backend's
+/// one-statement path (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is
+/// cleared, for the client and its clones, the first time the server says its procedure is
+/// missing or not allowed.
 #[derive(Debug)]
 pub(crate) struct OneStatement {
     pub send: AtomicBool,
     pub claim: AtomicBool,
     pub ack: AtomicBool,
+    pub group_ack: AtomicBool,
 }
 
 impl Default for OneStatement {
@@ -129,6 +130,7 @@ impl Default for OneStatement {
             send: AtomicBool::new(true),
             claim: AtomicBool::new(true),
             ack: AtomicBool::new(true),
+            group_ack: AtomicBool::new(true),
         }
     }
 }
@@ -229,6 +231,19 @@ pub trait Dialect: Driver + Types {
         Self: crate::store::Backend,
     {
         settle::ack_queue_in_own_transaction(store, conn, queue_id, receipts, acked, op)
+    }
+
+    /// Ack one receipt of cluster group `group_id` inside the caller's transaction in one
+    /// statement, where the backend can: `Some(true)` acked, `Some(false)` the receipt does
+    /// not hold its lease (nothing written); `None` (the default) when it cannot, and then
+    /// [`GroupSettle::ack_group`](crate::store::GroupSettle::ack_group) runs its statements.
+    fn ack_group_one(
+        _store: &SqlStore<Self>,
+        _conn: &mut Self::Connection,
+        _group_id: i32,
+        _receipt: &crate::domain::Receipt,
+    ) -> impl std::future::Future<Output = Result<Option<bool>>> + Send {
+        std::future::ready(Ok(None))
     }
 
     /// Publish records in the caller's transaction (a finishing batch's callbacks to topics):

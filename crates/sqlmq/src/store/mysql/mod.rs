@@ -54,6 +54,7 @@ pub(crate) mod errors;
 pub(crate) mod flows;
 mod follow;
 pub(crate) mod grants;
+pub(crate) mod group_ack;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
 pub(crate) mod group_settle;
@@ -139,6 +140,15 @@ impl body::Dialect for MySql {
         host: &str,
     ) -> impl std::future::Future<Output = Result<Vec<String>>> + Send {
         migrate::grants(store, conn, role, user, host)
+    }
+
+    fn ack_group_one(
+        store: &MySqlStore,
+        conn: &mut MySqlConnection,
+        group_id: i32,
+        receipt: &crate::domain::Receipt,
+    ) -> impl std::future::Future<Output = Result<Option<bool>>> + Send {
+        group_ack::ack_group_one(store, conn, group_id, receipt)
     }
 
     fn ack_queue_own(

@@ -564,6 +564,19 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &["claim_plain", "ack_plain"],
         }),
     },
+    Migration {
+        version: 11,
+        description: "one-statement group ack",
+        // The library's ack of one cluster-group receipt inside a transaction (a job
+        // transaction's commit, the acker's lone ack) as one prepared statement
+        // (`store/mysql/group_ack.rs`).
+        statements: &[include_str!("ack_group_one.sql")],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &["ack_group_one"],
+        }),
+    },
 ];
 
 #[cfg(test)]

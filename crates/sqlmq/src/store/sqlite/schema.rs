@@ -503,6 +503,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 11,
+        description: "one-statement group ack",
+        // MySQL's internal group ack procedure; SQLite has no round trips to save.
+        statements: &[],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]
