@@ -122,25 +122,40 @@ async fn e2e_run<B: Db>(
             ids.extend(queue.send_batch(batch).await?.into_iter().map(|s| s.id));
             b.set(ids.len() as u64);
         }
-        b.phase(phase, n);
-        let tracker = Arc::new(Tracker::new(n));
-        let (t, bb) = (Arc::clone(&tracker), b.clone());
-        let handler = move |_job: Noop, ctx: JobContext<B>| {
-            t.record([ctx.id()]);
-            bb.set(t.delivered());
-            async { Ok::<_, Infallible>(Outcome::Done) }
-        };
-        let started = Instant::now();
-        let report = Worker::builder(&client)
-            .queue("wrk", handler)
-            .concurrency(E2E_CONCURRENCY)
-            .max_batch(E2E_BATCH)
-            .stop_when_drained()
-            .run(CancellationToken::new())
-            .await?;
-        Ok((started.elapsed(), tracker.check(&ids), report))
+        e2e_worker(&client, "wrk", &ids, &b, phase).await
     })
     .await
+}
+
+/// The throughput scenarios' worker: [`E2E_CONCURRENCY`] slots, claims of up to
+/// [`E2E_BATCH`], a no-op typed handler, on `source` (a queue, or `topic/group`) holding the
+/// jobs `ids`, until it stops on its own; `phase` names it on the progress bar. Returns the
+/// time from the worker's start to its stop, the delivery check and the worker's report.
+pub(crate) async fn e2e_worker<B: Db>(
+    client: &Client<B>,
+    source: &str,
+    ids: &[MessageId],
+    bar: &Bar,
+    phase: &str,
+) -> Result<(Duration, Check, WorkerReport)> {
+    let n = ids.len() as u64;
+    bar.phase(phase, n);
+    let tracker = Arc::new(Tracker::new(n));
+    let (t, b) = (Arc::clone(&tracker), bar.clone());
+    let handler = move |_job: Noop, ctx: JobContext<B>| {
+        t.record([ctx.id()]);
+        b.set(t.delivered());
+        async { Ok::<_, Infallible>(Outcome::Done) }
+    };
+    let started = Instant::now();
+    let report = Worker::builder(client)
+        .source(source.parse()?, handler)
+        .concurrency(E2E_CONCURRENCY)
+        .max_batch(E2E_BATCH)
+        .stop_when_drained()
+        .run(CancellationToken::new())
+        .await?;
+    Ok((started.elapsed(), tracker.check(ids), report))
 }
 
 /// `worker.limits`: `worker.e2e` on a queue with limits that never bind, against `worker.e2e`

@@ -9,15 +9,8 @@
 //! handlers each hold a connection for their job transaction), so it claims and acks a few
 //! records at a time where `worker.e2e` claims up to a hundred.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::Instant;
-
 use anyhow::Result;
-use sqlmq::{
-    CancellationToken, GroupConfig, Job, JobContext, Message, MessageId, Outcome, Record, StartAt,
-    TopicConfig, Worker,
-};
+use sqlmq::{GroupConfig, Job, Message, MessageId, Record, StartAt, TopicConfig};
 
 use super::args::TOPIC_PARTITIONS;
 use super::backend::Db;
@@ -26,8 +19,7 @@ use super::outcome::Outcome as Ran;
 use super::queue::{POOL, with_client};
 use super::report::Figure;
 use super::topic::{fill_with, record_key};
-use super::track::Tracker;
-use super::worker::{E2E_BATCH, E2E_CONCURRENCY, Noop};
+use super::worker::{E2E_CONCURRENCY, Noop, e2e_worker};
 
 /// `worker.group`.
 pub async fn group<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
@@ -47,23 +39,8 @@ pub async fn group<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         topic
             .create_group("g", GroupConfig::default(), StartAt::Earliest)
             .await?;
-        b.phase("worker on a cluster group, no-op typed handler", n);
-        let tracker = Arc::new(Tracker::new(n));
-        let (t, bb) = (Arc::clone(&tracker), b.clone());
-        let handler = move |_job: Noop, ctx: JobContext<B>| {
-            t.record([ctx.id()]);
-            bb.set(t.delivered());
-            async { Ok::<_, Infallible>(Outcome::Done) }
-        };
-        let started = Instant::now();
-        let report = Worker::builder(&client)
-            .topic_group("wgr", "g", handler)
-            .concurrency(E2E_CONCURRENCY)
-            .max_batch(E2E_BATCH)
-            .stop_when_drained()
-            .run(CancellationToken::new())
-            .await?;
-        Ok((started.elapsed(), tracker.check(&ids), report))
+        let phase = "worker on a cluster group, no-op typed handler";
+        e2e_worker(&client, "wgr/g", &ids, &b, phase).await
     })
     .await;
     bar.finish();
