@@ -12,21 +12,9 @@ use sqlmq::{
 };
 use sqlmq_testkit::TestDb;
 
-use crate::questions::{counted, statements};
+use crate::questions::{between, counted, statements};
 
 const LEASE: Duration = Duration::from_secs(30);
-
-/// Statements the server ran on `client`'s connections between two readings of the counters
-/// (less the reading's own).
-fn ran(
-    before: &std::collections::HashMap<u64, u64>,
-    after: &std::collections::HashMap<u64, u64>,
-) -> u64 {
-    after
-        .iter()
-        .map(|(id, n)| n - before.get(id).copied().unwrap_or(0))
-        .sum::<u64>()
-}
 
 /// A one-partition topic of `n` sequenced records and a cluster group reading it from the
 /// start.
@@ -62,10 +50,10 @@ async fn a_lone_group_ack_is_one_statement_and_records_what_the_statements_recor
 
     let by_call = one(&g, LEASE).await;
     let before = statements(&client).await;
-    let reading = ran(&before, &statements(&client).await);
+    let reading = between(&before, &statements(&client).await);
     let before = statements(&client).await;
     g.ack(by_call.receipt()).await.unwrap();
-    let call = ran(&before, &statements(&client).await) - reading;
+    let call = between(&before, &statements(&client).await) - reading;
     // START TRANSACTION, the CALL, COMMIT.
     assert_eq!(call, 3, "statements of a lone group ack");
 
@@ -75,7 +63,7 @@ async fn a_lone_group_ack_is_one_statement_and_records_what_the_statements_recor
     let by_statements_too = one(&g, LEASE).await;
     let before = statements(&client).await;
     g.ack(by_statements_too.receipt()).await.unwrap();
-    let without = ran(&before, &statements(&client).await) - reading;
+    let without = between(&before, &statements(&client).await) - reading;
     // START TRANSACTION, the lease locked, deleted, the history written, COMMIT.
     assert_eq!(
         without, 5,
@@ -160,10 +148,10 @@ async fn the_group_ack_procedure_refuses_a_lost_lease_and_rolls_back_with_the_ca
 }
 
 /// A worker's job transactions on many slots at once, each acking while the others hold
-/// leases: none may wait for another's lease, so none deadlocks. (A first version of the procedure deleted the lease
-/// without forcing the primary key; the optimizer took the expiry index for the procedure's
-/// parameters, locked the group's other leases on the way, and two acks deadlocked: the
-/// pipeline's job transaction failed.)
+/// leases: none may wait for another's lease, so none deadlocks. (A first version of the
+/// procedure deleted the lease without forcing the primary key; the optimizer took the expiry
+/// index for the procedure's parameters, locked the group's other leases on the way, and two
+/// acks deadlocked: the pipeline's job transaction failed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn job_transactions_of_many_slots_at_once_do_not_deadlock() {
     const CONSUMERS: usize = 16;

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::MySqlStore;
 use super::procedures;
+use super::settle::{ACK_DONE, ACK_LOST};
 use crate::domain::{Error, GROUP_EVENTS_KEPT, Receipt, Result};
 use crate::store::body::group_state::STATE_ACKED;
 
@@ -37,8 +38,8 @@ pub(super) async fn ack_group_one(
         .map_err(Error::from);
     match called {
         Ok(answer) => match answer[..] {
-            [1] => Ok(Some(true)),
-            [0] => Ok(Some(false)),
+            [ACK_DONE] => Ok(Some(true)),
+            [ACK_LOST] => Ok(Some(false)),
             _ => Err(Error::Corrupt(format!(
                 "the group ack procedure answered {answer:?}"
             ))),

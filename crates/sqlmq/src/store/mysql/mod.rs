@@ -54,7 +54,7 @@ pub(crate) mod errors;
 pub(crate) mod flows;
 mod follow;
 pub(crate) mod grants;
-pub(crate) mod group_ack;
+mod group_ack;
 pub(crate) mod group_claim;
 pub(crate) mod group_dead;
 pub(crate) mod group_settle;

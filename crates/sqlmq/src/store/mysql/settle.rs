@@ -45,9 +45,9 @@ pub(super) const DELETE_MESSAGES: &str =
 /// The internal procedure's call (schema version 10, `ack_plain.sql`): queue, id, token.
 const CALL_ACK_PLAIN: &str = "CALL {p}ack_plain(?, ?, ?)";
 
-/// What the procedure answers (see `ack_plain.sql`).
-const ACK_LOST: i64 = 0;
-const ACK_DONE: i64 = 1;
+/// What the procedure answers (see `ack_plain.sql`; `ack_group_one.sql` answers the first two).
+pub(super) const ACK_LOST: i64 = 0;
+pub(super) const ACK_DONE: i64 = 1;
 const ACK_KEYED: i64 = 2;
 
 /// An ack of a queue's receipts in a transaction of its own: a lone receipt by the procedure
