@@ -116,6 +116,6 @@ pub use store::Backend;
 pub use tokio_util::sync::CancellationToken;
 pub use topic::{BroadcastReader, Group, Topic};
 pub use worker::{
-    Handler, JobContext, JobTransaction, Outcome, Worker, WorkerBuilder, WorkerReport,
-    shutdown_on_signals,
+    BatchContext, BatchHandler, Handler, JobContext, JobTransaction, Outcome, Worker,
+    WorkerBuilder, WorkerReport, shutdown_on_signals,
 };

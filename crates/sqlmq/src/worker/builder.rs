@@ -1,12 +1,15 @@
 //! [`WorkerBuilder`]: a worker's sources, handlers and settings.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::MySql;
 use tokio_util::sync::CancellationToken;
 
+use super::batch::{BatchHandler, Batched};
 use super::broadcast::{Checkpointing, MemberSpec};
+use super::execute::SourceHandler;
 use super::handler::{DynHandler, Handler, Raw, Typed};
 use super::tally::WorkerReport;
 use crate::client::Client;
@@ -33,7 +36,7 @@ use crate::store::Backend;
 /// ```
 pub struct WorkerBuilder<B: Backend = MySql> {
     pub(super) client: Client<B>,
-    pub(super) sources: Vec<(SourceName, Box<dyn DynHandler<B>>)>,
+    pub(super) sources: Vec<(SourceName, SourceHandler<B>)>,
     pub(super) members: Vec<(MemberSpec, Box<dyn DynHandler<B>>)>,
     pub(super) checkpointing: Checkpointing,
     pub(super) concurrency: usize,
@@ -297,8 +300,8 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # Ok(()) }
     /// ```
     pub fn source<J: Job, H: Handler<J, B>>(mut self, name: SourceName, handler: H) -> Self {
-        self.sources
-            .push((name, Box::new(Typed::<J, H>::new(handler))));
+        let handler = Box::new(Typed::<J, H>::new(handler));
+        self.sources.push((name, SourceHandler::Each(handler)));
         self
     }
 
@@ -313,7 +316,41 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # Ok(()) }
     /// ```
     pub fn source_raw<H: Handler<Delivery, B>>(mut self, name: SourceName, handler: H) -> Self {
-        self.sources.push((name, Box::new(Raw::new(handler))));
+        let handler = Box::new(Raw::new(handler));
+        self.sources.push((name, SourceHandler::Each(handler)));
+        self
+    }
+
+    /// Handle a queue or a cluster group, by name, a claim at a time: `handler` (a
+    /// [`BatchHandler`] or an `async` closure `|batch: Vec<Delivery>, ctx: BatchContext| async
+    /// move { … }`) gets every message of a claim — up to the free slots and
+    /// [`WorkerBuilder::max_batch`] — in one call, and [`BatchContext::begin`](crate::BatchContext::begin) a transaction
+    /// whose commit acks them all: an exactly-once pipeline at one transaction per batch
+    /// rather than per message. The [`concurrency`](WorkerBuilder::concurrency) still counts
+    /// messages: with 64 slots and claims of up to 32, two batches run at once. The handler's
+    /// [`Outcome`](super::Outcome) applies to each message it did not settle itself; the
+    /// [`timeout`](WorkerBuilder::timeout) applies to the whole call.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client, out: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// sqlmq::Worker::builder(&client)
+    ///     .source_batch("orders/enrich".parse()?, move |batch: Vec<sqlmq::Delivery>, ctx: sqlmq::BatchContext| {
+    ///         let out = out.clone();
+    ///         async move {
+    ///             let records = batch.into_iter().map(|d| sqlmq::Record::new(d.body));
+    ///             let mut tx = ctx.begin().await?;
+    ///             out.publish_batch_in(&mut tx, records.collect()).await?;
+    ///             tx.commit().await?; // the outputs and the acks of the whole batch
+    ///             Ok::<_, sqlmq::Error>(sqlmq::Outcome::Done)
+    ///         }
+    ///     })
+    ///     .concurrency(64)
+    ///     .max_batch(32);
+    /// # Ok(()) }
+    /// ```
+    pub fn source_batch<H: BatchHandler<B>>(mut self, name: SourceName, handler: H) -> Self {
+        let handler = Arc::new(Batched::new(handler));
+        self.sources.push((name, SourceHandler::Batch(handler)));
         self
     }
 

@@ -14,10 +14,11 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::{SourceRuntime, execute};
+use super::batch::execute_batch;
+use super::execute::{SourceHandler, SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
-use crate::domain::Result;
+use crate::domain::{Delivery, Result};
 use crate::outage::{Outage, sleep_unless_stopped};
 use crate::store::Backend;
 
@@ -145,16 +146,7 @@ pub(crate) async fn run_consumer<B: Backend>(
                 failures = 0;
                 rt.source.client().outage().succeeded();
                 poll.activity.store(true, Ordering::Relaxed);
-                for delivery in batch {
-                    let permit = Arc::clone(&slots.free)
-                        .try_acquire_owned()
-                        .expect("claims never exceed the free slots");
-                    let (rt, tally) = (Arc::clone(&rt), Arc::clone(tally));
-                    tokio::spawn(async move {
-                        tally.add(execute(rt, delivery).await, 1);
-                        drop(permit);
-                    });
-                }
+                start(&rt, batch, slots, tally);
             }
             Ok(_) if config.stop_when_drained && slots.running() == 0 => {
                 if !rt.source.may_have_work().await.unwrap_or(true) {
@@ -193,6 +185,41 @@ pub(crate) async fn run_consumer<B: Backend>(
                 tracing::error!(source = rt.source.name(), "claiming stopped: {e}");
                 return Err(e);
             }
+        }
+    }
+}
+
+/// Start the claimed `batch`: a task per message, or one for the whole claim when the source
+/// has a batch handler. Each message holds a slot until it is settled.
+fn start<B: Backend>(
+    rt: &Arc<SourceRuntime<B>>,
+    batch: Vec<Delivery>,
+    slots: &Slots,
+    tally: &Arc<Tally>,
+) {
+    let permits = Arc::clone(&slots.free)
+        .try_acquire_many_owned(batch.len() as u32)
+        .expect("claims never exceed the free slots");
+    match &rt.handler {
+        SourceHandler::Each(_) => {
+            let mut permits = permits;
+            for delivery in batch {
+                let permit = permits.split(1).expect("a permit per message");
+                let (rt, tally) = (Arc::clone(rt), Arc::clone(tally));
+                tokio::spawn(async move {
+                    tally.add(execute(rt, delivery).await, 1);
+                    drop(permit);
+                });
+            }
+        }
+        SourceHandler::Batch(handler) => {
+            let (rt, tally, handler) = (Arc::clone(rt), Arc::clone(tally), Arc::clone(handler));
+            tokio::spawn(async move {
+                for settled in execute_batch(rt, handler.as_ref(), batch).await {
+                    tally.add(settled, 1);
+                }
+                drop(permits);
+            });
         }
     }
 }

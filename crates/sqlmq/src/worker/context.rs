@@ -314,17 +314,25 @@ impl<B: Backend> JobContext<B> {
     /// # Ok(()) }
     /// ```
     pub async fn begin(&self) -> Result<JobTransaction<B>> {
-        let tx = crate::tx::begin_for_caller(self.inner.origin.client().pool()).await?;
-        Ok(JobTransaction {
-            tx,
-            ctx: self.clone(),
-            after_commit: Vec::new(),
-        })
+        JobTransaction::begin_for(self.client(), vec![self.clone()]).await
+    }
+
+    /// The client of the message's queue or group.
+    pub(crate) fn client(&self) -> &crate::Client<B> {
+        self.inner.origin.client()
     }
 
     /// Settle the message in the caller's transaction: ack it, or for a broadcast member move
     /// its position past the record.
     async fn settle_in(&self, conn: &mut B::Connection) -> Result<()> {
+        let settled = self.settle_origin_in(conn).await;
+        if let Err(Error::LeaseLost { .. }) = settled {
+            self.mark_lost();
+        }
+        settled
+    }
+
+    async fn settle_origin_in(&self, conn: &mut B::Connection) -> Result<()> {
         match &self.inner.origin {
             Origin::Source(source) => source.ack_in(conn, self.inner.receipt).await,
             Origin::Member { group, member } => {
@@ -365,30 +373,48 @@ impl<B: Backend> JobContext<B> {
 /// ```
 pub struct JobTransaction<B: Backend = MySql> {
     pub(super) tx: Transaction<'static, B>,
-    ctx: JobContext<B>,
+    /// The messages its commit settles: one, or a batch handler's.
+    jobs: Vec<JobContext<B>>,
     /// Wakeups of local consumers of what this transaction sent or published, run after
     /// its commit (see `pipeline.rs`).
     pub(super) after_commit: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl<B: Backend> JobTransaction<B> {
-    /// Ack the message in this transaction, then commit. On [`Error::LeaseLost`] the
-    /// transaction is rolled back: none of its writes happen.
+    /// A transaction on `client`'s pool whose commit settles `jobs`.
+    pub(super) async fn begin_for(
+        client: &crate::Client<B>,
+        jobs: Vec<JobContext<B>>,
+    ) -> Result<JobTransaction<B>> {
+        let tx = crate::tx::begin_for_caller(client.pool()).await?;
+        Ok(JobTransaction {
+            tx,
+            jobs,
+            after_commit: Vec::new(),
+        })
+    }
+
+    /// Ack the message (a batch's messages) in this transaction, then commit. On
+    /// [`Error::LeaseLost`] the transaction is rolled back: none of its writes happen.
     ///
     /// ```
     /// # async fn f(tx: sqlmq::JobTransaction) -> sqlmq::Result<()> { tx.commit().await }
     /// ```
     pub async fn commit(mut self) -> Result<()> {
-        let ctx = self.ctx.clone();
-        if let Err(e) = ctx.settle_in(&mut self.tx).await {
-            if matches!(e, Error::LeaseLost { .. }) {
-                ctx.mark_lost();
-            }
+        let jobs = std::mem::take(&mut self.jobs);
+        let settled = match jobs.as_slice() {
+            [] => Ok(()),
+            [one] => one.settle_in(&mut self.tx).await,
+            many => settle_all_in(many, &mut self.tx).await,
+        };
+        if let Err(e) = settled {
             let _ = self.tx.rollback().await;
             return Err(e);
         }
         self.tx.commit().await?;
-        ctx.inner.acked.store(true, Ordering::Relaxed);
+        for job in &jobs {
+            job.inner.acked.store(true, Ordering::Relaxed);
+        }
         for wake in self.after_commit {
             wake();
         }
@@ -403,6 +429,25 @@ impl<B: Backend> JobTransaction<B> {
     pub async fn rollback(self) -> Result<()> {
         Ok(self.tx.rollback().await?)
     }
+}
+
+/// Ack a batch handler's messages (all of one queue or cluster group) in the caller's
+/// transaction, in one pass; a lost lease marks its message and fails the whole.
+async fn settle_all_in<B: Backend>(jobs: &[JobContext<B>], conn: &mut B::Connection) -> Result<()> {
+    let Origin::Source(source) = &jobs[0].inner.origin else {
+        // Broadcast records have no receipts to ack together (and batch handlers take
+        // sources only): settle each.
+        for job in jobs {
+            job.settle_in(conn).await?;
+        }
+        return Ok(());
+    };
+    let receipts: Vec<Receipt> = jobs.iter().map(JobContext::receipt).collect();
+    let report = source.ack_batch_in(conn, &receipts).await?;
+    for job in jobs.iter().filter(|j| report.lost.contains(&j.receipt())) {
+        job.mark_lost();
+    }
+    crate::consume::lost_to_error(report)
 }
 
 impl<B: Backend> Deref for JobTransaction<B> {

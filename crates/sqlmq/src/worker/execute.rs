@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use tokio::sync::watch;
 
 use super::acker::Acker;
+use super::batch::DynBatchHandler;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
 use crate::domain::Delivery;
@@ -26,7 +27,7 @@ pub(crate) const KILLED_AT_SHUTDOWN: &str = "the worker shut down before the han
 /// What every job of one source (queue or consumer group) shares.
 pub(crate) struct SourceRuntime<B: Backend> {
     pub source: Source<B>,
-    pub handler: Box<dyn DynHandler<B>>,
+    pub handler: SourceHandler<B>,
     pub lease: Duration,
     pub timeout: Duration,
     pub acker: Acker,
@@ -35,6 +36,12 @@ pub(crate) struct SourceRuntime<B: Backend> {
     /// `sqlmq_handler_seconds{queue|group}`, resolved once: the recorder is installed before workers
     /// start, and a handle per message would allocate its labels each time.
     pub handler_seconds: metrics::Histogram,
+}
+
+/// A source's handler: of one message at a time, or of whole claims.
+pub(crate) enum SourceHandler<B: Backend> {
+    Each(Box<dyn DynHandler<B>>),
+    Batch(Arc<dyn DynBatchHandler<B>>),
 }
 
 /// How a message ended, for the worker's tally.
@@ -54,7 +61,8 @@ pub(crate) enum Settled {
     Unsettled,
 }
 
-/// How the handler ended.
+/// How the handler ended (for a batch: every message's end).
+#[derive(Clone)]
 pub(super) enum Finished {
     Answer(Answer),
     Panicked(String),
@@ -63,11 +71,11 @@ pub(super) enum Finished {
 }
 
 /// The handler's future, under `catch_unwind`.
-type Handling =
+pub(super) type Handling =
     std::pin::Pin<Box<dyn Future<Output = std::thread::Result<super::handler::Answer>> + Send>>;
 
-/// A lease extension under way.
-type Extension<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
+/// Lease extensions under way: whether one failed.
+type Extension<'a> = std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 
 /// Run `delivery` through the queue's handler and settle it.
 ///
@@ -84,16 +92,19 @@ pub(crate) async fn execute<B: Backend>(rt: Arc<SourceRuntime<B>>, delivery: Del
 
 /// [`execute`] inside the message's span.
 async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> Settled {
+    let SourceHandler::Each(handler) = &rt.handler else {
+        unreachable!("the claim loop hands a batch source's claims to execute_batch")
+    };
     let ctx = JobContext::new(rt.source.clone(), &mut delivery);
     let started = Instant::now();
     let mut handler: Handling =
-        Box::pin(AssertUnwindSafe(rt.handler.call(delivery, ctx.clone())).catch_unwind());
+        Box::pin(AssertUnwindSafe(handler.call(delivery, ctx.clone())).catch_unwind());
     // Many handlers finish on their first poll: then no timer or watch needs arming.
     let first = std::future::poll_fn(|cx| Poll::Ready(handler.as_mut().poll(cx))).await;
     let finished = match first {
         Poll::Ready(Ok(answer)) => Finished::Answer(answer),
         Poll::Ready(Err(payload)) => Finished::Panicked(panic_text(payload)),
-        Poll::Pending => Box::pin(supervise(&rt, &ctx, handler)).await,
+        Poll::Pending => Box::pin(supervise(&rt, std::slice::from_ref(&ctx), handler)).await,
     };
     rt.handler_seconds.record(started.elapsed().as_secs_f64());
     if !ctx.acked() && !ctx.lease_lost() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
@@ -113,15 +124,14 @@ async fn ack<B: Backend>(rt: &SourceRuntime<B>, receipt: crate::domain::Receipt)
     }
 }
 
-/// Wait for a handler that did not finish at once: extend its lease every third of it, stop
-/// it at its timeout or at the end of the shutdown grace period. One timer at a time: the next
-/// of the extension and the timeout.
-async fn supervise<B: Backend>(
+/// Wait for a handler that did not finish at once: extend the leases of its messages (one, or
+/// a batch) every third of the lease, stop it at its timeout or at the end of the shutdown
+/// grace period. One timer at a time: the next of the extension and the timeout.
+pub(super) async fn supervise<B: Backend>(
     rt: &SourceRuntime<B>,
-    ctx: &JobContext<B>,
+    jobs: &[JobContext<B>],
     mut handler: Handling,
 ) -> Finished {
-    let receipt = ctx.receipt();
     let mut kill = rt.kill.clone();
     let now = tokio::time::Instant::now();
     let deadline = now + rt.timeout;
@@ -134,7 +144,7 @@ async fn supervise<B: Backend>(
     // the pool's acquire timeout ends the wait.
     let mut extending: Option<Extension<'_>> = None;
     loop {
-        let idle = extending.is_none() && !ctx.lease_lost();
+        let idle = extending.is_none() && jobs.iter().any(|j| !j.lease_lost() && !j.acked());
         tokio::select! {
             answer = &mut handler => return match answer {
                 Ok(answer) => Finished::Answer(answer),
@@ -142,28 +152,18 @@ async fn supervise<B: Backend>(
             },
             () = tokio::time::sleep_until(deadline) => return Finished::TimedOut,
             () = tokio::time::sleep_until(extend_at), if idle => {
-                extending = Some(Box::pin(rt.source.extend(receipt, rt.lease)));
+                extending = Some(Box::pin(extend_all(rt, jobs)));
             },
-            extended = async { extending.as_mut().expect("guarded by the branch").await },
+            failed = async { extending.as_mut().expect("guarded by the branch").await },
                 if extending.is_some() =>
             {
                 extending = None;
-                match extended {
-                    Ok(()) => extend_at = tokio::time::Instant::now() + period,
-                    // Acked meanwhile by the handler's job transaction (the extension ran
-                    // beside it): nothing was lost.
-                    Err(Error::LeaseLost { .. }) if ctx.acked() => {}
-                    Err(Error::LeaseLost { .. }) => {
-                        tracing::warn!(source = rt.source.name(), message = %receipt.id,
-                            "lease lost while the handler runs: its result will be discarded");
-                        ctx.mark_lost();
-                    }
-                    Err(e) => {
-                        // Try again soon; the lease still has two thirds to go.
-                        tracing::warn!(source = rt.source.name(), "lease extension failed: {e}");
-                        extend_at = tokio::time::Instant::now() + period.min(Duration::from_secs(1)) / 2;
-                    }
-                }
+                extend_at = tokio::time::Instant::now() + if failed {
+                    // Try again soon; the leases still have two thirds to go.
+                    period.min(Duration::from_secs(1)) / 2
+                } else {
+                    period
+                };
             },
             // (the guard `wait_for` returns is not Send: drop it inside the branch future)
             true = async { kill.wait_for(|k| *k).await.is_ok() } => return Finished::Killed,
@@ -171,8 +171,35 @@ async fn supervise<B: Backend>(
     }
 }
 
+/// Extend the lease of each of `jobs` still held and not settled, one after the other (a batch
+/// handler's connection-hungry transaction runs beside this: one connection at a time). A lease
+/// found lost marks its job so. Returns whether an extension failed otherwise (to try again
+/// soon).
+async fn extend_all<B: Backend>(rt: &SourceRuntime<B>, jobs: &[JobContext<B>]) -> bool {
+    let mut failed = false;
+    for job in jobs.iter().filter(|j| !j.lease_lost() && !j.acked()) {
+        let receipt = job.receipt();
+        match rt.source.extend(receipt, rt.lease).await {
+            Ok(()) => {}
+            // Acked meanwhile by the handler's job transaction (the extension ran beside it):
+            // nothing was lost.
+            Err(Error::LeaseLost { .. }) if job.acked() => {}
+            Err(Error::LeaseLost { .. }) => {
+                tracing::warn!(source = rt.source.name(), message = %receipt.id,
+                    "lease lost while the handler runs: its result will be discarded");
+                job.mark_lost();
+            }
+            Err(e) => {
+                tracing::warn!(source = rt.source.name(), "lease extension failed: {e}");
+                failed = true;
+            }
+        }
+    }
+    failed
+}
+
 /// Turn the handler's end into an ack, a nack, a snooze or a dead letter.
-async fn settle<B: Backend>(
+pub(super) async fn settle<B: Backend>(
     rt: &SourceRuntime<B>,
     ctx: &JobContext<B>,
     finished: Finished,

@@ -27,6 +27,7 @@
 //! | `start.rs` | starting: resolve, register, spawn every task |
 //! | `shutdown.rs` | the shutdown protocol: stop claiming, drain, flush acks, deregister |
 //! | `handler.rs` | [`Handler`], [`Outcome`], type erasure of typed and raw handlers |
+//! | `batch.rs` | [`BatchHandler`], [`BatchContext`]: a claim per call, one transaction for it |
 //! | `context.rs` | [`JobContext`], [`JobTransaction`] (commit includes the ack) |
 //! | `consumer.rs` | one source's claim loop (batch claims sized to free slots) |
 //! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
@@ -39,6 +40,7 @@
 //! | `tally.rs` | [`WorkerReport`] |
 
 mod acker;
+mod batch;
 mod broadcast;
 mod builder;
 mod consumer;
@@ -57,6 +59,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use batch::{BatchContext, BatchHandler};
 pub use builder::WorkerBuilder;
 pub use context::{JobContext, JobTransaction};
 pub use handler::{Handler, Outcome};
