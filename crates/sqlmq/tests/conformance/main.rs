@@ -23,12 +23,14 @@
 //! | `upgrade` | a database in every state migrated from every earlier version keeps every message; `migrate_to` down and up; workers across an upgrade |
 //! | `topic_publish`, `topic_groups`, `topic_stress`, `topic_worker` | topics: dense offsets, groups, retention, lag, trace |
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
+//! | `batch_worker` | batch handlers: a whole claim per call, its effects committed with its acks in one transaction, the outcome for every message the handler left, a lost lease failing the whole commit, leases kept while a batch runs |
 //! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
 //! | `workflows` | batches: every callback sent once, by the end that finishes the batch; dependencies: a step runs after its dependencies' acks and reads their results, a dead one holds, a cancelled one cancels |
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
 mod atomic_batch;
 mod bad_input;
+mod batch_worker;
 mod broadcast_worker;
 mod browse;
 mod competing_consumers;

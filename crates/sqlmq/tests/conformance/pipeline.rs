@@ -1,7 +1,8 @@
 //! Exactly-once pipelines: a worker consumes topic `in` through a cluster group and, in the
-//! job transaction that acks each input, publishes its result to topic `out`. The pipeline
-//! process (this test binary run again as a child) is killed with `kill -9` at random moments
-//! and restarted; at the end `out` holds each input's result exactly once.
+//! job transaction that acks each input, publishes its result to topic `out` — one input per
+//! transaction, or a batch handler's whole claim per transaction. The pipeline process (this
+//! test binary run again as a child) is killed with `kill -9` at random moments and restarted;
+//! at the end `out` holds each input's result exactly once.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use rand::RngExt;
 use sqlmq::{
-    Client, Delivery, GroupConfig, JobContext, Outcome, Record, StartAt, TopicConfig, Worker,
+    BatchContext, Client, Delivery, GroupConfig, JobContext, Outcome, Record, SourceName, StartAt,
+    TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, child_test, eventually_async};
 use tokio_util::sync::CancellationToken;
@@ -19,7 +21,11 @@ const INPUTS: usize = 1500;
 /// Times the pipeline is killed mid-run.
 const KILLS: usize = 5;
 
-/// The child's side: `SQLMQ_CHILD_PIPELINE=<database>`: run the pipeline until killed.
+/// Set in the child's environment when it runs the batch handler.
+const BATCH: &str = "SQLMQ_CHILD_PIPELINE_BATCH";
+
+/// The child's side: `SQLMQ_CHILD_PIPELINE=<database>`: run the pipeline until killed (with a
+/// batch handler when `SQLMQ_CHILD_PIPELINE_BATCH` is set).
 pub(crate) fn child_pipeline<B: TestBackend>() {
     let Ok(database) = std::env::var("SQLMQ_CHILD_PIPELINE") else {
         return;
@@ -28,11 +34,36 @@ pub(crate) fn child_pipeline<B: TestBackend>() {
     rt.block_on(async move {
         let client = Client::<B>::open(&B::url_of(&database)).await.unwrap();
         let out = client.topic("out").await.unwrap();
-        Worker::builder(&client)
+        let builder = Worker::builder(&client)
             .concurrency(4)
             .heartbeat_interval(Duration::from_millis(200))
-            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
-            .topic_group_raw("in", "enrich", move |d: Delivery, ctx: JobContext<B>| {
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50));
+        let builder = if std::env::var_os(BATCH).is_some() {
+            let name = SourceName::group("in", "enrich");
+            builder.source_batch(name, move |batch: Vec<Delivery>, ctx: BatchContext<B>| {
+                let out = out.clone();
+                async move {
+                    let mut tx = ctx.begin().await.map_err(|e| e.to_string())?;
+                    let records = batch
+                        .into_iter()
+                        .map(|d| {
+                            let body = String::from_utf8(d.body).unwrap();
+                            Record::new(format!("{body}!")).key(body)
+                        })
+                        .collect();
+                    out.publish_batch_in(&mut tx, records)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    // Widen the window between the outputs' write and the commit, where a
+                    // kill must leave neither the outputs nor the acks.
+                    let pause = rand::rng().random_range(1..8);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                    tx.commit().await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>(Outcome::Done)
+                }
+            })
+        } else {
+            builder.topic_group_raw("in", "enrich", move |d: Delivery, ctx: JobContext<B>| {
                 let out = out.clone();
                 async move {
                     let body = String::from_utf8(d.body).unwrap();
@@ -48,25 +79,39 @@ pub(crate) fn child_pipeline<B: TestBackend>() {
                     Ok::<_, String>(Outcome::Done)
                 }
             })
-            .run(CancellationToken::new())
-            .await
-            .unwrap();
+        };
+        builder.run(CancellationToken::new()).await.unwrap();
     });
 }
 
-fn spawn_pipeline<B: TestBackend>(db: &TestDb<B>) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+fn spawn_pipeline<B: TestBackend>(db: &TestDb<B>, batch: bool) -> Child {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
         .args(["--exact", &child_test::<B>("pipeline", "child_pipeline")])
         .args(["--nocapture", "--test-threads=1"])
         .env("SQLMQ_CHILD_PIPELINE", &db.name)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
+        .stdout(Stdio::null());
+    if batch {
+        child.env(BATCH, "1");
+    }
+    child.spawn().unwrap()
 }
 
 pub(crate) async fn a_pipeline_killed_at_random_moments_leaves_one_result_per_input<
     B: TestBackend,
 >() {
+    killed_pipeline::<B>(false).await;
+}
+
+pub(crate) async fn a_batch_pipeline_killed_at_random_moments_leaves_one_result_per_input<
+    B: TestBackend,
+>() {
+    killed_pipeline::<B>(true).await;
+}
+
+/// Run the pipeline (a batch handler's when `batch`), killing it [`KILLS`] times, then check
+/// the results.
+async fn killed_pipeline<B: TestBackend>(batch: bool) {
     let db = TestDb::<B>::new().await;
     let client = db.client().await;
     let input = client
@@ -92,7 +137,7 @@ pub(crate) async fn a_pipeline_killed_at_random_moments_leaves_one_result_per_in
     // remain (else the kill would prove nothing).
     let mut left = INPUTS as u64;
     for kill in 0..KILLS {
-        let mut child = spawn_pipeline(&db);
+        let mut child = spawn_pipeline(&db, batch);
         let before = left;
         eventually_async(
             Duration::from_secs(60),
@@ -114,7 +159,7 @@ pub(crate) async fn a_pipeline_killed_at_random_moments_leaves_one_result_per_in
         );
     }
     // The last run finishes the inputs.
-    let mut child = spawn_pipeline(&db);
+    let mut child = spawn_pipeline(&db, batch);
     eventually_async(
         Duration::from_secs(60),
         "the pipeline consumes every input",
@@ -154,6 +199,6 @@ pub(crate) async fn a_pipeline_killed_at_random_moments_leaves_one_result_per_in
 }
 
 sqlmq_testkit::conformance!(
-    async: [a_pipeline_killed_at_random_moments_leaves_one_result_per_input],
+    async: [a_pipeline_killed_at_random_moments_leaves_one_result_per_input, a_batch_pipeline_killed_at_random_moments_leaves_one_result_per_input],
     sync: [child_pipeline]
 );
