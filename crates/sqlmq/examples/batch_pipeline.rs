@@ -21,12 +21,7 @@ const OUTPUT: &str = "example.click-batches";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let client = common::connect().await?; // Client::connect, then migrate: see common/mod.rs
-    for topic in [INPUT, OUTPUT] {
-        match client.delete_topic(topic).await {
-            Ok(()) | Err(sqlmq::Error::UnknownTopic(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    common::delete_topics(&client, &[INPUT, OUTPUT]).await?;
     let input = client
         .create_topic(INPUT, TopicConfig::default().partitions(4))
         .await?;

@@ -20,10 +20,7 @@ const TOPIC: &str = "example.orders";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let client = common::connect().await?; // Client::connect, then migrate: see common/mod.rs
-    match client.delete_topic(TOPIC).await {
-        Ok(()) | Err(sqlmq::Error::UnknownTopic(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
+    common::delete_topics(&client, &[TOPIC]).await?;
     let orders = client
         .create_topic(TOPIC, TopicConfig::default().partitions(4))
         .await?;

@@ -18,6 +18,17 @@ pub async fn connect() -> sqlmq::Result<Client> {
     Ok(client)
 }
 
+/// Delete the topics `names` when they exist, so that the example starts afresh.
+pub async fn delete_topics(client: &Client, names: &[&str]) -> sqlmq::Result<()> {
+    for topic in names {
+        match client.delete_topic(topic).await {
+            Ok(()) | Err(sqlmq::Error::UnknownTopic(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// The application's own table, `example_orders`, created when missing.
 pub async fn create_orders_table(client: &Client) -> sqlx::Result<()> {
     sqlx::query(

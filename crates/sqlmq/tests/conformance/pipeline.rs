@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use rand::RngExt;
 use sqlmq::{
-    BatchContext, Client, Delivery, GroupConfig, JobContext, Outcome, Record, SourceName, StartAt,
-    TopicConfig, Worker,
+    BatchContext, Client, Delivery, GroupConfig, JobContext, JobTransaction, Outcome, Record,
+    SourceName, StartAt, TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, child_test, eventually_async};
 use tokio_util::sync::CancellationToken;
@@ -54,12 +54,7 @@ pub(crate) fn child_pipeline<B: TestBackend>() {
                     out.publish_batch_in(&mut tx, records)
                         .await
                         .map_err(|e| e.to_string())?;
-                    // Widen the window between the outputs' write and the commit, where a
-                    // kill must leave neither the outputs nor the acks.
-                    let pause = rand::rng().random_range(1..8);
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
-                    tx.commit().await.map_err(|e| e.to_string())?;
-                    Ok::<_, String>(Outcome::Done)
+                    commit_after_a_pause(tx).await
                 }
             })
         } else {
@@ -71,17 +66,21 @@ pub(crate) fn child_pipeline<B: TestBackend>() {
                     tx.publish(&out, Record::new(format!("{body}!")).key(body))
                         .await
                         .map_err(|e| e.to_string())?;
-                    // Widen the window between the output's write and the commit, where a
-                    // kill must leave neither the output nor the ack.
-                    let pause = rand::rng().random_range(1..8);
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
-                    tx.commit().await.map_err(|e| e.to_string())?;
-                    Ok::<_, String>(Outcome::Done)
+                    commit_after_a_pause(tx).await
                 }
             })
         };
         builder.run(CancellationToken::new()).await.unwrap();
     });
+}
+
+/// Commit a job transaction after a few milliseconds: this widens the window between the
+/// outputs' write and the commit, where a kill must leave neither the outputs nor the acks.
+async fn commit_after_a_pause<B: TestBackend>(tx: JobTransaction<B>) -> Result<Outcome, String> {
+    let pause = rand::rng().random_range(1..8);
+    tokio::time::sleep(Duration::from_millis(pause)).await;
+    tx.commit().await.map_err(|e| e.to_string())?;
+    Ok(Outcome::Done)
 }
 
 fn spawn_pipeline<B: TestBackend>(db: &TestDb<B>, batch: bool) -> Child {
