@@ -322,33 +322,10 @@ impl<B: Backend> JobContext<B> {
         self.inner.origin.client()
     }
 
-    /// Settle the message in the caller's transaction: ack it, or for a broadcast member move
-    /// its position past the record.
-    async fn settle_in(&self, conn: &mut B::Connection) -> Result<()> {
-        let settled = self.settle_origin_in(conn).await;
-        if let Err(Error::LeaseLost { .. }) = settled {
-            self.mark_lost();
-        }
-        settled
-    }
-
-    async fn settle_origin_in(&self, conn: &mut B::Connection) -> Result<()> {
-        match &self.inner.origin {
-            Origin::Source(source) => source.ack_in(conn, self.inner.receipt).await,
-            Origin::Member { group, member } => {
-                let (Some(p), Some(offset)) = (self.inner.partition, self.inner.offset) else {
-                    return Err(Error::Corrupt(
-                        "a broadcast record without its offset".into(),
-                    ));
-                };
-                group
-                    .topic()
-                    .client()
-                    .store()
-                    .save_positions(conn, group.id(), member, &[(p as i32, offset + 1)])
-                    .await
-            }
-        }
+    /// Whether the message still awaits its settling by this worker: its lease not found lost,
+    /// its ack not committed by a job transaction.
+    pub(crate) fn in_hand(&self) -> bool {
+        !self.lease_lost() && !self.acked()
     }
 
     pub(crate) fn mark_lost(&self) {
@@ -402,12 +379,7 @@ impl<B: Backend> JobTransaction<B> {
     /// ```
     pub async fn commit(mut self) -> Result<()> {
         let jobs = std::mem::take(&mut self.jobs);
-        let settled = match jobs.as_slice() {
-            [] => Ok(()),
-            [one] => one.settle_in(&mut self.tx).await,
-            many => settle_all_in(many, &mut self.tx).await,
-        };
-        if let Err(e) = settled {
+        if let Err(e) = settle_all_in(&jobs, &mut self.tx).await {
             let _ = self.tx.rollback().await;
             return Err(e);
         }
@@ -431,23 +403,39 @@ impl<B: Backend> JobTransaction<B> {
     }
 }
 
-/// Ack a batch handler's messages (all of one queue or cluster group) in the caller's
-/// transaction, in one pass; a lost lease marks its message and fails the whole.
+/// Settle `jobs` — a message's context, or a batch handler's, all of one origin — in the
+/// caller's transaction: receipts of a queue or a cluster group are acked in one pass (one
+/// receipt is `ack_in`), and a lost lease marks its message and fails the whole; a broadcast
+/// member's position moves past its record.
 async fn settle_all_in<B: Backend>(jobs: &[JobContext<B>], conn: &mut B::Connection) -> Result<()> {
-    let Origin::Source(source) = &jobs[0].inner.origin else {
-        // Broadcast records have no receipts to ack together (and batch handlers take
-        // sources only): settle each.
-        for job in jobs {
-            job.settle_in(conn).await?;
-        }
+    let Some(first) = jobs.first() else {
         return Ok(());
     };
-    let receipts: Vec<Receipt> = jobs.iter().map(JobContext::receipt).collect();
-    let report = source.ack_batch_in(conn, &receipts).await?;
-    for job in jobs.iter().filter(|j| report.lost.contains(&j.receipt())) {
-        job.mark_lost();
+    match &first.inner.origin {
+        Origin::Source(source) => {
+            let receipts: Vec<Receipt> = jobs.iter().map(JobContext::receipt).collect();
+            let report = source.ack_batch_in(conn, &receipts).await?;
+            for job in jobs.iter().filter(|j| report.lost.contains(&j.receipt())) {
+                job.mark_lost();
+            }
+            crate::consume::lost_to_error(report)
+        }
+        Origin::Member { group, member } => {
+            let positions = jobs
+                .iter()
+                .map(|j| match (j.inner.partition, j.inner.offset) {
+                    (Some(p), Some(offset)) => Ok((p as i32, offset + 1)),
+                    _ => Err(Error::Corrupt(
+                        "a broadcast record without its offset".into(),
+                    )),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let store = group.topic().client().store();
+            store
+                .save_positions(conn, group.id(), member, &positions)
+                .await
+        }
     }
-    crate::consume::lost_to_error(report)
 }
 
 impl<B: Backend> Deref for JobTransaction<B> {

@@ -144,7 +144,7 @@ pub(super) async fn supervise<B: Backend>(
     // the pool's acquire timeout ends the wait.
     let mut extending: Option<Extension<'_>> = None;
     loop {
-        let idle = extending.is_none() && jobs.iter().any(|j| !j.lease_lost() && !j.acked());
+        let idle = extending.is_none() && jobs.iter().any(JobContext::in_hand);
         tokio::select! {
             answer = &mut handler => return match answer {
                 Ok(answer) => Finished::Answer(answer),
@@ -177,7 +177,7 @@ pub(super) async fn supervise<B: Backend>(
 /// soon).
 async fn extend_all<B: Backend>(rt: &SourceRuntime<B>, jobs: &[JobContext<B>]) -> bool {
     let mut failed = false;
-    for job in jobs.iter().filter(|j| !j.lease_lost() && !j.acked()) {
+    for job in jobs.iter().filter(|j| j.in_hand()) {
         let receipt = job.receipt();
         match rt.source.extend(receipt, rt.lease).await {
             Ok(()) => {}
