@@ -24,25 +24,40 @@ async fn setup<B: TestBackend>(n: u32) -> (TestDb<B>, Client<B>, sqlmq::Queue<B>
     (db, client, q)
 }
 
+/// A worker running in the background.
+struct Running {
+    stop: CancellationToken,
+    run: tokio::task::JoinHandle<sqlmq::Result<WorkerReport>>,
+}
+
+impl Running {
+    /// Wait until the queue has nothing pending, then stop the worker: its report.
+    async fn report_once_settled<B: TestBackend>(self, q: &sqlmq::Queue<B>) -> WorkerReport {
+        eventually_async(Duration::from_secs(30), "every message settled", || async {
+            (q.stats().await.unwrap().pending() == 0).then_some(())
+        })
+        .await;
+        self.stop.cancel();
+        self.run.await.unwrap().unwrap()
+    }
+}
+
 /// A worker of the queue `jobs` running `handler` a claim at a time, in the background; claims
 /// of up to 8 by one claim loop.
 fn spawn<B: TestBackend, H: sqlmq::BatchHandler<B>>(
     client: &Client<B>,
     handler: H,
     tune: impl FnOnce(sqlmq::WorkerBuilder<B>) -> sqlmq::WorkerBuilder<B>,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<sqlmq::Result<WorkerReport>>,
-) {
+) -> Running {
     let builder = Worker::builder(client)
         .source_batch(SourceName::queue("jobs"), handler)
         .concurrency(8)
         .max_batch(8)
         .claimers(1)
         .poll_interval(Duration::from_millis(5), Duration::from_millis(20));
-    let token = CancellationToken::new();
-    let handle = tokio::spawn(tune(builder).run(token.clone()));
-    (token, handle)
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(tune(builder).run(stop.clone()));
+    Running { stop, run }
 }
 
 fn number(d: &Delivery) -> i64 {
@@ -59,13 +74,6 @@ async fn write_effects<B: TestBackend>(tx: &mut sqlmq::JobTransaction<B>, batch:
         )
         .await;
     }
-}
-
-async fn settled<B: TestBackend>(q: &sqlmq::Queue<B>) {
-    eventually_async(Duration::from_secs(30), "every message settled", || async {
-        (q.stats().await.unwrap().pending() == 0).then_some(())
-    })
-    .await;
 }
 
 /// The effect rows, sorted.
@@ -99,10 +107,7 @@ pub(crate) async fn a_batch_handler_commits_a_whole_claims_effects_with_its_acks
             Ok::<_, Error>(Outcome::Done)
         }
     };
-    let (stop, run) = spawn(&client, handler, |b| b);
-    settled(&q).await;
-    stop.cancel();
-    let report = run.await.unwrap().unwrap();
+    let report = spawn(&client, handler, |b| b).report_once_settled(&q).await;
     assert_eq!(report.acked, N as u64, "{report:?}");
     assert_eq!(effects(&db).await, (0..N as i64).collect::<Vec<_>>());
     let sizes = sizes.lock().unwrap().clone();
@@ -137,10 +142,7 @@ pub(crate) async fn a_batch_outcome_settles_each_message_the_handler_left<B: Tes
             Err::<Outcome, _>("the rest of the batch failed".to_owned())
         }
     };
-    let (stop, run) = spawn(&client, handler, |b| b);
-    settled(&q).await;
-    stop.cancel();
-    let report = run.await.unwrap().unwrap();
+    let report = spawn(&client, handler, |b| b).report_once_settled(&q).await;
     let own = own.load(Ordering::Relaxed) as u64;
     assert!(own >= 1);
     assert_eq!(report.acked, N as u64, "{report:?}");
@@ -180,10 +182,7 @@ pub(crate) async fn a_batch_with_a_lost_lease_commits_nothing<B: TestBackend>() 
             committed.map(|()| Outcome::Done)
         }
     };
-    let (stop, run) = spawn(&client, handler, |b| b);
-    settled(&q).await;
-    stop.cancel();
-    let report = run.await.unwrap().unwrap();
+    let report = spawn(&client, handler, |b| b).report_once_settled(&q).await;
     let errors = commit_errors.lock().unwrap().clone();
     assert!(!errors.is_empty(), "a batch of several was claimed");
     assert!(
@@ -213,10 +212,7 @@ pub(crate) async fn a_panicking_batch_handler_retries_its_batch<B: TestBackend>(
         }
         Ok::<_, String>(Outcome::Done)
     };
-    let (stop, run) = spawn(&client, handler, |b| b);
-    settled(&q).await;
-    stop.cancel();
-    let report = run.await.unwrap().unwrap();
+    let report = spawn(&client, handler, |b| b).report_once_settled(&q).await;
     assert_eq!(
         (report.acked, report.retried),
         (N as u64, N as u64),
@@ -240,7 +236,7 @@ pub(crate) async fn a_batch_handler_longer_than_its_lease_keeps_every_message<B:
         }
     };
     let lease = Duration::from_secs(1);
-    let (stop, run) = spawn(&client, handler, |b| b.lease(lease));
+    let worker = spawn(&client, handler, |b| b.lease(lease));
     // Another consumer, after the first lease would have ended several times over.
     let other = Client::<B>::open(&db.url).await.unwrap();
     let theirs = other.queue("jobs").await.unwrap();
@@ -250,9 +246,7 @@ pub(crate) async fn a_batch_handler_longer_than_its_lease_keeps_every_message<B:
         stolen.is_empty(),
         "the batch's leases were extended: {stolen:?}"
     );
-    settled(&q).await;
-    stop.cancel();
-    let report = run.await.unwrap().unwrap();
+    let report = worker.report_once_settled(&q).await;
     assert_eq!(
         calls.load(Ordering::Relaxed),
         N as usize,
