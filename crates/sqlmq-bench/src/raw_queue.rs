@@ -18,6 +18,13 @@
 //! And the plain pattern once more on a table kept in priority order whose ids are unique
 //! ([`KEYED_DRAIN`], [`KEYED_MIXED`]): what a queue with priorities that finds and
 //! deduplicates messages by id — sqlmq's guarantees — can reach at most when taking.
+//!
+//! And leases on that priority table, twice ([`KEYED_LEASE_DRAIN`], [`KEYED_LEASE_MIXED`];
+//! [`INFLIGHT_DRAIN`], [`INFLIGHT_MIXED`]): one row per message in claim order with the lease in
+//! it, the shape a one-row redesign of sqlmq's queues would take; the second time with an index
+//! over the leases (`(queue_id, visible_at)`), without which expired leases and a dead process's
+//! claims (released within about 20 s, whatever the lease length) are found only by reading
+//! the whole backlog. The second is the ceiling of sqlmq's leases in one row per message.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -52,6 +59,15 @@ pub const LEASE_MIXED: &str = "raw.queue.lease.mixed.consume";
 pub const KEYED_DRAIN: &str = "raw.queue.keyed.drain.8";
 /// See [`KEYED_DRAIN`].
 pub const KEYED_MIXED: &str = "raw.queue.keyed.mixed.consume";
+/// The priority lease queue's figures, each compared with its plain counterpart.
+pub const KEYED_LEASE_DRAIN: &str = "raw.queue.keyed.lease.drain.8";
+/// See [`KEYED_LEASE_DRAIN`].
+pub const KEYED_LEASE_MIXED: &str = "raw.queue.keyed.lease.mixed.consume";
+/// The priority lease queue with an index over its leases, each compared with its plain
+/// counterpart.
+pub const INFLIGHT_DRAIN: &str = "raw.queue.keyed.inflight.drain.8";
+/// See [`INFLIGHT_DRAIN`].
+pub const INFLIGHT_MIXED: &str = "raw.queue.keyed.inflight.mixed.consume";
 
 /// How the consumers of a raw queue take rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -67,6 +83,12 @@ enum Shape {
     /// As [`Shape::Take`], on a table kept in priority order whose ids are unique: the
     /// ceiling of taking from a queue with priorities that finds messages by id.
     Keyed,
+    /// As [`Shape::Lease`], on [`Shape::Keyed`]'s table: one row per message in claim order,
+    /// the lease in it, acks by the unique id.
+    KeyedLease,
+    /// As [`Shape::KeyedLease`], with an index over the leases, `(queue_id, visible_at)`,
+    /// as sqlmq's lease expiry and its release of a dead process's claims need.
+    Inflight,
 }
 
 impl Shape {
@@ -75,6 +97,7 @@ impl Shape {
             Shape::Take => B::RAW.create,
             Shape::Lease => B::RAW.lease_create,
             Shape::Keyed => B::RAW.keyed_create,
+            Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_create,
         }
     }
 
@@ -83,14 +106,35 @@ impl Shape {
             Shape::Take => B::RAW.claim,
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
+            Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
         }
     }
 
     fn delete_list<B: Db>(self) -> &'static str {
         match self {
-            Shape::Keyed => B::RAW.keyed_delete_list,
+            Shape::Keyed | Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_delete_list,
             Shape::Take | Shape::Lease => B::RAW.delete_list,
         }
+    }
+
+    /// The statement that leases a claimed batch; `None` for a take.
+    fn lease<B: Db>(self) -> Option<&'static str> {
+        match self {
+            Shape::Take | Shape::Keyed => None,
+            Shape::Lease => Some(B::RAW.lease_update),
+            Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
+        }
+    }
+
+    /// Drop and create this shape's table.
+    async fn recreate<B: Db>(self, pool: &Pool<B>, table: &str) -> Result<()> {
+        recreate_as::<B>(pool, table, self.create::<B>()).await?;
+        if self == Shape::Inflight {
+            let mut conn = pool.acquire().await?;
+            let index = B::RAW.inflight_index.replace("{t}", table);
+            B::execute(&mut conn, index.into(), &[]).await?;
+        }
+        Ok(())
     }
 }
 
@@ -98,7 +142,13 @@ impl Shape {
 pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
     with_table(ctx, "raw.queue", |pool, table, bar| async move {
         let mut figures = Vec::new();
-        for shape in [Shape::Take, Shape::Lease, Shape::Keyed] {
+        for shape in [
+            Shape::Take,
+            Shape::Lease,
+            Shape::Keyed,
+            Shape::KeyedLease,
+            Shape::Inflight,
+        ] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
         }
         Ok(figures)
@@ -118,8 +168,20 @@ async fn run_shape<B: Db>(
         Shape::Take => ("queue", DRAIN, MIXED, "deleted"),
         Shape::Lease => ("lease queue", LEASE_DRAIN, LEASE_MIXED, "acked"),
         Shape::Keyed => ("priority queue", KEYED_DRAIN, KEYED_MIXED, "deleted"),
+        Shape::KeyedLease => (
+            "priority lease queue",
+            KEYED_LEASE_DRAIN,
+            KEYED_LEASE_MIXED,
+            "acked",
+        ),
+        Shape::Inflight => (
+            "priority lease queue, leases indexed",
+            INFLIGHT_DRAIN,
+            INFLIGHT_MIXED,
+            "acked",
+        ),
     };
-    recreate_as::<B>(pool, table, shape.create::<B>()).await?;
+    shape.recreate::<B>(pool, table).await?;
     let n = ctx.plan.drain;
     bar.phase(&format!("{name}: fill {n} rows"), n);
     let ids = fill(pool, table, n, bar).await?;
@@ -137,7 +199,7 @@ async fn run_shape<B: Db>(
     )
     .checked(tracker.check(ids.iter()));
 
-    recreate_as::<B>(pool, table, shape.create::<B>()).await?;
+    shape.recreate::<B>(pool, table).await?;
     let n = ctx.plan.mixed;
     bar.phase(
         &format!("{name}: {MIXED_PRODUCERS} producers + {CONSUMERS} consumers"),
@@ -276,16 +338,13 @@ async fn consume<B: Db>(
             .replace("{list}", &list)
             .into();
         let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
-        match shape {
-            Shape::Take | Shape::Keyed => {
+        match shape.lease::<B>() {
+            None => {
                 B::execute(&mut tx, delete, &binds).await?;
                 tx.commit().await?;
             }
-            Shape::Lease => {
-                let lease = raw
-                    .lease_update
-                    .replace("{t}", table)
-                    .replace("{list}", &list);
+            Some(lease) => {
+                let lease = lease.replace("{t}", table).replace("{list}", &list);
                 B::execute(&mut tx, lease.into(), &binds).await?;
                 tx.commit().await?;
                 // The handlers ran; the batch's ack.

@@ -60,6 +60,16 @@ pub struct RawSql {
     pub keyed_claim: &'static str,
     /// As [`RawSql::delete_list`], through the unique id.
     pub keyed_delete_list: &'static str,
+    /// The priority lease queue's table (`raw.queue`'s keyed lease figures): the priority
+    /// queue's, plus the lease queue's visibility time and fencing token in the row.
+    pub keyed_lease_create: &'static str,
+    /// The priority lease queue's claim: as [`RawSql::keyed_claim`], of the rows visible now.
+    pub keyed_lease_claim: &'static str,
+    /// As [`RawSql::lease_update`], through the unique id.
+    pub keyed_lease_update: &'static str,
+    /// An index over the priority lease queue's leases, `(queue_id, visible_at)`: what finds
+    /// expired leases and a dead process's claims without reading the backlog.
+    pub inflight_index: &'static str,
 }
 
 /// A database the bench runs on: a sqlmq backend plus what the bench measures it with.

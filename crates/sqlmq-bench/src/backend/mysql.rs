@@ -56,6 +56,17 @@ impl Db for MySql {
             ORDER BY priority, id LIMIT ? FOR UPDATE SKIP LOCKED",
         keyed_delete_list: "DELETE t FROM ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) \
             ON t.id = v.id",
+        keyed_lease_create: "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+            priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, created_at DATETIME(6) NOT NULL, \
+            visible_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00', \
+            token BIGINT NOT NULL DEFAULT 0, \
+            PRIMARY KEY (queue_id, priority, id), UNIQUE KEY id (id)) ENGINE=InnoDB",
+        keyed_lease_claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
+            AND visible_at <= UTC_TIMESTAMP(6) ORDER BY priority, id LIMIT ? FOR UPDATE SKIP LOCKED",
+        keyed_lease_update: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) \
+            ON t.id = v.id SET t.visible_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
+            t.token = t.token + 1",
+        inflight_index: "CREATE INDEX inflight ON {t} (queue_id, visible_at)",
     };
 
     const BEGIN: &'static str = "BEGIN";

@@ -77,6 +77,19 @@ impl Db for Sqlite {
             PRIMARY KEY (queue_id, priority, id)) WITHOUT ROWID",
         keyed_claim: "SELECT id, body FROM {t} WHERE queue_id = 1 ORDER BY priority, id LIMIT ?",
         keyed_delete_list: "DELETE FROM {t} WHERE id IN ({list})",
+        keyed_lease_create: "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
+            priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+            visible_at INTEGER NOT NULL DEFAULT 0, token INTEGER NOT NULL DEFAULT 0, \
+            PRIMARY KEY (queue_id, priority, id)) WITHOUT ROWID",
+        keyed_lease_claim: "SELECT id, body FROM {t} WHERE queue_id = 1 \
+            AND visible_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
+            ORDER BY priority, id LIMIT ?",
+        keyed_lease_update: "UPDATE {t} \
+            SET visible_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, \
+            token = token + 1 WHERE id IN ({list})",
+        // Index names are per schema here; the table is dropped (and its index with it) before
+        // each phase.
+        inflight_index: "CREATE INDEX raw_inflight ON {t} (queue_id, visible_at)",
     };
 
     /// sqlmq takes the write lock at the start of each of its transactions here.
