@@ -358,21 +358,8 @@ impl<'a, B: Backend> Consumer<'a, B> {
 
     /// Extend a live lease to `lease` from now.
     pub(crate) async fn extend(&self, receipt: Receipt, lease: Duration) -> Result<()> {
-        check_lease(lease)?;
-        self.client.require_schema()?;
-        let (store, id) = (self.client.store(), self.id);
-        let held = tx::run(self.client.conns(), self.names().op_extend, |conn, _| {
-            Box::pin(async move {
-                match id {
-                    SourceId::Queue(q) => store.extend_queue(conn, q, &receipt, lease).await,
-                    SourceId::Group(g) => store.extend_group(conn, g, &receipt, lease).await,
-                }
-            })
-        })
-        .await?;
-        let (key, value) = self.label();
-        metrics::counter!("sqlmq_lease_extensions_total", key => value).increment(1);
-        if held {
+        let held = self.extend_each(&[receipt], lease).await?;
+        if held[0] {
             Ok(())
         } else {
             Err(Error::LeaseLost {
@@ -380,6 +367,42 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 token: receipt.token,
             })
         }
+    }
+
+    /// Extend each live lease of `receipts` to `lease` from now, all in one transaction (a
+    /// batch's leases pay one commit, not one each); answers, in the receipts' order, whether
+    /// each lease was still held.
+    pub(crate) async fn extend_each(
+        &self,
+        receipts: &[Receipt],
+        lease: Duration,
+    ) -> Result<Vec<bool>> {
+        check_lease(lease)?;
+        self.client.require_schema()?;
+        let (store, id) = (self.client.store(), self.id);
+        // Lock in id order, the order of the acks' locking reads: a batch ack and this
+        // extension over the same leases wait for each other instead of deadlocking.
+        let mut order: Vec<usize> = (0..receipts.len()).collect();
+        order.sort_unstable_by_key(|&i| receipts[i].id);
+        let order = &order;
+        let held = tx::run(self.client.conns(), self.names().op_extend, |conn, _| {
+            Box::pin(async move {
+                let mut held = vec![false; receipts.len()];
+                for &i in order {
+                    let receipt = &receipts[i];
+                    held[i] = match id {
+                        SourceId::Queue(q) => store.extend_queue(conn, q, receipt, lease).await?,
+                        SourceId::Group(g) => store.extend_group(conn, g, receipt, lease).await?,
+                    };
+                }
+                Ok(held)
+            })
+        })
+        .await?;
+        let (key, value) = self.label();
+        metrics::counter!("sqlmq_lease_extensions_total", key => value)
+            .increment(receipts.len() as u64);
+        Ok(held)
     }
 
     /// Release up to `limit` expired leases in one transaction: due again at once, or dead on
@@ -456,5 +479,51 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 return Ok(total);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use crate::{Client, Message, MessageState, QueueConfig};
+
+    /// One transaction extends a batch's leases: each live lease moves and answers held, one
+    /// acked meanwhile answers lost, in the receipts' order whatever their ids' order.
+    #[tokio::test]
+    async fn extends_each_live_lease_and_reports_the_others() {
+        let file =
+            std::env::temp_dir().join(format!("sqlmq-extend-{}.db", crate::MessageId::new()));
+        let client = Client::<crate::Sqlite>::open(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        client.migrate().await.unwrap();
+        let q = client
+            .create_queue("q", QueueConfig::default())
+            .await
+            .unwrap();
+        for i in 0..3 {
+            q.send(Message::new(format!("m{i}"))).await.unwrap();
+        }
+        let mut held = q.receive(3, Duration::from_secs(2)).await.unwrap();
+        assert_eq!(held.len(), 3);
+        held.reverse();
+        q.ack(held[0].receipt()).await.unwrap();
+        let receipts: Vec<_> = held.iter().map(|d| d.receipt()).collect();
+
+        let live = q
+            .consumer()
+            .extend_each(&receipts, Duration::from_secs(600))
+            .await
+            .unwrap();
+        assert_eq!(live, [false, true, true]);
+        let in_flight = q.browse(MessageState::InFlight, None, 10).await.unwrap();
+        assert_eq!(in_flight.messages.len(), 2);
+        let soon = SystemTime::now() + Duration::from_secs(60);
+        for m in &in_flight.messages {
+            assert!(m.lease_until.unwrap() > soon, "extended: {m:?}");
+        }
+        client.pool().close().await;
+        let _ = std::fs::remove_file(&file);
     }
 }

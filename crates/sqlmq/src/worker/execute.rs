@@ -15,7 +15,7 @@ use super::batch::DynBatchHandler;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
 use crate::domain::Delivery;
-use crate::domain::Error;
+use crate::domain::{Error, Receipt};
 use crate::source::Source;
 use crate::store::Backend;
 use crate::telemetry::{self, Operation};
@@ -171,31 +171,29 @@ pub(super) async fn supervise<B: Backend>(
     }
 }
 
-/// Extend the lease of each of `jobs` still held and not settled, one after the other (a batch
-/// handler's connection-hungry transaction runs beside this: one connection at a time). A lease
-/// found lost marks its job so. Returns whether an extension failed otherwise (to try again
-/// soon).
+/// Extend the leases of `jobs` still held and not settled, in one transaction. A lease found
+/// lost marks its job so. Returns whether the extension failed otherwise (to try again soon).
 async fn extend_all<B: Backend>(rt: &SourceRuntime<B>, jobs: &[JobContext<B>]) -> bool {
-    let mut failed = false;
-    for job in jobs.iter().filter(|j| j.in_hand()) {
-        let receipt = job.receipt();
-        match rt.source.extend(receipt, rt.lease).await {
-            Ok(()) => {}
-            // Acked meanwhile by the handler's job transaction (the extension ran beside it):
-            // nothing was lost.
-            Err(Error::LeaseLost { .. }) if job.acked() => {}
-            Err(Error::LeaseLost { .. }) => {
-                tracing::warn!(source = rt.source.name(), message = %receipt.id,
-                    "lease lost while the handler runs: its result will be discarded");
-                job.mark_lost();
+    let held: Vec<&JobContext<B>> = jobs.iter().filter(|j| j.in_hand()).collect();
+    let receipts: Vec<Receipt> = held.iter().map(|j| j.receipt()).collect();
+    match rt.source.consumer().extend_each(&receipts, rt.lease).await {
+        Ok(live) => {
+            for (job, live) in held.into_iter().zip(live) {
+                // Acked meanwhile by the handler's job transaction (the extension ran beside
+                // it): nothing was lost.
+                if !live && !job.acked() {
+                    tracing::warn!(source = rt.source.name(), message = %job.receipt().id,
+                        "lease lost while the handler runs: its result will be discarded");
+                    job.mark_lost();
+                }
             }
-            Err(e) => {
-                tracing::warn!(source = rt.source.name(), "lease extension failed: {e}");
-                failed = true;
-            }
+            false
+        }
+        Err(e) => {
+            tracing::warn!(source = rt.source.name(), "lease extension failed: {e}");
+            true
         }
     }
-    failed
 }
 
 /// Turn the handler's end into an ack, a nack, a snooze or a dead letter.
