@@ -84,8 +84,14 @@ async fn a_local_send_answers_at_once_and_a_full_batch_calls_the_next<B: TestBac
             .unwrap();
         sizes.push(got.len());
     }
-    // The first took a full batch of 2, so it called the second, which did the same.
-    assert_eq!(sizes, [2, 2, 1]);
+    // The first took a full batch of 2, so it called the second, which did the same. The
+    // prober, woken by the send's commit, may also call the third while the second is on its
+    // way back to the front of the line: then the third claims first and takes the second
+    // batch of 2. Either way every waiter is answered long before the 30 s probe.
+    assert_eq!(sizes[0], 2, "{sizes:?}");
+    let mut rest = sizes[1..].to_vec();
+    rest.sort_unstable();
+    assert_eq!(rest, [1, 2], "{sizes:?}");
     assert_eq!(client.long_polls(), 0);
     db.drop().await;
 }
