@@ -379,6 +379,10 @@ impl<'a, B: Backend> Consumer<'a, B> {
     ) -> Result<Vec<bool>> {
         check_lease(lease)?;
         self.client.require_schema()?;
+        if receipts.is_empty() {
+            // Everything settled since the caller looked (a batch's commit): no transaction.
+            return Ok(Vec::new());
+        }
         let (store, id) = (self.client.store(), self.id);
         // Lock in id order, the order of the acks' locking reads: a batch ack and this
         // extension over the same leases wait for each other instead of deadlocking.
