@@ -209,3 +209,25 @@ fn commands_outliving_the_grace_period_are_killed_and_released() {
         "the killed command did not run on"
     );
 }
+
+/// A queue deleted under `consume` stops it with a clear error (it ran on silently, claiming
+/// from an id that no longer named anything).
+#[test]
+fn deleting_the_queue_stops_the_consumer_with_an_error() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "old"]);
+    let mut consumer = db.spawn(&["consume", "old", "--exec", "cat > /dev/null"]);
+    db.ok(&["send", "old", "one"]);
+    eventually(Duration::from_secs(30), "the message handled", || {
+        (db.stats("old") == Stats::default()).then_some(())
+    });
+    assert!(consumer.try_status().is_none(), "still consuming");
+    db.ok(&["queue", "delete", "old", "--yes"]);
+    let out = consumer.wait(Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("queue \"old\" was deleted while in use"),
+        "{stderr}"
+    );
+}

@@ -12,6 +12,7 @@ use crate::consume::Consumer;
 use crate::domain::{DeadLetter, Delivery, Error, MessageId, Result, validate_name};
 use crate::queue::Queue;
 use crate::store::Backend;
+use crate::store::rows::{GroupSignal, QueueSignal};
 use crate::topic::Group;
 
 /// The name of something to consume from: a queue (`emails`), or a cluster-mode consumer group
@@ -306,14 +307,13 @@ impl<B: Backend> Source<B> {
     /// handler waited on a slow database — leaves its message unclaimable until maintenance
     /// releases it, which is run here rather than left to the prober (a worker that stopped
     /// first would leave that message behind). Maintenance moves every due or ended one, so
-    /// the looks end.
+    /// the looks end. A source deleted meanwhile, or whose id went to another, is
+    /// [`Error::Deleted`].
     pub(crate) async fn may_have_work(&self) -> Result<bool> {
         match self {
             Source::Queue(q) => {
                 let signals = q.client().probe(&[q.id()]).await?;
-                let Some(signal) = signals.first() else {
-                    return Ok(false);
-                };
+                let signal = still_there(q, signals.first())?;
                 if signal.needs_maintenance() {
                     // Moved by this maintenance, or by another process's at this moment:
                     // either way claimable (or dead-lettered) at the next look.
@@ -324,9 +324,7 @@ impl<B: Backend> Source<B> {
             }
             Source::Group(g) => {
                 let signals = g.topic().client().probe_groups(&[g.id()]).await?;
-                let Some(signal) = signals.first() else {
-                    return Ok(false);
-                };
+                let signal = group_still_there(g, signals.first())?;
                 if signal.expired {
                     g.maintain().await?;
                     return Ok(true);
@@ -334,6 +332,21 @@ impl<B: Backend> Source<B> {
                 Ok(signal.ready || signal.pending)
             }
         }
+    }
+
+    /// Whether the source is still the one of its name (one probe): [`Error::Deleted`] when it
+    /// was deleted, or its id now belongs to another queue or group.
+    pub(crate) async fn verify(&self) -> Result<()> {
+        match self {
+            Source::Queue(q) => {
+                still_there(q, q.client().probe(&[q.id()]).await?.first())?;
+            }
+            Source::Group(g) => {
+                let signals = g.topic().client().probe_groups(&[g.id()]).await?;
+                group_still_there(g, signals.first())?;
+            }
+        }
+        Ok(())
     }
 
     /// The label a metric carries: `queue` or `group`, with [`Source::name`] as the value.
@@ -346,3 +359,33 @@ impl<B: Backend> Source<B> {
 }
 
 crate::consume::methods::consume_methods!(Source, "Source");
+
+/// The probe's answer for `queue`'s id (`None`: no row has it), if it is still that queue:
+/// else [`Error::Deleted`].
+pub(crate) fn still_there<'a, B: Backend>(
+    queue: &Queue<B>,
+    signal: Option<&'a QueueSignal>,
+) -> Result<&'a QueueSignal> {
+    match signal {
+        Some(s) if s.name == queue.name() => Ok(s),
+        other => Err(Error::Deleted {
+            what: format!("queue {:?}", queue.name()),
+            now: other.map(|s| format!("queue {:?}", s.name)),
+        }),
+    }
+}
+
+/// [`still_there`] for a consumer group.
+pub(crate) fn group_still_there<'a, B: Backend>(
+    group: &Group<B>,
+    signal: Option<&'a GroupSignal>,
+) -> Result<&'a GroupSignal> {
+    let of = |topic: &str, group: &str| format!("consumer group {group:?} of topic {topic:?}");
+    match signal {
+        Some(s) if s.group == group.name() && s.topic == group.topic().name() => Ok(s),
+        other => Err(Error::Deleted {
+            what: of(group.topic().name(), group.name()),
+            now: other.map(|s| of(&s.topic, &s.group)),
+        }),
+    }
+}

@@ -73,6 +73,26 @@ pub enum Error {
         group: String,
     },
 
+    /// The queue or consumer group a worker serves was deleted while the worker ran, or its id
+    /// now belongs to another queue or group (the database was re-created or restored): a
+    /// handle keeps the id it looked up. The worker stopped claiming at once, touching nothing
+    /// of the other one; start it again to look the name up anew.
+    ///
+    /// ```
+    /// let e = sqlmq::Error::Deleted { what: "queue \"old\"".into(), now: Some("queue \"new\"".into()) };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "queue \"old\" was deleted while in use; its id now belongs to queue \"new\""
+    /// );
+    /// ```
+    #[error("{what} was deleted while in use{}", now.as_ref().map(|n| format!("; its id now belongs to {n}")).unwrap_or_default())]
+    Deleted {
+        /// What was deleted: `queue "name"`, or `consumer group "g" of topic "t"`.
+        what: String,
+        /// What holds its id now, if anything.
+        now: Option<String>,
+    },
+
     /// The message is unknown, or no longer in the state the call needs.
     #[error("message {0} not found")]
     MessageNotFound(MessageId),

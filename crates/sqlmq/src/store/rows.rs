@@ -112,9 +112,12 @@ pub struct ClaimRequest<'a> {
 }
 
 /// What the wakeup probe saw for one queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueSignal {
     pub queue_id: i32,
+    /// The queue's name now: a handle whose name differs holds an id that went to another
+    /// queue (the database was re-created or restored).
+    pub name: String,
     /// Claimable messages (and the queue is not paused).
     pub ready: bool,
     /// Delayed messages whose time has come (promotion needed).
@@ -132,9 +135,12 @@ impl QueueSignal {
 }
 
 /// What the wakeup probe saw for one cluster group.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupSignal {
     pub group_id: i32,
+    /// The group's topic and name now (see [`QueueSignal::name`]).
+    pub topic: String,
+    pub group: String,
     /// Records to hand out now.
     pub ready: bool,
     /// Expired leases (release needed).

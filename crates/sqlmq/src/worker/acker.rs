@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::WorkerBuilder;
 use super::execute::Settled;
+use super::outstanding::Outstanding;
 use super::tally::Tally;
 use crate::domain::Receipt;
 use crate::outage::{Outage, sleep_unless_stopped};
@@ -39,27 +40,41 @@ use crate::store::Backend;
 #[derive(Clone)]
 pub(crate) struct Acker {
     requests: mpsc::Sender<Receipt>,
+    /// The source's outstanding count: a queued ack counts until its batch commits.
+    outstanding: Arc<Outstanding>,
 }
 
 impl Acker {
     /// Start the acker task of `source`, whose claims hold messages for `lease`, counting
-    /// outcomes in `tally`; `stopping` is the worker's signal to stop claiming.
+    /// outcomes in `tally` and each ack in `outstanding` until its batch has committed;
+    /// `stopping` is the worker's signal to stop claiming.
     pub(crate) fn start<B: Backend>(
         source: Source<B>,
         lease: Duration,
         stopping: CancellationToken,
         tally: Arc<Tally>,
+        outstanding: Arc<Outstanding>,
     ) -> (Acker, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(WorkerBuilder::MAX_ACK_BATCH * 4);
         let retry = Retry { lease, stopping };
-        let task = tokio::spawn(run(source, retry, rx, tally));
-        (Acker { requests: tx }, task)
+        let task = tokio::spawn(run(source, retry, rx, tally, Arc::clone(&outstanding)));
+        let acker = Acker {
+            requests: tx,
+            outstanding,
+        };
+        (acker, task)
     }
 
     /// Queue `receipt` for the next batch (waits while the queue is full). Returns false when
     /// the acker is gone (then the message comes back when its lease ends).
     pub(crate) async fn ack(&self, receipt: Receipt) -> bool {
-        self.requests.send(receipt).await.is_ok()
+        // Counted before the handler's task ends its own count (see `outstanding.rs`).
+        self.outstanding.add(1);
+        let queued = self.requests.send(receipt).await.is_ok();
+        if !queued {
+            self.outstanding.settled(1);
+        }
+        queued
     }
 }
 
@@ -74,6 +89,7 @@ async fn run<B: Backend>(
     retry: Retry,
     mut requests: mpsc::Receiver<Receipt>,
     tally: Arc<Tally>,
+    outstanding: Arc<Outstanding>,
 ) {
     let mut batch: Vec<Receipt> = Vec::with_capacity(WorkerBuilder::MAX_ACK_BATCH);
     let (label, name) = source.metric_label();
@@ -121,6 +137,7 @@ async fn run<B: Backend>(
             }
             break;
         }
+        outstanding.settled(batch.len());
         batch.clear();
     }
 }

@@ -16,7 +16,7 @@
 //! task checkpoints and exits, and the drain waits for all of them.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -25,7 +25,8 @@ use rand::RngExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::consumer::{Slots, take_budget};
+use super::budget::Budget;
+use super::consumer::Slots;
 use super::context::JobContext;
 use super::execute::{Finished, Settled, panic_text};
 use super::handler::{DynHandler, Outcome};
@@ -90,7 +91,7 @@ pub(crate) struct MemberRuntime<B: Backend> {
     pub running: Arc<Semaphore>,
     /// One permit per live partition task: the shutdown drain waits for all of them.
     pub alive: Arc<Slots>,
-    pub budget: Arc<AtomicU64>,
+    pub budget: Arc<Budget>,
     pub tally: Arc<Tally>,
     pub kill: watch::Receiver<bool>,
     pub handler_seconds: metrics::Histogram,
@@ -285,22 +286,23 @@ async fn run_partition<B: Backend>(
             if stop.is_cancelled() {
                 break 'reading;
             }
-            if take_budget(&rt.budget, 1) == 0 {
+            let Some(reserved) = rt.budget.reserve(1, stop).await else {
                 // The worker's message budget is spent: the whole worker is done.
                 stop.cancel();
                 break 'reading;
-            }
+            };
             let offset = record.offset;
             match handle(rt, record, stop).await {
-                Handled::Passed { saved } => at.passed(offset, saved),
-                Handled::Stopped => {
-                    rt.budget.fetch_add(1, Ordering::Relaxed);
-                    break 'reading;
+                Handled::Passed { saved } => {
+                    at.passed(offset, saved);
+                    if reserved.spend(1) {
+                        // That was the last record of the worker's budget: do not wait for
+                        // another.
+                        stop.cancel();
+                    }
                 }
-            }
-            if rt.budget.load(Ordering::Relaxed) == 0 {
-                // That was the last record of the worker's budget: do not wait for another.
-                stop.cancel();
+                // (the reservation goes back)
+                Handled::Stopped => break 'reading,
             }
             let due = at.unsaved >= rt.checkpointing.every
                 || at.last_save.elapsed() >= rt.checkpointing.interval;

@@ -560,11 +560,15 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Stop (gracefully) once every queue is drained: a claim found nothing while none of the
-    /// queue's handlers was running, and nothing is about to come back — no delayed message
-    /// due, no lease ended (one this worker lost while the database was slow included): their
-    /// maintenance runs first. Messages still leased to other processes are theirs. For batch
-    /// jobs and scripts; a service keeps waiting.
+    /// Stop (gracefully) once every queue is drained: a claim found nothing though, when it
+    /// began, none of the queue's handlers was running and none of this worker's acks was
+    /// waiting to commit — so nothing its own acks release is left behind: the next message of
+    /// an ordering key or a concurrency key, a dependant, a batch's callback sent to the same
+    /// queue — and nothing is about to come back: no delayed message due, no lease ended (one
+    /// this worker lost while the database was slow included): their maintenance runs first.
+    /// Messages still leased to other processes, and what their acks will release, are
+    /// theirs; a message delayed into the future (a retry's backoff included) does not keep
+    /// the worker. For batch jobs and scripts; a service keeps waiting.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.stop_when_drained(); }
@@ -574,7 +578,9 @@ impl<B: Backend> WorkerBuilder<B> {
         self
     }
 
-    /// Stop (gracefully) after claiming `n` messages in all.
+    /// Stop (gracefully) after `n` messages in all were handed to handlers (over every queue
+    /// and claim loop; a claim that finds fewer does not use up the rest). The worker waits
+    /// for them as long as it takes.
     ///
     /// ```no_run
     /// # fn f(b: sqlmq::WorkerBuilder) { b.max_messages(1000); }

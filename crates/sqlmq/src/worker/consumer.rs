@@ -8,18 +8,20 @@
 //! back.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::batch::execute_batch;
+use super::budget::Budget;
 use super::execute::{SourceHandler, SourceRuntime, execute};
 use super::poll::PollState;
 use super::tally::Tally;
-use crate::domain::{Delivery, Result};
+use crate::domain::{Delivery, Error, Result};
 use crate::outage::{Outage, sleep_unless_stopped};
+use crate::source::Source;
 use crate::store::Backend;
 
 /// How one queue's claim loop runs.
@@ -27,10 +29,10 @@ use crate::store::Backend;
 pub(crate) struct ConsumerConfig {
     pub concurrency: usize,
     pub max_batch: usize,
-    /// Stop claiming once a claim finds nothing while none of this queue's handlers runs.
+    /// Stop claiming once the source is drained (see [`run_consumer`]).
     pub stop_when_drained: bool,
     /// Messages the whole worker may still claim (shared by its queues).
-    pub budget: Arc<AtomicU64>,
+    pub budget: Arc<Budget>,
 }
 
 /// The running messages of one queue: `concurrency` slots, of which the free ones are the
@@ -79,20 +81,15 @@ impl Slots {
 /// nothing.
 const LINGER_TURNS: usize = 2;
 
-/// Take up to `want` from the shared budget; returns how many were granted.
-pub(super) fn take_budget(budget: &AtomicU64, want: usize) -> usize {
-    let mut granted = 0;
-    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-        granted = left.min(want as u64);
-        Some(left - granted)
-    });
-    granted as usize
-}
-
 /// Claim and start messages of one queue until `stop` (or until the queue is drained, or the
 /// budget spent, when so configured). Returns early with an error retrying cannot fix (the
 /// queue was deleted, the schema changed); the messages already started keep running in
 /// `slots` either way.
+///
+/// Drained means: a claim found nothing, nothing of the source was outstanding when it began
+/// (no handler of any of the source's loops running, no ack waiting to commit: see
+/// `outstanding.rs`), and a look at the source finds nothing ready and nothing maintenance
+/// would make ready now.
 pub(crate) async fn run_consumer<B: Backend>(
     rt: Arc<SourceRuntime<B>>,
     config: &ConsumerConfig,
@@ -125,22 +122,28 @@ pub(crate) async fn run_consumer<B: Backend>(
             }
             continue;
         }
-        let n = take_budget(&config.budget, free.min(config.max_batch));
-        if n == 0 {
-            // The worker's message budget is spent: the whole worker is done, including
-            // consumers of other queues that may be waiting for work.
+        let Some(reserved) = config
+            .budget
+            .reserve(free.min(config.max_batch), stop)
+            .await
+        else {
+            // The worker's message budget is spent (or the worker stops): the whole worker is
+            // done, including consumers of other queues that may be waiting for work.
             stop.cancel();
             return Ok(());
-        }
-        // Register for the wakeup before claiming, so that a send committed between an empty
-        // claim and the wait is not missed.
+        };
+        // Register for the wakeup, and for the source's next settlement, before claiming, so
+        // that a send or an ack committed between an empty claim and the wait is not missed.
         let notified = wakeup.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        let fewer = rt.outstanding.fewer();
+        tokio::pin!(fewer);
+        fewer.as_mut().enable();
+        let quiet = rt.outstanding.none();
         let started = std::time::Instant::now();
-        let claimed = rt.source.claim(n, rt.lease).await;
-        let unused = claimed.as_ref().map_or(n, |batch| n - batch.len());
-        config.budget.fetch_add(unused as u64, Ordering::Relaxed);
+        let claimed = rt.source.claim(reserved.len(), rt.lease).await;
+        reserved.spend(claimed.as_ref().map_or(0, Vec::len));
         match claimed {
             Ok(batch) if !batch.is_empty() => {
                 failures = 0;
@@ -148,9 +151,15 @@ pub(crate) async fn run_consumer<B: Backend>(
                 poll.activity.store(true, Ordering::Relaxed);
                 start(&rt, batch, slots, tally);
             }
-            Ok(_) if config.stop_when_drained && slots.running() == 0 => {
-                if !rt.source.may_have_work().await.unwrap_or(true) {
-                    return Ok(());
+            Ok(_) if config.stop_when_drained && quiet => {
+                match rt.source.may_have_work().await {
+                    Ok(false) => return Ok(()),
+                    Ok(true) => {}
+                    Err(e) if e.is_retryable() => {}
+                    Err(e) => {
+                        tracing::error!(source = rt.source.name(), "claiming stopped: {e}");
+                        return Err(e);
+                    }
                 }
                 // Rows were there but held by another transaction for a moment, or maintenance
                 // just gave some back: look again.
@@ -162,16 +171,23 @@ pub(crate) async fn run_consumer<B: Backend>(
             Ok(_) => {
                 failures = 0;
                 rt.source.client().outage().succeeded();
-                let free_now = slots.free.available_permits();
+                let mark = poll.verified_mark();
                 poll.enter_idle();
-                tokio::select! {
-                    _ = &mut notified => {}
-                    _ = stop.cancelled() => {}
-                    // A message finished: with `stop_when_drained`, look whether that was the
-                    // last one.
-                    () = slots.until_free(free_now + 1), if config.stop_when_drained => {}
-                }
+                let woken = tokio::select! {
+                    _ = &mut notified => true,
+                    _ = stop.cancelled() => false,
+                    // A message of the source settled: with `stop_when_drained`, its ack may
+                    // have released more, or it was the last one.
+                    () = &mut fewer, if config.stop_when_drained => false,
+                };
                 poll.leave_idle();
+                // Woken by a send or a notification for the source's id, not by the prober,
+                // whose probe found every source still the one of its name: look before
+                // claiming, once per wakeup from idle (a database re-created or restored gives
+                // the ids to other queues and groups; see `Error::Deleted`).
+                if woken && !poll.verified_since(mark) {
+                    stop_if_gone(&rt.source).await?;
+                }
             }
             Err(e) if e.is_retryable() => {
                 failures += 1;
@@ -180,12 +196,27 @@ pub(crate) async fn run_consumer<B: Backend>(
                     tracing::warn!(source = rt.source.name(), "claim failed, retrying: {e}");
                 }
                 sleep_unless_stopped(Outage::pause(failures), stop).await;
+                // The database may have been re-created (or restored) meanwhile, its ids given
+                // to other queues: claim again only from the same queue.
+                stop_if_gone(&rt.source).await?;
             }
             Err(e) => {
                 tracing::error!(source = rt.source.name(), "claiming stopped: {e}");
                 return Err(e);
             }
         }
+    }
+}
+
+/// [`Error::Deleted`] (logged) when `source` was deleted or its id went to another; a look
+/// that fails otherwise is left to the claim, which meets the same database.
+async fn stop_if_gone<B: Backend>(source: &Source<B>) -> Result<()> {
+    match source.verify().await {
+        Err(e) if matches!(e, Error::Deleted { .. }) => {
+            tracing::error!(source = source.name(), "claiming stopped: {e}");
+            Err(e)
+        }
+        _ => Ok(()),
     }
 }
 
@@ -200,6 +231,7 @@ fn start<B: Backend>(
     let permits = Arc::clone(&slots.free)
         .try_acquire_many_owned(batch.len() as u32)
         .expect("claims never exceed the free slots");
+    rt.outstanding.add(batch.len());
     match &rt.handler {
         SourceHandler::Each(_) => {
             let mut permits = permits;
@@ -207,18 +239,21 @@ fn start<B: Backend>(
                 let permit = permits.split(1).expect("a permit per message");
                 let (rt, tally) = (Arc::clone(rt), Arc::clone(tally));
                 tokio::spawn(async move {
-                    tally.add(execute(rt, delivery).await, 1);
+                    tally.add(execute(Arc::clone(&rt), delivery).await, 1);
                     drop(permit);
+                    rt.outstanding.settled(1);
                 });
             }
         }
         SourceHandler::Batch(handler) => {
             let (rt, tally, handler) = (Arc::clone(rt), Arc::clone(tally), Arc::clone(handler));
+            let n = batch.len();
             tokio::spawn(async move {
-                for settled in execute_batch(rt, handler.as_ref(), batch).await {
+                for settled in execute_batch(Arc::clone(&rt), handler.as_ref(), batch).await {
                     tally.add(settled, 1);
                 }
                 drop(permits);
+                rt.outstanding.settled(n);
             });
         }
     }
@@ -227,16 +262,6 @@ fn start<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_budget_is_shared_and_never_overdrawn() {
-        let budget = AtomicU64::new(5);
-        assert_eq!(take_budget(&budget, 3), 3);
-        assert_eq!(take_budget(&budget, 3), 2);
-        assert_eq!(take_budget(&budget, 3), 0);
-        budget.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(take_budget(&budget, 3), 1);
-    }
 
     #[tokio::test]
     async fn slots_count_running_messages_and_report_when_all_are_done() {

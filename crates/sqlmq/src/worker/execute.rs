@@ -14,6 +14,7 @@ use super::acker::Acker;
 use super::batch::DynBatchHandler;
 use super::context::JobContext;
 use super::handler::{Answer, DynHandler, Outcome};
+use super::outstanding::Outstanding;
 use crate::domain::Delivery;
 use crate::domain::{Error, Receipt};
 use crate::source::Source;
@@ -31,6 +32,8 @@ pub(crate) struct SourceRuntime<B: Backend> {
     pub lease: Duration,
     pub timeout: Duration,
     pub acker: Acker,
+    /// Handlers running and acks not committed yet (for `stop_when_drained`).
+    pub outstanding: Arc<Outstanding>,
     /// Becomes true when the shutdown grace period is over: stop handlers now.
     pub kill: watch::Receiver<bool>,
     /// `sqlmq_handler_seconds{queue|group}`, resolved once: the recorder is installed before workers

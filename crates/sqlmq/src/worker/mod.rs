@@ -33,6 +33,8 @@
 //! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
 //! | `acker.rs` | the batch acker |
+//! | `outstanding.rs` | a source's running handlers and uncommitted acks: when "drained" is true |
+//! | `budget.rs` | the message budget (`max_messages`) shared by every loop |
 //! | `pipeline.rs` | `JobTransaction::send`/`publish`: exactly-once pipelines |
 //! | `poll.rs` | the one-query prober, maintenance triggers |
 //! | `liveness.rs` | process registry, heartbeats, release of dead processes' claims |
@@ -42,12 +44,14 @@
 mod acker;
 mod batch;
 mod broadcast;
+mod budget;
 mod builder;
 mod consumer;
 mod context;
 mod execute;
 mod handler;
 mod liveness;
+mod outstanding;
 mod pipeline;
 mod poll;
 mod schema;

@@ -17,8 +17,8 @@
 //! maintenance sequences them; and each group's housekeeping (consume-timeout alerts,
 //! retention) runs from here at its own interval.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -26,9 +26,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Subject;
 use crate::client::delay::PollDelay;
-use crate::source::Source;
+use crate::domain::Error;
+use crate::queue::Queue;
+use crate::source::{Source, group_still_there, still_there};
 use crate::store::Backend;
 use crate::store::follow::Change;
+use crate::store::rows::{GroupSignal, QueueSignal};
 use crate::topic::Group;
 
 /// Shared between the consumers and the prober of one worker.
@@ -41,6 +44,11 @@ pub(crate) struct PollState {
     /// Fired when a consumer starts waiting: a prober that was sleeping its long maintenance
     /// interval (nobody was idle) must re-plan at once.
     pub became_idle: Notify,
+    /// A source the prober found deleted, or whose id went to another ([`Error::Deleted`]):
+    /// the worker stopped claiming for it, and reports it once stopped.
+    gone: Mutex<Option<Error>>,
+    /// Probes that found every source still the one of its name, counted.
+    verified: AtomicU64,
 }
 
 impl PollState {
@@ -54,6 +62,29 @@ impl PollState {
     pub(crate) fn leave_idle(&self) {
         self.idle.fetch_sub(1, Ordering::Relaxed);
     }
+
+    /// A source is gone: keep the first such error and stop every claim loop through
+    /// `claims`.
+    fn source_gone(&self, e: Error, claims: &CancellationToken) {
+        tracing::error!("claiming stopped: {e}");
+        self.gone.lock().expect("poisoned").get_or_insert(e);
+        claims.cancel();
+    }
+
+    /// A mark to give [`PollState::verified_since`].
+    pub(crate) fn verified_mark(&self) -> u64 {
+        self.verified.load(Ordering::SeqCst)
+    }
+
+    /// Whether a probe found every source still the one of its name since `mark` was taken.
+    pub(crate) fn verified_since(&self, mark: u64) -> bool {
+        self.verified.load(Ordering::SeqCst) != mark
+    }
+
+    /// The source found gone, if any.
+    pub(crate) fn take_gone(&self) -> Option<Error> {
+        self.gone.lock().expect("poisoned").take()
+    }
 }
 
 /// The prober's settings.
@@ -63,12 +94,16 @@ pub(crate) struct ProberConfig {
     pub maintenance_interval: Duration,
 }
 
-/// Probe the worker's queues and groups until `stop`; wake consumers, run maintenance.
+/// Probe the worker's queues and groups until `stop`; wake consumers, run maintenance. Each
+/// probe also says whether every source is still the one of its name: one deleted, or whose id
+/// went to another queue or group (a re-created or restored database), stops the worker's
+/// claims (`claims`) before anything of it is woken or maintained.
 pub(crate) async fn run_prober<B: Backend>(
     sources: Vec<Source<B>>,
     state: Arc<PollState>,
     config: ProberConfig,
     stop: CancellationToken,
+    claims: CancellationToken,
 ) {
     let Some(first) = sources.first() else { return };
     let client = first.client().clone();
@@ -113,26 +148,45 @@ pub(crate) async fn run_prober<B: Backend>(
             _ = state.became_idle.notified(), if !anyone_idle => continue,
             _ = stop.cancelled() => return,
         }
-        if probe_groups(&groups).await {
-            delay.reset();
-        }
         let started = std::time::Instant::now();
-        let signals = match client.probe(&ids).await {
+        let groups_seen = probe_groups(&groups).await;
+        let queues_seen = match client.probe(&ids).await {
             Ok(s) => {
                 client.outage().succeeded();
-                s
+                Some(s)
             }
             Err(e) => {
                 if !client.outage().failed_since(&e, started) {
                     tracing::warn!("probe failed: {e}");
                 }
-                continue;
+                None
             }
         };
-        for signal in signals {
-            let Some(queue) = queues.iter().find(|q| q.id() == signal.queue_id) else {
-                continue;
-            };
+        // Every source still the one of its name, before anything of any is woken or
+        // maintained.
+        let queue_signals = (queues_seen.as_deref())
+            .map(|s| queues_still_there(&queues, s))
+            .transpose();
+        let group_signals = (groups_seen.as_deref())
+            .map(|s| groups_still_there(&groups, s))
+            .transpose();
+        let (queue_signals, group_signals) = match (queue_signals, group_signals) {
+            (Ok(q), Ok(g)) => (q, g),
+            (Err(gone), _) | (_, Err(gone)) => {
+                state.source_gone(gone, &claims);
+                return;
+            }
+        };
+        if queue_signals.is_some() && group_signals.is_some() {
+            // Consumers woken from here on need not look again (see `verified_since`).
+            state.verified.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Some(signals) = group_signals
+            && wake_groups(&signals).await
+        {
+            delay.reset();
+        }
+        for (queue, signal) in queue_signals.unwrap_or_default() {
             let mut ready = signal.ready;
             if signal.needs_maintenance() {
                 match queue.maintain().await {
@@ -151,29 +205,62 @@ pub(crate) async fn run_prober<B: Backend>(
     }
 }
 
-/// Probe `groups` (one query), run the maintenance of those with expired leases or records
-/// waiting for offsets, their housekeeping when due, and wake their local consumers when there
-/// is work. Returns whether there was.
-async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> bool {
+/// Probe `groups` (one query); `None` when the probe failed (logged).
+async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> Option<Vec<GroupSignal>> {
     let Some(first) = groups.first() else {
-        return false;
+        return Some(Vec::new());
     };
     let ids: Vec<i32> = groups.iter().map(|g| g.id()).collect();
     let started = std::time::Instant::now();
-    let signals = match first.topic().client().probe_groups(&ids).await {
-        Ok(s) => s,
+    match first.topic().client().probe_groups(&ids).await {
+        Ok(s) => Some(s),
         Err(e) => {
             if !first.topic().client().outage().failed_since(&e, started) {
                 tracing::warn!("group probe failed: {e}");
             }
-            return false;
+            None
         }
-    };
+    }
+}
+
+/// Each queue with the probe's answer for it, if every one is still the queue of its name.
+fn queues_still_there<'a, B: Backend>(
+    queues: &'a [Queue<B>],
+    signals: &'a [QueueSignal],
+) -> Result<Vec<(&'a Queue<B>, &'a QueueSignal)>, Error> {
+    queues
+        .iter()
+        .map(|q| {
+            Ok((
+                q,
+                still_there(q, signals.iter().find(|s| s.queue_id == q.id()))?,
+            ))
+        })
+        .collect()
+}
+
+/// [`queues_still_there`] for consumer groups.
+fn groups_still_there<'a, B: Backend>(
+    groups: &'a [Group<B>],
+    signals: &'a [GroupSignal],
+) -> Result<Vec<(&'a Group<B>, &'a GroupSignal)>, Error> {
+    groups
+        .iter()
+        .map(|g| {
+            let signal = signals.iter().find(|s| s.group_id == g.id());
+            Ok((g, group_still_there(g, signal)?))
+        })
+        .collect()
+}
+
+/// Run the maintenance of the groups with expired leases or records waiting for offsets,
+/// their housekeeping when due, and wake their local consumers when there is work. Returns
+/// whether there was.
+async fn wake_groups<B: Backend>(groups: &[(&Group<B>, &GroupSignal)]) -> bool {
     let mut work = false;
-    for group in groups {
-        let signal = signals.iter().find(|s| s.group_id == group.id());
-        let mut ready = signal.is_some_and(|s| s.ready);
-        if signal.is_some_and(|s| s.expired || s.pending) {
+    for (group, signal) in groups {
+        let mut ready = signal.ready;
+        if signal.expired || signal.pending {
             match group.maintain().await {
                 Ok(report) => ready |= report.sequenced + report.released > 0,
                 Err(e) => tracing::warn!(group = group.label(), "maintenance failed: {e}"),

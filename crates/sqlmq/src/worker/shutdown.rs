@@ -2,7 +2,8 @@
 //!
 //! 1. **Who signals**: whoever holds the token given to [`WorkerBuilder::run`] (see
 //!    [`shutdown_on_signals`](super::shutdown_on_signals) for SIGTERM and Ctrl-C), or a
-//!    consumer that met an error retrying cannot fix, which cancels the worker's own token.
+//!    consumer that met an error retrying cannot fix, which cancels the worker's own token
+//!    (and so does the prober when a source was deleted, or its id went to another one).
 //!    Consumers that drained their queue or spent the message budget stop on their own; once
 //!    all have, the worker stops as if signalled.
 //! 2. **Stop claiming**: every claim loop checks the token before each claim and wakes from
@@ -34,7 +35,9 @@ impl<B: Backend> Running<B> {
         // A newer schema (seen by the heartbeat) stopped the claims like a signal; it is
         // reported after the clean shutdown, like a consumer's fatal error.
         let fatal = self.stop_claiming().await;
-        let fatal = fatal.or_else(|| self.registration.schema.take());
+        let fatal = fatal
+            .or_else(|| self.registration.schema.take())
+            .or_else(|| self.poll.take_gone());
         self.drain().await;
         // 4. Flush acks: every runtime (and acker handle) went with its jobs and claim loop.
         for acker in std::mem::take(&mut self.ackers) {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -12,10 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::acker::Acker;
 use super::broadcast::{self, MemberRuntime};
+use super::budget::Budget;
 use super::builder::WorkerBuilder;
 use super::consumer::{self, ConsumerConfig, Slots};
 use super::execute::SourceRuntime;
 use super::liveness::Registration;
+use super::outstanding::Outstanding;
 use super::poll::{self, PollState, ProberConfig};
 use super::schema::{self, SchemaWatch};
 use super::tally::Tally;
@@ -45,6 +47,8 @@ pub(super) struct Running<B: Backend> {
     /// Fires the database's recurring schedules (unless the builder said not to).
     pub scheduler: Option<JoinHandle<()>>,
     pub registration: Arc<Registration<B>>,
+    /// What the consumers and the prober share; holds a source the prober found gone.
+    pub poll: Arc<PollState>,
     pub tally: Arc<Tally>,
 }
 
@@ -94,10 +98,16 @@ impl<B: Backend> WorkerBuilder<B> {
         let mut ackers = Vec::new();
         let mut consumers = JoinSet::new();
         let mut all_slots = Vec::new();
-        let budget = Arc::new(AtomicU64::new(self.max_messages.unwrap_or(u64::MAX)));
+        let budget = Arc::new(Budget::new(self.max_messages));
         for ((name, handler), source) in self.sources.into_iter().zip(sources.iter()) {
-            let (acker, acker_task) =
-                Acker::start(source.clone(), self.lease, stop.clone(), tally.clone());
+            let outstanding = Arc::new(Outstanding::default());
+            let (acker, acker_task) = Acker::start(
+                source.clone(),
+                self.lease,
+                stop.clone(),
+                tally.clone(),
+                Arc::clone(&outstanding),
+            );
             ackers.push(acker_task);
             let (label, value) = source.metric_label();
             let rt = Arc::new(SourceRuntime {
@@ -106,6 +116,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 lease: self.lease,
                 timeout: self.timeout,
                 acker,
+                outstanding,
                 kill: kill_rx.clone(),
                 handler_seconds: metrics::histogram!("sqlmq_handler_seconds", label => value),
             });
@@ -182,13 +193,14 @@ impl<B: Backend> WorkerBuilder<B> {
         }
         let prober = tokio::spawn(poll::run_prober(
             sources.clone(),
-            poll,
+            Arc::clone(&poll),
             ProberConfig {
                 floor: self.poll_floor,
                 ceiling: self.poll_ceiling,
                 maintenance_interval: self.maintenance_interval,
             },
             services.clone(),
+            stop.clone(),
         ));
         let registration = Arc::new(registration);
         let heartbeat = {
@@ -218,6 +230,7 @@ impl<B: Backend> WorkerBuilder<B> {
             heartbeat,
             scheduler,
             registration,
+            poll,
             tally,
         }))
     }

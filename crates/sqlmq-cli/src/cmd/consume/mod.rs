@@ -57,10 +57,13 @@ pub struct Args {
     exec: String,
     #[command(flatten)]
     options: ExecOptions,
-    /// Exit after this many messages were claimed (and settled)
+    /// Exit after this many messages were handed to the command (and settled); waits for
+    /// them as long as it takes
     #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
-    /// Exit when a claim finds nothing and no command is running
+    /// Exit when the queues are empty: nothing ready, no command running, no ack waiting to
+    /// commit, and nothing those acks released (a key's next message, a dependant, a batch
+    /// callback). Delayed messages and other processes' in-flight ones do not keep it
     #[arg(long)]
     exit_when_empty: bool,
 }
@@ -115,9 +118,9 @@ impl ExecOptions {
 /// When a `--exec` worker stops on its own (else at SIGTERM/SIGINT).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StopWhen {
-    /// After this many messages were claimed (and settled).
+    /// After this many messages were handed out (and settled).
     pub max_messages: Option<u64>,
-    /// When a claim finds nothing and no command is running.
+    /// When the sources are drained (`WorkerBuilder::stop_when_drained`).
     pub drained: bool,
 }
 

@@ -14,10 +14,11 @@ use crate::store::{Backend, Probe};
 /// The probes' statements.
 pub struct ProbeSql {
     /// Per queue of a `{list}` of ids: `id, paused, any ready, any due delayed, any ended
-    /// lease` (flags as integers).
+    /// lease, name` (flags as integers).
     pub queues: &'static str,
     /// Per cluster group of a `{list}` of ids: `id, any record to hand out, any due retry, any
-    /// ended lease, any record waiting for its offset` (flags as integers).
+    /// ended lease, any record waiting for its offset, topic name, group name` (flags as
+    /// integers).
     pub groups: &'static str,
 }
 
@@ -36,6 +37,7 @@ impl<B: Backend> Probe<B> for SqlStore<B> {
                 let paused = r.col::<i64>(1)? != 0;
                 Ok(QueueSignal {
                     queue_id: r.col(0)?,
+                    name: r.col(5)?,
                     ready: !paused && r.col::<i64>(2)? != 0,
                     due: r.col::<i64>(3)? != 0,
                     expired: r.col::<i64>(4)? != 0,
@@ -61,6 +63,8 @@ impl<B: Backend> Probe<B> for SqlStore<B> {
             .map(|r| {
                 Ok(GroupSignal {
                     group_id: r.col(0)?,
+                    topic: r.col(5)?,
+                    group: r.col(6)?,
                     ready: r.col::<i64>(1)? != 0 || r.col::<i64>(2)? != 0,
                     expired: r.col::<i64>(3)? != 0,
                     pending: r.col::<i64>(4)? != 0,

@@ -8,7 +8,8 @@ pub(super) const SQL: ProbeSql = ProbeSql {
         EXISTS (SELECT 1 FROM {p}scheduled s FORCE INDEX (due) \
             WHERE s.queue_id = q.id AND s.run_at <= UTC_TIMESTAMP(6)), \
         EXISTS (SELECT 1 FROM {p}leases l FORCE INDEX (expiry) \
-            WHERE l.queue_id = q.id AND l.lease_until <= UTC_TIMESTAMP(6)) \
+            WHERE l.queue_id = q.id AND l.lease_until <= UTC_TIMESTAMP(6)), \
+        q.name \
         FROM {p}queues q FORCE INDEX (PRIMARY) WHERE q.id IN ({list})",
     // Records to hand out (a cursor behind its partition's end — with strict order, only in a
     // partition with nothing in flight or waiting to retry — or a due retry), expired leases,
@@ -27,7 +28,8 @@ pub(super) const SQL: ProbeSql = ProbeSql {
             WHERE r.group_id = g.id AND r.run_at <= UTC_TIMESTAMP(6)), \
         EXISTS (SELECT 1 FROM {p}group_leases l FORCE INDEX (expiry) \
             WHERE l.group_id = g.id AND l.lease_until <= UTC_TIMESTAMP(6)), \
-        EXISTS (SELECT 1 FROM {p}topic_pending p FORCE INDEX (PRIMARY) WHERE p.topic_id = g.topic_id) \
+        EXISTS (SELECT 1 FROM {p}topic_pending p FORCE INDEX (PRIMARY) WHERE p.topic_id = g.topic_id), \
+        t.name, g.name \
         FROM {p}consumer_groups g FORCE INDEX (PRIMARY) \
         STRAIGHT_JOIN {p}topics t FORCE INDEX (PRIMARY) ON t.id = g.topic_id WHERE g.id IN ({list})",
 };

@@ -16,7 +16,7 @@ pub(super) const SQL: ProbeSql = ProbeSql {
         "), ",
         "EXISTS (SELECT 1 FROM {p}leases l WHERE l.queue_id = q.id AND l.lease_until <= ",
         now_us!(),
-        ") FROM {p}queues q WHERE q.id IN ({list})"
+        "), q.name FROM {p}queues q WHERE q.id IN ({list})"
     ),
     groups: concat!(
         "SELECT g.id, ",
@@ -33,7 +33,7 @@ pub(super) const SQL: ProbeSql = ProbeSql {
         "), ",
         "EXISTS (SELECT 1 FROM {p}group_leases l WHERE l.group_id = g.id AND l.lease_until <= ",
         now_us!(),
-        "), 0 FROM {p}consumer_groups g JOIN {p}topics t ON t.id = g.topic_id ",
+        "), 0, t.name, g.name FROM {p}consumer_groups g JOIN {p}topics t ON t.id = g.topic_id ",
         "WHERE g.id IN ({list})"
     ),
 };

@@ -14,11 +14,21 @@ use crate::store::rows::{GroupSignal, PendingBatch, PendingRow, QueueSignal};
 use crate::store::statements::MAX_LIST;
 use crate::store::{Groups, Probe, Publish, Queues, Topics};
 
-/// The signals of `ids`, by queue (each queue answered once).
+/// The signals of `ids`, by queue (each queue answered once), their names left out (see
+/// `names_say_what_holds_each_id`).
 async fn probe<B: SuiteBackend>(client: &Client<B>, ids: &[i32]) -> HashMap<i32, QueueSignal> {
     let mut conn = client.reader().acquire().await.unwrap();
     let signals = client.store().probe(&mut conn, ids).await.unwrap();
-    let by_queue: HashMap<i32, QueueSignal> = signals.iter().map(|s| (s.queue_id, *s)).collect();
+    let by_queue: HashMap<i32, QueueSignal> = signals
+        .iter()
+        .map(|s| {
+            let flags = QueueSignal {
+                name: String::new(),
+                ..s.clone()
+            };
+            (s.queue_id, flags)
+        })
+        .collect();
     assert_eq!(
         by_queue.len(),
         signals.len(),
@@ -31,6 +41,7 @@ async fn probe<B: SuiteBackend>(client: &Client<B>, ids: &[i32]) -> HashMap<i32,
 fn signal(queue_id: i32, ready: bool, due: bool, expired: bool) -> QueueSignal {
     QueueSignal {
         queue_id,
+        name: String::new(),
         ready,
         due,
         expired,
@@ -114,7 +125,7 @@ async fn the_flags<B: SuiteBackend>() {
     let asked = [ids["ready"], ids["ready"], i32::MAX];
     assert_eq!(
         probe(client, &asked).await,
-        HashMap::from([(ids["ready"], expected[&ids["ready"]])])
+        HashMap::from([(ids["ready"], expected[&ids["ready"]].clone())])
     );
     db.drop().await;
 }
@@ -154,14 +165,25 @@ async fn the_largest_probe<B: SuiteBackend>() {
     db.drop().await;
 }
 
-/// The signals of group `ids`, by group (each group answered once; on a reader).
+/// The signals of group `ids`, by group (each group answered once; on a reader), their names
+/// left out.
 async fn probe_groups<B: SuiteBackend>(
     client: &Client<B>,
     ids: &[i32],
 ) -> HashMap<i32, GroupSignal> {
     let mut conn = client.reader().acquire().await.unwrap();
     let signals = client.store().probe_groups(&mut conn, ids).await.unwrap();
-    let by_group: HashMap<i32, GroupSignal> = signals.iter().map(|s| (s.group_id, *s)).collect();
+    let by_group: HashMap<i32, GroupSignal> = signals
+        .iter()
+        .map(|s| {
+            let flags = GroupSignal {
+                topic: String::new(),
+                group: String::new(),
+                ..s.clone()
+            };
+            (s.group_id, flags)
+        })
+        .collect();
     assert_eq!(
         by_group.len(),
         signals.len(),
@@ -174,6 +196,8 @@ async fn probe_groups<B: SuiteBackend>(
 fn group_signal(group_id: i32, ready: bool, expired: bool, pending: bool) -> GroupSignal {
     GroupSignal {
         group_id,
+        topic: String::new(),
+        group: String::new(),
         ready,
         expired,
         pending,
@@ -298,7 +322,7 @@ async fn the_group_flags<B: SuiteBackend>() {
     let asked = [ids["ready"], ids["ready"], i32::MAX, -1];
     assert_eq!(
         probe_groups(client, &asked).await,
-        HashMap::from([(ids["ready"], expected[&ids["ready"]])])
+        HashMap::from([(ids["ready"], expected[&ids["ready"]].clone())])
     );
 
     // A record published, not sequenced yet where offsets come later: pending, nothing to
@@ -381,7 +405,35 @@ async fn the_largest_group_probe<B: SuiteBackend>() {
     db.drop().await;
 }
 
+/// Each signal names what holds its id now: the queue, or the group and its topic (a worker
+/// whose source's name differs holds an id that went to another).
+async fn names_say_what_holds_each_id<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let (a, b) = (queue(&client, "a").await, queue(&client, "b").await);
+    let mut conn = client.reader().acquire().await.unwrap();
+    let mut names: Vec<(i32, String)> = (client.store().probe(&mut conn, &[a, b]).await)
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.queue_id, s.name))
+        .collect();
+    names.sort();
+    assert_eq!(names, [(a, "a".to_owned()), (b, "b".to_owned())]);
+    drop(conn);
+    let t = topic(&client, "t", false).await;
+    let g = group(&client, t, "g", 0).await;
+    let mut conn = client.reader().acquire().await.unwrap();
+    let signals = client.store().probe_groups(&mut conn, &[g]).await.unwrap();
+    let named: Vec<(i32, &str, &str)> = signals
+        .iter()
+        .map(|s| (s.group_id, s.topic.as_str(), s.group.as_str()))
+        .collect();
+    assert_eq!(named, [(g, "t", "g")]);
+    drop(conn);
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(async: [
+    names_say_what_holds_each_id,
     nothing_for_nothing,
     the_flags,
     the_largest_probe,
