@@ -46,7 +46,8 @@ pub fn install_prometheus_recorder() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder is already installed; /metrics shows only the database gauges");
             }
-            describe();
+            // Every metric of the library and of this server, with its help text.
+            sqlmq::telemetry::describe_metrics();
             handle
         })
         .clone()
@@ -121,146 +122,6 @@ impl<R: Recorder> Recorder for WithoutDatabaseFamilies<R> {
             Histogram::noop()
         }
     }
-}
-
-/// HELP texts of the library's facade metrics and of this server's own. The library labels a
-/// consumer's metrics `queue` (the queue's name) or `group` (`topic/group`).
-fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram};
-    // Producing.
-    describe_counter!(
-        "sqlmq_messages_sent_total",
-        "Messages sent to a queue by this process (duplicates of an idempotency key excepted)"
-    );
-    describe_counter!(
-        "sqlmq_messages_duplicate_total",
-        "Messages this process sent to a queue that their idempotency key found sent already (not sent again)"
-    );
-    describe_histogram!(
-        "sqlmq_send_seconds",
-        Unit::Seconds,
-        "Time of a send call of this process, from the call to its answer, by queue"
-    );
-    describe_counter!(
-        "sqlmq_records_published_total",
-        "Records published to a topic by this process"
-    );
-    describe_counter!(
-        "sqlmq_records_sequenced_total",
-        "Records this process gave their offsets (the sequencer)"
-    );
-    describe_counter!(
-        "sqlmq_key_rate_deferrals_total",
-        "Claimed messages put back because their concurrency key was over its rate"
-    );
-    describe_counter!(
-        "sqlmq_sequence_retries_total",
-        "Sequencer steps started again because a pending record was not visible yet"
-    );
-    describe_counter!(
-        "sqlmq_records_expired_total",
-        "Records a topic's retention removed, by topic (in this process)"
-    );
-    // Consuming, by queue or group.
-    for (kind, what, of) in [
-        ("messages", "Messages", "queue"),
-        ("records", "Records", "group"),
-    ] {
-        describe_counter!(
-            format!("sqlmq_{kind}_claimed_total"),
-            format!("{what} of a {of} claimed by this process")
-        );
-        describe_counter!(
-            format!("sqlmq_{kind}_acked_total"),
-            format!("{what} of a {of} this process settled for good (acked, or taken)")
-        );
-        describe_counter!(
-            format!("sqlmq_{kind}_retried_total"),
-            format!("{what} of a {of} this process nacked for a later attempt")
-        );
-        describe_counter!(
-            format!("sqlmq_{kind}_snoozed_total"),
-            format!(
-                "{what} of a {of} this process snoozed (delivered again later without spending an attempt)"
-            )
-        );
-        describe_counter!(
-            format!("sqlmq_{kind}_dead_lettered_total"),
-            format!(
-                "{what} of a {of} dead-lettered by this process (attempts used up, given up, or the last lease expired)"
-            )
-        );
-    }
-    describe_histogram!(
-        "sqlmq_claim_seconds",
-        Unit::Seconds,
-        "Time of a claim of this process, by queue or group"
-    );
-    describe_counter!(
-        "sqlmq_leases_lost_total",
-        "Acks of this process refused because the lease was lost (it expired or was released), by queue or group"
-    );
-    describe_counter!(
-        "sqlmq_lease_extensions_total",
-        "Lease extensions made by this process, by queue or group"
-    );
-    describe_counter!(
-        "sqlmq_leases_expired_total",
-        "Expired leases this process released for another attempt, by queue or group"
-    );
-    describe_histogram!(
-        "sqlmq_ack_batch_size",
-        "Acks a worker of this process committed together in one transaction, by queue or group"
-    );
-    describe_histogram!(
-        "sqlmq_handler_seconds",
-        Unit::Seconds,
-        "Time a worker handler of this process took for one message or record, by queue or group"
-    );
-    describe_counter!(
-        "sqlmq_released_from_dead_process_total",
-        "Claims of dead (silent) worker processes this process released"
-    );
-    describe_counter!(
-        "sqlmq_group_skipped_by_retention_total",
-        "Records retention removed before a group consumed them, found by this process's claims"
-    );
-    describe_gauge!(
-        "sqlmq_group_lag",
-        "Records of a group not consumed yet, as this process last read them (group = topic/group)"
-    );
-    describe_gauge!(
-        "sqlmq_group_lag_seconds",
-        Unit::Seconds,
-        "Age of a group's oldest unconsumed record, as this process last read it (group = topic/group)"
-    );
-    // The database.
-    describe_counter!(
-        "sqlmq_db_retries_total",
-        "Transactions of this process retried after a transient failure, by transaction (op) and error class"
-    );
-    describe_counter!(
-        "sqlmq_database_waits_total",
-        "Times this process began waiting for an unavailable database, by kind (unreachable, no_connection, connection_limit, out_of_space)"
-    );
-    describe_gauge!(
-        "sqlmq_database_waiting",
-        "1 while this process waits for an unavailable database, else 0"
-    );
-    // This server.
-    describe_counter!(
-        "sqlmq_http_requests_total",
-        "HTTP requests answered by sqlmq serve, by route template, method and status"
-    );
-    describe_histogram!(
-        "sqlmq_http_request_duration_seconds",
-        Unit::Seconds,
-        "Time to answer an HTTP request (long polls included), by route template"
-    );
-    describe_counter!(
-        "sqlmq_http_panics_total",
-        "Request handlers that panicked (answered 500 with code internal; a bug to report)"
-    );
 }
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -532,8 +393,9 @@ mod tests {
         let recorder = WithoutDatabaseFamilies { inner, families };
         metrics::with_local_recorder(&recorder, || {
             metrics::describe_gauge!("sqlmq_group_consume_timeouts", "the facade's");
-            metrics::gauge!("sqlmq_group_consume_timeouts", "group" => "t/g").set(2.0);
-            metrics::gauge!("sqlmq_group_lag", "group" => "t/g").set(3.0);
+            metrics::gauge!(sqlmq::telemetry::catalogue::GROUP_CONSUME_TIMEOUTS.name(), "group" => "t/g").set(2.0);
+            metrics::gauge!(sqlmq::telemetry::catalogue::GROUP_LAG.name(), "group" => "t/g")
+                .set(3.0);
         });
         let text = handle.render();
         assert!(!text.contains("sqlmq_group_consume_timeouts"), "{text}");

@@ -26,7 +26,7 @@ fn answer(payload: Box<dyn Any + Send + 'static>) -> Response {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned());
     tracing::error!(panic = %message, "a request handler panicked");
-    metrics::counter!("sqlmq_http_panics_total").increment(1);
+    metrics::counter!(sqlmq::telemetry::catalogue::HTTP_PANICS.name()).increment(1);
     ApiError::new(
         axum::http::StatusCode::INTERNAL_SERVER_ERROR,
         "internal",

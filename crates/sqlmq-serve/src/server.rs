@@ -110,9 +110,9 @@ async fn record(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("sqlmq_http_requests_total", "route" => route.clone(), "method" => method, "status" => status)
+    metrics::counter!(sqlmq::telemetry::catalogue::HTTP_REQUESTS.name(), "route" => route.clone(), "method" => method, "status" => status)
         .increment(1);
-    metrics::histogram!("sqlmq_http_request_duration_seconds", "route" => route)
+    metrics::histogram!(sqlmq::telemetry::catalogue::HTTP_REQUEST_DURATION.name(), "route" => route)
         .record(start.elapsed().as_secs_f64());
     response
 }

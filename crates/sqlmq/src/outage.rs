@@ -194,8 +194,9 @@ impl Outage {
         }
         self.active.store(true, Ordering::Release);
         tracing::warn!(kind, "waiting for the database, retrying: {reason}");
-        metrics::counter!("sqlmq_database_waits_total", "kind" => kind).increment(1);
-        metrics::gauge!("sqlmq_database_waiting").set(1.0);
+        metrics::counter!(crate::telemetry::catalogue::DATABASE_WAITS.name(), "kind" => kind)
+            .increment(1);
+        metrics::gauge!(crate::telemetry::catalogue::DATABASE_WAITING.name()).set(1.0);
         state.current = Some(Current {
             kind,
             reason: reason.to_owned(),
@@ -250,7 +251,7 @@ impl Outage {
                 "the database is available again after {:.1?}",
                 c.started.elapsed()
             );
-            metrics::gauge!("sqlmq_database_waiting").set(0.0);
+            metrics::gauge!(crate::telemetry::catalogue::DATABASE_WAITING.name()).set(0.0);
         }
     }
 

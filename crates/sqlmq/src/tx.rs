@@ -78,7 +78,7 @@ fn should_retry(op: &'static str, err: &Error, attempt: u32) -> bool {
     if attempt >= MAX_ATTEMPTS {
         return false;
     }
-    metrics::counter!("sqlmq_db_retries_total", "op" => op, "class" => class_label(class))
+    metrics::counter!(crate::telemetry::catalogue::DB_RETRIES.name(), "op" => op, "class" => class_label(class))
         .increment(1);
     tracing::debug!(op, attempt, error = %err, "retrying transaction");
     true

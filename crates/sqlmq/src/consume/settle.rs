@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::domain::{AckReport, Backoff, Error, Failure, NackOutcome, Receipt, Released, Result};
 use crate::store::prelude::*;
 use crate::store::{Backend, receipts_except};
+use crate::telemetry::catalogue::{self, Metric};
 use crate::tx;
 
 /// A queue or a cluster group, by id: what a consumer settles (the store has a statement
@@ -88,11 +89,11 @@ async fn acks_committed<B: Backend>(
 struct Names {
     /// The metric label's key: `queue` or `group`.
     label: &'static str,
-    acked: &'static str,
-    retried: &'static str,
-    snoozed: &'static str,
-    dead_lettered: &'static str,
-    claimed: &'static str,
+    acked: Metric,
+    retried: Metric,
+    snoozed: Metric,
+    dead_lettered: Metric,
+    claimed: Metric,
     /// Transaction names (the `op` label of `sqlmq_db_retries_total`).
     op_ack: &'static str,
     op_fail: &'static str,
@@ -102,11 +103,11 @@ struct Names {
 
 const QUEUE: Names = Names {
     label: "queue",
-    acked: "sqlmq_messages_acked_total",
-    retried: "sqlmq_messages_retried_total",
-    snoozed: "sqlmq_messages_snoozed_total",
-    dead_lettered: "sqlmq_messages_dead_lettered_total",
-    claimed: "sqlmq_messages_claimed_total",
+    acked: catalogue::MESSAGES_ACKED,
+    retried: catalogue::MESSAGES_RETRIED,
+    snoozed: catalogue::MESSAGES_SNOOZED,
+    dead_lettered: catalogue::MESSAGES_DEAD_LETTERED,
+    claimed: catalogue::MESSAGES_CLAIMED,
     op_ack: "ack",
     op_fail: "nack",
     op_extend: "extend",
@@ -115,11 +116,11 @@ const QUEUE: Names = Names {
 
 const GROUP: Names = Names {
     label: "group",
-    acked: "sqlmq_records_acked_total",
-    retried: "sqlmq_records_retried_total",
-    snoozed: "sqlmq_records_snoozed_total",
-    dead_lettered: "sqlmq_records_dead_lettered_total",
-    claimed: "sqlmq_records_claimed_total",
+    acked: catalogue::RECORDS_ACKED,
+    retried: catalogue::RECORDS_RETRIED,
+    snoozed: catalogue::RECORDS_SNOOZED,
+    dead_lettered: catalogue::RECORDS_DEAD_LETTERED,
+    claimed: catalogue::RECORDS_CLAIMED,
     op_ack: "group_ack",
     op_fail: "group_nack",
     op_extend: "group_extend",
@@ -175,9 +176,9 @@ impl<'a, B: Backend> Consumer<'a, B> {
     /// Record a claim's duration and size.
     pub(crate) fn record_claim(&self, started: Instant, claimed: usize) {
         let (key, value) = self.label();
-        metrics::histogram!("sqlmq_claim_seconds", key => value.clone())
+        metrics::histogram!(catalogue::CLAIM_SECONDS.name(), key => value.clone())
             .record(started.elapsed().as_secs_f64());
-        metrics::counter!(self.names().claimed, key => value).increment(claimed as u64);
+        metrics::counter!(self.names().claimed.name(), key => value).increment(claimed as u64);
     }
 
     /// The transaction name of this source's claims.
@@ -292,7 +293,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
     /// Count `acked` messages settled for good (acked, or taken).
     pub(crate) fn record_acked(&self, acked: usize) {
         let (key, value) = self.label();
-        metrics::counter!(self.names().acked, key => value).increment(acked as u64);
+        metrics::counter!(self.names().acked.name(), key => value).increment(acked as u64);
     }
 
     /// The report of acking `total` receipts of which `lost` had lost their lease, counted.
@@ -301,7 +302,8 @@ impl<'a, B: Backend> Consumer<'a, B> {
         self.record_acked(acked);
         let (key, value) = self.label();
         if !lost.is_empty() {
-            metrics::counter!("sqlmq_leases_lost_total", key => value).increment(lost.len() as u64);
+            metrics::counter!(catalogue::LEASES_LOST.name(), key => value)
+                .increment(lost.len() as u64);
         }
         AckReport { acked, lost }
     }
@@ -335,7 +337,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
             _ => names.retried,
         };
         let (key, value) = self.label();
-        metrics::counter!(counter, key => value).increment(1);
+        metrics::counter!(counter.name(), key => value).increment(1);
         Ok(outcome)
     }
 
@@ -404,7 +406,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
         })
         .await?;
         let (key, value) = self.label();
-        metrics::counter!("sqlmq_lease_extensions_total", key => value)
+        metrics::counter!(catalogue::LEASE_EXTENSIONS.name(), key => value)
             .increment(receipts.len() as u64);
         Ok(held)
     }
@@ -434,9 +436,9 @@ impl<'a, B: Backend> Consumer<'a, B> {
         if released.released + released.dead_lettered > 0 {
             let names = self.names();
             let (key, value) = self.label();
-            metrics::counter!("sqlmq_leases_expired_total", key => value.clone())
+            metrics::counter!(catalogue::LEASES_EXPIRED.name(), key => value.clone())
                 .increment(released.released as u64);
-            metrics::counter!(names.dead_lettered, key => value)
+            metrics::counter!(names.dead_lettered.name(), key => value)
                 .increment(released.dead_lettered as u64);
         }
         Ok(released)

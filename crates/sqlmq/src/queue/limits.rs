@@ -88,7 +88,8 @@ async fn pace_keys<B: Backend>(
         }
     }
     if !deferred.is_empty() {
-        metrics::counter!("sqlmq_key_rate_deferrals_total").increment(deferred.len() as u64);
+        metrics::counter!(crate::telemetry::catalogue::KEY_RATE_DEFERRALS.name())
+            .increment(deferred.len() as u64);
         store.put_back(conn, queue_id, &deferred).await?;
     }
     for (key, pace) in &keys {

@@ -373,17 +373,17 @@ impl<B: Backend> Queue<B> {
     fn count_sent(&self, sent: &[Sent]) {
         let dups = sent.iter().filter(|s| s.duplicate).count() as u64;
         let queue = self.name().to_owned();
-        metrics::counter!("sqlmq_messages_sent_total", "queue" => queue.clone())
+        metrics::counter!(crate::telemetry::catalogue::MESSAGES_SENT.name(), "queue" => queue.clone())
             .increment(sent.len() as u64 - dups);
         if dups > 0 {
-            metrics::counter!("sqlmq_messages_duplicate_total", "queue" => queue).increment(dups);
+            metrics::counter!(crate::telemetry::catalogue::MESSAGES_DUPLICATE.name(), "queue" => queue).increment(dups);
         }
     }
 
     /// One send call's latency, from the call to its answer (a coalesced send's includes its
     /// wait for the batch).
     fn record_latency(&self, started: Instant) {
-        metrics::histogram!("sqlmq_send_seconds", "queue" => self.name().to_owned())
+        metrics::histogram!(crate::telemetry::catalogue::SEND_SECONDS.name(), "queue" => self.name().to_owned())
             .record(started.elapsed().as_secs_f64());
     }
 }

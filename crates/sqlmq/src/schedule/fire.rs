@@ -190,7 +190,7 @@ impl<B: Backend> Client<B> {
                 Target::Queue(q) => self.notify_local(Subject::Queue(q.id())),
                 Target::Topic(t) => t.wake_after_commit(partitions),
             }
-            metrics::counter!("sqlmq_schedule_fires_total", "schedule" => row.name.clone())
+            metrics::counter!(crate::telemetry::catalogue::SCHEDULE_FIRES.name(), "schedule" => row.name.clone())
                 .increment(sent);
             tracing::debug!(schedule = %row.name, sent, "schedule fired");
         }

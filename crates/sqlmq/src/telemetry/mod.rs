@@ -10,10 +10,17 @@
 //! propagator (`TraceContextPropagator`); `sqlmq serve`, `consume` and `subscribe` do so when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without them nothing is added to any message, and a
 //! `traceparent` header given by the application is carried untouched.
+//!
+//! Metrics go through the `metrics` facade, each under a name of [`catalogue`], which lists
+//! every one with its help text ([`describe_metrics`] hands them to a recorder).
+
+pub mod catalogue;
 
 use std::collections::BTreeMap;
 
 use tracing::Span;
+
+pub use catalogue::{METRICS, Metric, MetricKind, describe_metrics};
 
 /// The W3C trace context header: which trace and span a message was sent from.
 ///

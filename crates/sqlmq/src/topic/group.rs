@@ -271,7 +271,7 @@ impl<B: Backend> Group<B> {
                 skipped = claim.skipped,
                 "records removed by retention before this group consumed them"
             );
-            metrics::counter!("sqlmq_group_skipped_by_retention_total", "group" => label.clone())
+            metrics::counter!(crate::telemetry::catalogue::GROUP_SKIPPED_BY_RETENTION.name(), "group" => label.clone())
                 .increment(claim.skipped as u64);
         }
         consumer.record_claim(started, claim.deliveries.len());

@@ -346,7 +346,7 @@ impl<B: Backend> Group<B> {
                 .held_too_long(&mut conn, self.id(), limit)
                 .await?
         };
-        metrics::gauge!("sqlmq_group_consume_timeouts", "group" => self.label())
+        metrics::gauge!(crate::telemetry::catalogue::GROUP_CONSUME_TIMEOUTS.name(), "group" => self.label())
             .set(held.len() as f64);
         let mut reported = self.inner.reported.lock().expect("poisoned");
         let current: HashSet<_> = held.iter().map(|h| h.receipt).collect();

@@ -66,9 +66,10 @@ impl<B: Backend> Group<B> {
             Box::pin(self.read_lag(conn, member_silence))
         })
         .await?;
-        metrics::gauge!("sqlmq_group_lag", "group" => self.label()).set(lag.unconsumed as f64);
+        metrics::gauge!(crate::telemetry::catalogue::GROUP_LAG.name(), "group" => self.label())
+            .set(lag.unconsumed as f64);
         if let Some(age) = lag.oldest_unconsumed_age {
-            metrics::gauge!("sqlmq_group_lag_seconds", "group" => self.label())
+            metrics::gauge!(crate::telemetry::catalogue::GROUP_LAG_SECONDS.name(), "group" => self.label())
                 .set(age.as_secs_f64());
         }
         Ok(lag)

@@ -289,7 +289,7 @@ impl<B: Backend> Topic<B> {
             })
             .await?;
             let fresh = published.iter().filter(|p| !p.duplicate).count() as u64;
-            metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
+            metrics::counter!(crate::telemetry::catalogue::RECORDS_PUBLISHED.name(), "topic" => self.name().to_owned())
                 .increment(fresh);
             Ok(published)
         }
@@ -430,7 +430,7 @@ impl<B: Backend> Topic<B> {
             .filter(|p| !p.duplicate)
             .map(|p| p.partition)
             .collect();
-        metrics::counter!("sqlmq_records_published_total", "topic" => self.name().to_owned())
+        metrics::counter!(crate::telemetry::catalogue::RECORDS_PUBLISHED.name(), "topic" => self.name().to_owned())
             .increment(partitions.len() as u64);
         self.wake_after_commit(partitions);
     }

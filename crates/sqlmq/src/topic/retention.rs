@@ -104,7 +104,7 @@ impl<B: Backend> Topic<B> {
         }
         if report.records > 0 {
             tracing::info!(topic = self.name(), ?report, "retention applied");
-            metrics::counter!("sqlmq_records_expired_total", "topic" => self.name().to_owned())
+            metrics::counter!(crate::telemetry::catalogue::RECORDS_EXPIRED.name(), "topic" => self.name().to_owned())
                 .increment(report.records);
         }
         Ok(report)

@@ -67,7 +67,8 @@ pub(crate) async fn sequence_partitions<B: Backend>(
         }
     }
     if total > 0 {
-        metrics::counter!("sqlmq_records_sequenced_total").increment(total as u64);
+        metrics::counter!(crate::telemetry::catalogue::RECORDS_SEQUENCED.name())
+            .increment(total as u64);
         // Local group members waiting for records can claim them now.
         client.notify_local(Subject::Topic(topic_id));
     }

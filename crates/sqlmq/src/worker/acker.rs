@@ -93,7 +93,7 @@ async fn run<B: Backend>(
 ) {
     let mut batch: Vec<Receipt> = Vec::with_capacity(WorkerBuilder::MAX_ACK_BATCH);
     let (label, name) = source.metric_label();
-    let batch_size = metrics::histogram!("sqlmq_ack_batch_size", label => name.clone());
+    let batch_size = metrics::histogram!(crate::telemetry::catalogue::ACK_BATCH_SIZE.name(), label => name.clone());
     while requests
         .recv_many(&mut batch, WorkerBuilder::MAX_ACK_BATCH)
         .await

@@ -166,7 +166,8 @@ impl<B: Backend> Registration<B> {
                 released,
                 "released the claims of a dead process"
             );
-            metrics::counter!("sqlmq_released_from_dead_process_total").increment(released as u64);
+            metrics::counter!(crate::telemetry::catalogue::RELEASED_FROM_DEAD_PROCESS.name())
+                .increment(released as u64);
         }
         Ok(())
     }

@@ -118,7 +118,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 acker,
                 outstanding,
                 kill: kill_rx.clone(),
-                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", label => value),
+                handler_seconds: metrics::histogram!(crate::telemetry::catalogue::HANDLER_SECONDS.name(), label => value),
             });
             let config = ConsumerConfig {
                 concurrency: self
@@ -171,7 +171,7 @@ impl<B: Backend> WorkerBuilder<B> {
             let alive = Arc::new(Slots::new(TopicConfig::MAX_PARTITIONS as usize));
             all_slots.push(Arc::clone(&alive));
             let rt = Arc::new(MemberRuntime {
-                handler_seconds: metrics::histogram!("sqlmq_handler_seconds", "group" => spec.label()),
+                handler_seconds: metrics::histogram!(crate::telemetry::catalogue::HANDLER_SECONDS.name(), "group" => spec.label()),
                 group,
                 member: spec.member,
                 handler,

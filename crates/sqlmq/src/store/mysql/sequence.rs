@@ -230,7 +230,8 @@ impl Publish<MySql> for MySqlStore {
         match write.run_in(conn).await {
             Ok(()) => Ok(all.len()),
             Err(e) if changed_other_than_expected(&e) => {
-                metrics::counter!("sqlmq_sequence_retries_total").increment(1);
+                metrics::counter!(crate::telemetry::catalogue::SEQUENCE_RETRIES.name())
+                    .increment(1);
                 Err(Error::retry_transaction(
                     "a pending record locked by the sequencer was not yet visible to its copy",
                 ))
