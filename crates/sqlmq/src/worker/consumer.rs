@@ -171,7 +171,6 @@ pub(crate) async fn run_consumer<B: Backend>(
             Ok(_) => {
                 failures = 0;
                 rt.source.client().outage().succeeded();
-                let mark = poll.verified_mark();
                 poll.enter_idle();
                 let woken = tokio::select! {
                     _ = &mut notified => true,
@@ -181,11 +180,14 @@ pub(crate) async fn run_consumer<B: Backend>(
                     () = &mut fewer, if config.stop_when_drained => false,
                 };
                 poll.leave_idle();
-                // Woken by a send or a notification for the source's id, not by the prober,
-                // whose probe found every source still the one of its name: look before
-                // claiming, once per wakeup from idle (a database re-created or restored gives
-                // the ids to other queues and groups; see `Error::Deleted`).
-                if woken && !poll.verified_since(mark) {
+                // Woken for the source's id — by the prober, a send, a notification — look
+                // whether the id still names the source before claiming: a database
+                // re-created or restored gives the ids to other queues and groups (see
+                // `Error::Deleted`). One light read per wakeup from idle; a busy loop, which
+                // claims back to back, never pays it. (Skipping it after the prober's own
+                // probe is not enough: a probe that ran before the id changed may be the last
+                // one when a send for the new owner wakes the loop.)
+                if woken {
                     stop_if_gone(&rt.source).await?;
                 }
             }

@@ -17,7 +17,7 @@
 //! maintenance sequences them; and each group's housekeeping (consume-timeout alerts,
 //! retention) runs from here at its own interval.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,8 +47,6 @@ pub(crate) struct PollState {
     /// A source the prober found deleted, or whose id went to another ([`Error::Deleted`]):
     /// the worker stopped claiming for it, and reports it once stopped.
     gone: Mutex<Option<Error>>,
-    /// Probes that found every source still the one of its name, counted.
-    verified: AtomicU64,
 }
 
 impl PollState {
@@ -69,16 +67,6 @@ impl PollState {
         tracing::error!("claiming stopped: {e}");
         self.gone.lock().expect("poisoned").get_or_insert(e);
         claims.cancel();
-    }
-
-    /// A mark to give [`PollState::verified_since`].
-    pub(crate) fn verified_mark(&self) -> u64 {
-        self.verified.load(Ordering::SeqCst)
-    }
-
-    /// Whether a probe found every source still the one of its name since `mark` was taken.
-    pub(crate) fn verified_since(&self, mark: u64) -> bool {
-        self.verified.load(Ordering::SeqCst) != mark
     }
 
     /// The source found gone, if any.
@@ -177,10 +165,6 @@ pub(crate) async fn run_prober<B: Backend>(
                 return;
             }
         };
-        if queue_signals.is_some() && group_signals.is_some() {
-            // Consumers woken from here on need not look again (see `verified_since`).
-            state.verified.fetch_add(1, Ordering::SeqCst);
-        }
         if let Some(signals) = group_signals
             && wake_groups(&signals).await
         {
