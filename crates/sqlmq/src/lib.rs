@@ -56,9 +56,10 @@
 //! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` and `store::sqlite` hold every statement and the migrations |
 //! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |
 //! | `nodelay` | workaround for sqlx 0.9.0's missing `TCP_NODELAY` |
+//! | `telemetry` | trace context in message headers; [`telemetry::catalogue`]: every metric with its help text |
 //!
-//! The library emits `tracing` events and `metrics` facade calls; it installs neither a
-//! subscriber nor a recorder.
+//! The library emits `tracing` events and `metrics` facade calls (under the names of
+//! [`telemetry::catalogue`]); it installs neither a subscriber nor a recorder.
 
 #![warn(missing_docs)]
 

@@ -68,7 +68,7 @@ impl<B: Backend> Queue<B> {
     }
 
     /// The span of a send of `messages`, whose trace context each message carries from now on
-    /// (see `telemetry.rs`).
+    /// (see `telemetry/mod.rs`).
     fn send_span(&self, messages: &mut [Message]) -> tracing::Span {
         let n = messages.len();
         telemetry::send_span(

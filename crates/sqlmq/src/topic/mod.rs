@@ -172,7 +172,7 @@ impl<B: Backend> Topic<B> {
     }
 
     /// The span of a publish of `records`, whose trace context each record carries from now
-    /// on (see `telemetry.rs`).
+    /// on (see `telemetry/mod.rs`).
     fn publish_span(&self, records: &mut [Record]) -> tracing::Span {
         let n = records.len();
         telemetry::send_span(

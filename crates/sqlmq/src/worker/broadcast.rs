@@ -426,7 +426,7 @@ async fn run_handler<B: Backend>(
         tracked: false,
     };
     let ctx = JobContext::for_member(rt.group.clone(), rt.member.clone(), &mut delivery);
-    // The handler's span continues the trace the record was published in (`telemetry.rs`).
+    // The handler's span continues the trace the record was published in (`telemetry/mod.rs`).
     let destination = telemetry::GroupName(rt.group.topic().name(), rt.group.name());
     let span = telemetry::process(&destination, &delivery);
     let started = Instant::now();

@@ -88,7 +88,7 @@ type Extension<'a> = std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 /// supervision (timers, lease extension, the kill signal) and the settlement of failures are
 /// boxed and allocated only when needed, which keeps every spawned task small.
 pub(crate) async fn execute<B: Backend>(rt: Arc<SourceRuntime<B>>, delivery: Delivery) -> Settled {
-    // The handler's span continues the trace the message was sent in (see `telemetry.rs`).
+    // The handler's span continues the trace the message was sent in (see `telemetry/mod.rs`).
     let span = telemetry::process(&rt.source, &delivery);
     run(rt, delivery).instrument(span).await
 }
