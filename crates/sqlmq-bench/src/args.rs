@@ -163,8 +163,12 @@ pub struct Plan {
     pub claim_small: u64,
     /// Large backlog of the claim latency scenario.
     pub claim_large: u64,
-    /// Timed claims at each backlog.
+    /// Timed claims at each backlog (and of each layout of `raw.head`).
     pub claim_samples: u64,
+    /// Rows in flight at the head of `raw.head`'s queue.
+    pub head_in_flight: u64,
+    /// Rows scheduled at the head of `raw.head`'s queue, behind those in flight.
+    pub head_scheduled: u64,
     /// Time an idle consumer polls before its queries are counted (its poll delay grows).
     pub idle_ramp: Duration,
     /// Time over which an idle consumer's queries are counted.
@@ -237,6 +241,8 @@ impl Plan {
             claim_small: n(10_000, 10_000, 100),
             claim_large: n(1_000_000, 100_000, 1_000),
             claim_samples: n(1_000, 200, 10),
+            head_in_flight: n(10_000, 10_000, 10),
+            head_scheduled: n(100_000, 100_000, 100),
             idle_ramp: t(3.0, 300),
             idle_window: t(if quick { 5.0 } else { 30.0 }, 500),
             peer_messages: drain,

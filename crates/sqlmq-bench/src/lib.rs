@@ -30,6 +30,8 @@
 //! | `scratch.rs` | the scratch database, table prefix or file |
 //! | `context.rs` | what scenarios share: plan, fresh clients, progress bars, peer URLs |
 //! | `raw.rs` | raw SQL baselines on sqlmq-shaped tables |
+//! | `raw_queue.rs` | `raw.queue`: raw queues (taking, leases, one-row layouts), the ceiling of sqlmq's |
+//! | `raw_head.rs` | `raw.head`: a claim behind messages in flight and scheduled, per one-row layout |
 //! | `schema.rs` | `schema.migrate`: upgrading a full database, against an empty one |
 //! | `serve.rs` | `serve.send`, `serve.drain`: the HTTP API under load; the minimal HTTP client |
 //! | `serve_wait.rs` | `serve.wait`: what waiting HTTP long polls cost, their wakeup latency, memory |
@@ -56,6 +58,7 @@ mod peers;
 mod progress;
 mod queue;
 mod raw;
+mod raw_head;
 mod raw_queue;
 mod registry;
 mod report;

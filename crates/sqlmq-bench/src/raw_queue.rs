@@ -24,7 +24,15 @@
 //! it, the shape a one-row redesign of sqlmq's queues would take; the second time with an index
 //! over the leases (`(queue_id, visible_at)`), without which expired leases and a dead process's
 //! claims (released within about 20 s, whatever the lease length) are found only by reading
-//! the whole backlog. The second is the ceiling of sqlmq's leases in one row per message.
+//! the whole backlog.
+//!
+//! Neither keeps a claim from reading past the messages in flight and scheduled at the head of
+//! the queue (`raw.head` measures it), so two more one-row layouts put the state in the claim
+//! index, with the id as primary key ([`STATED_DRAIN`], [`STATED_MIXED`]: a claim index
+//! `(queue_id, state, priority, id)` and a second index over the timed states;
+//! [`ORDERED_DRAIN`], [`ORDERED_MIXED`]: one index `(queue_id, state, lane_at, id)` for every
+//! state, `lane_at` the priority while ready and the state's end while in flight or
+//! scheduled).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -34,7 +42,7 @@ use sqlx::Pool;
 use tokio::task::JoinSet;
 
 use super::args::{CONSUMERS, MIXED_PRODUCERS, MULTIROW_ROWS, RECEIVE_BATCH};
-use super::backend::Db;
+use super::backend::{Db, LayoutSql};
 use super::context::Ctx;
 use super::measure::body;
 use super::outcome::Outcome;
@@ -68,10 +76,18 @@ pub const KEYED_LEASE_MIXED: &str = "raw.queue.keyed.lease.mixed.consume";
 pub const INFLIGHT_DRAIN: &str = "raw.queue.keyed.inflight.drain.8";
 /// See [`INFLIGHT_DRAIN`].
 pub const INFLIGHT_MIXED: &str = "raw.queue.keyed.inflight.mixed.consume";
+/// The one-row layout with the state in its claim index, each compared with the plain queue.
+pub const STATED_DRAIN: &str = "raw.queue.stated.drain.8";
+/// See [`STATED_DRAIN`].
+pub const STATED_MIXED: &str = "raw.queue.stated.mixed.consume";
+/// The one-row layout with one index for every state, each compared with the plain queue.
+pub const ORDERED_DRAIN: &str = "raw.queue.ordered.drain.8";
+/// See [`ORDERED_DRAIN`].
+pub const ORDERED_MIXED: &str = "raw.queue.ordered.mixed.consume";
 
 /// How the consumers of a raw queue take rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Shape {
+pub(crate) enum Shape {
     /// Lock, delete, commit: one transaction per batch, no leases (as `take_in`).
     Take,
     /// The cheapest queue with leases the server can run, as the ceiling of sqlmq's leases:
@@ -89,50 +105,80 @@ enum Shape {
     /// As [`Shape::KeyedLease`], with an index over the leases, `(queue_id, visible_at)`,
     /// as sqlmq's lease expiry and its release of a dead process's claims need.
     Inflight,
+    /// One row per message, the id its primary key, the state in the claim index
+    /// ([`RawSql::stated`](crate::backend::RawSql::stated)).
+    Stated,
+    /// One row per message, the id its primary key, one index for every state
+    /// ([`RawSql::ordered`](crate::backend::RawSql::ordered)).
+    Ordered,
 }
 
 impl Shape {
-    fn create<B: Db>(self) -> &'static str {
+    /// The one-row layout's statements, for the shapes that are one.
+    fn layout<B: Db>(self) -> Option<&'static LayoutSql> {
         match self {
-            Shape::Take => B::RAW.create,
-            Shape::Lease => B::RAW.lease_create,
-            Shape::Keyed => B::RAW.keyed_create,
-            Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_create,
+            Shape::Stated => Some(&B::RAW.stated),
+            Shape::Ordered => Some(&B::RAW.ordered),
+            _ => None,
         }
     }
 
-    fn claim<B: Db>(self) -> &'static str {
+    /// The table, then its other indexes.
+    fn create<B: Db>(self) -> Vec<&'static str> {
+        match self {
+            Shape::Take => vec![B::RAW.create],
+            Shape::Lease => vec![B::RAW.lease_create],
+            Shape::Keyed => vec![B::RAW.keyed_create],
+            Shape::KeyedLease => vec![B::RAW.keyed_lease_create],
+            Shape::Inflight => vec![B::RAW.keyed_lease_create, B::RAW.inflight_index],
+            Shape::Stated | Shape::Ordered => self.layout::<B>().expect("a layout").create.to_vec(),
+        }
+    }
+
+    pub(crate) fn claim<B: Db>(self) -> &'static str {
         match self {
             Shape::Take => B::RAW.claim,
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
             Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
+            Shape::Stated | Shape::Ordered => self.layout::<B>().expect("a layout").claim,
         }
     }
 
-    fn delete_list<B: Db>(self) -> &'static str {
+    pub(crate) fn delete_list<B: Db>(self) -> &'static str {
         match self {
             Shape::Keyed | Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_delete_list,
-            Shape::Take | Shape::Lease => B::RAW.delete_list,
+            Shape::Take | Shape::Lease | Shape::Stated | Shape::Ordered => B::RAW.delete_list,
         }
     }
 
     /// The statement that leases a claimed batch; `None` for a take.
-    fn lease<B: Db>(self) -> Option<&'static str> {
+    pub(crate) fn lease<B: Db>(self) -> Option<&'static str> {
         match self {
             Shape::Take | Shape::Keyed => None,
             Shape::Lease => Some(B::RAW.lease_update),
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
+            Shape::Stated | Shape::Ordered => Some(self.layout::<B>().expect("a layout").lease),
+        }
+    }
+
+    /// The statement that puts the first `{n}` claimable rows out of sight in state `{state}`
+    /// (`raw.head`); `None` for a take.
+    pub(crate) fn hide<B: Db>(self) -> Option<&'static str> {
+        match self {
+            Shape::Take | Shape::Keyed | Shape::Lease => None,
+            Shape::KeyedLease | Shape::Inflight => Some(B::RAW.inflight_hide),
+            Shape::Stated | Shape::Ordered => Some(self.layout::<B>().expect("a layout").hide),
         }
     }
 
     /// Drop and create this shape's table.
-    async fn recreate<B: Db>(self, pool: &Pool<B>, table: &str) -> Result<()> {
-        recreate_as::<B>(pool, table, self.create::<B>()).await?;
-        if self == Shape::Inflight {
-            let mut conn = pool.acquire().await?;
-            let index = B::RAW.inflight_index.replace("{t}", table);
-            B::execute(&mut conn, index.into(), &[]).await?;
+    pub(crate) async fn recreate<B: Db>(self, pool: &Pool<B>, table: &str) -> Result<()> {
+        let create = self.create::<B>();
+        recreate_as::<B>(pool, table, create[0]).await?;
+        let mut conn = pool.acquire().await?;
+        for index in &create[1..] {
+            B::execute(&mut conn, index.replace("{t}", table).into(), &[]).await?;
         }
         Ok(())
     }
@@ -148,6 +194,8 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             Shape::Keyed,
             Shape::KeyedLease,
             Shape::Inflight,
+            Shape::Stated,
+            Shape::Ordered,
         ] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
         }
@@ -178,6 +226,18 @@ async fn run_shape<B: Db>(
             "priority lease queue, leases indexed",
             INFLIGHT_DRAIN,
             INFLIGHT_MIXED,
+            "acked",
+        ),
+        Shape::Stated => (
+            "lease queue, state in the claim index",
+            STATED_DRAIN,
+            STATED_MIXED,
+            "acked",
+        ),
+        Shape::Ordered => (
+            "lease queue, one index for every state",
+            ORDERED_DRAIN,
+            ORDERED_MIXED,
             "acked",
         ),
     };
@@ -239,7 +299,12 @@ async fn run_shape<B: Db>(
 }
 
 /// Insert `n` rows in multi-row INSERTs of [`MULTIROW_ROWS`]; returns their ids.
-async fn fill<B: Db>(pool: &Pool<B>, table: &str, n: u64, bar: &Bar) -> Result<Vec<[u8; 16]>> {
+pub(crate) async fn fill<B: Db>(
+    pool: &Pool<B>,
+    table: &str,
+    n: u64,
+    bar: &Bar,
+) -> Result<Vec<[u8; 16]>> {
     let payload = body(0);
     let mut conn = pool.acquire().await?;
     let mut ids = Vec::with_capacity(n as usize);

@@ -12,7 +12,7 @@ use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
 use super::{
-    peers, queue, raw, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet,
+    peers, queue, raw, raw_head, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet,
     worker_group,
 };
 use sqlmq_cli_common::UsageError;
@@ -48,6 +48,11 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         id: "raw.queue",
         title: "raw one-table queue (SKIP LOCKED batches; SQLite: its one writer): drain with 8 consumers; 4 producers + 8 consumers",
+        needs: &[],
+    },
+    Scenario {
+        id: "raw.head",
+        title: "raw one-row lease layouts: a claim of 10 behind 10 000 in flight and 100 000 scheduled, against one with nothing at the head",
         needs: &[],
     },
     Scenario {
@@ -198,6 +203,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "raw.multirow" => raw::multirow(ctx).await,
         "raw.lifecycle" => raw::lifecycle(ctx).await,
         "raw.queue" => raw_queue::queue(ctx).await,
+        "raw.head" => raw_head::head(ctx).await,
         "queue.produce" => queue::produce::produce(ctx).await,
         "queue.batch" => queue::produce::batch(ctx).await,
         "queue.drain" => queue::drain::drain(ctx).await,

@@ -70,6 +70,33 @@ pub struct RawSql {
     /// An index over the priority lease queue's leases, `(queue_id, visible_at)`: what finds
     /// expired leases and a dead process's claims without reading the backlog.
     pub inflight_index: &'static str,
+    /// Put the first `{n}` visible rows of the priority lease queue (in claim order) out of
+    /// sight for an hour: the in-flight and scheduled messages at the head of `raw.head`.
+    pub inflight_hide: &'static str,
+    /// One row per message with its state in the claim index: `(queue_id, state, priority,
+    /// id)`, and a second index `(queue_id, state, due_at)` over the timed states (in flight,
+    /// scheduled). The primary key is the id.
+    pub stated: LayoutSql,
+    /// One row per message with one index for every state, `(queue_id, state, lane_at, id)`:
+    /// `lane_at` is what a row is ordered by in its state — its priority while ready, the
+    /// time its state ends (µs) while in flight or scheduled. The primary key is the id.
+    pub ordered: LayoutSql,
+}
+
+/// A one-row layout of `raw.queue` and `raw.head` (`{t}` the table): rows inserted with
+/// [`RawSql::insert`] are ready; acks delete by id with [`RawSql::delete_list`].
+pub struct LayoutSql {
+    /// The table and its indexes, statement by statement.
+    pub create: &'static [&'static str],
+    /// The ids (and bodies) of the first `?` ready rows in claim order, locked (skipping rows
+    /// others hold, where the database can).
+    pub claim: &'static str,
+    /// Lease the rows whose ids fill `{list}` (as [`RawSql::delete_list`]'s) for 30 s: in
+    /// flight, their tokens bumped.
+    pub lease: &'static str,
+    /// Put the first `{n}` ready rows (in claim order) in state `{state}` (1 in flight, 2
+    /// scheduled) for an hour.
+    pub hide: &'static str,
 }
 
 /// A database the bench runs on: a sqlmq backend plus what the bench measures it with.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
-use super::{Db, RawSql};
+use super::{Db, LayoutSql, RawSql};
 use crate::machine::{ServerFacts, SqliteFacts};
 use crate::scratch::{Area, Scratch};
 use sqlmq_cli_common::settings::Settings;
@@ -90,6 +90,44 @@ impl Db for Sqlite {
         // Index names are per schema here; the table is dropped (and its index with it) before
         // each phase.
         inflight_index: "CREATE INDEX raw_inflight ON {t} (queue_id, visible_at)",
+        inflight_hide: "UPDATE {t} SET visible_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+            (SELECT id FROM {t} WHERE queue_id = 1 AND visible_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
+            ORDER BY priority, id LIMIT {n})",
+        // SQLite indexes part of a table: the claim index holds the ready rows only, the timed
+        // index the others, so a state change moves one entry from one to the other.
+        stated: LayoutSql {
+            create: &[
+                "CREATE TABLE {t} (id BLOB NOT NULL PRIMARY KEY, queue_id INTEGER NOT NULL, \
+                    priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+                    state INTEGER NOT NULL DEFAULT 0, due_at INTEGER, \
+                    token INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+                "CREATE INDEX raw_claim ON {t} (queue_id, priority, id) WHERE state = 0",
+                "CREATE INDEX raw_timed ON {t} (queue_id, state, due_at) WHERE state <> 0",
+            ],
+            claim: "SELECT id, body FROM {t} INDEXED BY raw_claim WHERE queue_id = 1 \
+                AND state = 0 ORDER BY priority, id LIMIT ?",
+            lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
+                WHERE id IN ({list})",
+            hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+                (SELECT id FROM {t} INDEXED BY raw_claim WHERE queue_id = 1 AND state = 0 \
+                ORDER BY priority, id LIMIT {n})",
+        },
+        ordered: LayoutSql {
+            create: &[
+                "CREATE TABLE {t} (id BLOB NOT NULL PRIMARY KEY, queue_id INTEGER NOT NULL, \
+                    priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+                    state INTEGER NOT NULL DEFAULT 0, lane_at INTEGER NOT NULL DEFAULT 0, \
+                    token INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+                "CREATE INDEX raw_lane ON {t} (queue_id, state, lane_at, id)",
+            ],
+            claim: "SELECT id, body FROM {t} INDEXED BY raw_lane WHERE queue_id = 1 \
+                AND state = 0 ORDER BY lane_at, id LIMIT ?",
+            lease: "UPDATE {t} SET state = 1, lane_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
+                WHERE id IN ({list})",
+            hide: "UPDATE {t} SET state = {state}, lane_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+                (SELECT id FROM {t} INDEXED BY raw_lane WHERE queue_id = 1 AND state = 0 \
+                ORDER BY lane_at, id LIMIT {n})",
+        },
     };
 
     /// sqlmq takes the write lock at the start of each of its transactions here.
