@@ -43,8 +43,8 @@ const LAYOUTS: [(Shape, &str, &str); 3] = [
         "lease queue, state in the claim index",
     ),
     (
-        Shape::Ordered,
-        "raw.head.ordered",
+        Shape::Single,
+        "raw.head.single",
         "lease queue, one index for every state",
     ),
 ];

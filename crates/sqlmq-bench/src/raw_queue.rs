@@ -30,9 +30,8 @@
 //! the queue (`raw.head` measures it), so two more one-row layouts put the state in the claim
 //! index, with the id as primary key ([`STATED_DRAIN`], [`STATED_MIXED`]: a claim index
 //! `(queue_id, state, priority, id)` and a second index over the timed states;
-//! [`ORDERED_DRAIN`], [`ORDERED_MIXED`]: one index `(queue_id, state, lane_at, id)` for every
-//! state, `lane_at` the priority while ready and the state's end while in flight or
-//! scheduled).
+//! [`SINGLE_DRAIN`], [`SINGLE_MIXED`]: one index `(queue_id, state, priority, due_at, id)` for
+//! every state, as River's jobs table has).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -81,9 +80,9 @@ pub const STATED_DRAIN: &str = "raw.queue.stated.drain.8";
 /// See [`STATED_DRAIN`].
 pub const STATED_MIXED: &str = "raw.queue.stated.mixed.consume";
 /// The one-row layout with one index for every state, each compared with the plain queue.
-pub const ORDERED_DRAIN: &str = "raw.queue.ordered.drain.8";
-/// See [`ORDERED_DRAIN`].
-pub const ORDERED_MIXED: &str = "raw.queue.ordered.mixed.consume";
+pub const SINGLE_DRAIN: &str = "raw.queue.single.drain.8";
+/// See [`SINGLE_DRAIN`].
+pub const SINGLE_MIXED: &str = "raw.queue.single.mixed.consume";
 
 /// How the consumers of a raw queue take rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -109,8 +108,8 @@ pub(crate) enum Shape {
     /// ([`RawSql::stated`](crate::backend::RawSql::stated)).
     Stated,
     /// One row per message, the id its primary key, one index for every state
-    /// ([`RawSql::ordered`](crate::backend::RawSql::ordered)).
-    Ordered,
+    /// ([`RawSql::single`](crate::backend::RawSql::single)).
+    Single,
 }
 
 impl Shape {
@@ -118,7 +117,7 @@ impl Shape {
     fn layout<B: Db>(self) -> Option<&'static LayoutSql> {
         match self {
             Shape::Stated => Some(&B::RAW.stated),
-            Shape::Ordered => Some(&B::RAW.ordered),
+            Shape::Single => Some(&B::RAW.single),
             _ => None,
         }
     }
@@ -131,7 +130,7 @@ impl Shape {
             Shape::Keyed => vec![B::RAW.keyed_create],
             Shape::KeyedLease => vec![B::RAW.keyed_lease_create],
             Shape::Inflight => vec![B::RAW.keyed_lease_create, B::RAW.inflight_index],
-            Shape::Stated | Shape::Ordered => self.layout::<B>().expect("a layout").create.to_vec(),
+            Shape::Stated | Shape::Single => self.layout::<B>().expect("a layout").create.to_vec(),
         }
     }
 
@@ -141,14 +140,14 @@ impl Shape {
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
             Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
-            Shape::Stated | Shape::Ordered => self.layout::<B>().expect("a layout").claim,
+            Shape::Stated | Shape::Single => self.layout::<B>().expect("a layout").claim,
         }
     }
 
     pub(crate) fn delete_list<B: Db>(self) -> &'static str {
         match self {
             Shape::Keyed | Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_delete_list,
-            Shape::Take | Shape::Lease | Shape::Stated | Shape::Ordered => B::RAW.delete_list,
+            Shape::Take | Shape::Lease | Shape::Stated | Shape::Single => B::RAW.delete_list,
         }
     }
 
@@ -158,7 +157,7 @@ impl Shape {
             Shape::Take | Shape::Keyed => None,
             Shape::Lease => Some(B::RAW.lease_update),
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
-            Shape::Stated | Shape::Ordered => Some(self.layout::<B>().expect("a layout").lease),
+            Shape::Stated | Shape::Single => Some(self.layout::<B>().expect("a layout").lease),
         }
     }
 
@@ -168,7 +167,7 @@ impl Shape {
         match self {
             Shape::Take | Shape::Keyed | Shape::Lease => None,
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.inflight_hide),
-            Shape::Stated | Shape::Ordered => Some(self.layout::<B>().expect("a layout").hide),
+            Shape::Stated | Shape::Single => Some(self.layout::<B>().expect("a layout").hide),
         }
     }
 
@@ -195,7 +194,7 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             Shape::KeyedLease,
             Shape::Inflight,
             Shape::Stated,
-            Shape::Ordered,
+            Shape::Single,
         ] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
         }
@@ -234,10 +233,10 @@ async fn run_shape<B: Db>(
             STATED_MIXED,
             "acked",
         ),
-        Shape::Ordered => (
+        Shape::Single => (
             "lease queue, one index for every state",
-            ORDERED_DRAIN,
-            ORDERED_MIXED,
+            SINGLE_DRAIN,
+            SINGLE_MIXED,
             "acked",
         ),
     };

@@ -77,10 +77,11 @@ pub struct RawSql {
     /// id)`, and a second index `(queue_id, state, due_at)` over the timed states (in flight,
     /// scheduled). The primary key is the id.
     pub stated: LayoutSql,
-    /// One row per message with one index for every state, `(queue_id, state, lane_at, id)`:
-    /// `lane_at` is what a row is ordered by in its state — its priority while ready, the
-    /// time its state ends (µs) while in flight or scheduled. The primary key is the id.
-    pub ordered: LayoutSql,
+    /// One row per message with one index for every state, `(queue_id, state, priority,
+    /// due_at, id)` (River's): `due_at` empty while ready, so ready rows are in claim order;
+    /// the end of the state while in flight or scheduled, in order within a priority. The
+    /// primary key is the id.
+    pub single: LayoutSql,
 }
 
 /// A one-row layout of `raw.queue` and `raw.head` (`{t}` the table): rows inserted with

@@ -88,23 +88,22 @@ impl Db for MySql {
                 due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
                 WHERE queue_id = 1 AND state = 0 ORDER BY priority, id LIMIT {n}",
         },
-        ordered: LayoutSql {
+        single: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
                 priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, \
                 created_at DATETIME(6) NOT NULL, state TINYINT NOT NULL DEFAULT 0, \
-                lane_at BIGINT NOT NULL DEFAULT 0, token BIGINT NOT NULL DEFAULT 0, \
-                PRIMARY KEY (id), KEY lane (queue_id, state, lane_at, id)) ENGINE=InnoDB",
+                due_at DATETIME(6) NULL, token BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (id), \
+                KEY lane (queue_id, state, priority, due_at, id)) ENGINE=InnoDB",
             ],
             claim: "SELECT id, body FROM {t} FORCE INDEX (lane) WHERE queue_id = 1 \
-                AND state = 0 ORDER BY lane_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
+                AND state = 0 ORDER BY priority, due_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
             lease: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (PRIMARY) ON t.id = v.id \
-                SET t.state = 1, \
-                t.lane_at = TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) + 30000000, \
+                SET t.state = 1, t.due_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
                 t.token = t.token + 1",
             hide: "UPDATE {t} FORCE INDEX (lane) SET state = {state}, \
-                lane_at = TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) + 3600000000 \
-                WHERE queue_id = 1 AND state = 0 ORDER BY lane_at, id LIMIT {n}",
+                due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
+                WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
         },
     };
 

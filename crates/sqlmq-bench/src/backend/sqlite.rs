@@ -112,21 +112,21 @@ impl Db for Sqlite {
                 (SELECT id FROM {t} INDEXED BY raw_claim WHERE queue_id = 1 AND state = 0 \
                 ORDER BY priority, id LIMIT {n})",
         },
-        ordered: LayoutSql {
+        single: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BLOB NOT NULL PRIMARY KEY, queue_id INTEGER NOT NULL, \
                     priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
-                    state INTEGER NOT NULL DEFAULT 0, lane_at INTEGER NOT NULL DEFAULT 0, \
+                    state INTEGER NOT NULL DEFAULT 0, due_at INTEGER, \
                     token INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
-                "CREATE INDEX raw_lane ON {t} (queue_id, state, lane_at, id)",
+                "CREATE INDEX raw_lane ON {t} (queue_id, state, priority, due_at, id)",
             ],
             claim: "SELECT id, body FROM {t} INDEXED BY raw_lane WHERE queue_id = 1 \
-                AND state = 0 ORDER BY lane_at, id LIMIT ?",
-            lease: "UPDATE {t} SET state = 1, lane_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
+                AND state = 0 ORDER BY priority, due_at, id LIMIT ?",
+            lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
                 WHERE id IN ({list})",
-            hide: "UPDATE {t} SET state = {state}, lane_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+            hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
                 (SELECT id FROM {t} INDEXED BY raw_lane WHERE queue_id = 1 AND state = 0 \
-                ORDER BY lane_at, id LIMIT {n})",
+                ORDER BY priority, due_at, id LIMIT {n})",
         },
     };
 
