@@ -31,7 +31,7 @@ use super::report::{Figure, grouped};
 const WARM_UP: u64 = 20;
 
 /// The layouts measured: the shape, its figures' key stem and its name.
-const LAYOUTS: [(Shape, &str, &str); 3] = [
+const LAYOUTS: [(Shape, &str, &str); 4] = [
     (
         Shape::Inflight,
         "raw.head.keyed.inflight",
@@ -41,6 +41,11 @@ const LAYOUTS: [(Shape, &str, &str); 3] = [
         Shape::Stated,
         "raw.head.stated",
         "lease queue, state in the claim index",
+    ),
+    (
+        Shape::Clustered,
+        "raw.head.clustered",
+        "lease queue, kept in every state's order",
     ),
     (
         Shape::Single,

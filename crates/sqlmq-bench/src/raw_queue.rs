@@ -31,8 +31,11 @@
 //! index, with the id as primary key ([`STATED_DRAIN`], [`STATED_MIXED`]: a claim index
 //! `(queue_id, state, priority, id)` and a second index over the timed states;
 //! [`SINGLE_DRAIN`], [`SINGLE_MIXED`]: one index `(queue_id, state, priority, due_at, id)` for
-//! every state, as River's jobs table has).
+//! every state, as River's jobs table has), and one keeps the rows themselves in that order
+//! ([`CLUSTERED_DRAIN`], [`CLUSTERED_MIXED`]: primary key `(queue_id, state, priority, due_at,
+//! id)`, the id unique; a state change moves the row).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -79,6 +82,10 @@ pub const INFLIGHT_MIXED: &str = "raw.queue.keyed.inflight.mixed.consume";
 pub const STATED_DRAIN: &str = "raw.queue.stated.drain.8";
 /// See [`STATED_DRAIN`].
 pub const STATED_MIXED: &str = "raw.queue.stated.mixed.consume";
+/// The one-row layout kept in every state's order, each compared with the plain queue.
+pub const CLUSTERED_DRAIN: &str = "raw.queue.clustered.drain.8";
+/// See [`CLUSTERED_DRAIN`].
+pub const CLUSTERED_MIXED: &str = "raw.queue.clustered.mixed.consume";
 /// The one-row layout with one index for every state, each compared with the plain queue.
 pub const SINGLE_DRAIN: &str = "raw.queue.single.drain.8";
 /// See [`SINGLE_DRAIN`].
@@ -107,6 +114,9 @@ pub(crate) enum Shape {
     /// One row per message, the id its primary key, the state in the claim index
     /// ([`RawSql::stated`](crate::backend::RawSql::stated)).
     Stated,
+    /// One row per message, its primary key every state's order, the id unique
+    /// ([`RawSql::clustered`](crate::backend::RawSql::clustered)).
+    Clustered,
     /// One row per message, the id its primary key, one index for every state
     /// ([`RawSql::single`](crate::backend::RawSql::single)).
     Single,
@@ -117,6 +127,7 @@ impl Shape {
     fn layout<B: Db>(self) -> Option<&'static LayoutSql> {
         match self {
             Shape::Stated => Some(&B::RAW.stated),
+            Shape::Clustered => Some(&B::RAW.clustered),
             Shape::Single => Some(&B::RAW.single),
             _ => None,
         }
@@ -130,7 +141,9 @@ impl Shape {
             Shape::Keyed => vec![B::RAW.keyed_create],
             Shape::KeyedLease => vec![B::RAW.keyed_lease_create],
             Shape::Inflight => vec![B::RAW.keyed_lease_create, B::RAW.inflight_index],
-            Shape::Stated | Shape::Single => self.layout::<B>().expect("a layout").create.to_vec(),
+            Shape::Stated | Shape::Clustered | Shape::Single => {
+                self.layout::<B>().expect("a layout").create.to_vec()
+            }
         }
     }
 
@@ -140,14 +153,18 @@ impl Shape {
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
             Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
-            Shape::Stated | Shape::Single => self.layout::<B>().expect("a layout").claim,
+            Shape::Stated | Shape::Clustered | Shape::Single => {
+                self.layout::<B>().expect("a layout").claim
+            }
         }
     }
 
     pub(crate) fn delete_list<B: Db>(self) -> &'static str {
         match self {
             Shape::Keyed | Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_delete_list,
-            Shape::Take | Shape::Lease | Shape::Stated | Shape::Single => B::RAW.delete_list,
+            Shape::Take | Shape::Lease | Shape::Stated | Shape::Clustered | Shape::Single => {
+                B::RAW.delete_list
+            }
         }
     }
 
@@ -157,7 +174,9 @@ impl Shape {
             Shape::Take | Shape::Keyed => None,
             Shape::Lease => Some(B::RAW.lease_update),
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
-            Shape::Stated | Shape::Single => Some(self.layout::<B>().expect("a layout").lease),
+            Shape::Stated | Shape::Clustered | Shape::Single => {
+                Some(self.layout::<B>().expect("a layout").lease)
+            }
         }
     }
 
@@ -167,7 +186,9 @@ impl Shape {
         match self {
             Shape::Take | Shape::Keyed | Shape::Lease => None,
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.inflight_hide),
-            Shape::Stated | Shape::Single => Some(self.layout::<B>().expect("a layout").hide),
+            Shape::Stated | Shape::Clustered | Shape::Single => {
+                Some(self.layout::<B>().expect("a layout").hide)
+            }
         }
     }
 
@@ -194,6 +215,7 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             Shape::KeyedLease,
             Shape::Inflight,
             Shape::Stated,
+            Shape::Clustered,
             Shape::Single,
         ] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
@@ -233,6 +255,12 @@ async fn run_shape<B: Db>(
             STATED_MIXED,
             "acked",
         ),
+        Shape::Clustered => (
+            "lease queue, kept in every state's order",
+            CLUSTERED_DRAIN,
+            CLUSTERED_MIXED,
+            "acked",
+        ),
         Shape::Single => (
             "lease queue, one index for every state",
             SINGLE_DRAIN,
@@ -247,8 +275,9 @@ async fn run_shape<B: Db>(
     let tracker = Arc::new(Tracker::new(n));
     tracker.sending_done();
     bar.phase(&format!("{name}: drain, {CONSUMERS} consumers"), n);
+    let deadlocks = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    consumers(pool, table, shape, &tracker, bar).await?;
+    consumers(pool, table, shape, &tracker, bar, &deadlocks).await?;
     let drained = tracker.last_delivery().saturating_duration_since(started);
     let mut drain = Figure::rate(
         drain_key,
@@ -257,6 +286,7 @@ async fn run_shape<B: Db>(
         drained,
     )
     .checked(tracker.check(ids.iter()));
+    drain = with_deadlocks(drain, &deadlocks);
 
     shape.recreate::<B>(pool, table).await?;
     let n = ctx.plan.mixed;
@@ -265,6 +295,7 @@ async fn run_shape<B: Db>(
         n,
     );
     let tracker = Arc::new(Tracker::new(n));
+    let deadlocks = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let consuming = {
         let (pool, table, tracker, bar) = (
@@ -273,9 +304,12 @@ async fn run_shape<B: Db>(
             Arc::clone(&tracker),
             bar.clone(),
         );
-        tokio::spawn(async move { consumers(&pool, &table, shape, &tracker, &bar).await })
+        let deadlocks = Arc::clone(&deadlocks);
+        tokio::spawn(
+            async move { consumers(&pool, &table, shape, &tracker, &bar, &deadlocks).await },
+        )
     };
-    let sent = produce(pool, table, n).await;
+    let sent = produce(pool, table, n, &deadlocks).await;
     tracker.sending_done();
     consuming.await??;
     let sent = sent?;
@@ -290,11 +324,20 @@ async fn run_shape<B: Db>(
         consumed,
     )
     .checked(tracker.check(sent.iter()));
+    mixed = with_deadlocks(mixed, &deadlocks);
     if shape != Shape::Take {
         drain = drain.against(DRAIN);
         mixed = mixed.against(MIXED);
     }
     Ok(vec![drain, mixed])
+}
+
+/// `figure`, noting how many transactions the server ended as deadlocks (and ran again), if any.
+fn with_deadlocks(figure: Figure, deadlocks: &AtomicU64) -> Figure {
+    match deadlocks.load(Ordering::Relaxed) {
+        0 => figure,
+        n => figure.note(format!("{n} transactions ended as deadlocks and ran again")),
+    }
 }
 
 /// Insert `n` rows in multi-row INSERTs of [`MULTIROW_ROWS`]; returns their ids.
@@ -324,20 +367,32 @@ pub(crate) async fn fill<B: Db>(
     Ok(ids)
 }
 
-/// [`MIXED_PRODUCERS`] producers inserting `n` rows one at a time, each its own write; returns
-/// the ids written.
-async fn produce<B: Db>(pool: &Pool<B>, table: &str, n: u64) -> Result<Vec<[u8; 16]>> {
+/// [`MIXED_PRODUCERS`] producers inserting `n` rows one at a time, each its own write (run
+/// again after a deadlock, counted in `deadlocks`); returns the ids written.
+async fn produce<B: Db>(
+    pool: &Pool<B>,
+    table: &str,
+    n: u64,
+    deadlocks: &Arc<AtomicU64>,
+) -> Result<Vec<[u8; 16]>> {
     let insert: Arc<str> = B::RAW.insert.replace("{t}", table).into();
     let sent: Arc<Mutex<Vec<[u8; 16]>>> = Arc::default();
     let mut set = JoinSet::new();
     for count in split(n, MIXED_PRODUCERS) {
         let (pool, insert, sent) = (pool.clone(), insert.clone(), Arc::clone(&sent));
+        let deadlocks = Arc::clone(deadlocks);
         set.spawn(async move {
             let mut held = task_connection(&pool, MIXED_PRODUCERS + CONSUMERS).await?;
             let payload = body(0);
             for _ in 0..count {
                 let id = new_id();
-                write_on::<B>(&pool, &mut held, insert.clone(), &[&id[..], &payload[..]]).await?;
+                let binds = [&id[..], &payload[..]];
+                loop {
+                    match write_on::<B>(&pool, &mut held, insert.clone(), &binds).await {
+                        Err(e) if deadlocked(&e) => deadlocks.fetch_add(1, Ordering::Relaxed),
+                        sent => break sent?,
+                    };
+                }
                 sent.lock().expect("poisoned").push(id);
             }
             anyhow::Ok(())
@@ -350,20 +405,24 @@ async fn produce<B: Db>(pool: &Pool<B>, table: &str, n: u64) -> Result<Vec<[u8; 
     Ok(sent)
 }
 
-/// [`CONSUMERS`] consumers taking batches until the tracker says stop.
+/// [`CONSUMERS`] consumers taking batches until the tracker says stop, counting the
+/// transactions the server ended as deadlocks (run again) in `deadlocks`.
 async fn consumers<B: Db>(
     pool: &Pool<B>,
     table: &str,
     shape: Shape,
     tracker: &Arc<Tracker<[u8; 16]>>,
     bar: &Bar,
+    deadlocks: &Arc<AtomicU64>,
 ) -> Result<()> {
     let claim: Arc<str> = shape.claim::<B>().replace("{t}", table).into();
     let mut set = JoinSet::new();
     for _ in 0..CONSUMERS {
         let (pool, table, claim) = (pool.clone(), table.to_owned(), claim.clone());
-        let (tracker, bar) = (Arc::clone(tracker), bar.clone());
-        set.spawn(async move { consume(&pool, &table, shape, &claim, &tracker, &bar).await });
+        let (tracker, bar, deadlocks) = (Arc::clone(tracker), bar.clone(), Arc::clone(deadlocks));
+        set.spawn(async move {
+            consume(&pool, &table, shape, &claim, &tracker, &bar, &deadlocks).await
+        });
     }
     while let Some(done) = set.join_next().await {
         done??;
@@ -373,7 +432,8 @@ async fn consumers<B: Db>(
 
 /// One consumer: a transaction per batch — the locking read, then the delete (a take) or the
 /// lease (then the ack, a delete committed on its own) — and the adaptive poll delay of
-/// sqlmq's consumers when nothing came.
+/// sqlmq's consumers when nothing came. A transaction the server ends as a deadlock runs again,
+/// as any real consumer's would, and is counted in `deadlocks`.
 async fn consume<B: Db>(
     pool: &Pool<B>,
     table: &str,
@@ -381,42 +441,74 @@ async fn consume<B: Db>(
     claim: &Arc<str>,
     tracker: &Tracker<[u8; 16]>,
     bar: &Bar,
+    deadlocks: &AtomicU64,
 ) -> Result<()> {
     let mut poll = PollDelay::default();
     let raw = B::RAW;
     while !tracker.should_stop() {
         let mut conn = pool.acquire().await?;
-        let mut tx = sqlx::Connection::begin_with(&mut *conn, B::BEGIN).await?;
-        let ids = B::fetch_ids(&mut tx, claim.clone(), RECEIVE_BATCH as i64).await?;
+        let ids = loop {
+            match claim_batch::<B>(&mut conn, table, shape, claim).await {
+                Err(e) if deadlocked(&e) => deadlocks.fetch_add(1, Ordering::Relaxed),
+                claimed => break claimed?,
+            };
+        };
         if ids.is_empty() {
-            tx.commit().await?;
             drop(conn);
             tokio::time::sleep(poll.next_delay()).await;
             continue;
         }
         poll.reset();
-        let list = vec![raw.list_item; ids.len()].join(raw.list_separator);
-        let delete: Arc<str> = shape
-            .delete_list::<B>()
-            .replace("{t}", table)
-            .replace("{list}", &list)
-            .into();
-        let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
-        match shape.lease::<B>() {
-            None => {
-                B::execute(&mut tx, delete, &binds).await?;
-                tx.commit().await?;
-            }
-            Some(lease) => {
-                let lease = lease.replace("{t}", table).replace("{list}", &list);
-                B::execute(&mut tx, lease.into(), &binds).await?;
-                tx.commit().await?;
-                // The handlers ran; the batch's ack.
-                write::<B>(&mut conn, delete, &binds).await?;
+        if shape.lease::<B>().is_some() {
+            // The handlers ran; the batch's ack.
+            let list = vec![raw.list_item; ids.len()].join(raw.list_separator);
+            let delete: Arc<str> = (shape.delete_list::<B>())
+                .replace("{t}", table)
+                .replace("{list}", &list)
+                .into();
+            let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
+            loop {
+                match write::<B>(&mut conn, delete.clone(), &binds).await {
+                    Err(e) if deadlocked(&e) => deadlocks.fetch_add(1, Ordering::Relaxed),
+                    acked => break acked?,
+                };
             }
         }
         tracker.record(ids.iter().copied());
         bar.inc(ids.len() as u64);
     }
     Ok(())
+}
+
+/// One claim transaction: the locking read of up to [`RECEIVE_BATCH`] rows, then their delete
+/// (a take) or their lease, and the commit. Returns the ids (none: nothing to claim).
+async fn claim_batch<B: Db>(
+    conn: &mut B::Connection,
+    table: &str,
+    shape: Shape,
+    claim: &Arc<str>,
+) -> Result<Vec<[u8; 16]>> {
+    let raw = B::RAW;
+    let mut tx = sqlx::Connection::begin_with(conn, B::BEGIN).await?;
+    let ids = B::fetch_ids(&mut tx, claim.clone(), RECEIVE_BATCH as i64).await?;
+    if !ids.is_empty() {
+        let list = vec![raw.list_item; ids.len()].join(raw.list_separator);
+        let binds: Vec<&[u8]> = ids.iter().map(|id| &id[..]).collect();
+        let write = match shape.lease::<B>() {
+            None => shape.delete_list::<B>(),
+            Some(lease) => lease,
+        };
+        let write = write.replace("{t}", table).replace("{list}", &list);
+        B::execute(&mut tx, write.into(), &binds).await?;
+    }
+    tx.commit().await?;
+    Ok(ids)
+}
+
+/// Whether `e` is the server ending a transaction as a deadlock (MySQL 1213, SQLSTATE 40001):
+/// the transaction was rolled back and may run again.
+pub(crate) fn deadlocked(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<sqlx::Error>()
+        .and_then(|e| e.as_database_error())
+        .is_some_and(|e| e.code().as_deref() == Some("40001"))
 }

@@ -66,6 +66,8 @@ const CHECKED: &[&str] = &[
     "raw.queue.keyed.inflight.mixed.consume",
     "raw.queue.stated.drain.8",
     "raw.queue.stated.mixed.consume",
+    "raw.queue.clustered.drain.8",
+    "raw.queue.clustered.mixed.consume",
     "raw.queue.single.drain.8",
     "raw.queue.single.mixed.consume",
     "queue.mixed.consume",

@@ -77,6 +77,11 @@ pub struct RawSql {
     /// id)`, and a second index `(queue_id, state, due_at)` over the timed states (in flight,
     /// scheduled). The primary key is the id.
     pub stated: LayoutSql,
+    /// One row per message kept in the order of every state: primary key `(queue_id, state,
+    /// priority, due_at, id)` — `due_at` the start of time while ready, the end of the state
+    /// while in flight or scheduled — and the id unique. A state change moves the row, body
+    /// and all, to its new place in the clustered index.
+    pub clustered: LayoutSql,
     /// One row per message with one index for every state, `(queue_id, state, priority,
     /// due_at, id)` (River's): `due_at` empty while ready, so ready rows are in claim order;
     /// the end of the state while in flight or scheduled, in order within a priority. The
