@@ -31,7 +31,7 @@ use super::report::{Figure, grouped};
 const WARM_UP: u64 = 20;
 
 /// The layouts measured: the shape, its figures' key stem and its name.
-const LAYOUTS: [(Shape, &str, &str); 4] = [
+const LAYOUTS: [(Shape, &str, &str); 5] = [
     (
         Shape::Inflight,
         "raw.head.keyed.inflight",
@@ -46,6 +46,11 @@ const LAYOUTS: [(Shape, &str, &str); 4] = [
         Shape::Clustered,
         "raw.head.clustered",
         "lease queue, kept in every state's order",
+    ),
+    (
+        Shape::Loose,
+        "raw.head.clustered.loose",
+        "lease queue, kept in every state's order, ids not unique",
     ),
     (
         Shape::Single,

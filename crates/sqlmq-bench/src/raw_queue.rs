@@ -86,6 +86,16 @@ pub const STATED_MIXED: &str = "raw.queue.stated.mixed.consume";
 pub const CLUSTERED_DRAIN: &str = "raw.queue.clustered.drain.8";
 /// See [`CLUSTERED_DRAIN`].
 pub const CLUSTERED_MIXED: &str = "raw.queue.clustered.mixed.consume";
+/// The one-row layout kept in every state's order with its ids not unique, each compared with
+/// the plain queue.
+pub const LOOSE_DRAIN: &str = "raw.queue.clustered.loose.drain.8";
+/// See [`LOOSE_DRAIN`].
+pub const LOOSE_MIXED: &str = "raw.queue.clustered.loose.mixed.consume";
+/// Taking from the one-row layout with the state in its claim index (no leases), each compared
+/// with the plain queue.
+pub const STATED_TAKE_DRAIN: &str = "raw.queue.stated.take.drain.8";
+/// See [`STATED_TAKE_DRAIN`].
+pub const STATED_TAKE_MIXED: &str = "raw.queue.stated.take.mixed.consume";
 /// The one-row layout with one index for every state, each compared with the plain queue.
 pub const SINGLE_DRAIN: &str = "raw.queue.single.drain.8";
 /// See [`SINGLE_DRAIN`].
@@ -114,9 +124,15 @@ pub(crate) enum Shape {
     /// One row per message, the id its primary key, the state in the claim index
     /// ([`RawSql::stated`](crate::backend::RawSql::stated)).
     Stated,
+    /// As [`Shape::Stated`]'s table, taken from as [`Shape::Take`] (no leases): the ceiling of
+    /// `take_in` in one row per message.
+    StatedTake,
     /// One row per message, its primary key every state's order, the id unique
     /// ([`RawSql::clustered`](crate::backend::RawSql::clustered)).
     Clustered,
+    /// [`Shape::Clustered`] with the id indexed but not unique
+    /// ([`RawSql::loose`](crate::backend::RawSql::loose)).
+    Loose,
     /// One row per message, the id its primary key, one index for every state
     /// ([`RawSql::single`](crate::backend::RawSql::single)).
     Single,
@@ -126,8 +142,9 @@ impl Shape {
     /// The one-row layout's statements, for the shapes that are one.
     fn layout<B: Db>(self) -> Option<&'static LayoutSql> {
         match self {
-            Shape::Stated => Some(&B::RAW.stated),
+            Shape::Stated | Shape::StatedTake => Some(&B::RAW.stated),
             Shape::Clustered => Some(&B::RAW.clustered),
+            Shape::Loose => Some(&B::RAW.loose),
             Shape::Single => Some(&B::RAW.single),
             _ => None,
         }
@@ -141,7 +158,7 @@ impl Shape {
             Shape::Keyed => vec![B::RAW.keyed_create],
             Shape::KeyedLease => vec![B::RAW.keyed_lease_create],
             Shape::Inflight => vec![B::RAW.keyed_lease_create, B::RAW.inflight_index],
-            Shape::Stated | Shape::Clustered | Shape::Single => {
+            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
                 self.layout::<B>().expect("a layout").create.to_vec()
             }
         }
@@ -153,7 +170,7 @@ impl Shape {
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
             Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
-            Shape::Stated | Shape::Clustered | Shape::Single => {
+            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
                 self.layout::<B>().expect("a layout").claim
             }
         }
@@ -161,8 +178,14 @@ impl Shape {
 
     pub(crate) fn delete_list<B: Db>(self) -> &'static str {
         match self {
-            Shape::Keyed | Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_delete_list,
-            Shape::Take | Shape::Lease | Shape::Stated | Shape::Clustered | Shape::Single => {
+            // Through the unique (or, loose, plain) index of the id, where it is not the
+            // primary key.
+            Shape::Keyed
+            | Shape::KeyedLease
+            | Shape::Inflight
+            | Shape::Clustered
+            | Shape::Loose => B::RAW.keyed_delete_list,
+            Shape::Take | Shape::Lease | Shape::Stated | Shape::StatedTake | Shape::Single => {
                 B::RAW.delete_list
             }
         }
@@ -171,10 +194,10 @@ impl Shape {
     /// The statement that leases a claimed batch; `None` for a take.
     pub(crate) fn lease<B: Db>(self) -> Option<&'static str> {
         match self {
-            Shape::Take | Shape::Keyed => None,
+            Shape::Take | Shape::Keyed | Shape::StatedTake => None,
             Shape::Lease => Some(B::RAW.lease_update),
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
-            Shape::Stated | Shape::Clustered | Shape::Single => {
+            Shape::Stated | Shape::Clustered | Shape::Loose | Shape::Single => {
                 Some(self.layout::<B>().expect("a layout").lease)
             }
         }
@@ -186,7 +209,7 @@ impl Shape {
         match self {
             Shape::Take | Shape::Keyed | Shape::Lease => None,
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.inflight_hide),
-            Shape::Stated | Shape::Clustered | Shape::Single => {
+            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
                 Some(self.layout::<B>().expect("a layout").hide)
             }
         }
@@ -215,7 +238,9 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             Shape::KeyedLease,
             Shape::Inflight,
             Shape::Stated,
+            Shape::StatedTake,
             Shape::Clustered,
+            Shape::Loose,
             Shape::Single,
         ] {
             figures.extend(run_shape(ctx, &pool, &table, &bar, shape).await?);
@@ -255,10 +280,22 @@ async fn run_shape<B: Db>(
             STATED_MIXED,
             "acked",
         ),
+        Shape::StatedTake => (
+            "queue, state in the claim index",
+            STATED_TAKE_DRAIN,
+            STATED_TAKE_MIXED,
+            "deleted",
+        ),
         Shape::Clustered => (
             "lease queue, kept in every state's order",
             CLUSTERED_DRAIN,
             CLUSTERED_MIXED,
+            "acked",
+        ),
+        Shape::Loose => (
+            "lease queue, kept in every state's order, ids not unique",
+            LOOSE_DRAIN,
+            LOOSE_MIXED,
             "acked",
         ),
         Shape::Single => (
@@ -336,7 +373,9 @@ async fn run_shape<B: Db>(
 fn with_deadlocks(figure: Figure, deadlocks: &AtomicU64) -> Figure {
     match deadlocks.load(Ordering::Relaxed) {
         0 => figure,
-        n => figure.note(format!("{n} transactions ended as deadlocks and ran again")),
+        n => figure.note(format!(
+            "{n} transactions ended as deadlocks or lock wait timeouts and ran again"
+        )),
     }
 }
 
@@ -505,10 +544,15 @@ async fn claim_batch<B: Db>(
     Ok(ids)
 }
 
-/// Whether `e` is the server ending a transaction as a deadlock (MySQL 1213, SQLSTATE 40001):
-/// the transaction was rolled back and may run again.
+/// Whether `e` is the server ending a transaction as a deadlock (MySQL 1213, SQLSTATE 40001)
+/// or a statement after a lock wait timeout (1205, whose transaction is rolled back here when
+/// it is dropped): the transaction may run again.
 pub(crate) fn deadlocked(e: &anyhow::Error) -> bool {
     e.downcast_ref::<sqlx::Error>()
         .and_then(|e| e.as_database_error())
-        .is_some_and(|e| e.code().as_deref() == Some("40001"))
+        .is_some_and(|e| {
+            e.code().as_deref() == Some("40001")
+                || e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .is_some_and(|e| e.number() == 1205)
+        })
 }

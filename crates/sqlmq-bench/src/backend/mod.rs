@@ -82,6 +82,10 @@ pub struct RawSql {
     /// while in flight or scheduled — and the id unique. A state change moves the row, body
     /// and all, to its new place in the clustered index.
     pub clustered: LayoutSql,
+    /// [`RawSql::clustered`] with the id indexed but not unique: a moved row's id entry is
+    /// changed without the duplicate check (and its locks) a unique index takes; ids are then
+    /// unique only by how they are made.
+    pub loose: LayoutSql,
     /// One row per message with one index for every state, `(queue_id, state, priority,
     /// due_at, id)` (River's): `due_at` empty while ready, so ready rows are in claim order;
     /// the end of the state while in flight or scheduled, in order within a priority. The

@@ -107,6 +107,25 @@ impl Db for MySql {
                 due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
                 WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
         },
+        loose: LayoutSql {
+            create: &[
+                "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+                priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, \
+                created_at DATETIME(6) NOT NULL, state TINYINT NOT NULL DEFAULT 0, \
+                due_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00', \
+                token BIGINT NOT NULL DEFAULT 0, \
+                PRIMARY KEY (queue_id, state, priority, due_at, id), KEY id (id)) \
+                ENGINE=InnoDB",
+            ],
+            claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
+                AND state = 0 ORDER BY priority, due_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
+            lease: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) ON t.id = v.id \
+                SET t.state = 1, t.due_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
+                t.token = t.token + 1",
+            hide: "UPDATE {t} FORCE INDEX (PRIMARY) SET state = {state}, \
+                due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
+                WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
+        },
         single: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \

@@ -128,6 +128,22 @@ impl Db for Sqlite {
                 (SELECT id FROM {t} WHERE queue_id = 1 AND state = 0 \
                 ORDER BY priority, due_at, id LIMIT {n})",
         },
+        loose: LayoutSql {
+            create: &[
+                "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
+                priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+                state INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL DEFAULT 0, \
+                token INTEGER NOT NULL DEFAULT 0, \
+                PRIMARY KEY (queue_id, state, priority, due_at, id)) WITHOUT ROWID",
+            ],
+            claim: "SELECT id, body FROM {t} WHERE queue_id = 1 AND state = 0 \
+                ORDER BY priority, due_at, id LIMIT ?",
+            lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
+                WHERE id IN ({list})",
+            hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+                (SELECT id FROM {t} WHERE queue_id = 1 AND state = 0 \
+                ORDER BY priority, due_at, id LIMIT {n})",
+        },
         single: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BLOB NOT NULL PRIMARY KEY, queue_id INTEGER NOT NULL, \
