@@ -96,6 +96,11 @@ pub const LOOSE_MIXED: &str = "raw.queue.clustered.loose.mixed.consume";
 pub const STATED_TAKE_DRAIN: &str = "raw.queue.stated.take.drain.8";
 /// See [`STATED_TAKE_DRAIN`].
 pub const STATED_TAKE_MIXED: &str = "raw.queue.stated.take.mixed.consume";
+/// Taking from the one-row layout kept in every state's order (no leases), each compared with
+/// the plain queue.
+pub const CLUSTERED_TAKE_DRAIN: &str = "raw.queue.clustered.take.drain.8";
+/// See [`CLUSTERED_TAKE_DRAIN`].
+pub const CLUSTERED_TAKE_MIXED: &str = "raw.queue.clustered.take.mixed.consume";
 /// The one-row layout with one index for every state, each compared with the plain queue.
 pub const SINGLE_DRAIN: &str = "raw.queue.single.drain.8";
 /// See [`SINGLE_DRAIN`].
@@ -130,6 +135,8 @@ pub(crate) enum Shape {
     /// One row per message, its primary key every state's order, the id unique
     /// ([`RawSql::clustered`](crate::backend::RawSql::clustered)).
     Clustered,
+    /// As [`Shape::Clustered`]'s table, taken from as [`Shape::Take`] (no leases).
+    ClusteredTake,
     /// [`Shape::Clustered`] with the id indexed but not unique
     /// ([`RawSql::loose`](crate::backend::RawSql::loose)).
     Loose,
@@ -143,7 +150,7 @@ impl Shape {
     fn layout<B: Db>(self) -> Option<&'static LayoutSql> {
         match self {
             Shape::Stated | Shape::StatedTake => Some(&B::RAW.stated),
-            Shape::Clustered => Some(&B::RAW.clustered),
+            Shape::Clustered | Shape::ClusteredTake => Some(&B::RAW.clustered),
             Shape::Loose => Some(&B::RAW.loose),
             Shape::Single => Some(&B::RAW.single),
             _ => None,
@@ -158,9 +165,12 @@ impl Shape {
             Shape::Keyed => vec![B::RAW.keyed_create],
             Shape::KeyedLease => vec![B::RAW.keyed_lease_create],
             Shape::Inflight => vec![B::RAW.keyed_lease_create, B::RAW.inflight_index],
-            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
-                self.layout::<B>().expect("a layout").create.to_vec()
-            }
+            Shape::Stated
+            | Shape::StatedTake
+            | Shape::Clustered
+            | Shape::ClusteredTake
+            | Shape::Loose
+            | Shape::Single => self.layout::<B>().expect("a layout").create.to_vec(),
         }
     }
 
@@ -170,9 +180,12 @@ impl Shape {
             Shape::Lease => B::RAW.lease_claim,
             Shape::Keyed => B::RAW.keyed_claim,
             Shape::KeyedLease | Shape::Inflight => B::RAW.keyed_lease_claim,
-            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
-                self.layout::<B>().expect("a layout").claim
-            }
+            Shape::Stated
+            | Shape::StatedTake
+            | Shape::Clustered
+            | Shape::ClusteredTake
+            | Shape::Loose
+            | Shape::Single => self.layout::<B>().expect("a layout").claim,
         }
     }
 
@@ -184,6 +197,7 @@ impl Shape {
             | Shape::KeyedLease
             | Shape::Inflight
             | Shape::Clustered
+            | Shape::ClusteredTake
             | Shape::Loose => B::RAW.keyed_delete_list,
             Shape::Take | Shape::Lease | Shape::Stated | Shape::StatedTake | Shape::Single => {
                 B::RAW.delete_list
@@ -194,7 +208,7 @@ impl Shape {
     /// The statement that leases a claimed batch; `None` for a take.
     pub(crate) fn lease<B: Db>(self) -> Option<&'static str> {
         match self {
-            Shape::Take | Shape::Keyed | Shape::StatedTake => None,
+            Shape::Take | Shape::Keyed | Shape::StatedTake | Shape::ClusteredTake => None,
             Shape::Lease => Some(B::RAW.lease_update),
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.keyed_lease_update),
             Shape::Stated | Shape::Clustered | Shape::Loose | Shape::Single => {
@@ -209,9 +223,12 @@ impl Shape {
         match self {
             Shape::Take | Shape::Keyed | Shape::Lease => None,
             Shape::KeyedLease | Shape::Inflight => Some(B::RAW.inflight_hide),
-            Shape::Stated | Shape::StatedTake | Shape::Clustered | Shape::Loose | Shape::Single => {
-                Some(self.layout::<B>().expect("a layout").hide)
-            }
+            Shape::Stated
+            | Shape::StatedTake
+            | Shape::Clustered
+            | Shape::ClusteredTake
+            | Shape::Loose
+            | Shape::Single => Some(self.layout::<B>().expect("a layout").hide),
         }
     }
 
@@ -240,6 +257,7 @@ pub async fn queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             Shape::Stated,
             Shape::StatedTake,
             Shape::Clustered,
+            Shape::ClusteredTake,
             Shape::Loose,
             Shape::Single,
         ] {
@@ -291,6 +309,12 @@ async fn run_shape<B: Db>(
             CLUSTERED_DRAIN,
             CLUSTERED_MIXED,
             "acked",
+        ),
+        Shape::ClusteredTake => (
+            "queue, kept in every state's order",
+            CLUSTERED_TAKE_DRAIN,
+            CLUSTERED_TAKE_MIXED,
+            "deleted",
         ),
         Shape::Loose => (
             "lease queue, kept in every state's order, ids not unique",

@@ -70,6 +70,8 @@ const CHECKED: &[&str] = &[
     "raw.queue.stated.take.mixed.consume",
     "raw.queue.clustered.loose.drain.8",
     "raw.queue.clustered.loose.mixed.consume",
+    "raw.queue.clustered.take.drain.8",
+    "raw.queue.clustered.take.mixed.consume",
     "raw.queue.clustered.drain.8",
     "raw.queue.clustered.mixed.consume",
     "raw.queue.single.drain.8",
