@@ -23,6 +23,27 @@ const REPORTED_VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
     'innodb_doublewrite', 'innodb_flush_neighbors', 'max_connections', 'max_prepared_stmt_count', \
     'performance_schema', 'transaction_isolation', 'tx_isolation', 'version_comment')";
 
+/// `RawSql::clustered`, which `RawSql::loose` is but for its id's index.
+const CLUSTERED: LayoutSql = LayoutSql {
+    create: &[
+        "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
+        priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, \
+        created_at DATETIME(6) NOT NULL, state TINYINT NOT NULL DEFAULT 0, \
+        due_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00', \
+        token BIGINT NOT NULL DEFAULT 0, \
+        PRIMARY KEY (queue_id, state, priority, due_at, id), UNIQUE KEY id (id)) \
+        ENGINE=InnoDB",
+    ],
+    claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
+        AND state = 0 ORDER BY priority, due_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
+    lease: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) ON t.id = v.id \
+        SET t.state = 1, t.due_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
+        t.token = t.token + 1",
+    hide: "UPDATE {t} FORCE INDEX (PRIMARY) SET state = {state}, \
+        due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
+        WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
+};
+
 impl Db for MySql {
     /// A table shaped like sqlmq's message table: `BINARY(16)` id primary key, `INT` queue id,
     /// `SMALLINT` priority, `MEDIUMBLOB` body, `DATETIME(6)` creation time.
@@ -88,25 +109,7 @@ impl Db for MySql {
                 due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
                 WHERE queue_id = 1 AND state = 0 ORDER BY priority, id LIMIT {n}",
         },
-        clustered: LayoutSql {
-            create: &[
-                "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
-                priority SMALLINT NOT NULL, body MEDIUMBLOB NOT NULL, \
-                created_at DATETIME(6) NOT NULL, state TINYINT NOT NULL DEFAULT 0, \
-                due_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00', \
-                token BIGINT NOT NULL DEFAULT 0, \
-                PRIMARY KEY (queue_id, state, priority, due_at, id), UNIQUE KEY id (id)) \
-                ENGINE=InnoDB",
-            ],
-            claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
-                AND state = 0 ORDER BY priority, due_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
-            lease: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) ON t.id = v.id \
-                SET t.state = 1, t.due_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
-                t.token = t.token + 1",
-            hide: "UPDATE {t} FORCE INDEX (PRIMARY) SET state = {state}, \
-                due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
-                WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
-        },
+        clustered: CLUSTERED,
         loose: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BINARY(16) NOT NULL, queue_id INT NOT NULL, \
@@ -117,14 +120,7 @@ impl Db for MySql {
                 PRIMARY KEY (queue_id, state, priority, due_at, id), KEY id (id)) \
                 ENGINE=InnoDB",
             ],
-            claim: "SELECT id, body FROM {t} FORCE INDEX (PRIMARY) WHERE queue_id = 1 \
-                AND state = 0 ORDER BY priority, due_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
-            lease: "UPDATE ({list}) v STRAIGHT_JOIN {t} t FORCE INDEX (id) ON t.id = v.id \
-                SET t.state = 1, t.due_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, \
-                t.token = t.token + 1",
-            hide: "UPDATE {t} FORCE INDEX (PRIMARY) SET state = {state}, \
-                due_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR \
-                WHERE queue_id = 1 AND state = 0 ORDER BY priority, due_at, id LIMIT {n}",
+            ..CLUSTERED
         },
         single: LayoutSql {
             create: &[

@@ -45,6 +45,24 @@ const WARM_UP: [&str; 3] = [
 /// Files SQLite keeps beside a database file (`-journal` only outside WAL mode).
 const COMPANIONS: [&str; 3] = ["-wal", "-shm", "-journal"];
 
+/// `RawSql::clustered`, which `RawSql::loose` is but for its id's index.
+const CLUSTERED: LayoutSql = LayoutSql {
+    create: &[
+        "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
+        priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
+        state INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL DEFAULT 0, \
+        token INTEGER NOT NULL DEFAULT 0, \
+        PRIMARY KEY (queue_id, state, priority, due_at, id)) WITHOUT ROWID",
+    ],
+    claim: "SELECT id, body FROM {t} WHERE queue_id = 1 AND state = 0 \
+        ORDER BY priority, due_at, id LIMIT ?",
+    lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
+        WHERE id IN ({list})",
+    hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
+        (SELECT id FROM {t} WHERE queue_id = 1 AND state = 0 \
+        ORDER BY priority, due_at, id LIMIT {n})",
+};
+
 impl Db for Sqlite {
     /// A table shaped like sqlmq's message table on SQLite (`schema.rs` of the library's
     /// SQLite store): 16-byte `BLOB` id primary key, `INTEGER` queue id and priority, `BLOB`
@@ -112,22 +130,7 @@ impl Db for Sqlite {
                 (SELECT id FROM {t} INDEXED BY raw_claim WHERE queue_id = 1 AND state = 0 \
                 ORDER BY priority, id LIMIT {n})",
         },
-        clustered: LayoutSql {
-            create: &[
-                "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
-                priority INTEGER NOT NULL, body BLOB NOT NULL, created_at INTEGER NOT NULL, \
-                state INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL DEFAULT 0, \
-                token INTEGER NOT NULL DEFAULT 0, \
-                PRIMARY KEY (queue_id, state, priority, due_at, id)) WITHOUT ROWID",
-            ],
-            claim: "SELECT id, body FROM {t} WHERE queue_id = 1 AND state = 0 \
-                ORDER BY priority, due_at, id LIMIT ?",
-            lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
-                WHERE id IN ({list})",
-            hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
-                (SELECT id FROM {t} WHERE queue_id = 1 AND state = 0 \
-                ORDER BY priority, due_at, id LIMIT {n})",
-        },
+        clustered: CLUSTERED,
         loose: LayoutSql {
             create: &[
                 "CREATE TABLE {t} (id BLOB NOT NULL UNIQUE, queue_id INTEGER NOT NULL, \
@@ -136,13 +139,7 @@ impl Db for Sqlite {
                 token INTEGER NOT NULL DEFAULT 0, \
                 PRIMARY KEY (queue_id, state, priority, due_at, id)) WITHOUT ROWID",
             ],
-            claim: "SELECT id, body FROM {t} WHERE queue_id = 1 AND state = 0 \
-                ORDER BY priority, due_at, id LIMIT ?",
-            lease: "UPDATE {t} SET state = 1, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 30000000, token = token + 1 \
-                WHERE id IN ({list})",
-            hide: "UPDATE {t} SET state = {state}, due_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000 WHERE id IN \
-                (SELECT id FROM {t} WHERE queue_id = 1 AND state = 0 \
-                ORDER BY priority, due_at, id LIMIT {n})",
+            ..CLUSTERED
         },
         single: LayoutSql {
             create: &[

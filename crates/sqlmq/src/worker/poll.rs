@@ -27,11 +27,10 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Subject;
 use crate::client::delay::PollDelay;
 use crate::domain::Error;
-use crate::queue::Queue;
 use crate::source::{Source, group_still_there, still_there};
 use crate::store::Backend;
 use crate::store::follow::Change;
-use crate::store::rows::{GroupSignal, QueueSignal};
+use crate::store::rows::GroupSignal;
 use crate::topic::Group;
 
 /// Shared between the consumers and the prober of one worker.
@@ -153,10 +152,10 @@ pub(crate) async fn run_prober<B: Backend>(
         // Every source still the one of its name, before anything of any is woken or
         // maintained.
         let queue_signals = (queues_seen.as_deref())
-            .map(|s| queues_still_there(&queues, s))
+            .map(|s| all_still_there(&queues, s, |q, s| s.queue_id == q.id(), still_there))
             .transpose();
         let group_signals = (groups_seen.as_deref())
-            .map(|s| groups_still_there(&groups, s))
+            .map(|s| all_still_there(&groups, s, |g, s| s.group_id == g.id(), group_still_there))
             .transpose();
         let (queue_signals, group_signals) = match (queue_signals, group_signals) {
             (Ok(q), Ok(g)) => (q, g),
@@ -207,32 +206,19 @@ async fn probe_groups<B: Backend>(groups: &[Group<B>]) -> Option<Vec<GroupSignal
     }
 }
 
-/// Each queue with the probe's answer for it, if every one is still the queue of its name.
-fn queues_still_there<'a, B: Backend>(
-    queues: &'a [Queue<B>],
-    signals: &'a [QueueSignal],
-) -> Result<Vec<(&'a Queue<B>, &'a QueueSignal)>, Error> {
-    queues
+/// Each source with the probe's answer for it (the one `answers` says is its), if every one is
+/// still the one of its name (`check`: [`still_there`], [`group_still_there`]).
+fn all_still_there<'a, S, T>(
+    sources: &'a [S],
+    signals: &'a [T],
+    answers: impl Fn(&S, &T) -> bool,
+    check: impl Fn(&S, Option<&'a T>) -> Result<&'a T, Error>,
+) -> Result<Vec<(&'a S, &'a T)>, Error> {
+    sources
         .iter()
-        .map(|q| {
-            Ok((
-                q,
-                still_there(q, signals.iter().find(|s| s.queue_id == q.id()))?,
-            ))
-        })
-        .collect()
-}
-
-/// [`queues_still_there`] for consumer groups.
-fn groups_still_there<'a, B: Backend>(
-    groups: &'a [Group<B>],
-    signals: &'a [GroupSignal],
-) -> Result<Vec<(&'a Group<B>, &'a GroupSignal)>, Error> {
-    groups
-        .iter()
-        .map(|g| {
-            let signal = signals.iter().find(|s| s.group_id == g.id());
-            Ok((g, group_still_there(g, signal)?))
+        .map(|source| {
+            let signal = signals.iter().find(|t| answers(source, t));
+            Ok((source, check(source, signal)?))
         })
         .collect()
 }
