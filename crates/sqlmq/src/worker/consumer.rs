@@ -139,7 +139,9 @@ pub(crate) async fn run_consumer<B: Backend>(
         notified.as_mut().enable();
         let fewer = rt.outstanding.fewer();
         tokio::pin!(fewer);
-        fewer.as_mut().enable();
+        if config.stop_when_drained {
+            fewer.as_mut().enable();
+        }
         let quiet = rt.outstanding.none();
         let started = std::time::Instant::now();
         let claimed = rt.source.claim(reserved.len(), rt.lease).await;

@@ -21,26 +21,42 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// The count of one source's outstanding messages and acks.
-#[derive(Default)]
 pub(crate) struct Outstanding {
+    /// Whether anyone looks at the count (a worker that stops when drained). When nobody does,
+    /// counting is skipped: every message of a busy worker's hot path would otherwise pay a
+    /// shared counter and a wakeup for nothing.
+    watched: bool,
     count: AtomicUsize,
     /// Told whenever the count goes down.
     fewer: Notify,
 }
 
 impl Outstanding {
+    /// A count, kept only when `watched`.
+    pub(crate) fn new(watched: bool) -> Outstanding {
+        Outstanding {
+            watched,
+            count: AtomicUsize::new(0),
+            fewer: Notify::new(),
+        }
+    }
+
     /// `n` more are outstanding.
     pub(crate) fn add(&self, n: usize) {
-        self.count.fetch_add(n, Ordering::SeqCst);
+        if self.watched {
+            self.count.fetch_add(n, Ordering::SeqCst);
+        }
     }
 
     /// `n` are settled (a handler's task ended, or a batch of acks committed or failed).
     pub(crate) fn settled(&self, n: usize) {
-        self.count.fetch_sub(n, Ordering::SeqCst);
-        self.fewer.notify_waiters();
+        if self.watched {
+            self.count.fetch_sub(n, Ordering::SeqCst);
+            self.fewer.notify_waiters();
+        }
     }
 
-    /// Whether nothing is outstanding.
+    /// Whether nothing is outstanding (always, when not watched).
     pub(crate) fn none(&self) -> bool {
         self.count.load(Ordering::SeqCst) == 0
     }
@@ -58,7 +74,7 @@ mod tests {
 
     #[tokio::test]
     async fn counts_and_tells_when_fewer() {
-        let o = Outstanding::default();
+        let o = Outstanding::new(true);
         assert!(o.none());
         o.add(2);
         let fewer = o.fewer();
@@ -68,6 +84,13 @@ mod tests {
         fewer.await;
         assert!(!o.none());
         o.settled(1);
+        assert!(o.none());
+    }
+
+    #[test]
+    fn unwatched_it_counts_nothing() {
+        let o = Outstanding::new(false);
+        o.add(3);
         assert!(o.none());
     }
 }

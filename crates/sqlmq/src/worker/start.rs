@@ -100,7 +100,7 @@ impl<B: Backend> WorkerBuilder<B> {
         let mut all_slots = Vec::new();
         let budget = Arc::new(Budget::new(self.max_messages));
         for ((name, handler), source) in self.sources.into_iter().zip(sources.iter()) {
-            let outstanding = Arc::new(Outstanding::default());
+            let outstanding = Arc::new(Outstanding::new(self.stop_when_drained));
             let (acker, acker_task) = Acker::start(
                 source.clone(),
                 self.lease,
