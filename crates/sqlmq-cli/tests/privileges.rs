@@ -47,12 +47,13 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         "{out}"
     );
     // The library's own send of one message, claim and ack of one receipt, ack of one group
-    // receipt.
+    // receipt; the SQL contract's ack (README, "Acking from SQL").
     for procedure in [
         "sqlmq_send_plain",
         "sqlmq_claim_plain",
         "sqlmq_ack_plain",
         "sqlmq_ack_group_one",
+        "sqlmq_ack",
     ] {
         assert!(
             out.contains(&format!(

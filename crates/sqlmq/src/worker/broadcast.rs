@@ -360,7 +360,7 @@ async fn handle<B: Backend>(
             return Handled::Passed { saved: true };
         }
         let (error, after) = match finished {
-            Finished::Answer(Ok(Outcome::Done)) => {
+            Finished::Answer(Ok(Outcome::Done | Outcome::Settled)) => {
                 rt.tally.add(Settled::Acked, 1);
                 return Handled::Passed { saved: false };
             }

@@ -214,6 +214,7 @@ pub(super) async fn settle<B: Backend>(
     }
     let result = match finished {
         Finished::Answer(Ok(Outcome::Done)) => return ack(rt, receipt).await,
+        Finished::Answer(Ok(Outcome::Settled)) => return Settled::Acked,
         Finished::Answer(Ok(Outcome::Retry { after, reason })) => source
             .nack(receipt, Some(after), &reason)
             .await

@@ -48,6 +48,14 @@ pub enum Outcome {
     Snooze(Duration),
     /// Give up: dead-letter now with this reason, whatever the attempts left.
     DeadLetter(String),
+    /// The handler settled the message itself, in a transaction of its own that the runtime
+    /// does not see — acked it through the SQL contract (`CALL sqlmq_ack(queue, receipt)`,
+    /// MySQL/MariaDB) together with its writes, say: the runtime leaves the message as it is.
+    /// Should that transaction have rolled back, the message comes back when its lease ends.
+    /// (A handler that commits through [`JobContext::begin`](crate::JobContext::begin) needs
+    /// none of this: the runtime sees that commit.) The worker's report counts it as acked; a
+    /// broadcast member passes the record, as for [`Outcome::Done`].
+    Settled,
 }
 
 /// A message handler. Implement it for a struct, or pass an `async` closure

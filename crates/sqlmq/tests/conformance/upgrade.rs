@@ -536,15 +536,22 @@ pub(crate) async fn migrate_to_goes_down_and_up_and_refuses_to_drop_rows<B: Test
         Err(Error::InvalidArgument(_))
     ));
 
-    // Down five versions (the group ack procedure, the claim and ack procedures, the two send
-    // procedures, then the workflows' tables): those tables are empty, so they go; the queue
-    // stays.
-    let report = admin.migrate_to(latest - 5).await.unwrap();
+    // Down six versions (the SQL contract's ack, the group ack procedure, the claim and ack
+    // procedures, the two send procedures, then the workflows' tables): those tables are empty,
+    // so they go; the queue stays.
+    let report = admin.migrate_to(latest - 6).await.unwrap();
     assert_eq!(
         report.reverted,
-        [latest, latest - 1, latest - 2, latest - 3, latest - 4]
+        [
+            latest,
+            latest - 1,
+            latest - 2,
+            latest - 3,
+            latest - 4,
+            latest - 5
+        ]
     );
-    assert_eq!(admin.schema_version(), latest - 5);
+    assert_eq!(admin.schema_version(), latest - 6);
     assert!(!db.tables().await.contains(&"sqlmq_batches".to_owned()));
     assert!(matches!(
         q.receive(1, LONG).await,
@@ -560,14 +567,21 @@ pub(crate) async fn migrate_to_goes_down_and_up_and_refuses_to_drop_rows<B: Test
     }
     assert_eq!(
         Client::<B>::open(&db.url).await.unwrap().schema_version(),
-        latest - 5
+        latest - 6
     );
     assert!(db.tables().await.contains(&"sqlmq_topics".to_owned()));
 
     // Up again: the message is there.
     assert_eq!(
         admin.migrate().await.unwrap().applied,
-        [latest - 4, latest - 3, latest - 2, latest - 1, latest]
+        [
+            latest - 5,
+            latest - 4,
+            latest - 3,
+            latest - 2,
+            latest - 1,
+            latest
+        ]
     );
     let got = q.receive(1, LONG).await.unwrap();
     assert_eq!(got[0].body, b"kept");

@@ -4,6 +4,7 @@
 //! polls cost the server, counted; notifications from a private server's binary log; InnoDB's
 //! history list length and what reading it needs.
 
+mod ack_procedure;
 mod claim_ack_procedures;
 mod durability;
 mod full_disk;

@@ -163,31 +163,31 @@ async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
     let latest = admin.migrate().await.unwrap().to_version;
     // `sqlmq_send` (version 8), the library's own `sqlmq_send_plain` (version 9),
     // `sqlmq_claim_plain` and `sqlmq_ack_plain` (version 10), `sqlmq_ack_group_one`
-    // (version 11).
+    // (version 11), `sqlmq_ack` (version 12).
     let routines = || {
         db.scalar(
             "SELECT COUNT(*) FROM information_schema.routines \
              WHERE routine_schema = DATABASE() AND routine_name IN \
              ('sqlmq_send', 'sqlmq_send_plain', 'sqlmq_claim_plain', 'sqlmq_ack_plain', \
-             'sqlmq_ack_group_one')",
+             'sqlmq_ack_group_one', 'sqlmq_ack')",
         )
     };
-    assert_eq!(routines().await, 5);
+    assert_eq!(routines().await, 6);
     assert_eq!(
         admin.migrate_to(latest - 1).await.unwrap().reverted,
         [latest]
     );
-    assert_eq!(routines().await, 4);
+    assert_eq!(routines().await, 5);
     assert_eq!(
-        admin.migrate_to(latest - 4).await.unwrap().reverted,
-        [latest - 1, latest - 2, latest - 3]
+        admin.migrate_to(latest - 5).await.unwrap().reverted,
+        [latest - 1, latest - 2, latest - 3, latest - 4]
     );
     assert_eq!(routines().await, 0);
     assert_eq!(
         admin.migrate().await.unwrap().applied,
-        [latest - 3, latest - 2, latest - 1, latest]
+        [latest - 4, latest - 3, latest - 2, latest - 1, latest]
     );
-    assert_eq!(routines().await, 5);
+    assert_eq!(routines().await, 6);
     admin.pool().close().await;
     db.drop().await;
 }

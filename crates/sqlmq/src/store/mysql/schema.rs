@@ -577,6 +577,18 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &["ack_group_one"],
         }),
     },
+    Migration {
+        version: 12,
+        description: "the SQL contract's ack",
+        // `CALL sqlmq_ack(queue, receipt)`: an ack in the caller's transaction for any
+        // language (README, "Acking from SQL"), beside `sqlmq_send`; a stable contract.
+        statements: &[include_str!("ack_procedure.sql")],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &["ack"],
+        }),
+    },
 ];
 
 #[cfg(test)]

@@ -514,6 +514,18 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 12,
+        description: "the SQL contract's ack",
+        // MySQL's `CALL sqlmq_ack`; SQLite has no stored procedures (and no other language's
+        // transaction shares its file through a server).
+        statements: &[],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]
