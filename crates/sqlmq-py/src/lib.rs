@@ -1,0 +1,54 @@
+//! `sqlmq._sqlmq`: the Rust library as a Python extension module; the package `sqlmq`
+//! (`python/sqlmq`) re-exports it beside what is easier written in Python.
+//!
+//! One engine, not a second implementation: every call goes to the library on one tokio
+//! runtime, with the GIL released while it waits (`runtime.rs`).
+//!
+//! | file | what |
+//! |---|---|
+//! | `lib.rs` | the module: its classes and exceptions |
+//! | `runtime.rs` | the tokio runtime; blocking calls with the GIL released; awaitables |
+//! | `backend.rs` | one Python class over both backends (an enum of the two, `both!`) |
+//! | `client.rs` | `Client`: connect, migrate, queues |
+//! | `queue.rs` | `Queue`: send, receive, ack, nack, extend, stats, dead letters |
+//! | `message.rs` | `Message`, `Sent`, `Delivery`, `Receipt`, `QueueStats` |
+//! | `convert.rs` | bodies, durations, times, ids, headers between Python and Rust |
+//! | `worker.rs` | the worker runtime with Python handlers: `start_worker`, `RunningWorker` |
+//! | `context.rs` | `JobContext`: a handler's message, receipt and lease |
+//! | `outcome.rs` | `Retry`, `Snooze`, `DeadLetter`, `Settled`: what a handler returns |
+//! | `errors.rs` | the exception classes and how library errors map to them |
+
+mod backend;
+mod client;
+mod context;
+mod convert;
+mod errors;
+mod message;
+mod outcome;
+mod queue;
+mod runtime;
+mod worker;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+fn _sqlmq(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::Client>()?;
+    m.add_class::<queue::Queue>()?;
+    m.add_class::<message::Message>()?;
+    m.add_class::<message::Sent>()?;
+    m.add_class::<message::Delivery>()?;
+    m.add_class::<message::Receipt>()?;
+    m.add_class::<message::QueueStats>()?;
+    m.add_class::<context::JobContext>()?;
+    m.add_class::<outcome::Retry>()?;
+    m.add_class::<outcome::Snooze>()?;
+    m.add_class::<outcome::DeadLetter>()?;
+    m.add_class::<outcome::Settled>()?;
+    m.add_class::<worker::RunningWorker>()?;
+    m.add_function(wrap_pyfunction!(worker::start_worker, m)?)?;
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
