@@ -1,14 +1,18 @@
-//! `Client`: a connection pool to one database, and the queues in it.
+//! `Client`: a connection pool to one database, and the queues, topics, schedules and batches
+//! in it.
 
 use std::time::Duration;
 
 use pyo3::prelude::*;
 
-use crate::backend::{AnyClient, AnyQueue, both, is_sqlite};
+use crate::backend::{Any, AnyClient, both, is_sqlite};
 use crate::convert;
+use crate::flow;
 use crate::message::QueueStats;
 use crate::queue::Queue;
 use crate::runtime::block_on;
+use crate::schedule::{self, Schedule};
+use crate::topic::Topic;
 
 /// A pool of connections to one database: MySQL/MariaDB (`mysql://user:password@host/db`) or
 /// SQLite (`sqlite://path/file.db`, created when missing; `sqlite::memory:`). Cheap to share
@@ -107,7 +111,7 @@ impl Client {
         let inner = block_on(py, async {
             Ok(both!(&self.inner, c => {
                 let q = c.create_queue(name, config).await?;
-                queue_of(q)
+                q.any()
             }))
         })?;
         Ok(Queue { inner })
@@ -116,7 +120,7 @@ impl Client {
     /// The queue `name`; `UnknownQueue` when there is none.
     fn queue(&self, py: Python<'_>, name: &str) -> PyResult<Queue> {
         let inner = block_on(py, async {
-            Ok(both!(&self.inner, c => queue_of(c.queue(name).await?)))
+            Ok(both!(&self.inner, c => c.queue(name).await?.any()))
         })?;
         Ok(Queue { inner })
     }
@@ -132,6 +136,110 @@ impl Client {
         block_on(py, async {
             both!(&self.inner, c => c.delete_queue(name).await)
         })
+    }
+
+    /// Create the topic `name` (`partitions` of them; `retention`: seconds a record is kept,
+    /// None for ever) and return it.
+    #[pyo3(signature = (name, *, partitions=1, retention=None))]
+    fn create_topic(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        partitions: u32,
+        retention: Option<f64>,
+    ) -> PyResult<Topic> {
+        let mut config = sqlmq::TopicConfig::default().partitions(partitions);
+        if let Some(secs) = retention {
+            config = config.retention(convert::seconds("retention", secs)?);
+        }
+        let inner = block_on(py, async {
+            Ok(both!(&self.inner, c => c.create_topic(name, config).await?.any()))
+        })?;
+        Ok(Topic { inner })
+    }
+
+    /// The topic `name`; `UnknownTopic` when there is none.
+    fn topic(&self, py: Python<'_>, name: &str) -> PyResult<Topic> {
+        let inner = block_on(py, async {
+            Ok(both!(&self.inner, c => c.topic(name).await?.any()))
+        })?;
+        Ok(Topic { inner })
+    }
+
+    /// Create (or replace) the recurring schedule `name`: every `every` seconds, or on the
+    /// `cron` expression (5 fields, or 6 with seconds first) in time zone `tz`; each fire time
+    /// sends `body` to `queue` (with `key` as its ordering key, `priority`, `headers`) or
+    /// publishes it to `topic` (with `key` as its key) — once, whatever the number of processes
+    /// firing schedules (every worker does).
+    #[pyo3(signature = (name, *, queue=None, topic=None, every=None, cron=None, tz="UTC",
+        body=None, key=None, priority=0, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_schedule(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        queue: Option<String>,
+        topic: Option<String>,
+        every: Option<f64>,
+        cron: Option<String>,
+        tz: &str,
+        body: Option<&Bound<'_, PyAny>>,
+        key: Option<String>,
+        priority: i16,
+        headers: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<Schedule> {
+        let spec = schedule::Spec {
+            queue,
+            topic,
+            every,
+            cron,
+            tz: tz.to_owned(),
+            body: body.map(convert::body).transpose()?.unwrap_or_default(),
+            key,
+            priority,
+            headers: headers.unwrap_or_default(),
+        };
+        schedule::create(py, &self.inner, name, spec)
+    }
+
+    /// Every schedule.
+    fn schedules(&self, py: Python<'_>) -> PyResult<Vec<Schedule>> {
+        schedule::all(py, &self.inner)
+    }
+
+    /// Delete the schedule `name`.
+    fn delete_schedule(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        schedule::delete(py, &self.inner, name)
+    }
+
+    /// Send `members` (messages or bodies) to `queue` as one batch, in one transaction; each
+    /// callback, a `(queue, body)` pair, is sent once when the batch finishes: `on_success`
+    /// when every member was acked, `on_failure` when one or more was not, `on_complete`
+    /// either way.
+    #[pyo3(signature = (queue, members, *, on_success=None, on_failure=None, on_complete=None))]
+    fn create_batch(
+        &self,
+        py: Python<'_>,
+        queue: &str,
+        members: Vec<Bound<'_, PyAny>>,
+        on_success: Option<(String, Bound<'_, PyAny>)>,
+        on_failure: Option<(String, Bound<'_, PyAny>)>,
+        on_complete: Option<(String, Bound<'_, PyAny>)>,
+    ) -> PyResult<flow::BatchCreated> {
+        flow::create(
+            py,
+            &self.inner,
+            queue,
+            members,
+            on_success,
+            on_failure,
+            on_complete,
+        )
+    }
+
+    /// The batch `id`'s progress; `BatchNotFound` when there is none.
+    fn batch(&self, py: Python<'_>, id: &str) -> PyResult<flow::BatchStatus> {
+        flow::status(py, &self.inner, id)
     }
 
     /// Which backend the client is on: "mysql" or "sqlite".
@@ -154,25 +262,4 @@ impl Client {
     fn __repr__(&self) -> String {
         format!("Client({})", self.backend())
     }
-}
-
-/// A library queue of either backend as an [`AnyQueue`].
-pub(crate) trait QueueOf {
-    fn any(self) -> AnyQueue;
-}
-
-impl QueueOf for sqlmq::Queue<sqlmq::MySql> {
-    fn any(self) -> AnyQueue {
-        AnyQueue::MySql(self)
-    }
-}
-
-impl QueueOf for sqlmq::Queue<sqlmq::Sqlite> {
-    fn any(self) -> AnyQueue {
-        AnyQueue::Sqlite(self)
-    }
-}
-
-fn queue_of(q: impl QueueOf) -> AnyQueue {
-    q.any()
 }

@@ -12,8 +12,12 @@
 //! | `client.rs` | `Client`: connect, migrate, queues |
 //! | `queue.rs` | `Queue`: send, receive, ack, nack, extend, stats, dead letters |
 //! | `message.rs` | `Message`, `Sent`, `Delivery`, `Receipt`, `QueueStats` |
+//! | `topic.rs` | `Topic` (publish), `Group` (a consumer group: receive, ack, nack, extend) |
+//! | `schedule.rs` | recurring schedules: `Client.create_schedule`, `Schedule` |
+//! | `flow.rs` | batches with callbacks: `Client.create_batch`, `Client.batch` |
 //! | `convert.rs` | bodies, durations, times, ids, headers between Python and Rust |
 //! | `worker.rs` | the worker runtime with Python handlers: `start_worker`, `RunningWorker` |
+//! | `lane.rs` | the threads plain handlers run on, each keeping the GIL while calls wait |
 //! | `context.rs` | `JobContext`: a handler's message, receipt and lease |
 //! | `outcome.rs` | `Retry`, `Snooze`, `DeadLetter`, `Settled`: what a handler returns |
 //! | `errors.rs` | the exception classes and how library errors map to them |
@@ -23,10 +27,14 @@ mod client;
 mod context;
 mod convert;
 mod errors;
+mod flow;
+mod lane;
 mod message;
 mod outcome;
 mod queue;
 mod runtime;
+mod schedule;
+mod topic;
 mod worker;
 
 use pyo3::prelude::*;
@@ -41,6 +49,12 @@ fn _sqlmq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<message::Delivery>()?;
     m.add_class::<message::Receipt>()?;
     m.add_class::<message::QueueStats>()?;
+    m.add_class::<topic::Topic>()?;
+    m.add_class::<topic::Group>()?;
+    m.add_class::<topic::Published>()?;
+    m.add_class::<schedule::Schedule>()?;
+    m.add_class::<flow::BatchCreated>()?;
+    m.add_class::<flow::BatchStatus>()?;
     m.add_class::<context::JobContext>()?;
     m.add_class::<outcome::Retry>()?;
     m.add_class::<outcome::Snooze>()?;

@@ -275,6 +275,20 @@ impl Queue {
         }
     }
 
+    /// Send `n` copies of `body` one at a time from a loop of the library's own (the
+    /// benchmark's baseline for `send` called from Python); returns the seconds it took.
+    fn _send_loop(&self, py: Python<'_>, n: usize, body: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let body = convert::body(body)?;
+        block_on(py, async {
+            let started = std::time::Instant::now();
+            for _ in 0..n {
+                let m = sqlmq::Message::new(body.clone());
+                both!(queue &self.inner, q => q.send(m).await)?;
+            }
+            Ok(started.elapsed().as_secs_f64())
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("Queue({:?})", self.name())
     }

@@ -2,7 +2,7 @@
 //! retries, backs off, dead-letters and shuts down gracefully; a Python function handles each
 //! message.
 //!
-//! A plain function runs on a thread of the runtime's blocking pool, holding the GIL only while
+//! A plain function runs on a thread of the source's [`Lane`], holding the GIL only while
 //! Python runs (the database waits of the runtime never hold it); a coroutine function runs on
 //! the asyncio loop of the thread that called `run`. What the handler returns (or raises) is the
 //! message's outcome: `None` acks it; `Retry`, `Snooze` and `DeadLetter` do what they say; an
@@ -24,13 +24,19 @@ use crate::client::Client;
 use crate::context::JobContext;
 use crate::convert;
 use crate::errors::{InvalidInput, to_py};
+use crate::lane::Lane;
 use crate::message::Delivery;
 use crate::outcome::outcome_of;
 use crate::runtime::runtime;
 
-/// A Python handler: the callable, and whether it is a coroutine function.
+/// A Python handler: the callable, and whether it is a coroutine function. A callable of
+/// `None` is no Python at all — the runtime's own no-op handler, the baseline the benchmark
+/// (`bench/bench.py`) compares a Python handler's cost with.
 struct PyHandler {
     callable: Arc<Py<PyAny>>,
+    noop: bool,
+    /// The threads plain handlers run on.
+    lane: Arc<Lane>,
     is_async: bool,
     /// The asyncio loop (and context) coroutines run on.
     locals: Option<pyo3_async_runtimes::TaskLocals>,
@@ -47,21 +53,22 @@ where
         delivery: sqlmq::Delivery,
         ctx: sqlmq::JobContext<B>,
     ) -> Result<sqlmq::Outcome, String> {
+        if self.noop {
+            return Ok(sqlmq::Outcome::Done);
+        }
         let callable = Arc::clone(&self.callable);
         let ctx = JobContext::from(ctx);
         if !self.is_async {
-            // The whole call on a blocking thread: it holds the GIL while Python runs.
-            let called = tokio::task::spawn_blocking(move || {
-                Python::attach(|py| {
-                    let args = (Delivery { inner: delivery }, ctx);
-                    match callable.call1(py, args) {
-                        Ok(answer) => outcome_of(answer.bind(py)),
-                        Err(e) => Err(exception_text(py, &e)),
-                    }
-                })
-            })
-            .await;
-            return called.unwrap_or_else(|e| Err(format!("the handler's thread failed: {e}")));
+            let called = self.lane.call(move |py| {
+                let args = (Delivery { inner: delivery }, ctx);
+                match callable.call1(py, args) {
+                    Ok(answer) => outcome_of(answer.bind(py)),
+                    Err(e) => Err(exception_text(py, &e)),
+                }
+            });
+            return called
+                .await
+                .unwrap_or_else(|| Err("the handler's threads are gone".to_owned()));
         }
         let locals = self.locals.clone().expect("async handlers have their loop");
         let awaited = Python::attach(|py| {
@@ -209,8 +216,18 @@ pub(crate) fn start_worker(
     }
     let mut named = Vec::with_capacity(sources.len());
     for (name, callable, is_async, concurrency) in sources {
+        // As many threads as the source has slots: each may block in its handler.
+        let threads = if is_async {
+            0
+        } else {
+            concurrency.unwrap_or(settings.concurrency)
+        };
+        let lane = Lane::new(threads)
+            .map_err(|e| crate::errors::Error::new_err(format!("cannot start threads: {e}")))?;
         let source: sqlmq::SourceName = name.parse().map_err(to_py)?;
         let handler = PyHandler {
+            lane: Arc::new(lane),
+            noop: callable.is_none(py),
             callable: Arc::new(callable),
             is_async,
             locals: locals.clone(),

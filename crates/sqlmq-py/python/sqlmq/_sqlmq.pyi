@@ -41,6 +41,40 @@ class Client:
         """Every queue's counts by state."""
     def delete_queue(self, name: str) -> None:
         """Delete the queue with every message in it."""
+    def create_topic(
+        self, name: str, *, partitions: int = 1, retention: Optional[float] = None
+    ) -> "Topic":
+        """Create the topic and return it."""
+    def topic(self, name: str) -> "Topic":
+        """The topic ``name``; ``UnknownTopic`` when there is none."""
+    def create_schedule(
+        self,
+        name: str,
+        *,
+        queue: Optional[str] = None,
+        topic: Optional[str] = None,
+        every: Optional[float] = None,
+        cron: Optional[str] = None,
+        tz: str = "UTC",
+        body: Optional[Body] = None,
+        key: Optional[str] = None,
+        priority: int = 0,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> "Schedule":
+        """Create (or replace) a recurring schedule: every ``every`` seconds or on ``cron``."""
+    def schedules(self) -> List["Schedule"]: ...
+    def delete_schedule(self, name: str) -> None: ...
+    def create_batch(
+        self,
+        queue: str,
+        members: List[Union["Message", Body]],
+        *,
+        on_success: Optional[Tuple[str, Union["Message", Body]]] = None,
+        on_failure: Optional[Tuple[str, Union["Message", Body]]] = None,
+        on_complete: Optional[Tuple[str, Union["Message", Body]]] = None,
+    ) -> "BatchCreated":
+        """Send ``members`` as one batch; each callback is sent once when it finishes."""
+    def batch(self, id: str) -> "BatchStatus": ...
     @property
     def backend(self) -> str:
         """``"mysql"`` or ``"sqlite"``."""
@@ -86,6 +120,62 @@ class Queue:
         """(id, attempts, last error) of each dead letter, oldest first."""
     def redrive(self, ids: Optional[List[str]] = None) -> int:
         """Send dead letters back (all when ``ids`` is None); returns how many."""
+
+class Topic:
+    """An append-only stream of records in partitions; consumer groups read it independently."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    def publish(
+        self, body: Body, *, key: Optional[str] = None, headers: Optional[Dict[str, str]] = None
+    ) -> "Published": ...
+    def publish_async(
+        self, body: Body, *, key: Optional[str] = None, headers: Optional[Dict[str, str]] = None
+    ) -> Awaitable["Published"]: ...
+    def publish_batch(self, records: List[Union[Body, Tuple[Body, Optional[str]]]]) -> List["Published"]: ...
+    def create_group(
+        self, name: str, *, start: Union[str, int, None] = None, max_attempts: Optional[int] = None
+    ) -> "Group": ...
+    def group(self, name: str) -> "Group": ...
+
+class Group:
+    """A cluster consumer group: each record to one consumer, acked, retried, dead-lettered."""
+
+    @property
+    def name(self) -> str: ...
+    def receive(self, n: int = 1, lease: float = 30.0) -> List["Delivery"]: ...
+    def ack(self, receipt: Union["Receipt", str]) -> None: ...
+    def nack(
+        self, receipt: Union["Receipt", str], error: str = "", retry_in: Optional[float] = None
+    ) -> str: ...
+    def extend(self, receipt: Union["Receipt", str], lease: float = 30.0) -> None: ...
+
+class Published:
+    id: str
+    partition: int
+    duplicate: bool
+
+class Schedule:
+    name: str
+    paused: bool
+    next_fire: Optional[datetime.datetime]
+    last_fired: Optional[datetime.datetime]
+    fired: int
+
+class BatchCreated:
+    id: str
+    members: List[str]
+
+class BatchStatus:
+    id: str
+    state: str
+    members: int
+    pending: int
+    succeeded: int
+    dead: int
+    cancelled: int
 
 class Message:
     """A message to send: a body and its options."""
