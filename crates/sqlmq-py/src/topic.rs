@@ -214,10 +214,40 @@ impl Group {
         Ok(got.into_iter().map(|inner| Delivery { inner }).collect())
     }
 
+    /// `receive`, awaitable.
+    #[pyo3(signature = (n=1, lease=30.0))]
+    fn receive_async<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        lease: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lease = convert::seconds("lease", lease)?;
+        let g = self.inner.clone();
+        awaitable(py, async move {
+            let got = both!(group g, g => g.receive(n, lease).await)?;
+            Ok(got
+                .into_iter()
+                .map(|inner| Delivery { inner })
+                .collect::<Vec<_>>())
+        })
+    }
+
     /// Ack a record's claim. `LeaseLost` when the lease ended or was taken over.
     fn ack(&self, py: Python<'_>, receipt: &Bound<'_, PyAny>) -> PyResult<()> {
         let r = crate::message::receipt(receipt)?;
         block_on(py, async { both!(group &self.inner, g => g.ack(r).await) })
+    }
+
+    /// `ack`, awaitable.
+    fn ack_async<'py>(
+        &self,
+        py: Python<'py>,
+        receipt: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let r = crate::message::receipt(receipt)?;
+        let g = self.inner.clone();
+        awaitable(py, async move { both!(group g, g => g.ack(r).await) })
     }
 
     /// A failed attempt: the record comes back after `retry_in` seconds (the group's ladder

@@ -1,6 +1,7 @@
 """Topics and consumer groups, schedules, batches and dependencies from Python, on SQLite and
 MySQL/MariaDB."""
 
+import asyncio
 import time
 
 import pytest
@@ -28,6 +29,18 @@ def test_a_topic_is_read_by_its_groups(client):
         for d in got:
             group.ack(d.receipt)
         assert group.receive(10, lease=30) == []
+    async def more():
+        await orders.publish_async(b"async")
+        got = []
+        for _ in range(20):
+            got += await billing.receive_async(10, 30)
+            if got:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*(billing.ack_async(d.receipt) for d in got))
+        return [d.body for d in got]
+
+    assert asyncio.run(more()) == [b"async"]
     late = orders.create_group("late", start="latest")
     assert late.receive(10, lease=30) == []
     assert orders.group("billing").name == "orders/billing"
