@@ -167,6 +167,16 @@ pub(crate) struct Delivery {
     pub(crate) inner: sqlmq::Delivery,
 }
 
+impl Delivery {
+    /// The Python deliveries of a claim.
+    pub(crate) fn all(claimed: Vec<sqlmq::Delivery>) -> Vec<Delivery> {
+        claimed
+            .into_iter()
+            .map(|inner| Delivery { inner })
+            .collect()
+    }
+}
+
 #[pymethods]
 impl Delivery {
     /// The message id.

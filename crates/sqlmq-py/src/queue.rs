@@ -94,7 +94,7 @@ impl Queue {
         let got = block_on(py, async {
             both!(queue &self.inner, q => q.receive(n, lease).await)
         })?;
-        Ok(got.into_iter().map(|inner| Delivery { inner }).collect())
+        Ok(Delivery::all(got))
     }
 
     /// `receive`, awaitable.
@@ -109,10 +109,7 @@ impl Queue {
         let q = self.inner.clone();
         awaitable(py, async move {
             let got = both!(queue q, q => q.receive(n, lease).await)?;
-            Ok(got
-                .into_iter()
-                .map(|inner| Delivery { inner })
-                .collect::<Vec<_>>())
+            Ok(Delivery::all(got))
         })
     }
 
@@ -131,7 +128,7 @@ impl Queue {
         let got = block_on(py, async {
             both!(queue &self.inner, q => q.receive_wait(n, lease, wait).await)
         })?;
-        Ok(got.into_iter().map(|inner| Delivery { inner }).collect())
+        Ok(Delivery::all(got))
     }
 
     /// Ack a claim (its `Receipt`, or the receipt's text): the message is done. `LeaseLost` when

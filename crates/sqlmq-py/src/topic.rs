@@ -211,7 +211,7 @@ impl Group {
         let got = block_on(py, async {
             both!(group &self.inner, g => g.receive(n, lease).await)
         })?;
-        Ok(got.into_iter().map(|inner| Delivery { inner }).collect())
+        Ok(Delivery::all(got))
     }
 
     /// `receive`, awaitable.
@@ -226,10 +226,7 @@ impl Group {
         let g = self.inner.clone();
         awaitable(py, async move {
             let got = both!(group g, g => g.receive(n, lease).await)?;
-            Ok(got
-                .into_iter()
-                .map(|inner| Delivery { inner })
-                .collect::<Vec<_>>())
+            Ok(Delivery::all(got))
         })
     }
 
