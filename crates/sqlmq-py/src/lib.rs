@@ -11,7 +11,7 @@
 //! | `backend.rs` | one Python class over both backends (an enum of the two, `both!`) |
 //! | `client.rs` | `Client`: connect, migrate, queues |
 //! | `queue.rs` | `Queue`: send, receive, ack, nack, extend, stats, dead letters |
-//! | `message.rs` | `Message`, `Sent`, `Delivery`, `Receipt`, `QueueStats` |
+//! | `message.rs` | `Message`, `Sent`, `Delivery`, `Receipt`, `QueueStats`, `QueuedMessage` |
 //! | `topic.rs` | `Topic` (publish), `Group` (a consumer group: receive, ack, nack, extend) |
 //! | `schedule.rs` | recurring schedules: `Client.create_schedule`, `Schedule` |
 //! | `flow.rs` | batches with callbacks: `Client.create_batch`, `Client.batch` |
@@ -49,6 +49,7 @@ fn _sqlmq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<message::Delivery>()?;
     m.add_class::<message::Receipt>()?;
     m.add_class::<message::QueueStats>()?;
+    m.add_class::<message::QueuedMessage>()?;
     m.add_class::<topic::Topic>()?;
     m.add_class::<topic::Group>()?;
     m.add_class::<topic::Published>()?;

@@ -323,3 +323,107 @@ impl From<sqlmq::QueueStats> for QueueStats {
         }
     }
 }
+
+/// A message as stored, looked at without taking it (`Queue.browse`, `Queue.message`).
+#[pyclass(module = "sqlmq._sqlmq", frozen)]
+pub(crate) struct QueuedMessage {
+    inner: sqlmq::QueuedMessage,
+}
+
+impl From<sqlmq::QueuedMessage> for QueuedMessage {
+    fn from(inner: sqlmq::QueuedMessage) -> QueuedMessage {
+        QueuedMessage { inner }
+    }
+}
+
+#[pymethods]
+impl QueuedMessage {
+    /// The message id.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id.to_string()
+    }
+
+    /// Its state: "ready", "scheduled", "blocked", "waiting", "in_flight" or "dead".
+    #[getter]
+    fn state(&self) -> String {
+        self.inner.state.to_string()
+    }
+
+    /// The body.
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.inner.body)
+    }
+
+    /// Its priority.
+    #[getter]
+    fn priority(&self) -> i16 {
+        self.inner.priority
+    }
+
+    /// Deliveries so far.
+    #[getter]
+    fn attempts(&self) -> u32 {
+        self.inner.attempts
+    }
+
+    /// Its ordering key, if any.
+    #[getter]
+    fn ordering_key(&self) -> Option<String> {
+        self.inner.ordering_key.clone()
+    }
+
+    /// The headers given at send time.
+    #[getter]
+    fn headers(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        convert::headers(py, &self.inner.headers)
+    }
+
+    /// When it was sent (UTC).
+    #[getter]
+    fn enqueued_at(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        convert::datetime(py, self.inner.enqueued_at)
+    }
+
+    /// When a scheduled message is due (UTC), else None.
+    #[getter]
+    fn run_at(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.inner
+            .run_at
+            .map(|t| convert::datetime(py, t))
+            .transpose()
+    }
+
+    /// When an in-flight message's lease ends (UTC), else None.
+    #[getter]
+    fn lease_until(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.inner
+            .lease_until
+            .map(|t| convert::datetime(py, t))
+            .transpose()
+    }
+
+    /// The process holding an in-flight message's lease, else None.
+    #[getter]
+    fn owner(&self) -> Option<String> {
+        self.inner.owner.clone()
+    }
+
+    /// The errors of its failed attempts, oldest first: (attempt, error) pairs.
+    #[getter]
+    fn errors(&self) -> Vec<(u32, String)> {
+        self.inner
+            .errors
+            .iter()
+            .map(|e| (e.attempt, e.error.clone()))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "QueuedMessage(id={}, state={})",
+            self.inner.id, self.inner.state
+        )
+    }
+}

@@ -6,7 +6,7 @@ use pyo3::types::PyList;
 
 use crate::backend::{AnyQueue, both};
 use crate::convert;
-use crate::message::{Delivery, QueueStats, Sent, message, receipt};
+use crate::message::{Delivery, QueueStats, QueuedMessage, Sent, message, receipt};
 use crate::runtime::{awaitable, block_on};
 
 /// A queue of the database, looked up by name (`Client.queue`, `Client.create_queue`).
@@ -205,6 +205,35 @@ impl Queue {
     fn stats(&self, py: Python<'_>) -> PyResult<QueueStats> {
         let stats = block_on(py, async { both!(queue &self.inner, q => q.stats().await) })?;
         Ok(stats.into())
+    }
+
+    /// Look without taking: up to `limit` messages in `state` ("ready", "scheduled", "blocked",
+    /// "waiting" or "in_flight"), in the order that state hands them out, and the cursor of the
+    /// next page (give it as `after`; None after the last). No lease, no lock, no attempt.
+    #[pyo3(signature = (state="ready", after=None, limit=100))]
+    fn browse(
+        &self,
+        py: Python<'_>,
+        state: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> PyResult<(Vec<QueuedMessage>, Option<String>)> {
+        let state: sqlmq::MessageState = state.parse().map_err(crate::errors::to_py)?;
+        let page = block_on(py, async {
+            both!(queue &self.inner, q => q.browse(state, after.as_deref(), limit).await)
+        })?;
+        let messages = page.messages.into_iter().map(QueuedMessage::from).collect();
+        Ok((messages, page.next))
+    }
+
+    /// The message `id` in whatever state it is (dead letters included), or None when the
+    /// queue has no such message (any more).
+    fn message(&self, py: Python<'_>, id: &str) -> PyResult<Option<QueuedMessage>> {
+        let id = convert::message_id(id)?;
+        let found = block_on(py, async {
+            both!(queue &self.inner, q => q.message(id).await)
+        })?;
+        Ok(found.map(QueuedMessage::from))
     }
 
     /// Stop handing out messages (sends go on); `resume` undoes it.

@@ -137,3 +137,24 @@ def test_queues_are_listed_paused_resumed_and_deleted(client):
     client.delete_queue("jobs")
     with pytest.raises(sqlmq.UnknownQueue):
         client.queue("jobs")
+
+
+def test_browsing_looks_without_taking(client):
+    q = client.create_queue("jobs")
+    sent = [s.id for s in q.send_batch([f"m{i}".encode() for i in range(5)])]
+    q.send(sqlmq.Message(b"later", delay=3600))
+    page, after = q.browse("ready", limit=3)
+    assert [m.id for m in page] == sent[:3] and after is not None
+    page, after = q.browse("ready", after=after, limit=3)
+    assert [m.id for m in page] == sent[3:] and after is None
+    (later,), _ = q.browse("scheduled")
+    assert later.body == b"later" and later.run_at > later.enqueued_at
+    d = q.receive(1, lease=30)[0]
+    (held,), _ = q.browse("in_flight")
+    assert held.id == d.id and held.owner and held.lease_until is not None
+    assert q.message(sent[1]).state == "ready"
+    q.ack(d.receipt)
+    assert q.message(d.id) is None
+    assert q.stats().ready == 4, "nothing was taken"
+    with pytest.raises(sqlmq.InvalidInput):
+        q.browse("nowhere")
