@@ -38,9 +38,15 @@ pub fn short_duration(d: Duration) -> String {
     }
 }
 
-/// A point in time as RFC 3339 UTC with seconds.
+/// A point in time for humans: RFC 3339 UTC with seconds.
 pub fn timestamp(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A point in time in JSON: RFC 3339 UTC with milliseconds, the one form of every `--json`
+/// output and of the HTTP API (durations there are whole milliseconds in `_ms` fields).
+pub fn json_time(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 /// The first `max` characters of a body on one line (lossy UTF-8, control characters shown as

@@ -281,4 +281,54 @@ mod tests {
         }
         assert!(links >= 8, "{links} links");
     }
+
+    /// The API's one form of times and durations, as the document declares it: a property
+    /// named as a time (`…_at`, `next_fire`, …) is an RFC 3339 string (`format: date-time`
+    /// where the time is sqlmq's), a duration is whole milliseconds in a field ending in `_ms`;
+    /// the only duration given as text is a schedule request's `every` (`every_ms` beside it).
+    #[test]
+    fn times_and_durations_have_one_form() {
+        let doc = serde_json::to_value(super::openapi()).unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let mut checked = 0;
+        for (schema, body) in schemas {
+            let Some(props) = body["properties"].as_object() else {
+                continue;
+            };
+            for (name, prop) in props {
+                let types = prop["type"].clone();
+                let is =
+                    |t: &str| types == t || types.as_array().is_some_and(|a| a.contains(&t.into()));
+                let time = name.ends_with("_at")
+                    || ["at", "since", "lease_until", "next_fire", "last_fired"]
+                        .contains(&name.as_str());
+                if time {
+                    assert!(is("string"), "{schema}.{name} is a time: {prop}");
+                    checked += 1;
+                } else if name.ends_with("_ms") {
+                    assert!(is("integer"), "{schema}.{name} is whole ms: {prop}");
+                    checked += 1;
+                } else {
+                    let bare = [
+                        "age",
+                        "window",
+                        "timeout",
+                        "retention",
+                        "interval",
+                        "every",
+                        "lease",
+                        "wait",
+                        "delay",
+                    ]
+                    .iter()
+                    .any(|w| name == w || name.ends_with(&format!("_{w}")));
+                    assert!(
+                        !bare || (schema == "ScheduleRequest" && name == "every"),
+                        "{schema}.{name}: a duration without _ms"
+                    );
+                }
+            }
+        }
+        assert!(checked > 20, "only {checked} properties checked");
+    }
 }

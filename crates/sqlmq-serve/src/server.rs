@@ -276,17 +276,39 @@ pub fn shutdown_on_signals() -> CancellationToken {
 mod tests {
     use super::*;
 
-    /// The server is generic over the library's backend. Handlers are type-checked for every
-    /// `B` already; taking `router` for each backend as a function pointer also makes the
-    /// compiler generate every handler for it (the HTTP tests run it on MySQL, the CLI's
-    /// `tests/sqlite.rs` serves a SQLite file).
-    #[test]
-    fn the_router_is_built_for_every_backend() {
-        fn instantiate<B: Backend>() {
-            let build: fn(sqlmq::Client<B>, &ServeConfig) -> Router = router::<B>;
-            std::hint::black_box(build);
-        }
-        instantiate::<MySql>();
-        instantiate::<sqlmq::Sqlite>();
+    /// The server on the SQLite backend, in-process: a queue created, a message sent and
+    /// received over HTTP (the HTTP tests in `tests/` run the same router on MySQL/MariaDB).
+    #[tokio::test]
+    async fn the_router_serves_sqlite_too() {
+        let client = sqlmq::Client::<sqlmq::Sqlite>::open("sqlite::memory:")
+            .await
+            .unwrap();
+        client.migrate().await.unwrap();
+        let config = ServeConfig::default().listen("127.0.0.1:0".parse().unwrap());
+        let server = Server::bind(client, config).await.unwrap();
+        let base = format!("http://{}", server.local_addr());
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(server.run(stop.clone()));
+        let http = reqwest::Client::new();
+        let put = http
+            .put(format!("{base}/v1/queues/jobs"))
+            .json(&serde_json::json!({}));
+        assert_eq!(put.send().await.unwrap().status(), 200);
+        let send = http
+            .post(format!("{base}/v1/queues/jobs/messages"))
+            .json(&serde_json::json!({"messages": [{"body": "hello"}]}));
+        assert_eq!(send.send().await.unwrap().status(), 200);
+        let got: serde_json::Value = http
+            .post(format!("{base}/v1/queues/jobs/receive"))
+            .json(&serde_json::json!({"max": 5}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["messages"][0]["body"], "hello", "{got}");
+        stop.cancel();
+        running.await.unwrap().unwrap();
     }
 }

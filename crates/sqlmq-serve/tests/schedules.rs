@@ -29,7 +29,7 @@ async fn an_interval_schedule_fires_through_the_server_pauses_resumes_and_is_del
     let (st, created) = s.put("/v1/schedules/tick", request.clone()).await;
     assert_eq!(st, 201, "{created}");
     assert_eq!(created["name"], "tick");
-    assert_eq!(created["every"], "1s");
+    assert_eq!(created["every_ms"], 1000);
     assert_eq!(created["queue"], "reports");
     assert_eq!(created["body"], "tick");
     assert_eq!(created["headers"], json!({"kind": "heartbeat"}));
@@ -57,7 +57,7 @@ async fn an_interval_schedule_fires_through_the_server_pauses_resumes_and_is_del
 
     let (st, one) = s.get("/v1/schedules/tick").await;
     assert_eq!(st, 200);
-    assert_eq!(one["every"], "1s");
+    assert_eq!(one["every_ms"], 1000);
     let (st, list) = s.get("/v1/schedules").await;
     assert_eq!(st, 200);
     let names: Vec<&str> = list["schedules"]
@@ -151,7 +151,7 @@ async fn a_cron_schedule_to_a_topic_shows_its_zone_and_binary_body() {
     assert_eq!(v["key"], "report");
     assert_eq!(v["catch_up"], "all");
     assert_eq!(v["catch_up_limit"], 5);
-    for absent in ["every", "queue", "body"] {
+    for absent in ["every_ms", "queue", "body"] {
         assert!(v.get(absent).is_none(), "{absent} in {v}");
     }
     // 03:00 in Paris is 01:00 or 02:00 UTC, within a day from now.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlmq::{AttemptError, Backend, DeadLetter, Group, GroupMode, MessageId, Source};
 
 use super::{UsageError, confirm, open_group, open_queue, parse_message_id};
-use crate::output::{JsonBody, preview, print_json, print_table, timestamp};
+use crate::output::{JsonBody, json_time, preview, print_json, print_table, timestamp};
 use crate::settings::Settings;
 
 /// Characters of the body shown by `dlq list`.
@@ -105,8 +105,8 @@ impl<'a> From<&'a DeadLetter> for JsonDeadLetter<'a> {
         JsonDeadLetter {
             id: d.id.to_string(),
             attempts: d.attempts,
-            died_at: timestamp(d.died_at),
-            enqueued_at: timestamp(d.enqueued_at),
+            died_at: json_time(d.died_at),
+            enqueued_at: json_time(d.enqueued_at),
             errors: &d.errors,
             partition: d.partition,
             offset: d.offset,

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::topic::view::{JsonLag, group_lags, print_lags};
+use super::topic::view::{group_lags, print_lags};
 use crate::output::print_json;
 use crate::settings::Settings;
 use sqlmq::Backend;
@@ -28,7 +28,7 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     )
     .await?;
     if args.json {
-        return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());
+        return print_json(&lags);
     }
     if lags.is_empty() {
         eprintln!("no consumer groups (create one: sqlmq subscribe TOPIC --group NAME)");

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::parse_duration;
-use super::topic::view::{JsonLag, age, group_lags};
+use super::topic::view::{age, group_lags};
 use crate::output::{print_json, print_table, timestamp};
 use crate::settings::Settings;
 use sqlmq::Backend;
@@ -37,7 +37,7 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     )
     .await?;
     if args.json {
-        return print_json(&lags.iter().map(JsonLag::from).collect::<Vec<_>>());
+        return print_json(&lags);
     }
     if lags.is_empty() {
         eprintln!("no consumer groups (create one: sqlmq subscribe TOPIC --group NAME)");

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sqlmq::{AttemptError, Backend, MessageState, QueuedMessage};
 
 use super::{UsageError, open_queue};
-use crate::output::{JsonBody, preview, print_json, print_table, timestamp};
+use crate::output::{JsonBody, json_time, preview, print_json, print_table, timestamp};
 use crate::settings::Settings;
 
 /// Characters of the body shown in the table.
@@ -79,12 +79,12 @@ impl<'a> From<&'a QueuedMessage> for JsonQueued<'a> {
             state: m.state.as_str(),
             priority: m.priority,
             attempts: m.attempts,
-            enqueued_at: timestamp(m.enqueued_at),
-            run_at: m.run_at.map(timestamp),
-            lease_until: m.lease_until.map(timestamp),
-            claimed_at: m.claimed_at.map(timestamp),
+            enqueued_at: json_time(m.enqueued_at),
+            run_at: m.run_at.map(json_time),
+            lease_until: m.lease_until.map(json_time),
+            claimed_at: m.claimed_at.map(json_time),
             owner: m.owner.as_deref(),
-            died_at: m.died_at.map(timestamp),
+            died_at: m.died_at.map(json_time),
             ordering_key: m.ordering_key.as_deref(),
             concurrency_key: m.concurrency_key.as_deref(),
             headers: &m.headers,

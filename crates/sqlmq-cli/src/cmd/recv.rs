@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlmq::{Delivery, Receipt};
 
 use super::{open_queue, parse_duration};
-use crate::output::{JsonBody, print_json};
+use crate::output::{JsonBody, json_time, print_json};
 use crate::settings::Settings;
 use sqlmq::Backend;
 
@@ -44,6 +44,8 @@ struct JsonDelivery<'a> {
     concurrency_key: Option<&'a str>,
     idempotency_key: Option<&'a str>,
     headers: &'a BTreeMap<String, String>,
+    enqueued_at: String,
+    lease_expires_at: String,
     #[serde(flatten)]
     body: JsonBody,
 }
@@ -60,6 +62,8 @@ impl<'a> From<&'a Delivery> for JsonDelivery<'a> {
             concurrency_key: d.concurrency_key.as_deref(),
             idempotency_key: d.idempotency_key.as_deref(),
             headers: &d.headers,
+            enqueued_at: json_time(d.enqueued_at),
+            lease_expires_at: json_time(d.lease_expires_at),
             body: JsonBody::new(&d.body),
         }
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sqlmq::{MessageId, PendingRetry};
 
 use super::{open_group, parse_message_id};
-use crate::output::{print_json, print_table, timestamp};
+use crate::output::{json_time, print_json, print_table, timestamp};
 use crate::settings::Settings;
 use sqlmq::Backend;
 
@@ -57,7 +57,7 @@ impl From<&PendingRetry> for JsonRetry {
             partition: r.partition,
             offset: r.offset,
             attempts: r.attempts,
-            run_at: timestamp(r.run_at),
+            run_at: json_time(r.run_at),
         }
     }
 }

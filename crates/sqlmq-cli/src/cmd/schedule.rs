@@ -9,7 +9,7 @@ use serde::Serialize;
 use sqlmq::{Backend, CatchUp, Schedule, ScheduleConfig, ScheduleTarget, Timing};
 
 use super::{UsageError, confirm, parse_duration, parse_header};
-use crate::output::{JsonBody, print_json, print_table, timestamp};
+use crate::output::{JsonBody, json_time, print_json, print_table, timestamp};
 use crate::settings::Settings;
 
 /// `sqlmq schedule ...`
@@ -109,7 +109,7 @@ struct ScheduleJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     time_zone: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    every: Option<String>,
+    every_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     queue: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,7 +134,7 @@ impl<'a> ScheduleJson<'a> {
         let c = &s.config;
         let (cron, time_zone, every) = match &c.timing {
             Timing::Cron { expr, zone } => (Some(expr.as_str()), Some(zone.as_str()), None),
-            Timing::Every(d) => (None, None, Some(humantime::format_duration(*d).to_string())),
+            Timing::Every(d) => (None, None, Some(d.as_millis() as u64)),
         };
         let (queue, topic) = match &c.target {
             ScheduleTarget::Queue(q) => (Some(q.as_str()), None),
@@ -144,7 +144,7 @@ impl<'a> ScheduleJson<'a> {
             name: &s.name,
             cron,
             time_zone,
-            every,
+            every_ms: every,
             queue,
             topic,
             body: JsonBody::new(&c.body),
@@ -154,17 +154,13 @@ impl<'a> ScheduleJson<'a> {
             catch_up: c.catch_up.to_string(),
             catch_up_limit: c.catch_up_limit,
             paused: s.paused,
-            next_fire: s.next_fire.map(micros_stamp),
-            last_fired: s.last_fired.map(micros_stamp),
+            next_fire: s.next_fire.map(json_time),
+            last_fired: s.last_fired.map(json_time),
             fired: s.fired,
-            created_at: micros_stamp(s.created_at),
-            updated_at: micros_stamp(s.updated_at),
+            created_at: json_time(s.created_at),
+            updated_at: json_time(s.updated_at),
         }
     }
-}
-
-fn micros_stamp(t: SystemTime) -> String {
-    humantime::format_rfc3339_micros(t).to_string()
 }
 
 fn when(t: Option<SystemTime>) -> String {

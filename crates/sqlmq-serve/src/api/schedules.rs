@@ -65,8 +65,11 @@ pub struct ScheduleRequest {
     /// `cron`).
     pub time_zone: Option<String>,
     /// An interval such as `30s`, `5m` or `1h 30m` (at least 1 s, whole milliseconds): fires at
-    /// its multiples since the Unix epoch.
+    /// its multiples since the Unix epoch. Or give `every_ms`.
     pub every: Option<String>,
+    /// The interval in milliseconds (at least 1000), as responses show it; instead of `every`.
+    #[schema(minimum = 1000)]
+    pub every_ms: Option<u64>,
     /// Send a message to this queue.
     pub queue: Option<String>,
     /// Publish a record to this topic.
@@ -92,17 +95,25 @@ impl ScheduleRequest {
     /// The library's configuration, or why the request is contradictory. The values themselves
     /// (expression, zone, interval, names, headers, key, limit) are checked by the library.
     pub(crate) fn into_config(self) -> ApiResult<ScheduleConfig> {
-        let timing = match (self.cron, self.every) {
+        let every = match (self.every, self.every_ms) {
+            (Some(text), None) => Some(parse_every(&text)?),
+            (None, Some(ms)) => Some(Duration::from_millis(ms)),
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid("give either every or every_ms, not both"));
+            }
+            (None, None) => None,
+        };
+        let timing = match (self.cron, every) {
             (Some(expr), None) => Timing::cron(
                 expr,
                 self.time_zone
                     .unwrap_or_else(|| DEFAULT_TIME_ZONE.to_owned()),
             ),
-            (None, Some(text)) => {
+            (None, Some(every)) => {
                 if self.time_zone.is_some() {
                     return Err(ApiError::invalid("time_zone goes with cron, not every"));
                 }
-                Timing::Every(parse_every(&text)?)
+                Timing::Every(every)
             }
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid("give either cron or every, not both"));
@@ -162,9 +173,9 @@ pub struct ScheduleOut {
     /// The IANA time zone the expression is read in (cron schedules).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
-    /// The interval, such as `1m` or `1h 30m` (interval schedules).
+    /// The interval in milliseconds (interval schedules); `every_ms` accepts it back.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub every: Option<String>,
+    pub every_ms: Option<u64>,
     /// The queue each fire sends a message to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
@@ -214,7 +225,7 @@ impl From<sqlmq::Schedule> for ScheduleOut {
         let c = s.config;
         let (cron, time_zone, every) = match c.timing {
             Timing::Cron { expr, zone } => (Some(expr), Some(zone), None),
-            Timing::Every(d) => (None, None, Some(every_text(d))),
+            Timing::Every(d) => (None, None, Some(d.as_millis() as u64)),
         };
         let (queue, topic) = match c.target {
             ScheduleTarget::Queue(q) => (Some(q), None),
@@ -225,7 +236,7 @@ impl From<sqlmq::Schedule> for ScheduleOut {
             name: s.name,
             cron,
             time_zone,
-            every,
+            every_ms: every,
             queue,
             topic,
             body,
@@ -245,7 +256,7 @@ impl From<sqlmq::Schedule> for ScheduleOut {
     }
 }
 
-/// An interval as the API shows it (`1m`, `1h 30m`); `every` accepts it back.
+/// An interval for humans (`1m`, `1h 30m`), as the dashboard shows it; `every` accepts it back.
 pub(crate) fn every_text(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
@@ -391,7 +402,10 @@ mod tests {
                 .unwrap();
         assert_eq!(c.timing, Timing::Every(Duration::from_secs(5400)));
         assert_eq!(c.body, vec![0xff]);
+        let c = request(serde_json::json!({"every_ms": 90_000, "queue": "q"})).unwrap();
+        assert_eq!(c.timing, Timing::Every(Duration::from_secs(90)));
         for bad in [
+            serde_json::json!({"every": "1m", "every_ms": 60_000, "queue": "q"}),
             serde_json::json!({"cron": "* * * * *", "every": "1m", "queue": "q"}),
             serde_json::json!({"queue": "q"}),
             serde_json::json!({"every": "1m"}),

@@ -30,16 +30,16 @@ pub enum Backoff {
     /// that messages failing together do not come back together.
     Exponential {
         /// Wait after the first failure.
-        #[serde(with = "millis")]
+        #[serde(with = "super::millis")]
         base: Duration,
         /// Longest wait.
-        #[serde(with = "millis")]
+        #[serde(with = "super::millis")]
         max: Duration,
         /// Relative spread, 0.0 to 1.0.
         jitter: f64,
     },
     /// Fixed steps: the n-th failure waits the n-th step (the last step repeats).
-    Ladder(#[serde(with = "millis_vec")] Vec<Duration>),
+    Ladder(#[serde(with = "super::millis::list")] Vec<Duration>),
 }
 
 impl Default for Backoff {
@@ -149,35 +149,6 @@ impl std::str::FromStr for Backoff {
         };
         backoff.validate()?;
         Ok(backoff)
-    }
-}
-
-mod millis {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
-    }
-}
-
-mod millis_vec {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(v.iter().map(|d| d.as_millis() as u64))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
-        Ok(Vec::<u64>::deserialize(d)?
-            .into_iter()
-            .map(Duration::from_millis)
-            .collect())
     }
 }
 

@@ -642,8 +642,10 @@ pub struct BatchStatus {
     /// Members cancelled.
     pub cancelled: u64,
     /// When it was created (database clock).
+    #[serde(serialize_with = "super::json_time::time")]
     pub created_at: SystemTime,
     /// When its last member finished (database clock).
+    #[serde(serialize_with = "super::json_time::option")]
     pub finished_at: Option<SystemTime>,
     /// Its members and callbacks, in the order they were sent.
     pub steps: Vec<BatchStep>,

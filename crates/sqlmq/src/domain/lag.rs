@@ -54,6 +54,7 @@ pub struct PartitionLag {
     /// Dead letters (cluster).
     pub dead: u64,
     /// Age of the oldest record not consumed yet (backlog, in flight or retrying).
+    #[serde(rename = "oldest_unconsumed_age_ms", with = "super::millis::option")]
     pub oldest_unconsumed_age: Option<Duration>,
 }
 
@@ -71,6 +72,7 @@ pub struct MemberLag {
     pub behind: u64,
     /// Its last checkpoint (database clock): when it was last seen. Worker members refresh
     /// it at least every 30 s while idle.
+    #[serde(serialize_with = "super::json_time::time")]
     pub checkpointed_at: SystemTime,
     /// Records after its checkpoint, per partition (partitions it has no checkpoint for are
     /// counted from the group's start).
@@ -111,6 +113,7 @@ pub struct GroupLag {
     /// Published records whose offsets are not assigned yet.
     pub unsequenced: u64,
     /// Age of the oldest unconsumed record (by its publish time).
+    #[serde(rename = "oldest_unconsumed_age_ms", with = "super::millis::option")]
     pub oldest_unconsumed_age: Option<Duration>,
     /// Per partition.
     pub partitions: Vec<PartitionLag>,

@@ -320,7 +320,8 @@ impl Delivery {
 pub struct AttemptError {
     /// Which attempt failed.
     pub attempt: u32,
-    /// When (database clock, RFC 3339).
+    /// When (database clock, RFC 3339 UTC with milliseconds).
+    #[serde(deserialize_with = "super::json_time::normalized")]
     pub at: String,
     /// The error text given to `nack` (or "lease expired").
     pub error: String,

@@ -20,6 +20,7 @@
 //! | `server.rs` | [`ServerInfo`], [`HistoryListLength`] |
 //! | `flow.rs` | [`Batch`], [`BatchId`], [`BatchStatus`]: batches, workflows, results |
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
+//! | `json_time.rs`, `millis.rs` | JSON's one form of times (RFC 3339 UTC, milliseconds) and durations (whole milliseconds) |
 
 mod backoff;
 mod browse;
@@ -30,6 +31,7 @@ mod group_config;
 #[cfg(test)]
 mod hostile;
 mod id;
+mod json_time;
 mod lag;
 mod message;
 mod millis;
@@ -60,6 +62,7 @@ pub use grants::GrantRole;
 pub(crate) use grants::{MIGRATION_GRANTS_NEEDED, RUNTIME_GRANTS_NEEDED};
 pub use group_config::{GroupConfig, GroupMode, StartAt, default_group_ladder};
 pub use id::{MessageId, Receipt};
+pub(crate) use json_time::from_micros as json_time_of;
 pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{

@@ -27,9 +27,12 @@ pub struct ProcessInfo {
     /// Ids of the queues it consumes.
     pub queue_ids: Vec<i32>,
     /// When it registered (database clock).
+    #[serde(serialize_with = "super::json_time::time")]
     pub started_at: std::time::SystemTime,
     /// Its last heartbeat (database clock).
+    #[serde(serialize_with = "super::json_time::time")]
     pub heartbeat_at: std::time::SystemTime,
     /// Time since its last heartbeat.
+    #[serde(rename = "silent_for_ms", with = "super::millis")]
     pub silent_for: Duration,
 }

@@ -27,8 +27,10 @@ pub struct DeliveryEvent {
     /// The member (process owner id) that held it.
     pub member: Option<String>,
     /// When it was handed out (database clock, RFC 3339).
+    #[serde(deserialize_with = "super::json_time::normalized")]
     pub delivered_at: String,
     /// When it was settled (database clock, RFC 3339).
+    #[serde(deserialize_with = "super::json_time::normalized")]
     pub at: String,
     /// `acked`, `failed`, `snoozed`, `dead`, `expired` (lease ended) or `released` (member
     /// left or died).
@@ -181,5 +183,6 @@ pub struct PendingRetry {
     /// Attempts made so far.
     pub attempts: u32,
     /// When it is due (database clock).
+    #[serde(serialize_with = "super::json_time::time")]
     pub run_at: std::time::SystemTime,
 }

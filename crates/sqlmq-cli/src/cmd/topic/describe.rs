@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{PartitionInfo, TopicConfig};
+use sqlmq::{GroupLag, PartitionInfo, TopicConfig};
 
-use super::view::{JsonLag, group_lags, print_lags};
+use super::view::{group_lags, print_lags};
 use crate::output::{print_json, print_table};
 use crate::settings::Settings;
 use sqlmq::Backend;
@@ -24,38 +24,16 @@ pub struct Args {
     json: bool,
 }
 
-/// A topic's settings in `--json` output.
-#[derive(Serialize)]
-struct JsonConfig {
-    partitions: u32,
-    retention_ms: Option<u64>,
-    retention_bytes: Option<u64>,
-    retention_keeps_unconsumed: bool,
-    strict_order: bool,
-}
-
-impl From<&TopicConfig> for JsonConfig {
-    fn from(c: &TopicConfig) -> Self {
-        JsonConfig {
-            partitions: c.partitions,
-            retention_ms: c.retention.map(|d| d.as_millis() as u64),
-            retention_bytes: c.retention_bytes,
-            retention_keeps_unconsumed: c.retention_keeps_unconsumed,
-            strict_order: c.strict_order,
-        }
-    }
-}
-
 /// `topic describe --json`.
 #[derive(Serialize)]
 struct JsonDescription<'a> {
     name: &'a str,
-    config: JsonConfig,
+    config: &'a TopicConfig,
     records: u64,
     bytes: u64,
     rate_per_s: f64,
     partitions: Vec<PartitionInfo>,
-    groups: Vec<JsonLag<'a>>,
+    groups: &'a [GroupLag],
 }
 
 /// Run `sqlmq topic describe`.
@@ -75,12 +53,12 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     if args.json {
         return print_json(&JsonDescription {
             name: topic.name(),
-            config: JsonConfig::from(config),
+            config,
             records: stats.records,
             bytes: stats.bytes,
             rate_per_s: stats.rate_per_s,
             partitions,
-            groups: lags.iter().map(JsonLag::from).collect(),
+            groups: &lags,
         });
     }
     println!(

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{Backend, Client, Delivery, Error, GroupLag, GroupMode, StreamRecord};
+use sqlmq::{Backend, Client, Delivery, Error, GroupLag, StreamRecord};
 
-use crate::output::{JsonBody, short_duration, timestamp};
+use crate::output::{JsonBody, json_time, short_duration};
 
 /// A topic record in `--json` output.
 #[derive(Serialize)]
@@ -38,8 +38,8 @@ impl<'a> From<&'a StreamRecord> for JsonRecord<'a> {
             key: r.key.as_deref(),
             headers: &r.headers,
             attempt: None,
-            published_at: Some(timestamp(r.published_at)),
-            sequenced_at: Some(timestamp(r.sequenced_at)),
+            published_at: Some(json_time(r.published_at)),
+            sequenced_at: Some(json_time(r.sequenced_at)),
             body: JsonBody::new(&r.body),
         }
     }
@@ -54,7 +54,7 @@ impl<'a> From<&'a Delivery> for JsonRecord<'a> {
             key: d.ordering_key.as_deref(),
             headers: &d.headers,
             attempt: Some(d.attempt),
-            published_at: Some(timestamp(d.enqueued_at)),
+            published_at: Some(json_time(d.enqueued_at)),
             sequenced_at: None,
             body: JsonBody::new(&d.body),
         }
@@ -77,98 +77,9 @@ pub fn record_line(
     format!("{at}  {id}  {key}{}", String::from_utf8_lossy(body))
 }
 
-/// A duration in milliseconds, for JSON.
-fn millis(d: Duration) -> u64 {
-    d.as_millis().min(u128::from(u64::MAX)) as u64
-}
-
 /// An age for humans, `-` when there is none.
 pub fn age(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".to_owned(), short_duration)
-}
-
-/// A group's lag in `--json` output.
-#[derive(Serialize)]
-pub struct JsonLag<'a> {
-    topic: &'a str,
-    group: &'a str,
-    mode: GroupMode,
-    /// backlog + in_flight + retrying + unsequenced.
-    unconsumed: u64,
-    backlog: u64,
-    in_flight: u64,
-    retrying: u64,
-    dead: u64,
-    unsequenced: u64,
-    oldest_unconsumed_age_ms: Option<u64>,
-    partitions: Vec<JsonPartitionLag>,
-    members: Vec<JsonMember<'a>>,
-}
-
-/// One partition of [`JsonLag`].
-#[derive(Serialize)]
-struct JsonPartitionLag {
-    partition: u32,
-    end: i64,
-    position: i64,
-    backlog: u64,
-    in_flight: u64,
-    retrying: u64,
-    dead: u64,
-    oldest_unconsumed_age_ms: Option<u64>,
-}
-
-/// One broadcast member of [`JsonLag`].
-#[derive(Serialize)]
-struct JsonMember<'a> {
-    member: &'a str,
-    behind: u64,
-    /// Per partition (keys are partition numbers).
-    behind_by_partition: &'a std::collections::BTreeMap<u32, u64>,
-    checkpointed_at: String,
-    silent: bool,
-}
-
-impl<'a> From<&'a GroupLag> for JsonLag<'a> {
-    fn from(l: &'a GroupLag) -> Self {
-        JsonLag {
-            topic: &l.topic,
-            group: &l.group,
-            mode: l.mode,
-            unconsumed: l.unconsumed,
-            backlog: l.backlog,
-            in_flight: l.in_flight,
-            retrying: l.retrying,
-            dead: l.dead,
-            unsequenced: l.unsequenced,
-            oldest_unconsumed_age_ms: l.oldest_unconsumed_age.map(millis),
-            partitions: l
-                .partitions
-                .iter()
-                .map(|p| JsonPartitionLag {
-                    partition: p.partition,
-                    end: p.end,
-                    position: p.position,
-                    backlog: p.backlog,
-                    in_flight: p.in_flight,
-                    retrying: p.retrying,
-                    dead: p.dead,
-                    oldest_unconsumed_age_ms: p.oldest_unconsumed_age.map(millis),
-                })
-                .collect(),
-            members: l
-                .members
-                .iter()
-                .map(|m| JsonMember {
-                    member: &m.member,
-                    behind: m.behind,
-                    behind_by_partition: &m.behind_by_partition,
-                    checkpointed_at: timestamp(m.checkpointed_at),
-                    silent: m.silent,
-                })
-                .collect(),
-        }
-    }
 }
 
 /// The lag of every group of `topic` (of every topic when `None`), by topic then group;

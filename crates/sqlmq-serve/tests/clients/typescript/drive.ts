@@ -116,7 +116,7 @@ async function schedules(): Promise<void> {
     body: { every: "1h", queue: "ts-jobs", body: "report", catch_up: "all", catch_up_limit: 3 },
   });
   check(
-    put.response.status === 201 && put.data?.every === "1h" && put.data.catch_up === "all",
+    put.response.status === 201 && put.data?.every_ms === 3600000 && put.data.catch_up === "all",
     "schedule_put",
     put.data ?? put.error,
   );

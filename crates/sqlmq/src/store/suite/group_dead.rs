@@ -11,7 +11,7 @@ use super::{
     log_plain, log_records, micros, now_us, retry, sorted, wait_past,
 };
 use crate::Client;
-use crate::domain::{GroupConfig, MessageId, Released, Settlement, rfc3339};
+use crate::domain::{GroupConfig, MessageId, Released, Settlement, json_time_of};
 use crate::store::rows::RangeRemoval;
 use crate::store::statements::MAX_LIST;
 use crate::store::{GroupClaim, GroupDead, GroupSettle, Retention};
@@ -152,7 +152,7 @@ async fn dead_letters_with_their_records<B: SuiteBackend>() {
         (&b"zero"[..], None)
     );
     assert_eq!(zero.enqueued_at, by_id[&ids[0]].enqueued_at);
-    let died = rfc3339(micros(zero.died_at));
+    let died = json_time_of(micros(zero.died_at));
     let errors: Vec<(u32, &str, &str)> = zero
         .errors
         .iter()

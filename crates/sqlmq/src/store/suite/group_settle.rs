@@ -13,7 +13,7 @@ use super::{
 use crate::Client;
 use crate::domain::{
     Decide, Delivery, DeliveryEvent, Error, GROUP_EVENTS_KEPT, GroupConfig, MessageId, NackOutcome,
-    Receipt, Released, Settlement, rfc3339,
+    Receipt, Released, Settlement, json_time_of,
 };
 use crate::store::rows::{HistoryState, RecordRows};
 use crate::store::statements::MAX_LIST;
@@ -67,8 +67,8 @@ fn event(
     DeliveryEvent {
         attempt,
         member: Some(member.to_owned()),
-        delivered_at: rfc3339(claimed_us),
-        at: rfc3339(settled_us),
+        delivered_at: json_time_of(claimed_us),
+        at: json_time_of(settled_us),
         outcome: outcome.to_owned(),
         error: error.map(str::to_owned),
     }

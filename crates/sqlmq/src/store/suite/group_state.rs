@@ -10,7 +10,7 @@ use super::{
     log_plain, micros, now_us, retry, rows_of, wait_past,
 };
 use crate::Client;
-use crate::domain::{GroupConfig, MessageId, Receipt, rfc3339};
+use crate::domain::{GroupConfig, MessageId, Receipt, json_time_of};
 use crate::store::rows::{GroupTable, HistoryState, PartitionCounts, RangeRemoval};
 use crate::store::{GroupSettle, GroupState, Groups, Retention};
 
@@ -158,8 +158,8 @@ async fn record_rows_in_each_state<B: SuiteBackend>() {
         (HistoryState::Retrying, 1, 1)
     );
     assert!(within(settled));
-    assert_eq!(events[0].delivered_at, rfc3339(claimed));
-    assert_eq!(events[0].at, rfc3339(settled));
+    assert_eq!(events[0].delivered_at, json_time_of(claimed));
+    assert_eq!(events[0].at, json_time_of(settled));
 
     let dead = rows_of(&client, g, &d[1]).await;
     assert!(dead.lease.is_none() && dead.retry.is_none());
