@@ -1,4 +1,4 @@
-//! Adaptive polling delay for consumers of an empty queue (docs/ARCHITECTURE.md, "The worker runtime").
+//! Adaptive polling delay for consumers of an empty queue (docs/design/worker-runtime.md).
 //!
 //! MySQL has no LISTEN/NOTIFY, so an idle consumer polls. The delay starts at
 //! [`MIN_POLL_DELAY`] so that a busy queue is drained without noticeable latency, doubles after

@@ -13,7 +13,7 @@
 //! | `settings` | global options, TOML config file, connecting (from `sqlmq-cli-common`) |
 //! | `output` | tables, durations, message bodies for humans and for JSON |
 //! | `poll` | adaptive, jittered polling delay (from `sqlmq-cli-common`) |
-//! | `cmd/*` | one subcommand per file (`consume/`, `demo/` and `topic/` are directories) |
+//! | `cmd/*` | one subcommand per file (`cmd/consume/`, `cmd/demo/` and `cmd/topic/` are directories) |
 //!
 //! `sqlmq bench` runs the `sqlmq-bench` crate when built with the `bench` feature
 //! (`cmd/bench.rs`).

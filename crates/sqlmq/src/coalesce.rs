@@ -4,7 +4,7 @@
 //!
 //! Why: a single send or publish on its own pays a whole transaction for one message, and with
 //! many producers the server spends its time opening and committing transactions rather than
-//! writing rows (docs/ARCHITECTURE.md, "Round trips"). Kafka's producer and River's batched
+//! writing rows (docs/design/round-trips.md). Kafka's producer and River's batched
 //! inserts gather concurrent writes the same way.
 //!
 //! Batching is natural rather than timed, as the worker's acker does it: a background task

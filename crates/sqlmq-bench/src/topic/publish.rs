@@ -4,7 +4,7 @@
 //!
 //! The clock runs from the first publish until every record has its offset: a publish returns
 //! once its record is durable, and the background sequencer of each partition the client wrote
-//! to gives offsets right after the commit (see `docs/ARCHITECTURE.md`), so the rate is that of
+//! to gives offsets right after the commit (see `docs/design/topics.md`), so the rate is that of
 //! records a consumer group can read. Single records by 1 and by 16 producers are compared with
 //! raw autocommit INSERTs on 1 and on 16 connections; batches by 1 producer with the raw
 //! single-row rate on 1 connection, and by 16 producers with that on 16 connections. Once the

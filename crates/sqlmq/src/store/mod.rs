@@ -73,7 +73,7 @@ pub use topic::{Publish, Retention, ScriptedPublish, Stream, Topics};
 /// It is a `sqlx` database type, so a backend's connections and transactions are sqlx's own:
 /// the `_in` methods take `&mut B::Connection`, to which a `&mut sqlx::Transaction<'_, B>`
 /// coerces. Implemented by sqlmq's backends only (MySQL/MariaDB and SQLite); see
-/// `docs/ARCHITECTURE.md` for how to add one.
+/// `docs/ARCHITECTURE.md` ("The seam") for how to add one.
 ///
 /// ```
 /// fn scheme<B: sqlmq::Backend>() -> &'static str { B::SCHEME }

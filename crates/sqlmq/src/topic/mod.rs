@@ -148,7 +148,7 @@ impl<B: Backend> Topic<B> {
     }
 
     /// Publish one record. Durable when this returns Ok; its offset is assigned right after
-    /// (by a sequencing step, see `docs/ARCHITECTURE.md`; on SQLite, by the publish itself),
+    /// (by a sequencing step, see `docs/design/topics.md`; on SQLite, by the publish itself),
     /// in commit order per partition.
     ///
     /// Publishes made at the same time through this handle or its clones share one

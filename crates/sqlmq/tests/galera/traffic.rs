@@ -75,7 +75,7 @@ async fn queues_and_topic_groups_across_nodes_lose_nothing_and_keep_offsets_dens
 
     // The node's own retry of aborted autocommit statements is off in sqlmq's sessions: it
     // would run the writes of a claim's or an ack's second round trip outside their
-    // transaction (docs/ARCHITECTURE.md, "Round trips"). Without it this test loses leases.
+    // transaction (docs/design/round-trips.md). Without it this test loses leases.
     // And reads wait for the node to catch up with the cluster (`wsrep_sync_wait` bit 1; see
     // balancer.rs for what it prevents).
     for c in &clients {

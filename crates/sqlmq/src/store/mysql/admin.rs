@@ -1,6 +1,6 @@
 //! The operator statements (the body is `store/body/admin.rs`). A purge takes its rows with
 //! `SKIP LOCKED` (rows in use are skipped, the engine loops) and deletes them through derived
-//! tables of keys (see `statements.rs` for why not `IN` lists).
+//! tables of keys (see `store/statements.rs` for why not `IN` lists).
 
 use crate::store::body::AdminSql;
 

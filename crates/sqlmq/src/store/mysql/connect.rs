@@ -80,7 +80,7 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
             ),
         )))
     })??;
-    // Two Galera settings for our sessions (docs/ARCHITECTURE.md, "Round trips"):
+    // Two Galera settings for our sessions (docs/design/round-trips.md):
     // - `wsrep_retry_autocommit` off: on a node, a statement of an autocommit transaction that
     //   an applier aborts is run again, outside any transaction; a script's second round trip
     //   (`script.rs`: the writes and the COMMIT of a claim or an ack, after the transaction's

@@ -1,48 +1,34 @@
 //! The MySQL/MariaDB backend: every SQL statement sqlmq runs, and its migrations.
 //!
-//! `sqlx::MySql` is the [`Backend`]; [`MySqlStore`] implements each store trait of the seam
-//! (`store/*.rs`) in the file of its concept. Methods take a `&mut MySqlConnection` that is
-//! already inside a transaction when they need one (the engine opens it, at READ COMMITTED,
-//! and owns retries); they never commit — except the claim, `ack_own` and the send script, which
-//! open and commit their own transaction in fewer round trips (`script.rs`).
+//! `sqlx::MySql` is the [`Backend`]. The store body (`store/body/`) runs most statements for
+//! every backend from the statement tables this folder gives it (one `SQL` table per concept,
+//! in the file named as the body's, gathered by `impl Dialect` here); what has a shape of its
+//! own on MySQL is implemented here for `SqlStore<MySql>`. Methods take a connection already
+//! inside a transaction when they need one (the engine opens it, at READ COMMITTED, and owns
+//! retries); they never commit — except the claim, the lone ack and the send and publish
+//! scripts, which open and commit their own transaction in fewer round trips (`script.rs`).
 //!
-//! | file | implements | statements |
-//! |---|---|---|
-//! | `mod.rs` | [`Backend`] for `sqlx::MySql` | row decoding, id lists, multi-row inserts |
-//! | `statements.rs` | | table-prefix expansion, bucketed list sizes, derived-table id lists |
-//! | `errors.rs` | | error numbers and their classes |
-//! | `connect.rs` | | opening a pool: session settings, when to ping |
-//! | `tls.rs` | | TLS parameters: client keys in any PEM form, the follower's TLS options |
-//! | `script.rs` | | several statements in one round trip, values rendered as literals |
-//! | `server.rs` | `Server` | flavour/version/durability detection, `SKIP LOCKED` self-test, clock |
-//! | `schema.rs` | | the migrations |
-//! | `migrate.rs` | `Schema` | applying them, the schema version |
-//! | `queues.rs` | `Queues` | queue rows: create, look up, pause |
-//! | `send.rs` | `Enqueue` | messages, idempotency keys, routing to ready/scheduled |
-//! | `send_script.rs` | | a send of plain messages in one round trip |
-//! | `keys.rs` | | per-key FIFO: heads, blocked successors, release |
-//! | `claim.rs` | `Claim` | the `SKIP LOCKED` claim |
-//! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
-//! | `maintain.rs` | `Maintain` | promote due messages, prune idempotency keys; queue releases |
-//! | `member_dead.rs` | `MemberDead` | broadcast members' dead letters |
-//! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
-//! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
-//! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
-//! | `limits.rs` | `Limits` | a limited queue's limits row, read locked |
-//! | `processes.rs` | `Processes` | worker process registry: register, heartbeat, find the dead |
-//! | `schedules.rs` | `Schedules` | recurring schedules: the insert that keeps an existing row, the locked read |
-//! | `probe.rs` | `Probe` | the idle worker's one-query wakeup probes |
-//! | `follow.rs` | `Follow` | the binary log followed for commits (wake-up hints) |
-//! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
-//! | `sequence.rs` | `Publish` | publishing to `topic_pending`, sequencing into `topic_log` |
-//! | `stream.rs` | `Stream` | plain log reads: broadcast, queries, offsets by time, checkpoints |
-//! | `retention.rs` | `Retention` | removing old records in primary-key-range chunks |
-//! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
-//! | `group_claim.rs` | `GroupClaim` | the cluster claim's statements (`SKIP LOCKED` retries and cursors) |
-//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events trimmed in SQL |
-//! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
-//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
-//! | `plans.rs`, `plans_topics.rs` | | the EXPLAIN test of every hot statement |
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Backend`] and `Dialect` for `sqlx::MySql`: the tables, the hooks (`ack_queue_own`, `ack_group_one`, `publish`, `grants`) |
+//! | `errors.rs` | `Driver`: error numbers and their classes |
+//! | `connect.rs`, `tls.rs` | opening a pool (session settings, when to ping); TLS parameters |
+//! | `server.rs` | `Server`: flavour, version, durability, the `SKIP LOCKED` self-test, clock |
+//! | `schema.rs`, `migrate.rs` | the migrations' DDL; the version table's statements |
+//! | `procedures.rs` | the stored procedures where the server refuses a script |
+//! | `script.rs` | several statements in one round trip, values rendered as literals |
+//! | `enqueue.rs`, `send_script.rs`, `send_plain.sql` | `ScriptedSend`: a send in one round trip; the enqueue table |
+//! | `send_procedure.sql`, `ack_procedure.sql` | the SQL contract: `CALL sqlmq_send`, `CALL sqlmq_ack` |
+//! | `claim.rs`, `claim_plain.sql` | `Claim`: the `SKIP LOCKED` claim, one call or two round trips |
+//! | `settle.rs`, `ack_plain.sql` | the settle table; the lone ack as one statement |
+//! | `queues.rs`, `keys.rs`, `limits.rs`, `maintain.rs`, `admin.rs`, `dead.rs`, `browse.rs`, `probe.rs`, `processes.rs`, `schedules.rs`, `flows.rs` | the statement tables of the body's files of those names |
+//! | `follow.rs` | `Follow`: the binary log followed for commits (wakeup hints) |
+//! | `grants.rs` | the GRANT statements of each role |
+//! | `topics.rs`, `stream.rs`, `retention.rs`, `member_dead.rs`, `groups.rs`, `group_claim.rs`, `group_settle.rs`, `group_dead.rs`, `group_state.rs` | the topic and group statement tables |
+//! | `sequence.rs` | `Publish`: publishing to `topic_pending`, sequencing into `topic_log` |
+//! | `publish_script.rs` | `ScriptedPublish`: a publish in one round trip |
+//! | `group_ack.rs`, `ack_group_one.sql` | a lone consumer-group ack in the caller's transaction as one statement |
+//! | `plans.rs`, `plans_topics.rs` | the EXPLAIN test of every hot statement |
 
 pub(crate) mod admin;
 pub(crate) mod browse;

@@ -1,4 +1,4 @@
-//! EXPLAIN of every hot statement (docs/ARCHITECTURE.md), on nearly empty tables and on populated ones.
+//! EXPLAIN of every hot statement (docs/design/query-plans.md), on nearly empty tables and on populated ones.
 //!
 //! A locking read locks every index record it scans, so a plan that scans more than the rows it
 //! returns turns into lock contention and deadlocks under load; a filesort in a claim makes the

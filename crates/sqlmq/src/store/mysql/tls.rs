@@ -2,7 +2,7 @@
 //!
 //! sqlx connects through native-tls, which is OpenSSL on Linux (the library the `mariadb` and
 //! `mysql` clients use): it accepts the X.509 v1 certificates that rustls/webpki refuses
-//! (docs/ARCHITECTURE.md, "TLS"). Two things are left to sqlmq:
+//! (docs/design/tls.md). Two things are left to sqlmq:
 //!
 //! - native-tls takes a client key in PKCS#8 PEM only (`BEGIN PRIVATE KEY`), where the
 //!   `mariadb` client also takes PKCS#1 (`BEGIN RSA PRIVATE KEY`, as MySQL's generated

@@ -1,7 +1,8 @@
 //! The SQLite backend: every SQL statement sqlmq runs on SQLite, and its migrations.
 //!
-//! `sqlx::Sqlite` is the [`Backend`]; [`SqliteStore`] implements each store trait of the seam
-//! (`store/*.rs`) in the file of its concept, like the MySQL backend beside it.
+//! `sqlx::Sqlite` is the [`Backend`]. As for MySQL, the store body runs most statements from
+//! this folder's statement tables, and what has a shape of its own here is implemented for
+//! `SqlStore<Sqlite>`.
 //!
 //! SQLite admits one writer at a time per database file, and that shapes everything here:
 //!
@@ -21,38 +22,19 @@
 //! - **Times are integers**, microseconds since the Unix epoch (UTC), from the database clock
 //!   (`unixepoch('subsec')`: the clock of the machine the file is on).
 //!
-//! | file | implements | statements |
-//! |---|---|---|
-//! | `mod.rs` | [`Backend`] for `sqlx::Sqlite` | row decoding, id lists, multi-row inserts |
-//! | `errors.rs` | | result codes and their classes |
-//! | `connect.rs` | | opening the writer and the readers (WAL, busy timeout, synchronous) |
-//! | `server.rs` | `Server` | version and settings, clock |
-//! | `schema.rs` | | the migrations |
-//! | `migrate.rs` | `Schema` | applying them, the schema version |
-//! | `queues.rs` | `Queues` | queue rows |
-//! | `send.rs` | `Enqueue` | messages, idempotency keys, routing to ready/scheduled/blocked |
-//! | `keys.rs` | | per-key FIFO: heads, blocked successors, release |
-//! | `claim.rs` | `Claim` | the claim |
-//! | `settle.rs` | `Settle` | ack, fail, extend, releases (compare-and-set on the fencing token) |
-//! | `maintain.rs` | `Maintain` | promote due messages, prune idempotency keys; queue lease releases |
-//! | `member_dead.rs` | `MemberDead` | broadcast members' dead letters |
-//! | `admin.rs` | `Admin` | counts, cancel, purge, key repair |
-//! | `dead.rs` | `DeadLetters` | dead letters: list, redrive |
-//! | `browse.rs` | `Browse` | messages by state, one by id or key (no locks) |
-//! | `limits.rs` | `Limits` | a limited queue's limits row, read locked |
-//! | `processes.rs` | `Processes` | worker process registry |
-//! | `schedules.rs` | `Schedules` | recurring schedules: the insert that keeps an existing row, the locked read |
-//! | `probe.rs` | `Probe` | the idle worker's wakeup probes |
-//! | `follow.rs` | `Follow` | the database's files watched for commits (wake-up hints) |
-//! | `topics.rs` | `Topics` | topic rows, partition counters, deleting a topic |
-//! | `publish.rs` | `Publish` | publishing straight into `topic_log` with offsets |
-//! | `stream.rs` | `Stream` | plain log reads, offsets by time, checkpoints |
-//! | `retention.rs` | `Retention` | removing old records |
-//! | `groups.rs` | `Groups` | consumer group rows, cursors, deleting a group |
-//! | `group_claim.rs` | `GroupClaim` | the cluster claim's statements (plain reads: one writer) |
-//! | `group_settle.rs` | `GroupSettle` | group ack, failure, extend, lease releases; history events appended in Rust (a hook) |
-//! | `group_dead.rs` | `GroupDead` | group dead letters, waiting retries, replay |
-//! | `group_state.rs` | `GroupState` | per-partition counts (lag), one record's rows (trace), timeouts |
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Backend`] and `Dialect` for `sqlx::Sqlite`: the tables, the hooks (`publish`, `group_history_events`: events appended in Rust) |
+//! | `errors.rs` | `Driver`: result codes and their classes |
+//! | `connect.rs` | opening the writer and the readers (WAL, busy timeout, synchronous) |
+//! | `server.rs` | `Server`: version and settings, clock |
+//! | `schema.rs`, `migrate.rs` | the migrations; the version table's statements |
+//! | `enqueue.rs` | `ScriptedSend` (nothing to save in-process) and the enqueue table |
+//! | `claim.rs` | `Claim`: the claim of the one writer |
+//! | `publish.rs` | `Publish`, `ScriptedPublish`: straight into `topic_log`, with offsets |
+//! | `follow.rs` | `Follow`: the database's files watched for commits (wakeup hints) |
+//! | `queues.rs`, `keys.rs`, `settle.rs`, `limits.rs`, `maintain.rs`, `admin.rs`, `dead.rs`, `browse.rs`, `probe.rs`, `processes.rs`, `schedules.rs`, `flows.rs` | the statement tables of the body's files of those names |
+//! | `topics.rs`, `stream.rs`, `retention.rs`, `member_dead.rs`, `groups.rs`, `group_claim.rs`, `group_settle.rs`, `group_dead.rs`, `group_state.rs` | the topic and group statement tables |
 
 pub(crate) mod admin;
 pub(crate) mod browse;
