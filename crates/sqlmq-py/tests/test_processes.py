@@ -82,23 +82,30 @@ def test_exactly_once_effects_across_random_kills(url, tmp_path):
     admin = pymysql.connect(**_server(), database=db, autocommit=True)
     with admin.cursor() as cur:
         cur.execute("CREATE TABLE effects (id CHAR(36) NOT NULL)")
-    n = 1000
-    q.send_batch([f"job {i}".encode() for i in range(n)])
+    n, waves = 1000, 4
     rng = random.Random(7)
     workers = [spawn(url, "jobs", "exactly-once", 2.0, tmp_path) for _ in range(3)]
     kills = 0
     deadline = time.monotonic() + 240
     try:
+        # Each wave is sent, then a worker is killed while the wave is being handled: a
+        # handler holds its transaction open 50 ms between its insert and its ack, so three
+        # workers of four slots take a wave of 250 in a second at least, and the kill (at
+        # most 0.4 s after the send) lands mid-wave, often between a handler's insert and its
+        # ack, however fast the machine is.
+        per_wave = n // waves
+        for w in range(waves):
+            q.send_batch([f"job {w * per_wave + i}".encode() for i in range(per_wave)])
+            time.sleep(rng.uniform(0.05, 0.4))
+            assert q.stats().pending > 0, "the wave was handled before the kill"
+            victim = workers.pop(rng.randrange(len(workers)))
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            kills += 1
+            workers.append(spawn(url, "jobs", "exactly-once", 2.0, tmp_path))
         while q.stats().pending > 0:
             assert time.monotonic() < deadline, f"not drained: {q.stats()}"
-            # Early and often: most kills land while the workers are busy.
-            time.sleep(rng.uniform(0.05, 0.4))
-            if kills < 8:
-                victim = workers.pop(rng.randrange(len(workers)))
-                victim.send_signal(signal.SIGKILL)
-                victim.wait()
-                kills += 1
-                workers.append(spawn(url, "jobs", "exactly-once", 2.0, tmp_path))
+            time.sleep(0.1)
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
@@ -111,7 +118,7 @@ def test_exactly_once_effects_across_random_kills(url, tmp_path):
         cur.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM effects")
         rows, distinct = cur.fetchone()
     assert (rows, distinct) == (n, n), f"{rows} rows for {distinct} messages after {kills} kills"
-    assert kills >= 3
+    assert kills == waves
     assert q.stats().dead == 0
     admin.close()
     client.close()

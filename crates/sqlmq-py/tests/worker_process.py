@@ -5,7 +5,8 @@
 MODE ``record``: each message's id is appended to ``handled.<pid>`` in the working directory
 when it is claimed and when it is handled; a body starting with ``hang`` makes the handler wait
 a minute on its first delivery (so that a ``kill -9`` finds it mid-handler). MODE ``exactly-once`` (MySQL/MariaDB): each message inserts a row into
-``effects`` with SQLAlchemy and acks itself with ``CALL sqlmq_ack`` in the same transaction.
+``effects`` with SQLAlchemy and acks itself with ``CALL sqlmq_ack`` in the same transaction,
+50 ms later.
 The worker runs until SIGTERM or the queue is drained.
 """
 
@@ -41,6 +42,8 @@ elif mode == "exactly-once":
             conn.execute(
                 sqlalchemy.text("INSERT INTO effects (id) VALUES (:id)"), {"id": d.id}
             )
+            # Held open between the effect and the ack: a kill lands here often.
+            time.sleep(0.05)
             conn.execute(
                 sqlalchemy.text("CALL sqlmq_ack(:queue, :receipt)"),
                 {"queue": queue, "receipt": str(ctx.receipt)},
