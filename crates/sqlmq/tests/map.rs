@@ -126,10 +126,9 @@ fn tree_paths(map: &str) -> Vec<(String, PathBuf, Option<PathBuf>)> {
         };
         for word in rest {
             let word = word.trim_matches(|c: char| "(),:;".contains(c));
-            if word.ends_with(".rs") || word.ends_with(".sql") || word.ends_with(".py") {
-                if is_path(word) {
-                    out.push((line.trim().to_owned(), dir.join(word), Some(dir.clone())));
-                }
+            let named = [".rs", ".sql", ".py"].iter().any(|e| word.ends_with(e));
+            if named && is_path(word) {
+                out.push((line.trim().to_owned(), dir.join(word), Some(dir.clone())));
             }
         }
     }

@@ -300,11 +300,7 @@ pub trait Dialect: Driver + Types {
     }
 }
 
-/// Declare [`Types`] with its bounds, and its blanket implementation, from one list (each
-/// bound in brackets).
-macro_rules! value_types {
-    ($([$($bound:tt)+])+) => {
-        /// The statement tables of a backend's `impl Dialect`, each the `SQL` constant of the
+/// The statement tables of a backend's `impl Dialect`, each the `SQL` constant of the
 /// backend's file named as the body's (`queues::SQL`, `settle::SQL`, …): one list, so that every
 /// backend has the same files, and a new concept is added once here.
 macro_rules! statement_tables {
@@ -336,7 +332,11 @@ macro_rules! statement_tables {
 }
 pub(crate) use statement_tables;
 
-/// The value types the body binds and reads, for any backend whose driver handles
+/// Declare [`Types`] with its bounds, and its blanket implementation, from one list (each
+/// bound in brackets).
+macro_rules! value_types {
+    ($([$($bound:tt)+])+) => {
+        /// The value types the body binds and reads, for any backend whose driver handles
         /// them.
         pub trait Types: Run $(+ $($bound)+)+ {}
 
