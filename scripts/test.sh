@@ -155,6 +155,21 @@ fi
 # 3. Every Rust test: SQLite and MySQL, library, binaries and HTTP server.
 cargo test --workspace --locked "$@"
 
+# 3b. Each backend alone (cargo features `mysql`, `sqlite`): the library and the HTTP server
+# build with one, warning-free, and a SQLite-only build links neither mysql_async nor OpenSSL.
+for backend in mysql sqlite; do
+    out=$(cargo check --locked --lib -p sqlmq -p sqlmq-serve --no-default-features \
+        --features "sqlmq/$backend,sqlmq-serve/$backend" 2>&1) ||
+        die "the $backend-only build of sqlmq and sqlmq-serve fails: $out"
+    if grep -q '^warning' <<<"$out"; then
+        die "the $backend-only build of sqlmq and sqlmq-serve warns: $out"
+    fi
+done
+if cargo tree --locked -p sqlmq --no-default-features --features sqlite -e normal |
+    grep -E 'openssl|mysql_async|native-tls'; then
+    die "a SQLite-only build of sqlmq still depends on the crates above"
+fi
+
 # 4. The Python package (crates/sqlmq-py): built with maturin into a virtualenv of its own
 # (target/python, so a fresh clone starts clean) and tested with pytest on SQLite and on the
 # same MySQL/MariaDB server (SQLMQ_TEST_DATABASE_URL, else root on 127.0.0.1:3306).

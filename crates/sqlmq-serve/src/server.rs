@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use sqlmq::{Backend, MySql};
+use sqlmq::{Backend, DefaultBackend};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 
@@ -141,7 +141,7 @@ async fn record(req: Request, next: Next) -> Response {
 /// stop.cancel();
 /// # Ok(()) }
 /// ```
-pub struct Server<B: Backend = MySql> {
+pub struct Server<B: Backend = DefaultBackend> {
     listener: TcpListener,
     state: AppState<B>,
     app: Router,
@@ -278,6 +278,7 @@ mod tests {
 
     /// The server on the SQLite backend, in-process: a queue created, a message sent and
     /// received over HTTP (the HTTP tests in `tests/` run the same router on MySQL/MariaDB).
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn the_router_serves_sqlite_too() {
         let client = sqlmq::Client::<sqlmq::Sqlite>::open("sqlite::memory:")

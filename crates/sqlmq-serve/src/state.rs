@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use sqlmq::{Backend, MySql};
+use sqlmq::{Backend, DefaultBackend};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Tokens;
@@ -31,7 +31,7 @@ pub(crate) type Readers<B> = HashMap<(String, String, String), (Instant, SharedR
 ///     state.refresh_gauges().await; // read the database gauges now
 /// }
 /// ```
-pub struct AppState<B: Backend = MySql> {
+pub struct AppState<B: Backend = DefaultBackend> {
     pub(crate) inner: Arc<Inner<B>>,
 }
 

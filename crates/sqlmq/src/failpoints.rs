@@ -25,7 +25,7 @@
 pub use armed::{Jitter, Pause, jitter, pause};
 
 /// Mark the point `name`: returns at once unless a test armed it.
-#[cfg(not(feature = "failpoints"))]
+#[cfg(all(not(feature = "failpoints"), feature = "mysql"))]
 #[inline(always)]
 pub(crate) async fn hit(_name: &'static str) {}
 

@@ -5,7 +5,8 @@
 //! the same transaction as the handler's writes ([`Queue::ack_in`]): no dual writes, no outbox
 //! relay, exactly-once effects. The database is MySQL 8.0+, MariaDB 10.6+ ([`MySql`], the
 //! default backend) or SQLite ([`Sqlite`]: `Client::<Sqlite>::open("sqlite://app.db")`, or
-//! `sqlite::memory:` for tests).
+//! `sqlite::memory:` for tests). Each backend is a cargo feature, `mysql` (on by default) and
+//! `sqlite`: a build compiles only the drivers it names.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -111,7 +112,31 @@ pub use job::Job;
 pub use outage::{Outage, OutageReport};
 pub use queue::Queue;
 pub use source::{Source, SourceName};
-pub use sqlx::{MySql, Sqlite};
+/// The MySQL/MariaDB backend (feature `mysql`, on by default): `Client<MySql>`.
+#[cfg(feature = "mysql")]
+pub use sqlx::MySql;
+/// The SQLite backend (feature `sqlite`): `Client<Sqlite>`.
+#[cfg(feature = "sqlite")]
+pub use sqlx::Sqlite;
+
+/// The backend a `Client` (and `Queue`, `Topic`, …) is on when its type does not say:
+/// MySQL/MariaDB, or SQLite in a build with the `sqlite` feature only.
+///
+/// ```
+/// let _: Option<sqlmq::Client<sqlmq::DefaultBackend>> = None::<sqlmq::Client>;
+/// ```
+#[cfg(feature = "mysql")]
+pub type DefaultBackend = sqlx::MySql;
+/// The backend a `Client` (and `Queue`, `Topic`, …) is on when its type does not say:
+/// MySQL/MariaDB, or SQLite in a build with the `sqlite` feature only.
+///
+/// ```
+/// let _: Option<sqlmq::Client<sqlmq::DefaultBackend>> = None::<sqlmq::Client>;
+/// ```
+#[cfg(all(feature = "sqlite", not(feature = "mysql")))]
+pub type DefaultBackend = sqlx::Sqlite;
+#[cfg(not(any(feature = "mysql", feature = "sqlite")))]
+compile_error!("sqlmq needs a backend: enable its feature `mysql` (the default) or `sqlite`");
 pub use store::Backend;
 /// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
 pub use tokio_util::sync::CancellationToken;

@@ -5,8 +5,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::MySql;
-
 use crate::client::{Client, Subject};
 use crate::consume::Consumer;
 use crate::domain::{DeadLetter, Delivery, Error, MessageId, Result, validate_name};
@@ -132,7 +130,7 @@ impl FromStr for SourceName {
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
-pub enum Source<B: Backend = MySql> {
+pub enum Source<B: Backend = crate::DefaultBackend> {
     /// A queue.
     Queue(Queue<B>),
     /// A cluster-mode consumer group.

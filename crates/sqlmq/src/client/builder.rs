@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlx::{MySql, Pool};
+use sqlx::Pool;
 
 use super::{Client, Inner, owner_id};
 use crate::domain::{Error, Result, check_not_newer, validate_table_prefix};
@@ -249,7 +249,8 @@ impl ClientBuilder {
     /// let client = sqlmq::Client::builder().connect("mysql://root@127.0.0.1/test").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn connect(self, url: &str) -> Result<Client<MySql>> {
+    #[cfg(feature = "mysql")]
+    pub async fn connect(self, url: &str) -> Result<Client<crate::MySql>> {
         self.open(url).await
     }
 

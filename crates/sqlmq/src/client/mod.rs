@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlx::{MySql, Pool};
+use sqlx::Pool;
 
 pub use builder::ClientBuilder;
 pub use notifications::NotificationStatus;
@@ -53,7 +53,7 @@ use crate::store::prelude::*;
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Client<B: Backend = MySql> {
+pub struct Client<B: Backend = crate::DefaultBackend> {
     pub(crate) inner: Arc<Inner<B>>,
 }
 
@@ -126,7 +126,8 @@ impl<B: Backend> std::fmt::Debug for Client<B> {
     }
 }
 
-impl Client<MySql> {
+#[cfg(feature = "mysql")]
+impl Client<crate::MySql> {
     /// Connect to a MySQL/MariaDB `url` with default options. Reads the server's facts, refuses
     /// servers without a working `SKIP LOCKED` and schemas newer than this build, and warns
     /// (through `tracing`) when commits are not durable.

@@ -90,5 +90,7 @@ pub(crate) use schedule::{NEVER, Plan, plan};
 pub use server::{Flavor, HistoryListLength, ServerInfo};
 pub use settle::{Decide, Failure, Released, Settlement};
 pub use topic_config::TopicConfig;
+#[cfg(feature = "mysql")]
+pub(crate) use trace::group_events_kept;
 pub use trace::{DeliveryEvent, GroupTrace, PendingRetry, Trace, TraceState};
-pub(crate) use trace::{GROUP_EVENTS_KEPT, group_events_kept, parse_events, rfc3339};
+pub(crate) use trace::{GROUP_EVENTS_KEPT, parse_events, rfc3339};

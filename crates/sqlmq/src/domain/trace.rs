@@ -48,6 +48,7 @@ macro_rules! group_events_kept {
         20
     };
 }
+#[cfg(feature = "mysql")]
 pub(crate) use group_events_kept;
 
 /// Settled deliveries kept per record in a group's history (`group_history.events`, the last

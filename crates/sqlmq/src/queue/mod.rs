@@ -19,8 +19,6 @@ mod resend;
 
 use std::sync::{Arc, OnceLock};
 
-use sqlx::MySql;
-
 use crate::client::Client;
 use crate::coalesce::Coalescer;
 use crate::consume::Consumer;
@@ -39,7 +37,7 @@ use crate::store::rows::QueueRow;
 /// q.send(sqlmq::Message::new("hi")).await?;
 /// # Ok(()) }
 /// ```
-pub struct Queue<B: Backend = MySql> {
+pub struct Queue<B: Backend = crate::DefaultBackend> {
     client: Client<B>,
     inner: Arc<Handle<B>>,
 }

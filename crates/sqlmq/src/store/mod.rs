@@ -36,12 +36,14 @@ mod flow;
 pub(crate) mod follow;
 mod group;
 mod member;
+#[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 mod process;
 mod queue;
 pub(crate) mod rows;
 mod schedule;
 mod server;
+#[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod statements;
 #[cfg(test)]

@@ -10,7 +10,6 @@ use crate::domain::{Error, Result};
 use crate::domain::{GroupMode, StartAt};
 use crate::store::Backend;
 use crate::store::prelude::*;
-use sqlx::MySql;
 
 /// One member of a broadcast group: reads every record of every partition in offset order,
 /// keeping its own position per partition. No acks, no retries; [`checkpoint`] saves the
@@ -33,7 +32,7 @@ use sqlx::MySql;
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct BroadcastReader<B: Backend = MySql> {
+pub struct BroadcastReader<B: Backend = crate::DefaultBackend> {
     group: Group<B>,
     member: String,
     /// Next offset to read, per partition.

@@ -20,7 +20,6 @@ use crate::store::rows::GroupRow;
 use crate::store::{Backend, Server};
 use crate::telemetry;
 use crate::tx;
-use sqlx::MySql;
 
 /// A handle to one consumer group of a topic. Cheap to clone.
 ///
@@ -40,7 +39,7 @@ use sqlx::MySql;
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Group<B: Backend = MySql> {
+pub struct Group<B: Backend = crate::DefaultBackend> {
     pub(crate) topic: Topic<B>,
     pub(crate) inner: Arc<GroupInner>,
 }

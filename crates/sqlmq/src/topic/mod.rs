@@ -47,7 +47,6 @@ use crate::store::statements::{MAX_LIST, run_within};
 use crate::store::{Backend, Publish};
 use crate::telemetry;
 use crate::tx;
-use sqlx::MySql;
 use tracing::Instrument;
 
 /// A handle to one topic. Cheap to clone.
@@ -58,7 +57,7 @@ use tracing::Instrument;
 /// orders.publish(sqlmq::Record::new("order 1 paid").key("customer-7")).await?;
 /// # Ok(()) }
 /// ```
-pub struct Topic<B: Backend = MySql> {
+pub struct Topic<B: Backend = crate::DefaultBackend> {
     pub(crate) client: Client<B>,
     pub(crate) inner: Arc<Handle<B>>,
 }

@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
-use sqlx::MySql;
 use tracing::Instrument;
 
 use super::context::{JobContext, JobTransaction};
@@ -53,7 +52,7 @@ use crate::telemetry::{self, Operation};
 ///     }
 /// }
 /// ```
-pub trait BatchHandler<B: Backend = MySql>: Send + Sync + 'static {
+pub trait BatchHandler<B: Backend = crate::DefaultBackend>: Send + Sync + 'static {
     /// The handler's error: its `Display` text goes into each message's error history.
     type Error: Display + Send;
 
@@ -92,7 +91,7 @@ where
 /// }
 /// # Ok(()) }
 /// ```
-pub struct BatchContext<B: Backend = MySql> {
+pub struct BatchContext<B: Backend = crate::DefaultBackend> {
     jobs: Arc<[JobContext<B>]>,
 }
 

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::MySql;
 use tokio_util::sync::CancellationToken;
 
 use super::batch::{BatchHandler, Batched};
@@ -34,7 +33,7 @@ use crate::store::Backend;
 ///     .shutdown_grace(Duration::from_secs(10));
 /// # Ok(()) }
 /// ```
-pub struct WorkerBuilder<B: Backend = MySql> {
+pub struct WorkerBuilder<B: Backend = crate::DefaultBackend> {
     pub(super) client: Client<B>,
     pub(super) sources: Vec<(SourceName, SourceHandler<B>)>,
     pub(super) members: Vec<(MemberSpec, Box<dyn DynHandler<B>>)>,

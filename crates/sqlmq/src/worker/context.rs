@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sqlx::{MySql, Transaction};
+use sqlx::Transaction;
 
 use crate::domain::{Delivery, MessageId, Receipt};
 use crate::domain::{Error, Result};
@@ -28,7 +28,7 @@ use crate::topic::Group;
 /// Ok(sqlmq::Outcome::Done)
 /// # }
 /// ```
-pub struct JobContext<B: Backend = MySql> {
+pub struct JobContext<B: Backend = crate::DefaultBackend> {
     inner: Arc<Inner<B>>,
 }
 
@@ -348,7 +348,7 @@ impl<B: Backend> JobContext<B> {
 /// tx.commit().await?;
 /// # Ok(()) }
 /// ```
-pub struct JobTransaction<B: Backend = MySql> {
+pub struct JobTransaction<B: Backend = crate::DefaultBackend> {
     pub(super) tx: Transaction<'static, B>,
     /// The messages its commit settles: one, or a batch handler's.
     jobs: Vec<JobContext<B>>,

@@ -11,7 +11,6 @@ use super::context::JobContext;
 use crate::domain::{Delivery, Message};
 use crate::job::Job;
 use crate::store::Backend;
-use sqlx::MySql;
 
 /// What became of a message, as decided by its handler.
 ///
@@ -84,7 +83,7 @@ pub enum Outcome {
 ///
 /// `B` is the backend of the worker's client (MySQL by default): the context's transactions
 /// are of that database.
-pub trait Handler<I, B: Backend = MySql>: Send + Sync + 'static {
+pub trait Handler<I, B: Backend = crate::DefaultBackend>: Send + Sync + 'static {
     /// The handler's error: its `Display` text goes into the message's error history.
     type Error: Display + Send;
 

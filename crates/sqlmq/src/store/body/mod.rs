@@ -97,8 +97,6 @@ pub use stream::StreamSql;
 pub use topics::TopicSql;
 
 use super::statements::{MAX_LIST, Statements, bucket, padded, split_into_buckets};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use crate::domain::{Error, MessageId, Result};
 
@@ -112,35 +110,14 @@ pub(crate) enum Beside {
     After(i32),
 }
 
-/// Whether a lone send, a claim, a lone ack and a lone group ack may each take the backend's
-/// one-statement path (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is
-/// cleared, for the client and its clones, the first time the server says its procedure is
-/// missing or not allowed.
-#[derive(Debug)]
-pub(crate) struct OneStatement {
-    pub send: AtomicBool,
-    pub claim: AtomicBool,
-    pub ack: AtomicBool,
-    pub group_ack: AtomicBool,
-}
-
-impl Default for OneStatement {
-    fn default() -> Self {
-        OneStatement {
-            send: AtomicBool::new(true),
-            claim: AtomicBool::new(true),
-            ack: AtomicBool::new(true),
-            group_ack: AtomicBool::new(true),
-        }
-    }
-}
-
 /// The store of backend `B`: the statement texts expanded for one table prefix. Every store
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
 pub struct SqlStore<B> {
     pub(crate) st: Statements,
     /// Which of the backend's one-statement paths are still open, shared by the store's clones.
-    pub(crate) one_statement: Arc<OneStatement>,
+    /// MySQL: which of its one-statement paths are still open.
+    #[cfg(feature = "mysql")]
+    pub(crate) one_statement: std::sync::Arc<crate::store::mysql::OneStatement>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -148,7 +125,8 @@ impl<B> Clone for SqlStore<B> {
     fn clone(&self) -> Self {
         SqlStore {
             st: self.st.clone(),
-            one_statement: Arc::clone(&self.one_statement),
+            #[cfg(feature = "mysql")]
+            one_statement: std::sync::Arc::clone(&self.one_statement),
             backend: PhantomData,
         }
     }
@@ -163,7 +141,8 @@ impl<B> SqlStore<B> {
         crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
-            one_statement: Arc::default(),
+            #[cfg(feature = "mysql")]
+            one_statement: std::sync::Arc::default(),
             backend: PhantomData,
         }
     }

@@ -57,6 +57,7 @@ mod plans;
 mod plans_topics;
 pub(crate) mod probe;
 mod procedures;
+pub(crate) use procedures::OneStatement;
 pub(crate) mod processes;
 mod publish_script;
 pub(crate) mod queues;

@@ -11,11 +11,34 @@
 //!
 //! Where the server says a procedure is missing (a schema older than its version) or not
 //! allowed (grants not yet applied again after `migrate`), the client warns once and takes the
-//! text script for that operation from then on ([`OneStatement`](crate::store::body::OneStatement)).
+//! text script for that operation from then on ([`OneStatement`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::domain::Error;
+
+/// Whether a lone send, a claim, a lone ack and a lone group ack may each take the backend's
+/// one-statement path (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is
+/// cleared, for the client and its clones, the first time the server says its procedure is
+/// missing or not allowed.
+#[derive(Debug)]
+pub(crate) struct OneStatement {
+    pub send: AtomicBool,
+    pub claim: AtomicBool,
+    pub ack: AtomicBool,
+    pub group_ack: AtomicBool,
+}
+
+impl Default for OneStatement {
+    fn default() -> Self {
+        OneStatement {
+            send: AtomicBool::new(true),
+            claim: AtomicBool::new(true),
+            ack: AtomicBool::new(true),
+            group_ack: AtomicBool::new(true),
+        }
+    }
+}
 
 /// ER_SP_DOES_NOT_EXIST: a schema older than the procedure's version.
 const NO_SUCH_PROCEDURE: u16 = 1305;
