@@ -44,10 +44,9 @@ pub fn timestamp(t: SystemTime) -> String {
 }
 
 /// A point in time in JSON: RFC 3339 UTC with milliseconds, the one form of every `--json`
-/// output and of the HTTP API (durations there are whole milliseconds in `_ms` fields).
-pub fn json_time(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
-}
+/// output and of the HTTP API (durations there are whole milliseconds in `_ms` fields) — the
+/// API's own formatter, so that the two cannot drift apart.
+pub use sqlmq_serve::body::rfc3339 as json_time;
 
 /// The first `max` characters of a body on one line (lossy UTF-8, control characters shown as
 /// spaces), with `…` when cut.

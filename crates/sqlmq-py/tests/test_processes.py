@@ -94,9 +94,18 @@ def test_exactly_once_effects_across_random_kills(url, tmp_path):
         # most 0.4 s after the send) lands mid-wave, often between a handler's insert and its
         # ack, however fast the machine is.
         per_wave = n // waves
+
+        def effects():
+            with admin.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM effects")
+                return cur.fetchone()[0]
+
         for w in range(waves):
+            before = effects()
             q.send_batch([f"job {w * per_wave + i}".encode() for i in range(per_wave)])
             time.sleep(rng.uniform(0.05, 0.4))
+            # The workers are at it: this wave's effects are committing, and some are left.
+            eventually(30, "the wave's first effects", lambda: effects() > before)
             assert q.stats().pending > 0, "the wave was handled before the kill"
             victim = workers.pop(rng.randrange(len(workers)))
             victim.send_signal(signal.SIGKILL)

@@ -283,8 +283,9 @@ mod tests {
     }
 
     /// The API's one form of times and durations, as the document declares it: a property
-    /// named as a time (`…_at`, `next_fire`, …) is an RFC 3339 string (`format: date-time`
-    /// where the time is sqlmq's), a duration is whole milliseconds in a field ending in `_ms`;
+    /// named as a time (`…_at`, `next_fire`, …) is a string (RFC 3339, as the HTTP tests and
+    /// the CLI's JSON test check the values), a duration is whole milliseconds in a field
+    /// ending in `_ms`;
     /// the only duration given as text is a schedule request's `every` (`every_ms` beside it).
     #[test]
     fn times_and_durations_have_one_form() {

@@ -4,7 +4,7 @@
 //! the same transaction as the business data it belongs to ([`Queue::send_in`]) and acked in
 //! the same transaction as the handler's writes ([`Queue::ack_in`]): no dual writes, no outbox
 //! relay, exactly-once effects. The database is MySQL 8.0+, MariaDB 10.6+ ([`MySql`], the
-//! default backend) or SQLite ([`Sqlite`]: `Client::<Sqlite>::open("sqlite://app.db")`, or
+//! default backend) or SQLite (`Sqlite`: `Client::<Sqlite>::open("sqlite://app.db")`, or
 //! `sqlite::memory:` for tests). Each backend is a cargo feature, `mysql` (on by default) and
 //! `sqlite`: a build compiles only the drivers it names.
 //!

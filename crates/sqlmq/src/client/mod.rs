@@ -36,7 +36,7 @@ use crate::store::prelude::*;
 
 /// A handle to sqlmq in one database. Cheap to clone; clones share the pool.
 ///
-/// `B` is the backend; MySQL/MariaDB (`sqlx::MySql`, re-exported as [`MySql`](crate::MySql))
+/// `B` is the backend; MySQL/MariaDB (`sqlx::MySql`, re-exported as `sqlmq::MySql`)
 /// is the default, so `Client` means `Client<MySql>`.
 ///
 /// ```no_run

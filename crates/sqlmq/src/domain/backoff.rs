@@ -169,6 +169,25 @@ mod tests {
     }
 
     #[test]
+    fn the_stored_text_stays_as_it_is() {
+        // Queue and group rows keep a backoff as this JSON: its form is a stored format.
+        let exp = Backoff::Exponential {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(3600),
+            jitter: 0.2,
+        };
+        assert_eq!(
+            serde_json::to_string(&exp).unwrap(),
+            r#"{"exponential":{"base":1000,"max":3600000,"jitter":0.2}}"#
+        );
+        let ladder = Backoff::Ladder(vec![Duration::from_secs(10)]);
+        assert_eq!(
+            serde_json::to_string(&ladder).unwrap(),
+            r#"{"ladder":[10000]}"#
+        );
+    }
+
+    #[test]
     fn serde_round_trip() {
         for b in [
             Backoff::default(),

@@ -86,7 +86,7 @@ pub struct GroupConfig {
     pub backoff: Backoff,
     /// A record held by a member longer than this is reported (metric
     /// `sqlmq_group_consume_timeouts` and a warning) by the group's maintenance. None: never.
-    #[serde(rename = "consume_timeout_ms", with = "super::millis::option")]
+    #[serde(rename = "consume_timeout_ms", default, with = "super::millis::option")]
     pub consume_timeout: Option<Duration>,
     /// At most this many deliveries per window, every member together (cluster mode only;
     /// default: no limit).

@@ -33,6 +33,6 @@ pub struct ProcessInfo {
     #[serde(serialize_with = "super::json_time::time")]
     pub heartbeat_at: std::time::SystemTime,
     /// Time since its last heartbeat.
-    #[serde(rename = "silent_for_ms", with = "super::millis")]
+    #[serde(rename = "heartbeat_age_ms", with = "super::millis")]
     pub silent_for: Duration,
 }

@@ -29,11 +29,7 @@ pub struct QueueConfig {
     pub backoff: Backoff,
     /// How long an idempotency key is remembered (default 24 h,
     /// [`QueueConfig::DEFAULT_DEDUP_WINDOW`]).
-    #[serde(
-        rename = "dedup_window_ms",
-        alias = "dedup_window",
-        with = "super::millis"
-    )]
+    #[serde(rename = "dedup_window_ms", with = "super::millis")]
     pub dedup_window: Duration,
     /// At most this many messages in flight (claimed, not yet settled) in the whole queue,
     /// every process together (default: no limit).

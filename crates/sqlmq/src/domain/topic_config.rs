@@ -22,7 +22,7 @@ pub struct TopicConfig {
     /// Partitions (default 1). Can grow, never shrink; keys then map to new partitions.
     pub partitions: u32,
     /// Delete records older than this (none by default: keep everything).
-    #[serde(rename = "retention_ms", with = "super::millis::option")]
+    #[serde(rename = "retention_ms", default, with = "super::millis::option")]
     pub retention: Option<Duration>,
     /// Keep at most about this many bytes of bodies per partition (oldest deleted first).
     pub retention_bytes: Option<u64>,

@@ -112,27 +112,25 @@ pub(crate) enum Beside {
 
 /// The store of backend `B`: the statement texts expanded for one table prefix. Every store
 /// trait is implemented for it, once generically (this folder) or by the backend itself.
-pub struct SqlStore<B> {
+pub struct SqlStore<B: Dialect> {
     pub(crate) st: Statements,
-    /// Which of the backend's one-statement paths are still open, shared by the store's clones.
-    /// MySQL: which of its one-statement paths are still open.
-    #[cfg(feature = "mysql")]
-    pub(crate) one_statement: std::sync::Arc<crate::store::mysql::OneStatement>,
+    /// The backend's own state, shared by the store's clones (MySQL: which of its
+    /// one-statement paths are still open).
+    pub(crate) state: std::sync::Arc<B::State>,
     backend: PhantomData<fn() -> B>,
 }
 
-impl<B> Clone for SqlStore<B> {
+impl<B: Dialect> Clone for SqlStore<B> {
     fn clone(&self) -> Self {
         SqlStore {
             st: self.st.clone(),
-            #[cfg(feature = "mysql")]
-            one_statement: std::sync::Arc::clone(&self.one_statement),
+            state: std::sync::Arc::clone(&self.state),
             backend: PhantomData,
         }
     }
 }
 
-impl<B> SqlStore<B> {
+impl<B: Dialect> SqlStore<B> {
     /// The store for tables named with `prefix`.
     pub(crate) fn with_prefix(prefix: &str) -> Self
     where
@@ -141,8 +139,7 @@ impl<B> SqlStore<B> {
         crate::store::register::<B>();
         SqlStore {
             st: Statements::new(prefix),
-            #[cfg(feature = "mysql")]
-            one_statement: std::sync::Arc::default(),
+            state: std::sync::Arc::default(),
             backend: PhantomData,
         }
     }
@@ -154,6 +151,10 @@ impl<B> SqlStore<B> {
 pub trait Dialect: Driver + Types {
     /// Most bound parameters one statement may carry.
     const MAX_PARAMS: usize;
+
+    /// What the backend keeps beside its statements, for the store and its clones (`()` when
+    /// nothing).
+    type State: Default + std::fmt::Debug + Send + Sync + 'static;
 
     /// Queue rows.
     const QUEUES: QueueSql;

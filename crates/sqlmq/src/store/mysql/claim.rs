@@ -135,13 +135,13 @@ impl MySqlStore {
             }
             return Ok(claimed);
         };
-        if self.one_statement.claim.load(Ordering::Relaxed) {
+        if self.state.claim.load(Ordering::Relaxed) {
             crate::failpoints::before_commit(op).await;
             match self.claim_call(conn, request).await {
                 // The final answer came: the claim committed.
                 Ok(rows) => return deliveries(&rows, lease),
                 Err(e) if procedures::refused(&e) => {
-                    procedures::give_up(&self.one_statement.claim, "claim", 10, &e);
+                    procedures::give_up(&self.state.claim, "claim", 10, &e);
                 }
                 // The procedure may have begun its transaction: end it.
                 Err(e) => return Err(rolled_back(conn, e).await),

@@ -23,7 +23,7 @@ pub(super) async fn ack_group_one(
     group_id: i32,
     receipt: &Receipt,
 ) -> Result<Option<bool>> {
-    if !store.one_statement.group_ack.load(Ordering::Relaxed) {
+    if !store.state.group_ack.load(Ordering::Relaxed) {
         return Ok(None);
     }
     // All of the answer, to its final OK.
@@ -45,7 +45,7 @@ pub(super) async fn ack_group_one(
             ))),
         },
         Err(e) if procedures::refused(&e) => {
-            procedures::give_up(&store.one_statement.group_ack, "group ack", 11, &e);
+            procedures::give_up(&store.state.group_ack, "group ack", 11, &e);
             Ok(None)
         }
         Err(e) => Err(e),

@@ -109,6 +109,7 @@ pub type MySqlStore = crate::store::body::SqlStore<MySql>;
 
 impl body::Dialect for MySql {
     const MAX_PARAMS: usize = MAX_PARAMS;
+    type State = OneStatement;
     body::statement_tables!();
 
     fn publish(

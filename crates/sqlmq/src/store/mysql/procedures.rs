@@ -22,7 +22,8 @@ use crate::domain::Error;
 /// cleared, for the client and its clones, the first time the server says its procedure is
 /// missing or not allowed.
 #[derive(Debug)]
-pub(crate) struct OneStatement {
+#[doc(hidden)]
+pub struct OneStatement {
     pub send: AtomicBool,
     pub claim: AtomicBool,
     pub ack: AtomicBool,

@@ -89,7 +89,7 @@ impl MySqlStore {
             })
             .collect::<Result<_, _>>()?;
         if let ([m], [h]) = (msgs, headers.as_slice())
-            && self.one_statement.send.load(Ordering::Relaxed)
+            && self.state.send.load(Ordering::Relaxed)
         {
             return Ok(Some(SendScript(Prepared::Call(PlainRow {
                 id: m.id,
@@ -181,7 +181,7 @@ impl MySqlStore {
             return Err(rolled_back(conn, err).await);
         }
         // Refused before it ran: nothing was begun or written. Send as text, from now on.
-        procedures::give_up(&self.one_statement.send, "send", 9, &err);
+        procedures::give_up(&self.state.send, "send", 9, &err);
         let plain = Row {
             id: row.id,
             priority: row.priority,
@@ -246,11 +246,7 @@ mod tests {
         let script = store.script_for(&batch(&msgs, 1 << 20)).unwrap().unwrap();
         assert!(matches!(&script.0, Prepared::Call(r) if r.priority == 2 && r.queue_id == 7));
         // Cleared at the server's first refusal, for the store's clones too.
-        store
-            .clone()
-            .one_statement
-            .send
-            .store(false, Ordering::Relaxed);
+        store.clone().state.send.store(false, Ordering::Relaxed);
         let script = store.script_for(&batch(&msgs, 1 << 20)).unwrap().unwrap();
         assert!(text_of(&script).starts_with("START TRANSACTION;INSERT INTO sqlmq_messages"));
     }

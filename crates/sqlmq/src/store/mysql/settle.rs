@@ -64,7 +64,7 @@ pub(super) async fn ack_queue_own(
     op: &'static str,
 ) -> Result<Vec<Receipt>> {
     if let [receipt] = receipts
-        && store.one_statement.ack.load(Ordering::Relaxed)
+        && store.state.ack.load(Ordering::Relaxed)
     {
         // Should the answer be lost, the resolver asks whether the message is gone. A message
         // gone although this receipt had lost its lease (its next holder acked it) is then
@@ -95,7 +95,7 @@ pub(super) async fn ack_queue_own(
                 }
             },
             Err(e) if procedures::refused(&e) => {
-                procedures::give_up(&store.one_statement.ack, "ack", 10, &e);
+                procedures::give_up(&store.state.ack, "ack", 10, &e);
             }
             // The procedure may have begun its transaction: end it.
             Err(e) => return Err(rolled_back(conn, e).await),

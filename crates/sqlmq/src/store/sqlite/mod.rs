@@ -98,6 +98,7 @@ pub type SqliteStore = crate::store::body::SqlStore<Sqlite>;
 
 impl body::Dialect for Sqlite {
     const MAX_PARAMS: usize = MAX_PARAMS;
+    type State = ();
     body::statement_tables!();
 
     fn publish(
