@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqlmq::{Delivery, JobContext, Message, MySql, Outcome, Queue, QueueConfig, Worker};
+use sqlmq::{Delivery, JobContext, Message, MySql, Outcome, Queue, Worker};
 use sqlmq_testkit::{TestDb, eventually_async};
 use sqlx::{MySqlPool, Row};
 use tokio_util::sync::CancellationToken;
@@ -18,16 +18,9 @@ const LEASE: Duration = Duration::from_secs(30);
 /// A database with queue `q`, an `effects` table, and a pool of the runtime user's connections
 /// for the test's own transactions.
 async fn setup() -> (TestDb<MySql>, Queue<MySql>, MySqlPool) {
-    let db = TestDb::<MySql>::new().await;
-    let q = db
-        .client()
-        .await
-        .create_queue("q", QueueConfig::default())
-        .await
-        .unwrap();
+    let (db, q, pool) = super::send_procedure::queue_q().await;
     db.exec("CREATE TABLE effects (id VARCHAR(64) NOT NULL)", &[])
         .await;
-    let pool = db.pool().await;
     (db, q, pool)
 }
 

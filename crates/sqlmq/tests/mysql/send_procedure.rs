@@ -35,7 +35,7 @@ async fn call(
 }
 
 /// A database with queue `q`, and a pool of connections for the test's own CALLs.
-async fn queue_q() -> (TestDb<MySql>, Queue<MySql>, MySqlPool) {
+pub(crate) async fn queue_q() -> (TestDb<MySql>, Queue<MySql>, MySqlPool) {
     let db = TestDb::<MySql>::new().await;
     let q = db
         .client()
