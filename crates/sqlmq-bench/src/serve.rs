@@ -96,7 +96,7 @@ where
     let config = sqlmq_serve::ServeConfig::default().listen("127.0.0.1:0".parse()?);
     let server = sqlmq_serve::Server::bind(client, config).await?;
     let addr = server.local_addr();
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let running = tokio::spawn(server.run(stop.clone()));
     let result = work(addr).await;
     stop.cancel();

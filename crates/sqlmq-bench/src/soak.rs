@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use serde::Serialize;
-use sqlmq::{Backoff, CancellationToken, Delivery, JobContext, Message, Outcome, QueueConfig};
+use sqlmq::queue::Backoff;
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Delivery, JobContext, Message, Outcome, QueueConfig};
 
 use crate::backend::Db;
 use crate::context::Ctx;

@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use sqlmq::worker::{CancellationToken, WorkerReport};
 use sqlmq::{
-    CancellationToken, Client, Delivery, Job, JobContext, Message, MessageId, Outcome, Queue,
-    QueueConfig, Worker, WorkerReport,
+    Client, Delivery, Job, JobContext, Message, MessageId, Outcome, Queue, QueueConfig, Worker,
 };
 use tokio::time::MissedTickBehavior;
 
@@ -38,13 +38,14 @@ use super::track::{Check, Tracker};
 
 /// Handlers running at once in the throughput scenario: two full batches per claim loop, so
 /// that a loop's next claim is in flight while its previous batch is handled.
-pub(crate) const E2E_CONCURRENCY: usize = 2 * E2E_BATCH * sqlmq::WorkerBuilder::DEFAULT_CLAIMERS;
+pub(crate) const E2E_CONCURRENCY: usize =
+    2 * E2E_BATCH * sqlmq::worker::WorkerBuilder::DEFAULT_CLAIMERS;
 /// Messages per claim in the throughput scenario (as `queue.drain`'s consumers).
 pub(crate) const E2E_BATCH: usize = 100;
 /// Pre-fill batch (not measured).
 const FILL_BATCH: u64 = 10_000;
 /// The poll ceiling the library ships with (the idle figure is taken at it).
-pub(crate) const DEFAULT_CEILING: Duration = sqlmq::WorkerBuilder::DEFAULT_POLL_CEILING;
+pub(crate) const DEFAULT_CEILING: Duration = sqlmq::worker::WorkerBuilder::DEFAULT_POLL_CEILING;
 
 /// The no-op job of the throughput scenario.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -80,7 +81,7 @@ pub async fn e2e<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             "one worker process, {} claim loops sharing {E2E_CONCURRENCY} slots, claims of up to \
              {E2E_BATCH}, batched acks; timed until the worker stopped on its own with every ack \
              flushed ({} acked)",
-            sqlmq::WorkerBuilder::DEFAULT_CLAIMERS,
+            sqlmq::worker::WorkerBuilder::DEFAULT_CLAIMERS,
             report.acked
         )),
     ];
@@ -217,7 +218,7 @@ impl Timed {
         let builder = Worker::builder(client)
             .queue_raw(queue, handler)
             .concurrency(8)
-            .poll_interval(sqlmq::WorkerBuilder::DEFAULT_POLL_FLOOR, ceiling);
+            .poll_interval(sqlmq::worker::WorkerBuilder::DEFAULT_POLL_FLOOR, ceiling);
         let run = AbortOnDrop(tokio::spawn(builder.run(stop.clone())));
         Timed { started, stop, run }
     }
@@ -351,7 +352,7 @@ struct Tradeoff {
     statements: Option<(u64, Duration)>,
     latency: Summary,
     /// Whether the worker's client followed the database's commits.
-    notifications: sqlmq::NotificationStatus,
+    notifications: sqlmq::client::NotificationStatus,
 }
 
 /// `worker.idle`.

@@ -51,7 +51,8 @@ pub async fn fleet<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         for _ in 0..100 {
             if !matches!(
                 first.notifications(),
-                sqlmq::NotificationStatus::Starting | sqlmq::NotificationStatus::NotStarted
+                sqlmq::client::NotificationStatus::Starting
+                    | sqlmq::client::NotificationStatus::NotStarted
             ) {
                 break;
             }

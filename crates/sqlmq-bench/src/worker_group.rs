@@ -10,7 +10,8 @@
 //! records at a time where `worker.e2e` claims up to a hundred.
 
 use anyhow::Result;
-use sqlmq::{GroupConfig, Job, Message, MessageId, Record, StartAt, TopicConfig};
+use sqlmq::topic::StartAt;
+use sqlmq::{GroupConfig, Job, Message, MessageId, Record, TopicConfig};
 
 use super::args::TOPIC_PARTITIONS;
 use super::backend::Db;

@@ -142,7 +142,7 @@ impl Settings {
                 .table_prefix
                 .clone()
                 .or(file.table_prefix)
-                .unwrap_or_else(|| sqlmq::ClientBuilder::DEFAULT_TABLE_PREFIX.to_owned()),
+                .unwrap_or_else(|| sqlmq::client::ClientBuilder::DEFAULT_TABLE_PREFIX.to_owned()),
             max_payload_bytes: args.max_payload_bytes.or(file.max_payload_bytes),
             max_connections: match args.max_connections.or(file.max_connections) {
                 Some(0) => bail!("max_connections must be at least 1"),
@@ -161,13 +161,13 @@ impl Settings {
 
     /// The client builder these settings describe (its pool: `--max-connections`, else the
     /// library's default).
-    pub fn builder(&self) -> sqlmq::ClientBuilder {
-        self.builder_with_pool(sqlmq::ClientBuilder::DEFAULT_MAX_CONNECTIONS)
+    pub fn builder(&self) -> sqlmq::client::ClientBuilder {
+        self.builder_with_pool(sqlmq::client::ClientBuilder::DEFAULT_MAX_CONNECTIONS)
     }
 
     /// The client builder these settings describe, with a pool of `default_connections` unless
     /// `--max-connections` says otherwise.
-    pub fn builder_with_pool(&self, default_connections: u32) -> sqlmq::ClientBuilder {
+    pub fn builder_with_pool(&self, default_connections: u32) -> sqlmq::client::ClientBuilder {
         let builder = sqlmq::Client::builder()
             .table_prefix(&self.table_prefix)
             .max_connections(self.max_connections.unwrap_or(default_connections))
@@ -222,12 +222,12 @@ impl Settings {
     /// unknown database, an outdated schema) fail at once.
     pub async fn connect_with<B: Backend>(
         &self,
-        builder: sqlmq::ClientBuilder,
+        builder: sqlmq::client::ClientBuilder,
         patience: Patience,
     ) -> Result<Client<B>> {
         let context = || format!("cannot use {}", redact(&self.database_url));
         self.announce_default();
-        let outage = sqlmq::Outage::default();
+        let outage = sqlmq::client::Outage::default();
         let started = Instant::now();
         let mut failures = 0u32;
         let client = loop {
@@ -239,7 +239,7 @@ impl Settings {
             let (kind, error) = failure;
             outage.begin(kind, &error.to_string());
             failures += 1;
-            let mut pause = sqlmq::Outage::pause(failures);
+            let mut pause = sqlmq::client::Outage::pause(failures);
             if patience == Patience::Bounded {
                 let left = self.connect_timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
@@ -268,19 +268,21 @@ impl Settings {
     }
 
     /// One attempt to open a client.
-    async fn open<B: Backend>(&self, builder: sqlmq::ClientBuilder) -> Result<Client<B>, Failure> {
+    async fn open<B: Backend>(
+        &self,
+        builder: sqlmq::client::ClientBuilder,
+    ) -> Result<Client<B>, Failure> {
         if self.backend().map_err(Failure::Final)? == BackendKind::MySql {
             reachable(&self.database_url, self.connect_timeout)
                 .await
                 .map_err(|e| Failure::Transient("unreachable", e))?;
         }
-        builder
-            .open::<B>(&self.database_url)
-            .await
-            .map_err(|e| match sqlmq::Outage::kind_of(&e) {
+        builder.open::<B>(&self.database_url).await.map_err(
+            |e| match sqlmq::client::Outage::kind_of(&e) {
                 Some(kind) => Failure::Transient(kind, e.into()),
                 None => Failure::Final(e.into()),
-            })
+            },
+        )
     }
 }
 

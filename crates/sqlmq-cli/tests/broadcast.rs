@@ -60,7 +60,7 @@ fn setup(db: &TestDb, partitions: u32, config: sqlmq::GroupConfig) {
             .await
             .unwrap();
         topic
-            .create_group("g", config, sqlmq::StartAt::Earliest)
+            .create_group("g", config, sqlmq::topic::StartAt::Earliest)
             .await
             .unwrap();
     });
@@ -181,9 +181,12 @@ fn every_member_runs_every_record_in_order_and_a_killed_member_resumes_from_its_
 fn a_failing_command_holds_back_its_partition_and_a_poison_record_becomes_one_members_dead_letter()
 {
     let db = TestDb::new();
-    let config = sqlmq::GroupConfig::broadcast()
-        .max_attempts(3)
-        .backoff(sqlmq::Backoff::Ladder(vec![Duration::from_millis(300)]));
+    let config =
+        sqlmq::GroupConfig::broadcast()
+            .max_attempts(3)
+            .backoff(sqlmq::queue::Backoff::Ladder(vec![Duration::from_millis(
+                300,
+            )]));
     setup(&db, 2, config);
     for body in ["flaky", "poison", "after"] {
         db.ok(&["publish", "t", "--partition", "0", body]);

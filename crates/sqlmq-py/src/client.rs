@@ -103,7 +103,7 @@ impl Client {
                 .into_iter()
                 .map(|s| convert::seconds("a backoff step", s))
                 .collect::<PyResult<Vec<Duration>>>()?;
-            config = config.backoff(sqlmq::Backoff::Ladder(steps));
+            config = config.backoff(sqlmq::queue::Backoff::Ladder(steps));
         }
         if let Some(secs) = dedup_window {
             config = config.dedup_window(convert::seconds("dedup_window", secs)?);

@@ -133,7 +133,7 @@ pub(crate) fn to_py(err: sqlmq::Error) -> PyErr {
 
 /// A [`DatabaseError`] with `retryable` and `error_class` set from the error's class.
 fn database_error(err: &sqlmq::Error, message: String) -> PyErr {
-    use sqlmq::ErrorClass as C;
+    use sqlmq::error::ErrorClass as C;
     let class = match err.class() {
         Some(C::RetryStatement) => "retry_statement",
         Some(C::RetryTransaction) => "retry_transaction",

@@ -39,7 +39,7 @@ pub(crate) fn create(
     on_failure: Callback<'_>,
     on_complete: Callback<'_>,
 ) -> PyResult<BatchCreated> {
-    let mut batch = sqlmq::Batch::new();
+    let mut batch = sqlmq::flow::Batch::new();
     for m in &members {
         batch = batch.add(queue, message(m)?);
     }
@@ -63,13 +63,13 @@ pub(crate) fn create(
 
 /// The batch `id`'s progress.
 pub(crate) fn status(py: Python<'_>, client: &AnyClient, id: &str) -> PyResult<BatchStatus> {
-    let id: sqlmq::BatchId = id.parse().map_err(crate::errors::to_py)?;
+    let id: sqlmq::flow::BatchId = id.parse().map_err(crate::errors::to_py)?;
     let s = block_on(py, async { both!(client, c => c.batch(id).await) })?;
     Ok(BatchStatus {
         id: s.id.to_string(),
         state: match s.state {
-            sqlmq::BatchState::Open => "open",
-            sqlmq::BatchState::Sealed => "sealed",
+            sqlmq::flow::BatchState::Open => "open",
+            sqlmq::flow::BatchState::Sealed => "sealed",
             _ => "finished",
         },
         members: s.members,

@@ -106,8 +106,8 @@ impl Sent {
     }
 }
 
-impl From<sqlmq::Sent> for Sent {
-    fn from(s: sqlmq::Sent) -> Sent {
+impl From<sqlmq::queue::Sent> for Sent {
+    fn from(s: sqlmq::queue::Sent) -> Sent {
         Sent {
             id: s.id.to_string(),
             duplicate: s.duplicate,
@@ -120,7 +120,7 @@ impl From<sqlmq::Sent> for Sent {
 #[pyclass(module = "sqlmq._sqlmq", frozen, eq, hash, from_py_object)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Receipt {
-    pub(crate) inner: sqlmq::Receipt,
+    pub(crate) inner: sqlmq::queue::Receipt,
 }
 
 #[pymethods]
@@ -154,7 +154,7 @@ impl Receipt {
 }
 
 /// A receipt given as a [`Receipt`] or its text.
-pub(crate) fn receipt(value: &Bound<'_, PyAny>) -> PyResult<sqlmq::Receipt> {
+pub(crate) fn receipt(value: &Bound<'_, PyAny>) -> PyResult<sqlmq::queue::Receipt> {
     match value.cast::<Receipt>() {
         Ok(r) => Ok(r.get().inner),
         Err(_) => Ok(Receipt::parse(&value.extract::<String>()?)?.inner),
@@ -308,8 +308,8 @@ impl QueueStats {
     }
 }
 
-impl From<sqlmq::QueueStats> for QueueStats {
-    fn from(s: sqlmq::QueueStats) -> QueueStats {
+impl From<sqlmq::queue::QueueStats> for QueueStats {
+    fn from(s: sqlmq::queue::QueueStats) -> QueueStats {
         QueueStats {
             name: s.name,
             paused: s.paused,
@@ -327,11 +327,11 @@ impl From<sqlmq::QueueStats> for QueueStats {
 /// A message as stored, looked at without taking it (`Queue.browse`, `Queue.message`).
 #[pyclass(module = "sqlmq._sqlmq", frozen)]
 pub(crate) struct QueuedMessage {
-    inner: sqlmq::QueuedMessage,
+    inner: sqlmq::inspect::QueuedMessage,
 }
 
-impl From<sqlmq::QueuedMessage> for QueuedMessage {
-    fn from(inner: sqlmq::QueuedMessage) -> QueuedMessage {
+impl From<sqlmq::inspect::QueuedMessage> for QueuedMessage {
+    fn from(inner: sqlmq::inspect::QueuedMessage) -> QueuedMessage {
         QueuedMessage { inner }
     }
 }

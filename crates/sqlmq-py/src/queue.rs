@@ -28,7 +28,7 @@ fn messages(list: &Bound<'_, PyList>) -> PyResult<Vec<sqlmq::Message>> {
 }
 
 /// The library's receipts of a Python list of receipts (or their text).
-fn receipts(list: &Bound<'_, PyList>) -> PyResult<Vec<sqlmq::Receipt>> {
+fn receipts(list: &Bound<'_, PyList>) -> PyResult<Vec<sqlmq::queue::Receipt>> {
     list.iter().map(|r| receipt(&r)).collect()
 }
 
@@ -186,7 +186,7 @@ impl Queue {
             both!(queue &self.inner, q => q.nack(r, retry_in, error).await)
         })?;
         Ok(match outcome {
-            sqlmq::NackOutcome::DeadLettered => "dead",
+            sqlmq::queue::NackOutcome::DeadLettered => "dead",
             _ => "retried",
         })
     }
@@ -218,7 +218,7 @@ impl Queue {
         after: Option<String>,
         limit: usize,
     ) -> PyResult<(Vec<QueuedMessage>, Option<String>)> {
-        let state: sqlmq::MessageState = state.parse().map_err(crate::errors::to_py)?;
+        let state: sqlmq::inspect::MessageState = state.parse().map_err(crate::errors::to_py)?;
         let page = block_on(py, async {
             both!(queue &self.inner, q => q.browse(state, after.as_deref(), limit).await)
         })?;

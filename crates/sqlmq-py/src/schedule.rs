@@ -22,7 +22,7 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    fn of(py: Python<'_>, s: sqlmq::Schedule) -> PyResult<Schedule> {
+    fn of(py: Python<'_>, s: sqlmq::schedule::Schedule) -> PyResult<Schedule> {
         let time =
             |t: Option<std::time::SystemTime>| t.map(|t| convert::datetime(py, t)).transpose();
         Ok(Schedule {
@@ -63,8 +63,8 @@ pub(crate) fn create(
     spec: Spec,
 ) -> PyResult<Schedule> {
     let timing = match (spec.every, spec.cron) {
-        (Some(secs), None) => sqlmq::Timing::Every(convert::seconds("every", secs)?),
-        (None, Some(expr)) => sqlmq::Timing::cron(expr, spec.tz),
+        (Some(secs), None) => sqlmq::schedule::Timing::Every(convert::seconds("every", secs)?),
+        (None, Some(expr)) => sqlmq::schedule::Timing::cron(expr, spec.tz),
         _ => {
             return Err(InvalidInput::new_err(
                 "give every (seconds) or cron, one of them",
@@ -72,11 +72,11 @@ pub(crate) fn create(
         }
     };
     let target = match (spec.queue, spec.topic) {
-        (Some(q), None) => sqlmq::ScheduleTarget::Queue(q),
-        (None, Some(t)) => sqlmq::ScheduleTarget::Topic(t),
+        (Some(q), None) => sqlmq::schedule::ScheduleTarget::Queue(q),
+        (None, Some(t)) => sqlmq::schedule::ScheduleTarget::Topic(t),
         _ => return Err(InvalidInput::new_err("give queue or topic, one of them")),
     };
-    let mut config = sqlmq::ScheduleConfig::new(timing, target)
+    let mut config = sqlmq::schedule::ScheduleConfig::new(timing, target)
         .body(spec.body)
         .priority(spec.priority);
     if let Some(key) = spec.key {

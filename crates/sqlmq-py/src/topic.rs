@@ -43,8 +43,8 @@ impl Published {
     }
 }
 
-impl From<sqlmq::Published> for Published {
-    fn from(p: sqlmq::Published) -> Published {
+impl From<sqlmq::topic::Published> for Published {
+    fn from(p: sqlmq::topic::Published) -> Published {
         Published {
             id: p.id.to_string(),
             partition: p.partition,
@@ -70,13 +70,13 @@ fn record(
 }
 
 /// Where a new group starts: "earliest", "latest", or an offset.
-fn start_at(start: &Bound<'_, PyAny>) -> PyResult<sqlmq::StartAt> {
+fn start_at(start: &Bound<'_, PyAny>) -> PyResult<sqlmq::topic::StartAt> {
     if let Ok(offset) = start.extract::<i64>() {
-        return Ok(sqlmq::StartAt::Offset(offset));
+        return Ok(sqlmq::topic::StartAt::Offset(offset));
     }
     match start.extract::<String>()?.as_str() {
-        "earliest" => Ok(sqlmq::StartAt::Earliest),
-        "latest" => Ok(sqlmq::StartAt::Latest),
+        "earliest" => Ok(sqlmq::topic::StartAt::Earliest),
+        "latest" => Ok(sqlmq::topic::StartAt::Latest),
         other => Err(crate::errors::InvalidInput::new_err(format!(
             "start is \"earliest\", \"latest\" or an offset, not {other:?}"
         ))),
@@ -164,7 +164,7 @@ impl Topic {
     ) -> PyResult<Group> {
         let start = match start {
             Some(s) => start_at(s)?,
-            None => sqlmq::StartAt::Earliest,
+            None => sqlmq::topic::StartAt::Earliest,
         };
         let mut config = sqlmq::GroupConfig::default();
         if let Some(n) = max_attempts {
@@ -265,7 +265,7 @@ impl Group {
             both!(group &self.inner, g => g.nack(r, retry_in, error).await)
         })?;
         Ok(match outcome {
-            sqlmq::NackOutcome::DeadLettered => "dead",
+            sqlmq::queue::NackOutcome::DeadLettered => "dead",
             _ => "retried",
         })
     }

@@ -42,7 +42,7 @@ struct PyHandler {
     locals: Option<pyo3_async_runtimes::TaskLocals>,
 }
 
-impl<B: sqlmq::Backend> sqlmq::Handler<sqlmq::Delivery, B> for PyHandler
+impl<B: sqlmq::Backend> sqlmq::worker::Handler<sqlmq::Delivery, B> for PyHandler
 where
     JobContext: From<sqlmq::JobContext<B>>,
 {
@@ -124,7 +124,7 @@ pub(crate) struct Settings {
 pub(crate) struct RunningWorker {
     stop: CancellationToken,
     kill: CancellationToken,
-    task: Mutex<Option<JoinHandle<sqlmq::Result<sqlmq::WorkerReport>>>>,
+    task: Mutex<Option<JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>>>>,
 }
 
 #[pymethods]
@@ -174,7 +174,7 @@ impl RunningWorker {
 }
 
 /// A report as a dict: acked, retried, snoozed, dead_lettered, released, lease_lost, unsettled.
-fn report_dict(py: Python<'_>, r: &sqlmq::WorkerReport) -> PyResult<Py<PyAny>> {
+fn report_dict(py: Python<'_>, r: &sqlmq::worker::WorkerReport) -> PyResult<Py<PyAny>> {
     let d = pyo3::types::PyDict::new(py);
     d.set_item("acked", r.acked)?;
     d.set_item("retried", r.retried)?;
@@ -224,7 +224,7 @@ pub(crate) fn start_worker(
         };
         let lane = Lane::new(threads)
             .map_err(|e| crate::errors::Error::new_err(format!("cannot start threads: {e}")))?;
-        let source: sqlmq::SourceName = name.parse().map_err(to_py)?;
+        let source: sqlmq::source::SourceName = name.parse().map_err(to_py)?;
         let handler = PyHandler {
             lane: Arc::new(lane),
             noop: callable.is_none(py),
@@ -250,11 +250,11 @@ pub(crate) fn start_worker(
 /// Build the library's worker for `sources` with `settings` and spawn it on the runtime.
 fn spawn<B: sqlmq::Backend>(
     client: &sqlmq::Client<B>,
-    sources: Vec<(sqlmq::SourceName, PyHandler, Option<usize>)>,
+    sources: Vec<(sqlmq::source::SourceName, PyHandler, Option<usize>)>,
     settings: &Settings,
     stop: &CancellationToken,
     kill: &CancellationToken,
-) -> PyResult<JoinHandle<sqlmq::Result<sqlmq::WorkerReport>>>
+) -> PyResult<JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>>>
 where
     JobContext: From<sqlmq::JobContext<B>>,
 {

@@ -108,7 +108,8 @@ impl ApiError {
 
 impl From<sqlmq::Error> for ApiError {
     fn from(err: sqlmq::Error) -> ApiError {
-        use sqlmq::{Error as E, ErrorClass as C};
+        use sqlmq::Error as E;
+        use sqlmq::error::ErrorClass as C;
         let message = err.to_string();
         let (status, code) = match &err {
             E::InvalidName { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_name"),
@@ -141,7 +142,7 @@ impl From<sqlmq::Error> for ApiError {
         };
         // A database that is unavailable for a while is logged once, by the refresher's
         // outage (`snapshot.rs`), not once per request.
-        if status.is_server_error() && sqlmq::Outage::kind_of(&err).is_none() {
+        if status.is_server_error() && sqlmq::client::Outage::kind_of(&err).is_none() {
             tracing::warn!(error = %message, code, "request failed");
         }
         ApiError {
@@ -196,8 +197,11 @@ mod tests {
                 sqlmq::Error::DependencyNotFound(sqlmq::MessageId::new()),
                 422,
             ),
-            (sqlmq::Error::BatchNotFound(sqlmq::BatchId::new()), 404),
-            (sqlmq::Error::BatchSealed(sqlmq::BatchId::new()), 409),
+            (
+                sqlmq::Error::BatchNotFound(sqlmq::flow::BatchId::new()),
+                404,
+            ),
+            (sqlmq::Error::BatchSealed(sqlmq::flow::BatchId::new()), 409),
         ];
         for (err, status) in cases {
             assert_eq!(ApiError::from(err).status.as_u16(), status);

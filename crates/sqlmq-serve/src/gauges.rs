@@ -57,7 +57,7 @@ pub fn install_prometheus_recorder() -> PrometheusHandle {
 fn database_families() -> HashSet<String> {
     let every = Snapshot {
         taken_at: Some(SystemTime::UNIX_EPOCH),
-        history_list_length: Some(sqlmq::HistoryListLength::Length(0)),
+        history_list_length: Some(sqlmq::admin::HistoryListLength::Length(0)),
         ..Snapshot::default()
     };
     render_gauges(&every)
@@ -408,7 +408,7 @@ mod tests {
             up: true,
             ..Snapshot::default()
         };
-        let mut q = sqlmq::QueueStats::default();
+        let mut q = sqlmq::queue::QueueStats::default();
         q.name = "a\"b".into();
         q.ready = 3;
         s.queues.push(q);
@@ -422,7 +422,7 @@ mod tests {
 
     #[test]
     fn the_history_list_length_is_absent_unless_the_server_told_it() {
-        use sqlmq::HistoryListLength::{Length, Unavailable};
+        use sqlmq::admin::HistoryListLength::{Length, Unavailable};
         let with = |h| Snapshot {
             up: true,
             history_list_length: h,

@@ -38,20 +38,20 @@ pub struct Snapshot {
     /// Since when the reads fail (the first failed read after a good one).
     pub down_since: Option<SystemTime>,
     /// Every queue's counts.
-    pub queues: Vec<sqlmq::QueueStats>,
+    pub queues: Vec<sqlmq::queue::QueueStats>,
     /// Every topic's size and rate, busiest first.
-    pub topics: Vec<sqlmq::TopicStats>,
+    pub topics: Vec<sqlmq::topic::TopicStats>,
     /// Every group's lag, by topic then group.
-    pub groups: Vec<sqlmq::GroupLag>,
+    pub groups: Vec<sqlmq::topic::GroupLag>,
     /// Registered worker processes.
-    pub processes: Vec<sqlmq::ProcessInfo>,
+    pub processes: Vec<sqlmq::admin::ProcessInfo>,
     /// Records held past their group's consume timeout, by `topic/group`.
     pub consume_timeouts: BTreeMap<String, usize>,
     /// InnoDB's history list length, or why the server would not tell; `None` where the
     /// database has no undo history (SQLite).
-    pub history_list_length: Option<sqlmq::HistoryListLength>,
+    pub history_list_length: Option<sqlmq::admin::HistoryListLength>,
     /// Every recurring schedule.
-    pub schedules: Vec<sqlmq::Schedule>,
+    pub schedules: Vec<sqlmq::schedule::Schedule>,
     /// The database's clock when the schedules were read (what their fire times count by).
     pub database_time: Option<SystemTime>,
 }
@@ -88,7 +88,7 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
             // Group maintenance is what finds records held past the consume timeout; it is
             // safe to run from any number of processes (it also releases expired leases).
             if group.config().consume_timeout.is_some()
-                && group.config().mode == sqlmq::GroupMode::Cluster
+                && group.config().mode == sqlmq::topic::GroupMode::Cluster
             {
                 let report = group.maintain().await?;
                 consume_timeouts.insert(
@@ -123,7 +123,7 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
 /// Say once why the history list length is unavailable (and once that it is back), rather
 /// than at every refresh.
 fn log_history_change(before: &Snapshot, now: &Snapshot) {
-    use sqlmq::HistoryListLength::Unavailable;
+    use sqlmq::admin::HistoryListLength::Unavailable;
     match (&before.history_list_length, &now.history_list_length) {
         (Some(Unavailable(_)), Some(Unavailable(_))) => {}
         (_, Some(Unavailable(reason))) => tracing::info!(

@@ -17,7 +17,7 @@ use crate::snapshot::Snapshot;
 
 /// A broadcast member's reader, kept between its HTTP polls (its position lives in memory
 /// until it checkpoints).
-pub(crate) type SharedReader<B> = Arc<tokio::sync::Mutex<sqlmq::BroadcastReader<B>>>;
+pub(crate) type SharedReader<B> = Arc<tokio::sync::Mutex<sqlmq::topic::BroadcastReader<B>>>;
 
 /// Broadcast readers by (topic, group, member), with when each was last used.
 pub(crate) type Readers<B> = HashMap<(String, String, String), (Instant, SharedReader<B>)>;

@@ -234,7 +234,7 @@ async fn live_metrics_pass_promtool_and_hold_every_metric_the_rules_name() {
     let db = TestDb::new().await;
     let admin = sqlmq::Client::connect(&db.admin_url).await.unwrap();
     for grant in admin
-        .grants(sqlmq::GrantRole::Monitoring, &db.name, "%")
+        .grants(sqlmq::admin::GrantRole::Monitoring, &db.name, "%")
         .await
         .unwrap()
     {

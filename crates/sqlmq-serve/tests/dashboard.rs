@@ -60,7 +60,7 @@ fn receipts(v: &Value) -> Vec<Value> {
 
 /// Realistic data: a busy queue with dead letters, a topic with groups in every state, a
 /// live worker process.
-async fn seed(s: &TestServer) -> (String, sqlmq::CancellationToken) {
+async fn seed(s: &TestServer) -> (String, sqlmq::worker::CancellationToken) {
     put(
         s,
         "/v1/queues/emails",
@@ -219,7 +219,7 @@ async fn seed(s: &TestServer) -> (String, sqlmq::CancellationToken) {
     .await;
 
     // A live worker process.
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let worker = sqlmq::Worker::builder(&s.client)
         .queue_raw("thumbnails", |_d: sqlmq::Delivery, _ctx| async {
             Ok::<_, String>(sqlmq::Outcome::Done)
@@ -293,7 +293,7 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
     // InnoDB's history list length, with the figure where the server tells the runtime user
     // (MariaDB); short, so no alert of its own.
     assert!(alerts.contains("InnoDB history list length above 100000 for 5 minutes"));
-    if s.client.server().flavor == sqlmq::Flavor::MariaDb {
+    if s.client.server().flavor == sqlmq::admin::Flavor::MariaDb {
         let length = b.text("#history-list-length").await;
         assert!(length.trim().parse::<u64>().is_ok(), "{length:?}");
     }

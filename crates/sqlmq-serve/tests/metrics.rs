@@ -215,7 +215,7 @@ async fn a_request_that_finds_the_pool_busy_is_503_with_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_list_length_follows_a_transaction_held_open() {
     let s = TestServer::start().await;
-    if s.client.server().flavor != sqlmq::Flavor::MariaDb {
+    if s.client.server().flavor != sqlmq::admin::Flavor::MariaDb {
         // MySQL: it needs PROCESS, which tests/alerts.rs grants; here the runtime user has
         // only data statements, so the gauge is absent and the alerts page says why.
         s.state.refresh_gauges().await;
@@ -279,7 +279,7 @@ async fn on_sqlite_the_history_list_length_is_absent_and_nothing_fails() {
         .expect("bind");
     let base = format!("http://{}", server.local_addr());
     let state = server.state().clone();
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let task = tokio::spawn(server.run(stop.clone()));
     state.refresh_gauges().await;
     let http = reqwest::Client::new();

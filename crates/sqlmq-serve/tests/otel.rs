@@ -51,7 +51,7 @@ async fn an_http_send_is_one_trace_through_the_workers_handler_to_its_ack() {
 
     // The handler sees the trace it runs in, and passes it on as headers would.
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let worker = Worker::builder(&s.client)
         .queue_raw("jobs", move |d: Delivery, _ctx: JobContext| {
             let seen = seen_tx.clone();

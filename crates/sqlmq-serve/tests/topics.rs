@@ -596,7 +596,7 @@ async fn processes_and_probes() {
     assert!(p["processes"].as_array().unwrap().is_empty());
     // A worker process registers; it is listed with its heartbeat.
     s.queue("q").await;
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let worker = sqlmq::Worker::builder(&s.client)
         .queue_raw("q", |_d: sqlmq::Delivery, _ctx| async {
             Ok::<_, String>(sqlmq::Outcome::Done)

@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use sqlmq::{Backend, Delivery, Handler, JobContext, MessageId, Outcome};
+use sqlmq::worker::Handler;
+use sqlmq::{Backend, Delivery, JobContext, MessageId, Outcome};
 
 use crate::backend::TestBackend;
 use crate::db::TestDb;

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlmq::{Backend, CancellationToken, Client, Error, Message, Worker};
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Backend, Client, Error, Message, Worker};
 
 use crate::Recorder;
 
@@ -76,7 +77,7 @@ pub async fn fill_and_drain<B: Backend, F: Future<Output = ()>>(
     assert!(text.starts_with("the database is out of space"), "{text}");
     assert!(text.contains("nothing of this call was written"), "{text}");
     eprintln!("the database filled after {sent} sends of {BODY} bytes");
-    let stored = |s: sqlmq::QueueStats| s.ready + s.in_flight;
+    let stored = |s: sqlmq::queue::QueueStats| s.ready + s.in_flight;
     let held = q.stats().await.unwrap().in_flight;
     assert!(held > 0, "the worker holds messages");
     assert_eq!(

@@ -11,9 +11,10 @@
 
 mod common;
 
-use sqlmq::{
-    BatchContext, Delivery, GroupConfig, Outcome, Record, SourceName, StartAt, TopicConfig, Worker,
-};
+use sqlmq::source::SourceName;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::BatchContext;
+use sqlmq::{Delivery, GroupConfig, Outcome, Record, TopicConfig, Worker};
 
 const INPUT: &str = "example.clicks";
 const OUTPUT: &str = "example.click-batches";
@@ -74,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
         .concurrency(200)
         .max_batch(100)
         .stop_when_drained()
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     output.sequence().await?;
     let batches: i64 = output.partitions().await?.iter().map(|p| p.end).sum();

@@ -11,7 +11,8 @@
 
 mod common;
 
-use sqlmq::{Delivery, GroupConfig, JobContext, Outcome, Record, StartAt, TopicConfig, Worker};
+use sqlmq::topic::StartAt;
+use sqlmq::{Delivery, GroupConfig, JobContext, Outcome, Record, TopicConfig, Worker};
 
 const INPUT: &str = "example.orders-in";
 const OUTPUT: &str = "example.orders-enriched";
@@ -61,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
             }
         })
         .stop_when_drained()
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     println!("enricher handled {} orders", report.acked);
 

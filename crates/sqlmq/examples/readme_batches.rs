@@ -22,7 +22,8 @@ async fn main() -> anyhow::Result<()> {
 /// formatted: it must stay identical to the README's text.
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
-    use sqlmq::{Batch, Message};
+    use sqlmq::Message;
+    use sqlmq::flow::Batch;
 
     // Email the user once every thumbnail is made: the callback is sent exactly once, in the
     // transaction of the ack that finishes the batch.
@@ -55,7 +56,7 @@ async fn readme(client: Client) -> anyhow::Result<()> {
             println!("album {} is ready: mailing {}", d.headers["sqlmq-batch"], String::from_utf8_lossy(&d.body));
             Ok::<_, String>(Outcome::Done)
         })
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     println!("{:?}", client.batch(created.id).await?.state);
     Ok(())

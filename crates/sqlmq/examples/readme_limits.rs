@@ -19,7 +19,8 @@ async fn main() -> anyhow::Result<()> {
 /// identical to the README's text.
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
-    use sqlmq::{Message, QueueConfig, RateLimit};
+    use sqlmq::{Message, QueueConfig};
+    use sqlmq::queue::RateLimit;
 
     // A partner's API takes at most 10 requests at once and 100 a minute, whatever the number of
     // workers: both are counted in the database.

@@ -23,7 +23,7 @@ async fn main() -> anyhow::Result<()> {
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
     use std::time::Duration;
-    use sqlmq::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
+    use sqlmq::schedule::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
 
     // Declared at every start-up: the same timing keeps its next fire time, so nothing is lost.
     let nightly = ScheduleConfig::new(Timing::cron("30 2 * * *", "Europe/Paris"), ScheduleTarget::Queue("reports".into()))
@@ -39,7 +39,7 @@ async fn readme(client: Client) -> anyhow::Result<()> {
             println!("{} fired for {}", d.headers["sqlmq-schedule"], d.headers["sqlmq-fire-time"]);
             Ok::<_, String>(Outcome::Done)
         })
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     Ok(())
 }

@@ -20,7 +20,8 @@ async fn main() -> anyhow::Result<()> {
 /// formatted: it must stay identical to the README's text.
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
-    use sqlmq::{GroupConfig, Record, StartAt, TopicConfig};
+    use sqlmq::{GroupConfig, Record, TopicConfig};
+    use sqlmq::topic::StartAt;
 
     let orders = client.create_topic("orders", TopicConfig::default().partitions(8)).await?;
     // Published in the caller's transaction; the key picks the partition (per-key order).
@@ -35,7 +36,7 @@ async fn readme(client: Client) -> anyhow::Result<()> {
             println!("partition {:?} offset {:?}", d.partition, d.offset);
             Ok::<_, String>(Outcome::Done)
         })
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
 
     // Broadcast mode: every member reads everything in offset order, from its checkpoint.

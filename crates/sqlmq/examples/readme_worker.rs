@@ -42,7 +42,7 @@ async fn readme(client: sqlmq::Client, emails: sqlmq::Queue) -> anyhow::Result<(
             Ok::<_, anyhow::Error>(Outcome::Done)     // or Retry { after, reason }, Snooze(d), DeadLetter(reason)
         })
         .concurrency(8)
-        .run(sqlmq::shutdown_on_signals())            // SIGTERM/Ctrl-C: finish in-flight work, then exit
+        .run(sqlmq::worker::shutdown_on_signals())            // SIGTERM/Ctrl-C: finish in-flight work, then exit
         .await?;
     println!("{report:?}");
     Ok(())

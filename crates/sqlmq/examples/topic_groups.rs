@@ -12,7 +12,8 @@ mod common;
 
 use std::convert::Infallible;
 
-use sqlmq::{Delivery, GroupConfig, JobContext, Outcome, Record, StartAt, TopicConfig, Worker};
+use sqlmq::topic::StartAt;
+use sqlmq::{Delivery, GroupConfig, JobContext, Outcome, Record, TopicConfig, Worker};
 
 /// The example's topic.
 const TOPIC: &str = "example.orders";
@@ -71,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
             },
         )
         .stop_when_drained()
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     println!("billing acked {} records", report.acked);
 
@@ -119,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
             },
         )
         .stop_when_drained()
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
     println!("node-a handled {} records", report.acked);
     Ok(())

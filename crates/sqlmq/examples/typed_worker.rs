@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
         .concurrency(2)
         .stop_when_drained()
         // Ctrl-C or SIGTERM stops it too: in-flight jobs finish first.
-        .run(sqlmq::shutdown_on_signals())
+        .run(sqlmq::worker::shutdown_on_signals())
         .await?;
 
     println!(

@@ -36,40 +36,43 @@
 //! with `ack_in`; FIFO by priority, and strict FIFO per ordering key; idempotent sends. The
 //! README lists them with the tests that check each.
 //!
-//! ## Layout
+//! ## Where things are
 //!
-//! The engine (the first six modules) decides; the store reads and writes rows; the domain is
-//! the plain types both share (see `docs/ARCHITECTURE.md` for which way the arrows point).
+//! The crate root holds what a first program uses: [`Client`], [`Queue`] and its
+//! [`QueueConfig`], [`Message`], [`Delivery`], [`MessageId`], [`Topic`], [`Group`] with their
+//! configs and [`Record`], the worker runtime's [`Worker`], [`JobContext`], [`Outcome`] and
+//! [`Job`], and [`Error`]/[`Result`]. Everything else lives in the module of its concept, which
+//! also re-exports the root names it builds on:
 //!
-//! | module | concept |
+//! | module | what you find there |
 //! |---|---|
-//! | `client` | [`Client`]: connecting, the schema, lookups, wakeups and housekeeping schedules |
-//! | `queue` | [`Queue`]: send, receive, admin |
-//! | `topic` | [`Topic`], [`Group`], [`BroadcastReader`]: streams, gap-free offsets, consumer groups |
-//! | `consume` | one consumption path for queues and groups: ack, nack, extend, releases, the retry-or-dead decision |
-//! | `source` | [`Source`], [`SourceName`]: "a queue, or a topic's group", above both |
-//! | `worker` | [`Worker`]: typed handlers, liveness, graceful shutdown, wakeups |
-//! | `flow` | [`Batch`]: batches with callbacks, workflows (dependencies), results |
-//! | `job` | [`Job`]: typed payloads, `enqueue` |
-//! | `coalesce` | group commit: concurrent single sends and publishes of one handle share a transaction |
-//! | `outage` | [`Outage`]: a wait for an unavailable database, reported once; `wait_out` retries through it |
-//! | `tx` | our own transactions: the backend's BEGIN, bounded retries, unknown-commit resolution |
-//! | `store` | the backend interface ([`Backend`] and one trait per concept) and the backends; `store::mysql` and `store::sqlite` hold every statement and the migrations |
-//! | `domain` | plain types: [`Message`], [`Delivery`], [`Receipt`], [`MessageId`], configs, [`Backoff`], stats, reports, [`Error`] |
-//! | `nodelay` | workaround for sqlx 0.9.0's missing `TCP_NODELAY` |
-//! | `telemetry` | trace context in message headers; [`telemetry::catalogue`]: every metric with its help text |
+//! | [`client`] | [`Client`], [`client::ClientBuilder`] (pool, timeouts, TLS), [`client::Outage`]: waiting out an unavailable database |
+//! | [`queue`] | [`Queue`]: send, receive, ack, nack; [`queue::Receipt`], [`queue::Backoff`], [`queue::RateLimit`], dead letters, stats, ack and nack reports |
+//! | [`topic`] | [`Topic`], [`Group`], [`topic::BroadcastReader`]: streams with gap-free offsets, consumer groups, [`topic::StartAt`], lag |
+//! | [`source`] | [`source::Source`]: "a queue, or a topic's group", for code that consumes either |
+//! | [`worker`] | [`Worker`]: typed and raw handlers, batch handlers, [`worker::JobTransaction`] (exactly-once), shutdown |
+//! | [`flow`] | [`flow::Batch`]: batches with callbacks, workflows whose steps depend on each other, results |
+//! | [`schedule`] | [`schedule::ScheduleConfig`]: recurring sends to a queue or a topic |
+//! | [`inspect`] | looking at messages: pages by state, one message's [`inspect::Trace`] of attempts |
+//! | [`admin`] | operating a database: the server's facts, migrations, maintenance, grants, processes |
+//! | [`error`] | [`Error`], its [`error::ErrorClass`] (retry or not), [`Result`] |
+//! | [`telemetry`] | trace context in message headers; [`telemetry::catalogue`]: every metric with its help text |
+//!
+//! How the engine, the store and the backends are layered is `docs/ARCHITECTURE.md`'s subject.
 //!
 //! The library emits `tracing` events and `metrics` facade calls (under the names of
 //! [`telemetry::catalogue`]); it installs neither a subscriber nor a recorder.
 
 #![warn(missing_docs)]
 
-mod client;
+pub mod admin;
+pub mod client;
 mod coalesce;
 mod conns;
 mod consume;
 mod domain;
-mod flow;
+pub mod error;
+pub mod flow;
 // Pause points for sqlmq's own tests: public only with the `failpoints` feature (which only
 // sqlmq's dev-dependency on itself enables); without it a crate-private module whose marks are
 // empty functions, so that the engine's call sites stay the same.
@@ -77,41 +80,28 @@ mod flow;
 pub mod failpoints;
 #[cfg(not(feature = "failpoints"))]
 mod failpoints;
+pub mod inspect;
 mod job;
 /// The `TCP_NODELAY` workaround for sqlx 0.9.0, shared with the `sqlmq` binary's bench (its
 /// PostgreSQL peer's pool needs the same treatment). Not part of the supported API.
 #[doc(hidden)]
 pub mod nodelay;
 mod outage;
-mod queue;
-mod schedule;
-mod source;
+pub mod queue;
+pub mod schedule;
+pub mod source;
 mod store;
 pub mod telemetry;
-mod topic;
+pub mod topic;
 mod tx;
-mod worker;
+pub mod worker;
 
-pub use client::{Client, ClientBuilder, NotificationStatus};
+pub use client::Client;
 pub use domain::{
-    AckReport, AttemptError, Backoff, CATCH_UP_GRACE, CatchUp, DeadLetter, Delivery, DeliveryEvent,
-    Error, ErrorClass, FIRE_TIME_HEADER, Flavor, GrantRole, GroupConfig, GroupLag,
-    GroupMaintenance, GroupMode, GroupTrace, HistoryListLength, MaintenanceReport, MemberLag,
-    Message, MessageId, MessagePage, MessageState, MigrationReport, NackOutcome, PartitionInfo,
-    PartitionLag, PendingRetry, ProcessInfo, Published, QueueConfig, QueueStats, QueuedMessage,
-    RateLimit, Receipt, Record, Result, RetentionReport, SCHEDULE_HEADER, Schedule, ScheduleConfig,
-    ScheduleTarget, Sent, ServerInfo, StartAt, StreamRecord, Timing, TopicConfig, TopicStats,
-    Trace, TraceState, default_group_ladder, partition_for_key, validate_name,
+    Delivery, Error, GroupConfig, Message, MessageId, QueueConfig, Record, Result, TopicConfig,
 };
-pub use domain::{
-    BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
-    MAX_RESULT_BYTES, Role, StepState,
-};
-pub use flow::DependencyResult;
 pub use job::Job;
-pub use outage::{Outage, OutageReport};
 pub use queue::Queue;
-pub use source::{Source, SourceName};
 /// The MySQL/MariaDB backend (feature `mysql`, on by default): `Client<MySql>`.
 #[cfg(feature = "mysql")]
 pub use sqlx::MySql;
@@ -138,10 +128,5 @@ pub type DefaultBackend = sqlx::Sqlite;
 #[cfg(not(any(feature = "mysql", feature = "sqlite")))]
 compile_error!("sqlmq needs a backend: enable its feature `mysql` (the default) or `sqlite`");
 pub use store::Backend;
-/// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
-pub use tokio_util::sync::CancellationToken;
-pub use topic::{BroadcastReader, Group, Topic};
-pub use worker::{
-    BatchContext, BatchHandler, Handler, JobContext, JobTransaction, Outcome, Worker,
-    WorkerBuilder, WorkerReport, shutdown_on_signals,
-};
+pub use topic::{Group, Topic};
+pub use worker::{JobContext, Outcome, Worker};

@@ -48,7 +48,7 @@ struct Current {
 /// Whether a process is waiting for its database, and since when.
 ///
 /// ```
-/// let outage = sqlmq::Outage::default();
+/// let outage = sqlmq::client::Outage::default();
 /// let err = sqlmq::Error::from(sqlx::Error::Io(std::io::Error::other("connection refused")));
 /// assert!(outage.failed(&err)); // logs "waiting for the database" once
 /// assert_eq!(outage.current().unwrap().kind, "unreachable");
@@ -75,7 +75,7 @@ struct State {
 /// What an [`Outage`] in progress is about.
 ///
 /// ```
-/// let outage = sqlmq::Outage::default();
+/// let outage = sqlmq::client::Outage::default();
 /// outage.begin("unreachable", "cannot reach 127.0.0.1:3306");
 /// let now = outage.current().unwrap();
 /// assert_eq!(now.reason, "cannot reach 127.0.0.1:3306");
@@ -96,7 +96,7 @@ impl Outage {
     /// How long after its last failure a success ends an outage.
     ///
     /// ```
-    /// assert_eq!(sqlmq::Outage::SETTLE, std::time::Duration::from_secs(2));
+    /// assert_eq!(sqlmq::client::Outage::SETTLE, std::time::Duration::from_secs(2));
     /// ```
     pub const SETTLE: Duration = Duration::from_secs(2);
 
@@ -104,7 +104,7 @@ impl Outage {
     /// doubling up to 1.6 s, with jitter so that a fleet of processes does not retry in step.
     ///
     /// ```
-    /// let wait = sqlmq::Outage::pause(3);
+    /// let wait = sqlmq::client::Outage::pause(3);
     /// assert!(wait >= std::time::Duration::from_millis(200) && wait <= std::time::Duration::from_millis(400));
     /// ```
     pub fn pause(failures: u32) -> Duration {
@@ -118,7 +118,8 @@ impl Outage {
     /// (a client mistake, a deadlock, a fatal error).
     ///
     /// ```
-    /// use sqlmq::{Error, Outage};
+    /// use sqlmq::Error;
+    /// use sqlmq::client::Outage;
     /// let refused = Error::from(sqlx::Error::Io(std::io::Error::other("refused")));
     /// assert_eq!(Outage::kind_of(&refused), Some("unreachable"));
     /// assert_eq!(Outage::kind_of(&Error::UnknownQueue("q".into())), None);
@@ -140,7 +141,7 @@ impl Outage {
     /// retries); other errors are left to the caller.
     ///
     /// ```
-    /// let outage = sqlmq::Outage::default();
+    /// let outage = sqlmq::client::Outage::default();
     /// assert!(!outage.failed(&sqlmq::Error::UnknownQueue("q".into())));
     /// assert!(outage.current().is_none());
     /// ```
@@ -154,7 +155,7 @@ impl Outage {
     ///
     /// ```
     /// use std::time::{Duration, Instant};
-    /// let outage = sqlmq::Outage::default();
+    /// let outage = sqlmq::client::Outage::default();
     /// let refused = sqlmq::Error::from(sqlx::Error::PoolTimedOut);
     /// let started = Instant::now();
     /// outage.begin("unreachable", "refused");
@@ -178,7 +179,7 @@ impl Outage {
     /// an outage unless one is in progress.
     ///
     /// ```
-    /// let outage = sqlmq::Outage::default();
+    /// let outage = sqlmq::client::Outage::default();
     /// outage.begin("connection_limit", "Too many connections");
     /// assert_eq!(outage.current().unwrap().kind, "connection_limit");
     /// ```
@@ -210,7 +211,7 @@ impl Outage {
     /// is at least [`Outage::SETTLE`] ago.
     ///
     /// ```
-    /// let outage = sqlmq::Outage::default();
+    /// let outage = sqlmq::client::Outage::default();
     /// outage.begin("unreachable", "refused");
     /// outage.succeeded(); // too soon after the failure: still waiting
     /// assert!(outage.current().is_some());
@@ -233,7 +234,7 @@ impl Outage {
     /// whose success proves the database back, such as a connection that was just opened.
     ///
     /// ```
-    /// let outage = sqlmq::Outage::default();
+    /// let outage = sqlmq::client::Outage::default();
     /// outage.begin("unreachable", "refused");
     /// outage.end();
     /// assert!(outage.current().is_none());
@@ -261,7 +262,7 @@ impl Outage {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let stop = sqlmq::CancellationToken::new();
+    /// let stop = sqlmq::worker::CancellationToken::new();
     /// let queue = client.outage().wait_out(&stop, || client.queue("emails")).await?;
     /// # Ok(()) }
     /// ```
@@ -296,7 +297,7 @@ impl Outage {
     /// The outage in progress, if any.
     ///
     /// ```
-    /// assert!(sqlmq::Outage::default().current().is_none());
+    /// assert!(sqlmq::client::Outage::default().current().is_none());
     /// ```
     pub fn current(&self) -> Option<OutageReport> {
         let state = self.state.lock().expect("poisoned");

@@ -1,5 +1,20 @@
-//! "A queue, or a topic's consumer group": named ([`SourceName`], parsed from `emails` or
-//! `orders/billing`) and resolved ([`Source`]).
+//! "A queue, or a topic's consumer group", for code that consumes either the same way (as the
+//! worker runtime and `sqlmq consume` do): named ([`SourceName`], parsed from `emails` or
+//! `orders/billing`) and resolved ([`Source`]), with the receive, ack, nack and extend that
+//! both have.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sqlmq::source::SourceName;
+//!
+//! # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+//! let name: SourceName = "orders/billing".parse()?;
+//! let source = name.resolve(&client).await?;
+//! for delivery in source.receive(10, Duration::from_secs(30)).await? {
+//!     source.ack(delivery.receipt()).await?;
+//! }
+//! # Ok(()) }
+//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,7 +32,7 @@ use crate::topic::Group;
 /// of a topic (`orders/billing`).
 ///
 /// ```
-/// use sqlmq::SourceName;
+/// use sqlmq::source::SourceName;
 /// let q: SourceName = "emails".parse().unwrap();
 /// assert_eq!(q, SourceName::queue("emails"));
 /// let g: SourceName = "orders/billing".parse().unwrap();
@@ -42,7 +57,7 @@ impl SourceName {
     /// A queue's name.
     ///
     /// ```
-    /// assert_eq!(sqlmq::SourceName::queue("emails").to_string(), "emails");
+    /// assert_eq!(sqlmq::source::SourceName::queue("emails").to_string(), "emails");
     /// ```
     pub fn queue(name: &str) -> SourceName {
         SourceName::Queue(name.to_owned())
@@ -51,7 +66,7 @@ impl SourceName {
     /// A topic's group.
     ///
     /// ```
-    /// assert_eq!(sqlmq::SourceName::group("orders", "billing").to_string(), "orders/billing");
+    /// assert_eq!(sqlmq::source::SourceName::group("orders", "billing").to_string(), "orders/billing");
     /// ```
     pub fn group(topic: &str, group: &str) -> SourceName {
         SourceName::Group {
@@ -63,7 +78,7 @@ impl SourceName {
     /// Check the names it is made of.
     ///
     /// ```
-    /// assert!(sqlmq::SourceName::queue("no spaces").validate().is_err());
+    /// assert!(sqlmq::source::SourceName::queue("no spaces").validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<()> {
         match self {
@@ -76,12 +91,12 @@ impl SourceName {
     }
 
     /// Look it up: an unknown queue, topic or group is an error, and so is a broadcast group
-    /// (its members read every record with a [`BroadcastReader`](crate::BroadcastReader);
+    /// (its members read every record with a [`BroadcastReader`](crate::topic::BroadcastReader);
     /// there is nothing to ack).
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let source = "orders/billing".parse::<sqlmq::SourceName>()?.resolve(&client).await?;
+    /// let source = "orders/billing".parse::<sqlmq::source::SourceName>()?.resolve(&client).await?;
     /// # Ok(()) }
     /// ```
     pub async fn resolve<B: Backend>(&self, client: &Client<B>) -> Result<Source<B>> {
@@ -123,7 +138,7 @@ impl FromStr for SourceName {
 ///
 /// ```no_run
 /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-/// let source = "orders/billing".parse::<sqlmq::SourceName>()?.resolve(&client).await?;
+/// let source = "orders/billing".parse::<sqlmq::source::SourceName>()?.resolve(&client).await?;
 /// for d in source.receive(10, std::time::Duration::from_secs(30)).await? {
 ///     source.ack(d.receipt()).await?;
 /// }
@@ -160,7 +175,7 @@ impl<B: Backend> Source<B> {
     /// Its name: the queue's, or `topic/group` (as in logs, metrics and per-source settings).
     ///
     /// ```no_run
-    /// # fn f(s: sqlmq::Source) { println!("{}", s.name()); }
+    /// # fn f(s: sqlmq::source::Source) { println!("{}", s.name()); }
     /// ```
     pub fn name(&self) -> String {
         match self {
@@ -172,7 +187,7 @@ impl<B: Backend> Source<B> {
     /// The client it belongs to.
     ///
     /// ```no_run
-    /// # fn f(s: sqlmq::Source) { let pool = s.client().pool(); }
+    /// # fn f(s: sqlmq::source::Source) { let pool = s.client().pool(); }
     /// ```
     pub fn client(&self) -> &Client<B> {
         match self {
@@ -184,7 +199,7 @@ impl<B: Backend> Source<B> {
     /// Claim up to `n` messages for `lease` (see [`Queue::receive`] and [`Group::receive`]).
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source) -> sqlmq::Result<()> {
     /// let batch = s.receive(10, std::time::Duration::from_secs(30)).await?;
     /// # Ok(()) }
     /// ```
@@ -199,7 +214,7 @@ impl<B: Backend> Source<B> {
     /// [`Queue::receive_wait`] and [`Group::receive_wait`]).
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source) -> sqlmq::Result<()> {
     /// use std::time::Duration;
     /// let batch = s.receive_wait(10, Duration::from_secs(30), Duration::from_secs(20)).await?;
     /// # Ok(()) }
@@ -219,7 +234,7 @@ impl<B: Backend> Source<B> {
     /// The oldest `limit` dead letters, with their error histories.
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source) -> sqlmq::Result<()> {
     /// for d in s.dead_letters(10).await? { println!("{}: {:?}", d.id, d.errors.last()) }
     /// # Ok(()) }
     /// ```
@@ -233,7 +248,7 @@ impl<B: Backend> Source<B> {
     /// Deliver the given dead letters again with fresh attempts. Returns the ids redriven.
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source, id: sqlmq::MessageId) -> sqlmq::Result<()> {
     /// s.redrive(&[id]).await?;
     /// # Ok(()) }
     /// ```
@@ -247,7 +262,7 @@ impl<B: Backend> Source<B> {
     /// Deliver every dead letter again. Returns how many.
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source) -> sqlmq::Result<()> {
     /// s.redrive_all().await?;
     /// # Ok(()) }
     /// ```
@@ -261,7 +276,7 @@ impl<B: Backend> Source<B> {
     /// Delete every dead letter. Returns how many.
     ///
     /// ```no_run
-    /// # async fn f(s: sqlmq::Source) -> sqlmq::Result<()> {
+    /// # async fn f(s: sqlmq::source::Source) -> sqlmq::Result<()> {
     /// s.purge_dead_letters().await?;
     /// # Ok(()) }
     /// ```
@@ -356,7 +371,7 @@ impl<B: Backend> Source<B> {
     }
 }
 
-crate::consume::methods::consume_methods!(Source, "Source");
+crate::consume::methods::consume_methods!(Source, "source::Source");
 
 /// The probe's answer for `queue`'s id (`None`: no row has it), if it is still that queue:
 /// else [`Error::Deleted`].

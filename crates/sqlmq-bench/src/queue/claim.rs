@@ -10,7 +10,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use sqlmq::{Delivery, Queue, Receipt};
+use sqlmq::queue::Receipt;
+use sqlmq::{Delivery, Queue};
 
 use super::{fill, with_queue};
 use crate::args::{CLAIM_N, LEASE};

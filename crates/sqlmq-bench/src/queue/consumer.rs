@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::Result;
-use sqlmq::{AckReport, Delivery, ErrorClass, MessageId, Queue, Receipt};
+use sqlmq::error::ErrorClass;
+use sqlmq::queue::{AckReport, Receipt};
+use sqlmq::{Delivery, MessageId, Queue};
 use tokio::task::JoinSet;
 
 use crate::args::LEASE;

@@ -28,7 +28,8 @@ pub mod produce;
 use anyhow::Result;
 use std::time::Duration;
 
-use sqlmq::{Client, Message, MessageId, Queue, QueueConfig, RateLimit};
+use sqlmq::queue::RateLimit;
+use sqlmq::{Client, Message, MessageId, Queue, QueueConfig};
 
 use super::args::{CONSUMERS, MANY};
 use super::backend::Db;
@@ -187,7 +188,7 @@ pub async fn fill_backlog<B: Db>(
             let root_id = root.id();
             let client = queue.client();
             client
-                .create_batch(sqlmq::Batch::new().step("root", queue.name(), root, &[]))
+                .create_batch(sqlmq::flow::Batch::new().step("root", queue.name(), root, &[]))
                 .await?;
             let d = queue.receive(1, Duration::from_secs(60)).await?;
             anyhow::ensure!(d.len() == 1, "the dependency was not delivered");
@@ -219,7 +220,7 @@ pub async fn fill_backlog<B: Db>(
             let mut sent = 0;
             while sent < n {
                 let k = (n - sent).min(size);
-                let mut batch = sqlmq::Batch::new().on_complete(&done, Message::new("done"));
+                let mut batch = sqlmq::flow::Batch::new().on_complete(&done, Message::new("done"));
                 for _ in 0..k {
                     batch = batch.add(queue.name(), Message::new(body(0)));
                 }

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use sqlmq::{Delivery, Group, GroupConfig, MessageId, Receipt, StartAt};
+use sqlmq::queue::Receipt;
+use sqlmq::topic::StartAt;
+use sqlmq::{Delivery, Group, GroupConfig, MessageId};
 use tokio::task::JoinSet;
 
 use super::{fill, with_topic};

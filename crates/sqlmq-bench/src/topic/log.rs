@@ -22,7 +22,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use sqlmq::{MessageId, Published, Topic};
+use sqlmq::topic::Published;
+use sqlmq::{MessageId, Topic};
 
 use crate::args::STALL;
 use crate::backend::Db;

@@ -15,7 +15,8 @@ pub mod pipeline;
 pub mod publish;
 
 use anyhow::Result;
-use sqlmq::{Published, Record, Topic, TopicConfig};
+use sqlmq::topic::Published;
+use sqlmq::{Record, Topic, TopicConfig};
 
 use super::args::{MANY, TOPIC_PARTITIONS};
 use super::backend::Db;

@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
+use sqlmq::source::SourceName;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::{BatchContext, CancellationToken, WorkerBuilder};
 use sqlmq::{
-    BatchContext, CancellationToken, Delivery, GroupConfig, JobContext, MessageId, Outcome, Record,
-    SourceName, StartAt, Topic, TopicConfig, Worker, WorkerBuilder,
+    Delivery, GroupConfig, JobContext, MessageId, Outcome, Record, Topic, TopicConfig, Worker,
 };
 
 use super::{fill, with_topic};

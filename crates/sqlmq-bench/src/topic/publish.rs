@@ -20,7 +20,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use sqlmq::{Published, Topic};
+use sqlmq::Topic;
+use sqlmq::topic::Published;
 use tokio::task::JoinSet;
 
 use super::log::{self, Logged};

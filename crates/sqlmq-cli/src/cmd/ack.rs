@@ -1,7 +1,7 @@
 //! `sqlmq ack`: ack claimed messages by receipt, in one transaction.
 
 use anyhow::{Result, bail};
-use sqlmq::Receipt;
+use sqlmq::queue::Receipt;
 
 use super::{open_queue, parse_receipt, recv::list};
 use crate::settings::Settings;

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
-use sqlmq::{Backend, Batch, BatchId, BatchStatus, Message};
+use sqlmq::flow::{Batch, BatchId, BatchStatus};
+use sqlmq::{Backend, Message};
 
 use super::send::bodies;
 use crate::output::{print_json, print_table, timestamp};
@@ -167,9 +168,9 @@ async fn messages(given: &[String]) -> Result<Vec<Message>> {
 async fn create<B: Backend>(settings: &Settings, args: CreateArgs) -> Result<()> {
     let mut batch = Batch::new();
     let mut callbacks = [
-        (sqlmq::Role::OnSuccess, args.on_success.clone()),
-        (sqlmq::Role::OnFailure, args.on_failure.clone()),
-        (sqlmq::Role::OnComplete, args.on_complete.clone()),
+        (sqlmq::flow::Role::OnSuccess, args.on_success.clone()),
+        (sqlmq::flow::Role::OnFailure, args.on_failure.clone()),
+        (sqlmq::flow::Role::OnComplete, args.on_complete.clone()),
     ];
     let mut open = args.open;
     match (&args.file, &args.queue) {
@@ -204,8 +205,8 @@ async fn create<B: Backend>(settings: &Settings, args: CreateArgs) -> Result<()>
         if let Some((queue, body)) = cb {
             let m = Message::new(body);
             batch = match role {
-                sqlmq::Role::OnSuccess => batch.on_success(queue, m),
-                sqlmq::Role::OnFailure => batch.on_failure(queue, m),
+                sqlmq::flow::Role::OnSuccess => batch.on_success(queue, m),
+                sqlmq::flow::Role::OnFailure => batch.on_failure(queue, m),
                 _ => batch.on_complete(queue, m),
             };
         }

@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use anyhow::{Result, bail};
 use clap::{ArgGroup, Subcommand};
 use serde::Serialize;
-use sqlmq::{AttemptError, Backend, DeadLetter, Group, GroupMode, MessageId, Source};
+use sqlmq::inspect::AttemptError;
+use sqlmq::queue::DeadLetter;
+use sqlmq::source::Source;
+use sqlmq::topic::GroupMode;
+use sqlmq::{Backend, Group, MessageId};
 
 use super::{UsageError, confirm, open_group, open_queue, parse_message_id};
 use crate::output::{JsonBody, json_time, preview, print_json, print_table, timestamp};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use sqlmq::Receipt;
+use sqlmq::queue::Receipt;
 
 use super::{open_queue, parse_duration, parse_receipt};
 use crate::output::short_duration;

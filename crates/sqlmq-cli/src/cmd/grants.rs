@@ -2,7 +2,8 @@
 //! notifications or monitoring need besides.
 
 use anyhow::Result;
-use sqlmq::{Backend, Flavor, GrantRole};
+use sqlmq::Backend;
+use sqlmq::admin::{Flavor, GrantRole};
 
 use crate::settings::Settings;
 

@@ -73,8 +73,8 @@ pub async fn open_group<B: Backend>(
 }
 
 /// clap value parser for a position: `earliest`, `latest`, an offset or an RFC 3339 time.
-pub fn parse_start_at(text: &str) -> Result<sqlmq::StartAt, String> {
-    text.parse::<sqlmq::StartAt>().map_err(|e| match e {
+pub fn parse_start_at(text: &str) -> Result<sqlmq::topic::StartAt, String> {
+    text.parse::<sqlmq::topic::StartAt>().map_err(|e| match e {
         sqlmq::Error::InvalidArgument(m) => m,
         e => e.to_string(),
     })
@@ -104,8 +104,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// clap value parser for a backoff: `exp:BASE:MAX` or a ladder `10s,30s,1m`.
-pub fn parse_backoff(text: &str) -> Result<sqlmq::Backoff, String> {
-    text.parse::<sqlmq::Backoff>().map_err(|e| e.to_string())
+pub fn parse_backoff(text: &str) -> Result<sqlmq::queue::Backoff, String> {
+    text.parse::<sqlmq::queue::Backoff>()
+        .map_err(|e| e.to_string())
 }
 
 /// clap value parser for `KEY=VALUE` headers.
@@ -117,8 +118,9 @@ pub fn parse_header(text: &str) -> Result<(String, String), String> {
 }
 
 /// clap value parser for receipts (`ID:TOKEN`, as `recv` prints them).
-pub fn parse_receipt(text: &str) -> Result<sqlmq::Receipt, String> {
-    text.parse::<sqlmq::Receipt>().map_err(|e| e.to_string())
+pub fn parse_receipt(text: &str) -> Result<sqlmq::queue::Receipt, String> {
+    text.parse::<sqlmq::queue::Receipt>()
+        .map_err(|e| e.to_string())
 }
 
 /// clap value parser for message ids.
@@ -142,7 +144,7 @@ mod tests {
         assert!(parse_header("x").is_err());
         assert!(parse_backoff("10s,1m").is_ok());
         assert!(parse_backoff("exp:1h:1s").is_err());
-        assert_eq!(parse_start_at("7"), Ok(sqlmq::StartAt::Offset(7)));
+        assert_eq!(parse_start_at("7"), Ok(sqlmq::topic::StartAt::Offset(7)));
         assert!(
             parse_start_at("soon")
                 .unwrap_err()

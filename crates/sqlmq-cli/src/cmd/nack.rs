@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use sqlmq::{NackOutcome, Receipt};
+use sqlmq::queue::{NackOutcome, Receipt};
 
 use super::{open_queue, parse_duration, parse_receipt};
 use crate::output::short_duration;

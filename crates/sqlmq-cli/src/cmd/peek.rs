@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{AttemptError, Backend, MessageState, QueuedMessage};
+use sqlmq::Backend;
+use sqlmq::inspect::{AttemptError, MessageState, QueuedMessage};
 
 use super::{UsageError, open_queue};
 use crate::output::{JsonBody, json_time, preview, print_json, print_table, timestamp};

@@ -3,7 +3,8 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{MessageId, Published, Record};
+use sqlmq::topic::Published;
+use sqlmq::{MessageId, Record};
 
 use super::send::{batch_error, bodies};
 use super::{parse_header, parse_message_id};

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Subcommand;
-use sqlmq::{Backoff, QueueConfig, RateLimit};
+use sqlmq::QueueConfig;
+use sqlmq::queue::{Backoff, RateLimit};
 
 use super::{confirm, parse_backoff, parse_duration};
 use crate::settings::Settings;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
-use sqlmq::{Delivery, Receipt};
+use sqlmq::Delivery;
+use sqlmq::queue::Receipt;
 
 use super::{open_queue, parse_duration};
 use crate::output::{JsonBody, json_time, print_json};

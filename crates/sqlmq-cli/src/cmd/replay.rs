@@ -1,7 +1,7 @@
 //! `sqlmq replay`: deliver a range of records to a cluster group again.
 
 use anyhow::Result;
-use sqlmq::StartAt;
+use sqlmq::topic::StartAt;
 
 use super::{open_group, parse_start_at};
 use crate::settings::Settings;

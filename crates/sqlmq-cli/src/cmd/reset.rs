@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::StartAt;
+use sqlmq::topic::StartAt;
 
 use super::{open_group, parse_start_at};
 use crate::output::{print_json, print_table};

@@ -4,7 +4,8 @@
 use anyhow::Result;
 use clap::ArgGroup;
 use serde::Serialize;
-use sqlmq::{MessageId, PendingRetry};
+use sqlmq::MessageId;
+use sqlmq::topic::PendingRetry;
 
 use super::{open_group, parse_message_id};
 use crate::output::{json_time, print_json, print_table, timestamp};

@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use clap::Subcommand;
 use serde::Serialize;
-use sqlmq::{Backend, CatchUp, Schedule, ScheduleConfig, ScheduleTarget, Timing};
+use sqlmq::Backend;
+use sqlmq::schedule::{CatchUp, Schedule, ScheduleConfig, ScheduleTarget, Timing};
 
 use super::{UsageError, confirm, parse_duration, parse_header};
 use crate::output::{JsonBody, json_time, print_json, print_table, timestamp};

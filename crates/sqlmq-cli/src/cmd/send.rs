@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use sqlmq::{Message, Sent};
+use sqlmq::Message;
+use sqlmq::queue::Sent;
 use tokio::io::AsyncReadExt;
 
 use super::{parse_duration, parse_header};

@@ -7,10 +7,11 @@
 use std::io::Write;
 
 use anyhow::Result;
-use sqlmq::{
-    Backend, Backoff, CancellationToken, Delivery, Error, Group, GroupConfig, GroupMode, Receipt,
-    SourceName, StartAt, Topic,
-};
+use sqlmq::queue::{Backoff, Receipt};
+use sqlmq::source::SourceName;
+use sqlmq::topic::{GroupMode, StartAt};
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Backend, Delivery, Error, Group, GroupConfig, Topic};
 
 use super::consume::{self, Checkpoints, ExecOptions, ExecSource, StopWhen};
 use super::queue::{RateChoice, parse_rate_limit};
@@ -127,7 +128,7 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
             Patience::Unbounded,
         )
         .await?;
-    let stop = sqlmq::shutdown_on_signals();
+    let stop = sqlmq::worker::shutdown_on_signals();
     let outage = client.outage();
     let Some(topic) = outage.wait_out(&stop, || client.topic(&args.topic)).await? else {
         return Ok(());
@@ -435,6 +436,6 @@ mod tests {
         assert_eq!(next_batch(None, 5000), 100);
         assert_eq!(next_batch(Some(3), 1), 2);
         assert_eq!(next_batch(Some(1000), 0), 100);
-        assert!(sqlmq::validate_name("member", &host_name()).is_ok());
+        assert!(sqlmq::admin::validate_name("member", &host_name()).is_ok());
     }
 }

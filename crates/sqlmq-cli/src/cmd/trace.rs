@@ -2,7 +2,9 @@
 
 use anyhow::{Result, bail};
 use serde::Serialize;
-use sqlmq::{DeliveryEvent, GroupMode, GroupTrace, MessageId, TraceState};
+use sqlmq::MessageId;
+use sqlmq::inspect::{DeliveryEvent, GroupTrace, TraceState};
+use sqlmq::topic::GroupMode;
 
 use super::topic::view::{JsonRecord, record_line};
 use super::{open_topic, parse_message_id};

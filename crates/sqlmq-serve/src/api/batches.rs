@@ -94,12 +94,12 @@ pub enum BatchStateOut {
     Finished,
 }
 
-impl From<sqlmq::BatchState> for BatchStateOut {
-    fn from(s: sqlmq::BatchState) -> BatchStateOut {
+impl From<sqlmq::flow::BatchState> for BatchStateOut {
+    fn from(s: sqlmq::flow::BatchState) -> BatchStateOut {
         match s {
-            sqlmq::BatchState::Open => BatchStateOut::Open,
-            sqlmq::BatchState::Sealed => BatchStateOut::Sealed,
-            sqlmq::BatchState::Finished => BatchStateOut::Finished,
+            sqlmq::flow::BatchState::Open => BatchStateOut::Open,
+            sqlmq::flow::BatchState::Sealed => BatchStateOut::Sealed,
+            sqlmq::flow::BatchState::Finished => BatchStateOut::Finished,
         }
     }
 }
@@ -118,13 +118,13 @@ pub enum RoleOut {
     OnFailure,
 }
 
-impl From<sqlmq::Role> for RoleOut {
-    fn from(r: sqlmq::Role) -> RoleOut {
+impl From<sqlmq::flow::Role> for RoleOut {
+    fn from(r: sqlmq::flow::Role) -> RoleOut {
         match r {
-            sqlmq::Role::Member => RoleOut::Member,
-            sqlmq::Role::OnSuccess => RoleOut::OnSuccess,
-            sqlmq::Role::OnComplete => RoleOut::OnComplete,
-            sqlmq::Role::OnFailure => RoleOut::OnFailure,
+            sqlmq::flow::Role::Member => RoleOut::Member,
+            sqlmq::flow::Role::OnSuccess => RoleOut::OnSuccess,
+            sqlmq::flow::Role::OnComplete => RoleOut::OnComplete,
+            sqlmq::flow::Role::OnFailure => RoleOut::OnFailure,
         }
     }
 }
@@ -149,15 +149,15 @@ pub enum StepStateOut {
     Cancelled,
 }
 
-impl From<sqlmq::StepState> for StepStateOut {
-    fn from(s: sqlmq::StepState) -> StepStateOut {
+impl From<sqlmq::flow::StepState> for StepStateOut {
+    fn from(s: sqlmq::flow::StepState) -> StepStateOut {
         match s {
-            sqlmq::StepState::Waiting => StepStateOut::Waiting,
-            sqlmq::StepState::Held => StepStateOut::Held,
-            sqlmq::StepState::Pending => StepStateOut::Pending,
-            sqlmq::StepState::Succeeded => StepStateOut::Succeeded,
-            sqlmq::StepState::Dead => StepStateOut::Dead,
-            sqlmq::StepState::Cancelled => StepStateOut::Cancelled,
+            sqlmq::flow::StepState::Waiting => StepStateOut::Waiting,
+            sqlmq::flow::StepState::Held => StepStateOut::Held,
+            sqlmq::flow::StepState::Pending => StepStateOut::Pending,
+            sqlmq::flow::StepState::Succeeded => StepStateOut::Succeeded,
+            sqlmq::flow::StepState::Dead => StepStateOut::Dead,
+            sqlmq::flow::StepState::Cancelled => StepStateOut::Cancelled,
         }
     }
 }
@@ -220,8 +220,8 @@ pub struct BatchOut {
     pub steps: Vec<BatchStepOut>,
 }
 
-impl From<sqlmq::BatchStatus> for BatchOut {
-    fn from(b: sqlmq::BatchStatus) -> BatchOut {
+impl From<sqlmq::flow::BatchStatus> for BatchOut {
+    fn from(b: sqlmq::flow::BatchStatus) -> BatchOut {
         BatchOut {
             id: b.id.to_string(),
             state: b.state.into(),
@@ -250,14 +250,14 @@ impl From<sqlmq::BatchStatus> for BatchOut {
 }
 
 /// The library's batch for a request.
-fn batch_of(request: CreateBatchRequest) -> ApiResult<sqlmq::Batch> {
+fn batch_of(request: CreateBatchRequest) -> ApiResult<sqlmq::flow::Batch> {
     if request.members.len() > MAX_SEND_BATCH {
         return Err(ApiError::invalid(format!(
             "members must hold at most {MAX_SEND_BATCH} entries, got {}",
             request.members.len()
         )));
     }
-    let mut batch = sqlmq::Batch::new();
+    let mut batch = sqlmq::flow::Batch::new();
     for (i, mut member) in request.members.into_iter().enumerate() {
         let message = member.take_message()?;
         let after = member.after.unwrap_or_default();
@@ -274,7 +274,7 @@ fn batch_of(request: CreateBatchRequest) -> ApiResult<sqlmq::Batch> {
             None => batch.add(member.queue, message),
         };
     }
-    type Attach = fn(sqlmq::Batch, String, sqlmq::Message) -> sqlmq::Batch;
+    type Attach = fn(sqlmq::flow::Batch, String, sqlmq::Message) -> sqlmq::flow::Batch;
     let callbacks: [(&str, Option<BatchCallback>, Attach); 3] = [
         ("on_success", request.on_success, |b, q, m| {
             b.on_success(q, m)
@@ -345,7 +345,7 @@ pub async fn create<B: Backend>(
 
 /// A batch's progress, by id.
 pub(crate) async fn status<B: Backend>(state: &AppState<B>, id: &str) -> ApiResult<BatchOut> {
-    let id: sqlmq::BatchId = id.parse()?;
+    let id: sqlmq::flow::BatchId = id.parse()?;
     Ok(state.client.batch(id).await?.into())
 }
 
@@ -372,7 +372,7 @@ pub async fn add<B: Backend>(
     Path(id): Path<String>,
     Json(request): Json<AddToBatchRequest>,
 ) -> ApiResult<Json<SendResponse>> {
-    let id: sqlmq::BatchId = id.parse()?;
+    let id: sqlmq::flow::BatchId = id.parse()?;
     let messages =
         super::messages::batch(request.messages, "messages", OutgoingMessage::into_message)?;
     let sent = state
@@ -393,7 +393,7 @@ pub async fn seal<B: Backend>(
     State(state): State<AppState<B>>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    let id: sqlmq::BatchId = id.parse()?;
+    let id: sqlmq::flow::BatchId = id.parse()?;
     state.client.seal_batch(id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use sqlmq::{Backend, MessageState};
+use sqlmq::Backend;
+use sqlmq::inspect::MessageState;
 use utoipa::{IntoParams, ToSchema};
 
 use super::model::AttemptErrorOut;
@@ -107,8 +108,8 @@ pub struct QueuedMessageOut {
     pub body_base64: Option<String>,
 }
 
-impl From<sqlmq::QueuedMessage> for QueuedMessageOut {
-    fn from(m: sqlmq::QueuedMessage) -> QueuedMessageOut {
+impl From<sqlmq::inspect::QueuedMessage> for QueuedMessageOut {
+    fn from(m: sqlmq::inspect::QueuedMessage) -> QueuedMessageOut {
         let (body, body_base64) = encode(m.body);
         QueuedMessageOut {
             id: m.id.to_string(),

@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 
-use sqlmq::{Backend, Source};
+use sqlmq::Backend;
+use sqlmq::source::Source;
 
 use super::model::{
     AckRequest, DeliveryOut, ExtendRequest, NackOutcome, NackRequest, ReceiptResult,
@@ -110,7 +111,7 @@ pub(crate) async fn nack<B: Backend>(
             Ok(outcome) => {
                 let mut res = result(text, false);
                 match outcome {
-                    sqlmq::NackOutcome::Retry { after } => {
+                    sqlmq::queue::NackOutcome::Retry { after } => {
                         res.outcome = Some(NackOutcome::Retry);
                         res.retry_in_ms = Some(after.as_millis() as u64);
                     }

@@ -1,7 +1,8 @@
 //! Consuming a cluster-mode group over HTTP: the same shapes as a queue's.
 
 use axum::extract::{Path, State};
-use sqlmq::{Backend, Source};
+use sqlmq::Backend;
+use sqlmq::source::Source;
 
 use super::consume;
 use super::model::{

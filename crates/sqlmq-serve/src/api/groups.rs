@@ -126,7 +126,7 @@ fn ms(d: Option<Duration>) -> Option<u64> {
     d.map(|d| d.as_millis() as u64)
 }
 
-pub(crate) fn group_out(lag: sqlmq::GroupLag, c: &sqlmq::GroupConfig) -> GroupOut {
+pub(crate) fn group_out(lag: sqlmq::topic::GroupLag, c: &sqlmq::GroupConfig) -> GroupOut {
     GroupOut {
         name: lag.group,
         topic: lag.topic,
@@ -231,7 +231,7 @@ pub async fn put<B: Backend>(
     Json(request): Json<GroupConfigRequest>,
 ) -> ApiResult<Json<GroupOut>> {
     let topic = state.client.topic(&topic_name).await?;
-    sqlmq::validate_name("group", &name)?;
+    sqlmq::admin::validate_name("group", &name)?;
     let existing = match topic.group(&name).await {
         Ok(g) => Some(g.config().clone()),
         Err(sqlmq::Error::UnknownGroup { .. }) => None,
@@ -266,9 +266,9 @@ pub async fn put<B: Backend>(
             text => Some(text.parse()?),
         });
     }
-    let start: sqlmq::StartAt = match &request.start {
+    let start: sqlmq::topic::StartAt = match &request.start {
         Some(s) => s.parse()?,
-        None => sqlmq::StartAt::Latest,
+        None => sqlmq::topic::StartAt::Latest,
     };
     topic.create_group(&name, config, start).await?;
     state.handles.forget_group(&topic_name, &name);

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use sqlmq::{Backend, Source};
+use sqlmq::Backend;
+use sqlmq::source::Source;
 use utoipa::ToSchema;
 
 use super::consume;
@@ -184,8 +185,8 @@ pub struct SendResponse {
     pub messages: Vec<SentOut>,
 }
 
-impl From<Vec<sqlmq::Sent>> for SendResponse {
-    fn from(sent: Vec<sqlmq::Sent>) -> SendResponse {
+impl From<Vec<sqlmq::queue::Sent>> for SendResponse {
+    fn from(sent: Vec<sqlmq::queue::Sent>) -> SendResponse {
         SendResponse {
             messages: sent
                 .into_iter()
@@ -218,7 +219,7 @@ pub(crate) async fn send_messages<B: Backend>(
     state: &AppState<B>,
     name: &str,
     messages: Vec<sqlmq::Message>,
-) -> ApiResult<Vec<sqlmq::Sent>> {
+) -> ApiResult<Vec<sqlmq::queue::Sent>> {
     let queue = state.queue(name).await?;
     let sent = if messages.len() == 1 {
         vec![

@@ -147,18 +147,18 @@ pub struct AckRequest {
 }
 
 /// Most bytes of one ack's result.
-pub const MAX_RESULT_BYTES: usize = sqlmq::MAX_RESULT_BYTES;
+pub const MAX_RESULT_BYTES: usize = sqlmq::flow::MAX_RESULT_BYTES;
 
 impl AckRequest {
     /// The results given, by parsed receipt: each names a receipt of the request and fits
     /// [`MAX_RESULT_BYTES`].
     pub(crate) fn results(
         &self,
-        parsed: &[sqlmq::Receipt],
-    ) -> Result<HashMap<sqlmq::Receipt, Vec<u8>>, ApiError> {
+        parsed: &[sqlmq::queue::Receipt],
+    ) -> Result<HashMap<sqlmq::queue::Receipt, Vec<u8>>, ApiError> {
         let mut out = HashMap::new();
         for (text, result) in self.results.iter().flatten() {
-            let receipt: sqlmq::Receipt = text.parse()?;
+            let receipt: sqlmq::queue::Receipt = text.parse()?;
             if !parsed.contains(&receipt) {
                 return Err(ApiError::invalid(format!(
                     "results names receipt {text:?}, which is not one of receipts"
@@ -205,7 +205,7 @@ pub struct ExtendRequest {
 }
 
 /// Parse receipts, 1 to [`MAX_RECEIPTS`] of them; a malformed one fails the whole request.
-pub(crate) fn receipts(texts: &[String]) -> Result<Vec<sqlmq::Receipt>, ApiError> {
+pub(crate) fn receipts(texts: &[String]) -> Result<Vec<sqlmq::queue::Receipt>, ApiError> {
     if texts.is_empty() || texts.len() > MAX_RECEIPTS {
         return Err(ApiError::invalid(format!(
             "receipts must hold 1 to {MAX_RECEIPTS} receipts, got {}",
@@ -214,7 +214,7 @@ pub(crate) fn receipts(texts: &[String]) -> Result<Vec<sqlmq::Receipt>, ApiError
     }
     texts
         .iter()
-        .map(|t| t.parse::<sqlmq::Receipt>().map_err(ApiError::from))
+        .map(|t| t.parse::<sqlmq::queue::Receipt>().map_err(ApiError::from))
         .collect()
 }
 
@@ -271,8 +271,8 @@ pub struct AttemptErrorOut {
     pub error: String,
 }
 
-impl From<sqlmq::AttemptError> for AttemptErrorOut {
-    fn from(e: sqlmq::AttemptError) -> AttemptErrorOut {
+impl From<sqlmq::inspect::AttemptError> for AttemptErrorOut {
+    fn from(e: sqlmq::inspect::AttemptError) -> AttemptErrorOut {
         AttemptErrorOut {
             attempt: e.attempt,
             at: e.at,
@@ -313,8 +313,8 @@ pub struct DeadLetterOut {
     pub body_base64: Option<String>,
 }
 
-impl From<sqlmq::DeadLetter> for DeadLetterOut {
-    fn from(d: sqlmq::DeadLetter) -> DeadLetterOut {
+impl From<sqlmq::queue::DeadLetter> for DeadLetterOut {
+    fn from(d: sqlmq::queue::DeadLetter) -> DeadLetterOut {
         let (body, body_base64) = encode(d.body);
         DeadLetterOut {
             id: d.id.to_string(),
@@ -340,8 +340,8 @@ pub struct DeadLettersResponse {
     pub dead_letters: Vec<DeadLetterOut>,
 }
 
-impl From<Vec<sqlmq::DeadLetter>> for DeadLettersResponse {
-    fn from(list: Vec<sqlmq::DeadLetter>) -> DeadLettersResponse {
+impl From<Vec<sqlmq::queue::DeadLetter>> for DeadLettersResponse {
+    fn from(list: Vec<sqlmq::queue::DeadLetter>) -> DeadLettersResponse {
         DeadLettersResponse {
             dead_letters: list.into_iter().map(DeadLetterOut::from).collect(),
         }

@@ -106,16 +106,18 @@ pub struct QueueConfigRequest {
 }
 
 /// A backoff in the text form the CLI and this API accept.
-pub(crate) fn backoff_text(b: &sqlmq::Backoff) -> String {
+pub(crate) fn backoff_text(b: &sqlmq::queue::Backoff) -> String {
     let d = |d: &Duration| humantime::format_duration(*d).to_string().replace(' ', "");
     match b {
-        sqlmq::Backoff::Exponential { base, max, .. } => format!("exp:{}:{}", d(base), d(max)),
-        sqlmq::Backoff::Ladder(steps) => steps.iter().map(d).collect::<Vec<_>>().join(","),
+        sqlmq::queue::Backoff::Exponential { base, max, .. } => {
+            format!("exp:{}:{}", d(base), d(max))
+        }
+        sqlmq::queue::Backoff::Ladder(steps) => steps.iter().map(d).collect::<Vec<_>>().join(","),
     }
 }
 
 /// A rate limit in the text form this API accepts, without spaces (`100/1m`, `5/1m30s`).
-pub(crate) fn rate_limit_text(r: &sqlmq::RateLimit) -> String {
+pub(crate) fn rate_limit_text(r: &sqlmq::queue::RateLimit) -> String {
     r.to_string().replace(' ', "")
 }
 
@@ -131,7 +133,7 @@ fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
     }
 }
 
-fn queue_out(s: sqlmq::QueueStats, c: &sqlmq::QueueConfig) -> QueueOut {
+fn queue_out(s: sqlmq::queue::QueueStats, c: &sqlmq::QueueConfig) -> QueueOut {
     QueueOut {
         name: s.name,
         paused: s.paused,
@@ -210,7 +212,7 @@ pub async fn put<B: Backend>(
     Path(name): Path<String>,
     Json(request): Json<QueueConfigRequest>,
 ) -> ApiResult<Json<QueueOut>> {
-    sqlmq::validate_name("queue", &name)?;
+    sqlmq::admin::validate_name("queue", &name)?;
     let mut config = state
         .client
         .queue_configs()

@@ -103,8 +103,8 @@ pub struct RecordOut {
     pub sequenced_at: String,
 }
 
-impl From<sqlmq::StreamRecord> for RecordOut {
-    fn from(r: sqlmq::StreamRecord) -> RecordOut {
+impl From<sqlmq::topic::StreamRecord> for RecordOut {
+    fn from(r: sqlmq::topic::StreamRecord) -> RecordOut {
         let (body, body_base64) = encode(r.body);
         RecordOut {
             id: r.id.to_string(),
@@ -169,7 +169,7 @@ pub(crate) async fn query<B: Backend>(
     state: &AppState<B>,
     topic: &str,
     q: RecordsQuery,
-) -> ApiResult<Vec<sqlmq::StreamRecord>> {
+) -> ApiResult<Vec<sqlmq::topic::StreamRecord>> {
     let topic = state.topic(topic).await?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=sqlmq::Topic::MAX_QUERY).contains(&limit) {

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use sqlmq::{Backend, ScheduleConfig, ScheduleTarget, Timing};
+use sqlmq::Backend;
+use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
 use utoipa::ToSchema;
 
 use crate::body::{decode, encode, rfc3339};
@@ -31,22 +32,22 @@ pub enum CatchUpPolicy {
     All,
 }
 
-impl From<CatchUpPolicy> for sqlmq::CatchUp {
-    fn from(p: CatchUpPolicy) -> sqlmq::CatchUp {
+impl From<CatchUpPolicy> for sqlmq::schedule::CatchUp {
+    fn from(p: CatchUpPolicy) -> sqlmq::schedule::CatchUp {
         match p {
-            CatchUpPolicy::Skip => sqlmq::CatchUp::Skip,
-            CatchUpPolicy::One => sqlmq::CatchUp::One,
-            CatchUpPolicy::All => sqlmq::CatchUp::All,
+            CatchUpPolicy::Skip => sqlmq::schedule::CatchUp::Skip,
+            CatchUpPolicy::One => sqlmq::schedule::CatchUp::One,
+            CatchUpPolicy::All => sqlmq::schedule::CatchUp::All,
         }
     }
 }
 
-impl From<sqlmq::CatchUp> for CatchUpPolicy {
-    fn from(c: sqlmq::CatchUp) -> CatchUpPolicy {
+impl From<sqlmq::schedule::CatchUp> for CatchUpPolicy {
+    fn from(c: sqlmq::schedule::CatchUp) -> CatchUpPolicy {
         match c {
-            sqlmq::CatchUp::Skip => CatchUpPolicy::Skip,
-            sqlmq::CatchUp::One => CatchUpPolicy::One,
-            sqlmq::CatchUp::All => CatchUpPolicy::All,
+            sqlmq::schedule::CatchUp::Skip => CatchUpPolicy::Skip,
+            sqlmq::schedule::CatchUp::One => CatchUpPolicy::One,
+            sqlmq::schedule::CatchUp::All => CatchUpPolicy::All,
         }
     }
 }
@@ -220,8 +221,8 @@ pub(crate) fn rfc3339_within(t: SystemTime) -> Option<String> {
     (since < YEAR_10000).then(|| rfc3339(t))
 }
 
-impl From<sqlmq::Schedule> for ScheduleOut {
-    fn from(s: sqlmq::Schedule) -> ScheduleOut {
+impl From<sqlmq::schedule::Schedule> for ScheduleOut {
+    fn from(s: sqlmq::schedule::Schedule) -> ScheduleOut {
         let c = s.config;
         let (cron, time_zone, every) = match c.timing {
             Timing::Cron { expr, zone } => (Some(expr), Some(zone), None),
@@ -316,7 +317,7 @@ pub async fn put<B: Backend>(
     Path(name): Path<String>,
     Json(request): Json<ScheduleRequest>,
 ) -> ApiResult<(StatusCode, Json<ScheduleOut>)> {
-    sqlmq::validate_name("schedule", &name)?;
+    sqlmq::admin::validate_name("schedule", &name)?;
     let config = request.into_config()?;
     let created = match state.client.schedule(&name).await {
         Ok(_) => false,
@@ -349,7 +350,7 @@ pub(crate) async fn set_paused<B: Backend>(
     state: &AppState<B>,
     name: &str,
     paused: bool,
-) -> ApiResult<sqlmq::Schedule> {
+) -> ApiResult<sqlmq::schedule::Schedule> {
     Ok(if paused {
         state.client.pause_schedule(name).await?
     } else {

@@ -117,7 +117,7 @@ pub struct ProcessesResponse {
     pub processes: Vec<ProcessOut>,
 }
 
-pub(crate) fn process_out(p: sqlmq::ProcessInfo) -> ProcessOut {
+pub(crate) fn process_out(p: sqlmq::admin::ProcessInfo) -> ProcessOut {
     ProcessOut {
         id: p.id,
         kind: p.kind,

@@ -99,7 +99,7 @@ fn config_out(c: &sqlmq::TopicConfig) -> TopicConfigOut {
     }
 }
 
-fn topic_out(s: sqlmq::TopicStats, c: &sqlmq::TopicConfig) -> TopicOut {
+fn topic_out(s: sqlmq::topic::TopicStats, c: &sqlmq::TopicConfig) -> TopicOut {
     TopicOut {
         name: s.name,
         records: s.records,
@@ -189,7 +189,7 @@ pub async fn put<B: Backend>(
     Path(name): Path<String>,
     Json(request): Json<TopicConfigRequest>,
 ) -> ApiResult<Json<TopicOut>> {
-    sqlmq::validate_name("topic", &name)?;
+    sqlmq::admin::validate_name("topic", &name)?;
     let mut config = match state.client.topic(&name).await {
         Ok(t) => t.config().clone(),
         Err(sqlmq::Error::UnknownTopic(_)) => sqlmq::TopicConfig::default(),

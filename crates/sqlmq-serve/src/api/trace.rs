@@ -66,8 +66,8 @@ pub struct TraceOut {
     pub groups: Vec<GroupTraceOut>,
 }
 
-fn group_out(g: sqlmq::GroupTrace) -> GroupTraceOut {
-    use sqlmq::TraceState as S;
+fn group_out(g: sqlmq::inspect::GroupTrace) -> GroupTraceOut {
+    use sqlmq::inspect::TraceState as S;
     let (state, member, at, lease_until) = match g.state {
         S::NotDelivered => ("not_delivered", None, None, None),
         S::InFlight {

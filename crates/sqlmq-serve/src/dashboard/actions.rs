@@ -218,7 +218,7 @@ fn schedules_page() -> String {
 async fn batch_seal<B: Backend>(State(s): State<AppState<B>>, Path(id): Path<String>) -> Response {
     done(
         async {
-            let batch: sqlmq::BatchId = id.trim().parse()?;
+            let batch: sqlmq::flow::BatchId = id.trim().parse()?;
             s.client.seal_batch(batch).await?;
             Ok((
                 format!("/batches/{}", enc(&id)),

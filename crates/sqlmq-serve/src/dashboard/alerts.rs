@@ -219,8 +219,8 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
                 "InnoDB history list length above " (HISTORY_LIST_LONG) " for 5 minutes (a transaction held open, or purge lagging): "
                 @match (&snapshot.history_list_length, snapshot.taken_at) {
                     (_, None) => { "not read yet." }
-                    (Some(sqlmq::HistoryListLength::Length(n)), _) => { "now " b #history-list-length { (n) } "." }
-                    (Some(sqlmq::HistoryListLength::Unavailable(why)), _) => { "unavailable — " (why) }
+                    (Some(sqlmq::admin::HistoryListLength::Length(n)), _) => { "now " b #history-list-length { (n) } "." }
+                    (Some(sqlmq::admin::HistoryListLength::Unavailable(why)), _) => { "unavailable — " (why) }
                     (Some(_), _) => { "unavailable." }
                     (None, _) => { "not applicable (no InnoDB: SQLite)." }
                 }
@@ -235,14 +235,14 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
 mod tests {
     use std::time::SystemTime;
 
-    use sqlmq::HistoryListLength::{Length, Unavailable};
+    use sqlmq::admin::HistoryListLength::{Length, Unavailable};
 
     use super::*;
     use crate::history::Sample;
 
     /// A snapshot whose history list length is `now`, and a history of `lengths` a minute
     /// apart (the last one taken with the snapshot).
-    fn seen(now: Option<sqlmq::HistoryListLength>, lengths: &[u64]) -> (Snapshot, History) {
+    fn seen(now: Option<sqlmq::admin::HistoryListLength>, lengths: &[u64]) -> (Snapshot, History) {
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let mut h = History::default();
         for (i, n) in lengths.iter().enumerate() {

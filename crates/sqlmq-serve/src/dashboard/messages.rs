@@ -2,7 +2,8 @@
 //! the next page), and the table that shows them or a search's finds. Read without a lease.
 
 use maud::{Markup, html};
-use sqlmq::{Backend, MessageState};
+use sqlmq::Backend;
+use sqlmq::inspect::MessageState;
 
 use super::layout::{action, enc, preview};
 use crate::api::browse::QueuedMessageOut;

@@ -154,8 +154,8 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
                 || (!key.is_empty() && d.ordering_key.as_deref() == Some(key.as_str()))
         });
     }
-    let state: sqlmq::MessageState = match find.state.as_deref() {
-        None | Some("") => sqlmq::MessageState::Ready,
+    let state: sqlmq::inspect::MessageState = match find.state.as_deref() {
+        None | Some("") => sqlmq::inspect::MessageState::Ready,
         Some(s) => s.parse().map_err(ApiError::from)?,
     };
     let listing = messages::section(

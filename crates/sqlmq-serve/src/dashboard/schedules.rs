@@ -4,7 +4,8 @@
 use std::time::SystemTime;
 
 use maud::{Markup, html};
-use sqlmq::{Backend, ScheduleTarget, Timing};
+use sqlmq::Backend;
+use sqlmq::schedule::{ScheduleTarget, Timing};
 
 use super::layout::{Nav, action, age, enc, page};
 use super::{Page, PageContext};

@@ -2,11 +2,12 @@
 
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::Pool;
 
-use super::{Client, Inner, owner_id};
+use super::wakeups::Wake;
+use super::{Client, Database, Inner, Settings, owner_id};
 use crate::domain::{Error, Result, check_not_newer, validate_table_prefix};
 use crate::store::Backend;
 use crate::store::prelude::*;
@@ -56,7 +57,7 @@ impl ClientBuilder {
     /// Default table prefix: `sqlmq_` (see [`ClientBuilder::table_prefix`]).
     ///
     /// ```
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_TABLE_PREFIX, "sqlmq_");
     /// // A second set of tables beside the default one:
     /// let prefix = format!("{}audit_", ClientBuilder::DEFAULT_TABLE_PREFIX);
@@ -68,7 +69,7 @@ impl ClientBuilder {
     /// Default largest message body: 1 MiB (see [`ClientBuilder::max_payload_bytes`]).
     ///
     /// ```
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_MAX_PAYLOAD_BYTES, 1024 * 1024);
     /// let b = sqlmq::Client::builder()
     ///     .max_payload_bytes(4 * ClientBuilder::DEFAULT_MAX_PAYLOAD_BYTES);
@@ -80,7 +81,7 @@ impl ClientBuilder {
     /// [`ClientBuilder::max_connections`]).
     ///
     /// ```
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_MAX_CONNECTIONS, 16);
     /// let b = sqlmq::Client::builder()
     ///     .max_connections(2 * ClientBuilder::DEFAULT_MAX_CONNECTIONS);
@@ -94,7 +95,7 @@ impl ClientBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_HOUSEKEEPING_INTERVAL, Duration::from_millis(250));
     /// let b = sqlmq::Client::builder()
     ///     .housekeeping_interval(ClientBuilder::DEFAULT_HOUSEKEEPING_INTERVAL / 5);
@@ -108,7 +109,7 @@ impl ClientBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_LOCK_WAIT_TIMEOUT, Duration::from_secs(5));
     /// let b = sqlmq::Client::builder()
     ///     .lock_wait_timeout(ClientBuilder::DEFAULT_LOCK_WAIT_TIMEOUT * 2);
@@ -121,7 +122,7 @@ impl ClientBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::ClientBuilder;
+    /// use sqlmq::client::ClientBuilder;
     /// assert_eq!(ClientBuilder::DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(10));
     /// let b = sqlmq::Client::builder()
     ///     .connect_timeout(ClientBuilder::DEFAULT_CONNECT_TIMEOUT * 3);
@@ -184,7 +185,7 @@ impl ClientBuilder {
 
     /// How long results of acks ([`Queue::ack_with_result`](crate::Queue::ack_with_result)) are
     /// kept, and how long this client's housekeeping keeps finished batches and the records of
-    /// ended tracked messages (default 7 days, [`FLOW_RETENTION`](crate::FLOW_RETENTION)). A
+    /// ended tracked messages (default 7 days, [`FLOW_RETENTION`](crate::flow::FLOW_RETENTION)). A
     /// dependency on a tracked message acked longer ago than that is refused as unknown.
     ///
     /// ```
@@ -335,24 +336,29 @@ impl ClientBuilder {
         }
         Ok(Client {
             inner: Arc::new(Inner {
-                conns: crate::conns::Conns::new(pool.clone(), read.clone()),
-                pool,
-                reader: read,
-                store,
-                server,
-                schema: AtomicI64::new(schema),
-                max_payload_bytes: max_payload,
-                statement_budget: budget,
-                housekeeping_interval: self.housekeeping_interval,
-                flow_retention: self.flow_retention,
-                owner: owner_id(),
-                housekeeping: Mutex::default(),
-                wakeups: Mutex::default(),
-                waitroom: Default::default(),
-                sequencers: Mutex::default(),
-                last_dedup_prune: Mutex::new(Instant::now()),
-                outage: crate::Outage::default(),
-                notifications: super::notifications::Notifications::new(follow),
+                db: Database {
+                    conns: crate::conns::Conns::new(pool.clone(), read.clone()),
+                    pool,
+                    reader: read,
+                    store,
+                    server,
+                    schema: AtomicI64::new(schema),
+                },
+                settings: Settings {
+                    max_payload_bytes: max_payload,
+                    statement_budget: budget,
+                    housekeeping_interval: self.housekeeping_interval,
+                    flow_retention: self.flow_retention,
+                    owner: owner_id(),
+                },
+                wake: Wake {
+                    local: Mutex::default(),
+                    waitroom: Default::default(),
+                    notifications: super::notifications::Notifications::new(follow),
+                },
+                housekeeping: Default::default(),
+                sequencing: Mutex::default(),
+                outage: crate::outage::Outage::default(),
             }),
         })
     }

@@ -15,13 +15,13 @@ impl<B: Backend> Client<B> {
             return Ok(Vec::new());
         }
         let mut conn = self.conns().read().await?;
-        self.inner.store.probe(&mut conn, queue_ids).await
+        self.inner.db.store.probe(&mut conn, queue_ids).await
     }
 
     /// The wakeup probe over consumer groups `group_ids` (one non-locking query).
     pub(crate) async fn probe_groups(&self, group_ids: &[i32]) -> Result<Vec<GroupSignal>> {
         let mut conn = self.conns().read().await?;
-        self.inner.store.probe_groups(&mut conn, group_ids).await
+        self.inner.db.store.probe_groups(&mut conn, group_ids).await
     }
 
     /// Every registered worker process.
@@ -34,7 +34,7 @@ impl<B: Backend> Client<B> {
     pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
         self.require_schema()?;
         let mut conn = self.conns().read().await?;
-        self.inner.store.processes(&mut conn).await
+        self.inner.db.store.processes(&mut conn).await
     }
 
     /// InnoDB's history list length now: the undo logs of committed transactions that purge
@@ -51,7 +51,7 @@ impl<B: Backend> Client<B> {
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
     /// match client.history_list_length().await? {
-    ///     Some(sqlmq::HistoryListLength::Length(n)) => println!("history list length {n}"),
+    ///     Some(sqlmq::admin::HistoryListLength::Length(n)) => println!("history list length {n}"),
     ///     Some(unavailable) => println!("{unavailable:?}"),
     ///     None => println!("no undo history on this database"),
     /// }
@@ -64,8 +64,9 @@ impl<B: Backend> Client<B> {
         let mut conn = self.conns().read().await?;
         let read = self
             .inner
+            .db
             .store
-            .history_list_length(&mut conn, &self.inner.server)
+            .history_list_length(&mut conn, &self.inner.db.server)
             .await;
         let unavailable = match read {
             Ok(Some(n)) => return Ok(Some(HistoryListLength::Length(n))),

@@ -1,4 +1,20 @@
-//! The entry point: a connection pool, the server's facts and the schema.
+//! The entry point: [`Client`], a handle to sqlmq in one database (a connection pool, the
+//! server's facts, the schema), built by [`Client::connect`] or, with pool sizes, timeouts and
+//! TLS, by [`ClientBuilder`]. Long-running users of a client wait out an unavailable database
+//! and report it once through its [`Outage`]; [`NotificationStatus`] says whether waiting
+//! consumers are woken by the database's commits or by probes.
+//!
+//! ```no_run
+//! # async fn f() -> sqlmq::Result<()> {
+//! let client = sqlmq::Client::builder()
+//!     .max_connections(20)
+//!     .connect("mysql://app@db.internal/shop")
+//!     .await?;
+//! client.migrate().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Inside
 //!
 //! | file | what |
 //! |---|---|
@@ -21,14 +37,15 @@ mod wakeups;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::Pool;
 
+pub use crate::outage::{Outage, OutageReport};
 pub use builder::ClientBuilder;
 pub use notifications::NotificationStatus;
 pub(crate) use waitroom::{Maintain, Watched};
-pub(crate) use wakeups::Subject;
+pub(crate) use wakeups::{Backlog, Subject};
 
 use crate::domain::{Error, GrantRole, MigrationReport, Result, ServerInfo};
 use crate::store::Backend;
@@ -65,7 +82,22 @@ impl<B: Backend> Clone for Client<B> {
     }
 }
 
+/// A client's state, in parts each owned by one concern: the database, the settings fixed at
+/// build time, this process's wakeups, the housekeeping schedule, the topics' sequencing, the
+/// outage report.
 pub(crate) struct Inner<B: Backend> {
+    pub db: Database<B>,
+    pub settings: Settings,
+    pub wake: wakeups::Wake,
+    pub housekeeping: wakeups::Housekeeping,
+    /// The background sequencers' work, by topic id (`topic/sequencer.rs` runs them).
+    pub sequencing: Mutex<HashMap<i32, Arc<wakeups::Backlog>>>,
+    /// Whether this client's long-running users wait for the database (`Client::outage`).
+    pub outage: crate::outage::Outage,
+}
+
+/// The database: where statements run, its store, what the server is and its schema version.
+pub(crate) struct Database<B: Backend> {
     /// Where sqlmq's transactions run, and the caller's (`Client::begin`, `pool`).
     pub pool: Pool<B>,
     /// The same pool as sqlmq's transactions take it: with the connections kept from their
@@ -76,32 +108,22 @@ pub(crate) struct Inner<B: Backend> {
     pub store: B::Store,
     pub server: ServerInfo,
     schema: AtomicI64,
+}
+
+/// What the builder fixed: limits, intervals and this client's owner id.
+pub(crate) struct Settings {
     pub max_payload_bytes: usize,
     pub statement_budget: usize,
     pub housekeeping_interval: Duration,
     /// How long results, finished batches and ended tracked messages are kept.
     pub flow_retention: Duration,
     pub owner: String,
-    /// When each queue, group or topic last ran its housekeeping in this client.
-    pub housekeeping: Mutex<HashMap<Subject, Instant>>,
-    /// In-process wakeups: a worker consuming a queue registers a `Notify` here, and sends
-    /// through this client notify it after their commit (a hint; polling stays the authority).
-    pub wakeups: Mutex<HashMap<Subject, Arc<tokio::sync::Notify>>>,
-    /// Long polls (`receive_wait`) waiting, by source, and their shared prober.
-    pub waitroom: waitroom::Waitroom,
-    /// Background sequencers by topic id, started by local publishes.
-    pub sequencers: Mutex<HashMap<i32, Arc<crate::topic::Sequencer>>>,
-    pub last_dedup_prune: Mutex<Instant>,
-    /// Whether this client's long-running users wait for the database (`Client::outage`).
-    pub outage: crate::Outage,
-    /// The follower of the database's commits (`notifications.rs`).
-    pub notifications: notifications::Notifications,
 }
 
 impl<B: Backend> Drop for Inner<B> {
     fn drop(&mut self) {
         // The follower holds only a weak reference; its connection closes with it.
-        self.notifications.stop();
+        self.wake.notifications.stop();
     }
 }
 
@@ -120,8 +142,8 @@ impl<B: Backend> std::fmt::Debug for Client<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("backend", &B::SCHEME)
-            .field("server", &self.inner.server.version)
-            .field("table_prefix", &self.inner.store.prefix())
+            .field("server", &self.inner.db.server.version)
+            .field("table_prefix", &self.inner.db.store.prefix())
             .finish_non_exhaustive()
     }
 }
@@ -144,14 +166,14 @@ impl Client<crate::MySql> {
 
 impl Client {
     /// Longest name of a queue, topic, consumer group or broadcast member, and longest ordering
-    /// or idempotency key of a message: 128 bytes (see [`validate_name`](crate::validate_name)).
+    /// or idempotency key of a message: 128 bytes (see [`validate_name`](crate::admin::validate_name)).
     ///
     /// ```
     /// use sqlmq::Client;
     /// assert_eq!(Client::MAX_NAME_LEN, 128);
     /// let name = format!("orders.{}", "x".repeat(Client::MAX_NAME_LEN - "orders.".len()));
-    /// assert!(sqlmq::validate_name("queue", &name).is_ok());
-    /// assert!(sqlmq::validate_name("queue", &format!("{name}x")).is_err());
+    /// assert!(sqlmq::admin::validate_name("queue", &name).is_ok());
+    /// assert!(sqlmq::admin::validate_name("queue", &format!("{name}x")).is_err());
     /// ```
     pub const MAX_NAME_LEN: usize = crate::domain::MAX_NAME_LEN;
 
@@ -201,14 +223,15 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn migrate_to(&self, version: i64) -> Result<MigrationReport> {
-        let store = &self.inner.store;
-        let mut conn = self.inner.conns.acquire().await?;
+        let store = &self.inner.db.store;
+        let mut conn = self.inner.db.conns.acquire().await?;
         let report = migrate::migrate_to::<B>(store, &mut conn, version).await?;
         drop(conn);
         if report.from_version == 0 && report.to_version > 0 {
-            store.verify_locking(&self.inner.pool).await?;
+            store.verify_locking(&self.inner.db.pool).await?;
         }
         self.inner
+            .db
             .schema
             .store(report.to_version, Ordering::Relaxed);
         Ok(report)
@@ -219,14 +242,18 @@ impl<B: Backend> Client<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for grant in client.grants(sqlmq::GrantRole::Runtime, "app", "%").await? {
+    /// for grant in client.grants(sqlmq::admin::GrantRole::Runtime, "app", "%").await? {
     ///     println!("{grant}");
     /// }
     /// # Ok(()) }
     /// ```
     pub async fn grants(&self, role: GrantRole, user: &str, host: &str) -> Result<Vec<String>> {
-        let mut conn = self.inner.conns.acquire().await?;
-        self.inner.store.grants(&mut conn, role, user, host).await
+        let mut conn = self.inner.db.conns.acquire().await?;
+        self.inner
+            .db
+            .store
+            .grants(&mut conn, role, user, host)
+            .await
     }
 
     /// The schema version found at connect time (or set by `migrate`).
@@ -235,18 +262,18 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { println!("schema v{}", client.schema_version()); }
     /// ```
     pub fn schema_version(&self) -> i64 {
-        self.inner.schema.load(Ordering::Relaxed)
+        self.inner.db.schema.load(Ordering::Relaxed)
     }
 
     /// The schema version in the database now (read, not remembered).
     pub(crate) async fn read_schema_version(&self) -> Result<i64> {
-        let mut conn = self.inner.reader.acquire().await?;
-        self.inner.store.schema_version(&mut conn).await
+        let mut conn = self.inner.db.reader.acquire().await?;
+        self.inner.db.store.schema_version(&mut conn).await
     }
 
     /// Remember the schema version found (a worker that waited for `migrate`).
     pub(crate) fn set_schema_version(&self, version: i64) {
-        self.inner.schema.store(version, Ordering::Relaxed);
+        self.inner.db.schema.store(version, Ordering::Relaxed);
     }
 
     /// The database's clock now: the clock every delay, lease, heartbeat and schedule of
@@ -259,8 +286,8 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn database_time(&self) -> Result<std::time::SystemTime> {
-        let mut conn = self.inner.reader.acquire().await?;
-        let us = self.inner.store.now_us(&mut conn).await?;
+        let mut conn = self.inner.db.reader.acquire().await?;
+        let us = self.inner.db.store.now_us(&mut conn).await?;
         Ok(crate::domain::time_from_micros(us))
     }
 
@@ -270,7 +297,7 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { println!("{}", client.server().version); }
     /// ```
     pub fn server(&self) -> &ServerInfo {
-        &self.inner.server
+        &self.inner.db.server
     }
 
     /// The connection pool of sqlmq's transactions (for SQLite, the process's one writer
@@ -283,12 +310,12 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub fn pool(&self) -> &Pool<B> {
-        &self.inner.pool
+        &self.inner.db.pool
     }
 
     /// Where sqlmq's own transactions take their connections (see `conns.rs`).
     pub(crate) fn conns(&self) -> &crate::conns::Conns<B> {
-        &self.inner.conns
+        &self.inner.db.conns
     }
 
     /// Where plain reads run: the same pool as [`Client::pool`] for a server database, the
@@ -296,7 +323,7 @@ impl<B: Backend> Client<B> {
     /// [`Client::conns`]; the store's tests read here.
     #[cfg(test)]
     pub(crate) fn reader(&self) -> &Pool<B> {
-        &self.inner.reader
+        &self.inner.db.reader
     }
 
     /// Begin a transaction for the `_in` methods (`send_in`, `ack_in`, `publish_in`...) and
@@ -313,7 +340,7 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, B>> {
-        crate::tx::begin_for_caller(&self.inner.pool).await
+        crate::tx::begin_for_caller(&self.inner.db.pool).await
     }
 
     /// The table prefix in use.
@@ -322,7 +349,7 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { assert_eq!(client.table_prefix(), "sqlmq_"); }
     /// ```
     pub fn table_prefix(&self) -> &str {
-        self.inner.store.prefix()
+        self.inner.db.store.prefix()
     }
 
     /// The largest accepted body, in bytes.
@@ -331,12 +358,12 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { assert_eq!(client.max_payload_bytes(), 1 << 20); }
     /// ```
     pub fn max_payload_bytes(&self) -> usize {
-        self.inner.max_payload_bytes
+        self.inner.settings.max_payload_bytes
     }
 
     /// Whether this client's long-running users — the worker runtime, `sqlmq serve` — are
     /// waiting for the database (unreachable, at its connection limit, out of space), and since
-    /// when. They retry rather than exit, and report here (see [`Outage`](crate::Outage)).
+    /// when. They retry rather than exit, and report here (see [`Outage`]).
     ///
     /// ```no_run
     /// # fn f(client: sqlmq::Client) {
@@ -345,7 +372,7 @@ impl<B: Backend> Client<B> {
     /// }
     /// # }
     /// ```
-    pub fn outage(&self) -> &crate::Outage {
+    pub fn outage(&self) -> &crate::outage::Outage {
         &self.inner.outage
     }
 
@@ -355,12 +382,12 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { println!("{}", client.owner_id()); }
     /// ```
     pub fn owner_id(&self) -> &str {
-        &self.inner.owner
+        &self.inner.settings.owner
     }
 
     /// The store, for engine code.
     pub(crate) fn store(&self) -> &B::Store {
-        &self.inner.store
+        &self.inner.db.store
     }
 
     pub(crate) fn require_schema(&self) -> Result<()> {

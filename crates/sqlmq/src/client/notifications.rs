@@ -44,13 +44,13 @@ const LOST_RETRY_MAX: Duration = Duration::from_secs(30);
 /// Whether this client's waiting consumers are woken by the database's commits.
 ///
 /// ```
-/// let status = sqlmq::NotificationStatus::Off("binlog_format is MIXED".into());
+/// let status = sqlmq::client::NotificationStatus::Off("binlog_format is MIXED".into());
 /// assert!(!status.is_live());
 /// assert_eq!(status.to_string(), "off: binlog_format is MIXED");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotificationStatus {
-    /// Turned off with [`ClientBuilder::notifications`](crate::ClientBuilder::notifications),
+    /// Turned off with [`ClientBuilder::notifications`](crate::client::ClientBuilder::notifications),
     /// or the client was made from a pool (no URL to follow with).
     Disabled(String),
     /// Nothing has waited yet: the follower starts with the first waiting consumer.
@@ -70,7 +70,7 @@ impl NotificationStatus {
     /// Whether waiting consumers are woken by commits right now.
     ///
     /// ```
-    /// assert!(sqlmq::NotificationStatus::Live.is_live());
+    /// assert!(sqlmq::client::NotificationStatus::Live.is_live());
     /// ```
     pub fn is_live(&self) -> bool {
         matches!(self, NotificationStatus::Live)
@@ -226,6 +226,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub fn notifications(&self) -> NotificationStatus {
         self.inner
+            .wake
             .notifications
             .status
             .lock()
@@ -248,7 +249,7 @@ impl<B: Backend> Client<B> {
 
     /// Start the follower unless it runs (or notifications are disabled).
     pub(crate) fn ensure_follower(&self) {
-        let notes = &self.inner.notifications;
+        let notes = &self.inner.wake.notifications;
         let Ok(url) = notes.url.clone() else { return };
         if notes.started.swap(true, Ordering::AcqRel) {
             return;
@@ -259,7 +260,7 @@ impl<B: Backend> Client<B> {
         };
         notes.set(NotificationStatus::Starting);
         let weak = std::sync::Arc::downgrade(&self.inner);
-        let store = self.inner.store.clone();
+        let store = self.inner.db.store.clone();
         let stop = notes.stop.clone();
         runtime.spawn(async move {
             tokio::select! {
@@ -277,7 +278,7 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
         let report = |followed: Followed| {
             let Some(inner) = weak.upgrade() else { return };
             let client = Client { inner };
-            let notes = &client.inner.notifications;
+            let notes = &client.inner.wake.notifications;
             match followed {
                 Followed::Live => {
                     notes.set(NotificationStatus::Live);
@@ -297,7 +298,7 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
         };
         let started = Instant::now();
         // The pool, for the follower's checks; not kept, so the client can still go away.
-        let Some(pool) = weak.upgrade().map(|inner| inner.pool.clone()) else {
+        let Some(pool) = weak.upgrade().map(|inner| inner.db.pool.clone()) else {
             return;
         };
         let end = store.follow(&pool, &url, &report).await;
@@ -305,11 +306,12 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
         let Some(inner) = weak.upgrade() else { return };
         let pause = match end {
             FollowEnd::Off(why) => {
-                inner.notifications.set(NotificationStatus::Off(why));
+                inner.wake.notifications.set(NotificationStatus::Off(why));
                 OFF_RETRY
             }
             FollowEnd::Lost(why) => {
                 inner
+                    .wake
                     .notifications
                     .set(NotificationStatus::Reconnecting(why));
                 if started.elapsed() > LOST_RETRY_MAX {

@@ -225,7 +225,7 @@ impl<B: Backend> Client<B> {
     pub fn set_probe_interval(&self, floor: Duration, ceiling: Duration) {
         // A zero floor would never back off: at least a millisecond.
         let floor = floor.max(Duration::from_millis(1));
-        *self.inner.waitroom.interval.lock().expect("poisoned") = (floor, ceiling.max(floor));
+        *self.inner.wake.waitroom.interval.lock().expect("poisoned") = (floor, ceiling.max(floor));
     }
 
     /// How many `receive_wait` calls of this client are waiting now.
@@ -234,7 +234,7 @@ impl<B: Backend> Client<B> {
     /// # fn f(client: sqlmq::Client) { println!("{} long polls wait", client.long_polls()); }
     /// ```
     pub fn long_polls(&self) -> usize {
-        self.inner.waitroom.waiting()
+        self.inner.wake.waitroom.waiting()
     }
 
     /// Claim with `attempt` until it returns messages or `wait` has passed, waiting in `key`'s
@@ -256,7 +256,7 @@ impl<B: Backend> Client<B> {
             let claim = Box::pin(attempt());
             return claim.await;
         }
-        let room = &self.inner.waitroom;
+        let room = &self.inner.wake.waitroom;
         let deadline = Instant::now() + wait;
         let mut front = false;
         loop {
@@ -298,7 +298,13 @@ impl<B: Backend> Client<B> {
     /// Start this client's prober unless it runs. The guard that marks it stopped goes into
     /// the task before it is spawned, so a task dropped before it ever ran clears the mark too.
     fn ensure_prober(&self) {
-        if !self.inner.waitroom.probing.swap(true, Ordering::AcqRel) {
+        if !self
+            .inner
+            .wake
+            .waitroom
+            .probing
+            .swap(true, Ordering::AcqRel)
+        {
             let running = Running {
                 client: self.clone(),
                 stopped: false,
@@ -315,8 +321,8 @@ impl<B: Backend> Client<B> {
 /// Probe the sources with a line until no line is left; call the lines of those with work.
 async fn run_prober<B: Backend>(mut running: Running<B>) {
     let client = running.client.clone();
-    let room = &client.inner.waitroom;
-    let notes = &client.inner.notifications;
+    let room = &client.inner.wake.waitroom;
+    let notes = &client.inner.wake.notifications;
     client.ensure_follower();
     let mut news = notes.subscribe();
     let (floor, ceiling) = *room.interval.lock().expect("poisoned");
@@ -354,7 +360,7 @@ struct Running<B: Backend> {
 impl<B: Backend> Drop for Running<B> {
     fn drop(&mut self) {
         if !self.stopped {
-            let room = &self.client.inner.waitroom;
+            let room = &self.client.inner.wake.waitroom;
             let _lines = room.lines.lock().expect("poisoned");
             room.probing.store(false, Ordering::Release);
         }
@@ -403,7 +409,7 @@ async fn probe_queues<B: Backend>(client: &Client<B>, queues: &[(Watched, Mainta
         };
         let ready = signal.ready || (signal.needs_maintenance() && maintained(key, maintain).await);
         if ready {
-            client.inner.waitroom.call(key);
+            client.inner.wake.waitroom.call(key);
         }
     }
 }
@@ -433,7 +439,7 @@ async fn probe_groups<B: Backend>(client: &Client<B>, groups: &[(Watched, Mainta
         let ready = signal.ready
             || ((signal.expired || signal.pending) && maintained(*key, maintain).await);
         if ready {
-            client.inner.waitroom.call(*key);
+            client.inner.wake.waitroom.call(*key);
         }
     }
 }

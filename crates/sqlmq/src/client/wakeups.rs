@@ -6,8 +6,11 @@
 //! (promotion, expiry, retention, pruning) runs from whichever call finds it due, so that a
 //! client without a maintenance service still keeps its queues moving.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use super::{Client, Watched};
 use crate::domain::{Result, micros_of};
@@ -19,6 +22,38 @@ use crate::tx;
 const DEDUP_PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 /// Idempotency keys deleted per prune.
 const DEDUP_PRUNE_BATCH: usize = 1000;
+
+/// Who waits for what in this process: a worker's consumers (a `Notify` per subject, fired
+/// after this client's own commits), long polls (the waitroom) and the follower of the
+/// database's commits that wakes both for other processes' commits.
+pub(crate) struct Wake {
+    pub local: Mutex<HashMap<Subject, Arc<Notify>>>,
+    pub waitroom: super::waitroom::Waitroom,
+    pub notifications: super::notifications::Notifications,
+}
+
+/// When housekeeping last ran: per subject, and the prune of idempotency keys and flows.
+pub(crate) struct Housekeeping {
+    pub last: Mutex<HashMap<Subject, Instant>>,
+    pub last_prune: Mutex<Instant>,
+}
+
+impl Default for Housekeeping {
+    fn default() -> Self {
+        Housekeeping {
+            last: Mutex::default(),
+            last_prune: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+/// Work a background task owes one subject: the partitions written since it last ran and
+/// what wakes it. A topic's sequencer (`topic/sequencer.rs`) runs on one.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    pub wake: Notify,
+    pub dirty: Mutex<BTreeSet<i32>>,
+}
 
 /// What in-process wakeups and housekeeping times are kept for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -36,20 +71,27 @@ pub(crate) enum Subject {
 
 impl<B: Backend> Client<B> {
     /// The in-process wakeup of `subject` (created on first use).
-    pub(crate) fn wakeup(&self, subject: Subject) -> Arc<tokio::sync::Notify> {
-        let mut map = self.inner.wakeups.lock().expect("poisoned");
+    pub(crate) fn wakeup(&self, subject: Subject) -> Arc<Notify> {
+        let mut map = self.inner.wake.local.lock().expect("poisoned");
         map.entry(subject).or_default().clone()
     }
 
     /// Wake this process's consumers of `subject`, if any wait: a worker's, and the first in
     /// line of each long poll on it.
     pub(crate) fn notify_local(&self, subject: Subject) {
-        if let Some(n) = self.inner.wakeups.lock().expect("poisoned").get(&subject) {
+        if let Some(n) = self
+            .inner
+            .wake
+            .local
+            .lock()
+            .expect("poisoned")
+            .get(&subject)
+        {
             n.notify_waiters();
         }
         match subject {
-            Subject::Queue(id) => self.inner.waitroom.call(Watched::Queue(id)),
-            Subject::Topic(id) => self.inner.waitroom.call_topic(id),
+            Subject::Queue(id) => self.inner.wake.waitroom.call(Watched::Queue(id)),
+            Subject::Topic(id) => self.inner.wake.waitroom.call_topic(id),
             Subject::Group(_) | Subject::Schedules => {}
         }
     }
@@ -57,7 +99,7 @@ impl<B: Backend> Client<B> {
     /// Whether `subject`'s housekeeping is due (last run `interval` ago or never); if so, the
     /// run is recorded as starting now, so that concurrent callers do not all run it.
     pub(crate) fn due(&self, subject: Subject, interval: Duration) -> bool {
-        let mut last = self.inner.housekeeping.lock().expect("poisoned");
+        let mut last = self.inner.housekeeping.last.lock().expect("poisoned");
         let now = Instant::now();
         match last.get(&subject) {
             Some(t) if now.duration_since(*t) < interval => false,
@@ -72,11 +114,13 @@ impl<B: Backend> Client<B> {
     pub(crate) fn forget(&self, subject: Subject) {
         self.inner
             .housekeeping
+            .last
             .lock()
             .expect("poisoned")
             .remove(&subject);
         self.inner
-            .wakeups
+            .wake
+            .local
             .lock()
             .expect("poisoned")
             .remove(&subject);
@@ -85,7 +129,7 @@ impl<B: Backend> Client<B> {
     /// Delete idempotency keys whose window has passed, if the last prune is a minute old.
     pub(crate) async fn prune_dedup_if_due(&self) -> Result<usize> {
         {
-            let mut last = self.inner.last_dedup_prune.lock().expect("poisoned");
+            let mut last = self.inner.housekeeping.last_prune.lock().expect("poisoned");
             if last.elapsed() < DEDUP_PRUNE_INTERVAL {
                 return Ok(0);
             }
@@ -97,7 +141,7 @@ impl<B: Backend> Client<B> {
         })
         .await?;
         // Batches, dependencies and results past their retention, on the same schedule.
-        let retention = micros_of(self.inner.flow_retention);
+        let retention = micros_of(self.inner.settings.flow_retention);
         let flows = tx::run(self.conns(), "prune_flows", |conn, _| {
             Box::pin(async move {
                 let now = store.now_us(conn).await?;

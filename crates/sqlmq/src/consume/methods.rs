@@ -1,5 +1,5 @@
 //! The settling methods every consumable handle has — [`Queue`](crate::Queue),
-//! [`Group`](crate::Group) and [`Source`](crate::Source) — written once: each calls the one
+//! [`Group`](crate::Group) and [`Source`](crate::source::Source) — written once: each calls the one
 //! consumption path (`settle.rs`) through the handle's `consumer()`.
 
 /// Generate `ack`, `ack_batch`, `ack_in`, `ack_batch_in`, `nack`, `nack_in`, `snooze`,
@@ -17,12 +17,12 @@ macro_rules! consume_methods {
             /// x.ack(d.receipt()).await?;
             /// # Ok(()) }
             /// ```
-            pub async fn ack(&self, receipt: $crate::Receipt) -> $crate::Result<()> {
+            pub async fn ack(&self, receipt: $crate::domain::Receipt) -> $crate::Result<()> {
                 $crate::consume::lost_to_error(self.consumer().ack_batch(&[receipt]).await?)
             }
 
             /// Ack many receipts in one transaction. Receipts that no longer hold their lease
-            /// are reported in [`AckReport::lost`](crate::AckReport::lost); the others are
+            /// are reported in [`AckReport::lost`](crate::queue::AckReport::lost); the others are
             /// acked.
             ///
             /// ```no_run
@@ -34,8 +34,8 @@ macro_rules! consume_methods {
             /// ```
             pub async fn ack_batch(
                 &self,
-                receipts: &[$crate::Receipt],
-            ) -> $crate::Result<$crate::AckReport> {
+                receipts: &[$crate::domain::Receipt],
+            ) -> $crate::Result<$crate::domain::AckReport> {
                 self.consumer().ack_batch(receipts).await
             }
 
@@ -58,7 +58,7 @@ macro_rules! consume_methods {
             pub async fn ack_in(
                 &self,
                 conn: &mut B::Connection,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
             ) -> $crate::Result<()> {
                 self.consumer().ack_in(conn, receipt).await
             }
@@ -66,7 +66,7 @@ macro_rules! consume_methods {
             /// Ack many receipts inside the caller's transaction (see `ack_in`), in one pass:
             /// with the lock-held mode's `Queue::receive_in`, a whole batch is claimed,
             /// handled and acked in one transaction. Receipts that no longer hold their lease
-            /// are reported in [`AckReport::lost`](crate::AckReport::lost); whether to commit
+            /// are reported in [`AckReport::lost`](crate::queue::AckReport::lost); whether to commit
             /// the rest is the caller's choice.
             ///
             /// ```no_run
@@ -80,8 +80,8 @@ macro_rules! consume_methods {
             pub async fn ack_batch_in(
                 &self,
                 conn: &mut B::Connection,
-                receipts: &[$crate::Receipt],
-            ) -> $crate::Result<$crate::AckReport> {
+                receipts: &[$crate::domain::Receipt],
+            ) -> $crate::Result<$crate::domain::AckReport> {
                 self.consumer().ack_batch_in(conn, receipts).await
             }
 
@@ -96,10 +96,10 @@ macro_rules! consume_methods {
             /// ```
             pub async fn nack(
                 &self,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 retry_in: Option<std::time::Duration>,
                 error: &str,
-            ) -> $crate::Result<$crate::NackOutcome> {
+            ) -> $crate::Result<$crate::domain::NackOutcome> {
                 let failure = $crate::domain::Failure::Retry {
                     after: retry_in,
                     error,
@@ -121,10 +121,10 @@ macro_rules! consume_methods {
             pub async fn nack_in(
                 &self,
                 conn: &mut B::Connection,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 retry_in: Option<std::time::Duration>,
                 error: &str,
-            ) -> $crate::Result<$crate::NackOutcome> {
+            ) -> $crate::Result<$crate::domain::NackOutcome> {
                 let failure = $crate::domain::Failure::Retry {
                     after: retry_in,
                     error,
@@ -144,7 +144,7 @@ macro_rules! consume_methods {
             /// ```
             pub async fn snooze(
                 &self,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 after: std::time::Duration,
             ) -> $crate::Result<()> {
                 let failure = $crate::domain::Failure::Snooze { after };
@@ -163,7 +163,7 @@ macro_rules! consume_methods {
             pub async fn snooze_in(
                 &self,
                 conn: &mut B::Connection,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 after: std::time::Duration,
             ) -> $crate::Result<()> {
                 let failure = $crate::domain::Failure::Snooze { after };
@@ -183,7 +183,7 @@ macro_rules! consume_methods {
             /// ```
             pub async fn dead_letter(
                 &self,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 error: &str,
             ) -> $crate::Result<()> {
                 let failure = $crate::domain::Failure::DeadLetter { error };
@@ -202,7 +202,7 @@ macro_rules! consume_methods {
             pub async fn dead_letter_in(
                 &self,
                 conn: &mut B::Connection,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 error: &str,
             ) -> $crate::Result<()> {
                 let failure = $crate::domain::Failure::DeadLetter { error };
@@ -223,7 +223,7 @@ macro_rules! consume_methods {
             /// ```
             pub async fn extend(
                 &self,
-                receipt: $crate::Receipt,
+                receipt: $crate::domain::Receipt,
                 lease: std::time::Duration,
             ) -> $crate::Result<()> {
                 self.consumer().extend(receipt, lease).await

@@ -492,7 +492,8 @@ impl<'a, B: Backend> Consumer<'a, B> {
 mod tests {
     use std::time::{Duration, SystemTime};
 
-    use crate::{Client, Message, MessageState, QueueConfig};
+    use crate::domain::MessageState;
+    use crate::{Client, Message, QueueConfig};
 
     /// One transaction extends a batch's leases: each live lease moves and answers held, one
     /// acked meanwhile answers lost, in the receipts' order whatever their ids' order.

@@ -13,7 +13,7 @@ const MAX_BACKOFF_STEP: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 ///
 /// ```
 /// use std::time::Duration;
-/// use sqlmq::Backoff;
+/// use sqlmq::queue::Backoff;
 ///
 /// // 1 s, 2 s, 4 s, ... up to 1 h, each ±20 % (the default):
 /// let exp = Backoff::default();
@@ -58,7 +58,7 @@ impl Backoff {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = sqlmq::Backoff::Exponential {
+    /// let b = sqlmq::queue::Backoff::Exponential {
     ///     base: Duration::from_secs(1), max: Duration::from_secs(60), jitter: 0.0,
     /// };
     /// assert_eq!(b.delay(3, 0.9), Duration::from_secs(4));
@@ -122,10 +122,10 @@ impl Backoff {
 ///
 /// ```
 /// use std::time::Duration;
-/// let b: sqlmq::Backoff = "10s,30s,1m".parse().unwrap();
+/// let b: sqlmq::queue::Backoff = "10s,30s,1m".parse().unwrap();
 /// assert_eq!(b.delay(3, 0.5), Duration::from_secs(60));
-/// assert!("exp:1s:1h".parse::<sqlmq::Backoff>().is_ok());
-/// assert!("soon".parse::<sqlmq::Backoff>().is_err());
+/// assert!("exp:1s:1h".parse::<sqlmq::queue::Backoff>().is_ok());
+/// assert!("soon".parse::<sqlmq::queue::Backoff>().is_err());
 /// ```
 impl std::str::FromStr for Backoff {
     type Err = Error;

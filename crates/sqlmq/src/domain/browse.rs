@@ -10,7 +10,7 @@ use super::{AttemptError, Error, MessageId};
 /// Where a queue's message is.
 ///
 /// ```
-/// use sqlmq::MessageState;
+/// use sqlmq::inspect::MessageState;
 /// let s: MessageState = "in_flight".parse()?;
 /// assert_eq!(s, MessageState::InFlight);
 /// assert_eq!(s.to_string(), "in_flight");
@@ -37,7 +37,7 @@ impl MessageState {
     /// [`Queue::dead_letters`](crate::Queue::dead_letters)).
     ///
     /// ```
-    /// assert_eq!(sqlmq::MessageState::BROWSABLE.len(), 5);
+    /// assert_eq!(sqlmq::inspect::MessageState::BROWSABLE.len(), 5);
     /// ```
     pub const BROWSABLE: [MessageState; 5] = [
         MessageState::Ready,
@@ -50,7 +50,7 @@ impl MessageState {
     /// Its name, as the CLI and the HTTP API spell it.
     ///
     /// ```
-    /// assert_eq!(sqlmq::MessageState::Scheduled.as_str(), "scheduled");
+    /// assert_eq!(sqlmq::inspect::MessageState::Scheduled.as_str(), "scheduled");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -155,7 +155,7 @@ pub struct QueuedMessage {
 /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
 /// let mut after = None;
 /// loop {
-///     let page = q.browse(sqlmq::MessageState::Ready, after.as_deref(), 100).await?;
+///     let page = q.browse(sqlmq::inspect::MessageState::Ready, after.as_deref(), 100).await?;
 ///     for m in &page.messages { println!("{}", m.id) }
 ///     match page.next { Some(n) => after = Some(n), None => break }
 /// }

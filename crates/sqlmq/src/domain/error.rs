@@ -192,7 +192,7 @@ pub enum Error {
     /// limit (1226). A moment's condition — a deploy starting many processes, another
     /// application's spike — so it is retryable ([`ErrorClass::Busy`]): sqlmq's long-running
     /// processes (workers, `sqlmq consume`, `subscribe`, `serve`) wait it out. For good, give
-    /// each process fewer connections ([`ClientBuilder::max_connections`](crate::ClientBuilder::max_connections),
+    /// each process fewer connections ([`ClientBuilder::max_connections`](crate::client::ClientBuilder::max_connections),
     /// `--max-connections`) or raise the server's limit.
     ///
     /// ```
@@ -257,7 +257,7 @@ pub enum Error {
 /// What to do about a database error.
 ///
 /// ```
-/// use sqlmq::ErrorClass;
+/// use sqlmq::error::ErrorClass;
 /// assert!(ErrorClass::for_mysql_error_number(1213).is_retryable());
 /// assert!(!ErrorClass::for_mysql_error_number(1064).is_retryable());
 /// ```
@@ -287,7 +287,7 @@ impl ErrorClass {
     /// Whether retrying the failed unit of work can succeed.
     ///
     /// ```
-    /// assert!(sqlmq::ErrorClass::Busy.is_retryable());
+    /// assert!(sqlmq::error::ErrorClass::Busy.is_retryable());
     /// ```
     pub fn is_retryable(self) -> bool {
         !matches!(self, ErrorClass::Fatal)

@@ -18,14 +18,14 @@ use super::record::Record;
 /// How long the flow tables keep a finished batch, an ended message's record and a result.
 ///
 /// ```
-/// assert_eq!(sqlmq::FLOW_RETENTION.as_secs(), 7 * 24 * 3600);
+/// assert_eq!(sqlmq::flow::FLOW_RETENTION.as_secs(), 7 * 24 * 3600);
 /// ```
 pub const FLOW_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Most bytes of a result an ack may carry ([`Queue::ack_with_result`](crate::Queue)).
 ///
 /// ```
-/// assert_eq!(sqlmq::MAX_RESULT_BYTES, 65_536);
+/// assert_eq!(sqlmq::flow::MAX_RESULT_BYTES, 65_536);
 /// ```
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
@@ -34,7 +34,7 @@ pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 ///
 /// ```
 /// # fn f(d: sqlmq::Delivery) {
-/// if let Some(batch) = d.headers.get(sqlmq::BATCH_HEADER) { println!("callback of {batch}") }
+/// if let Some(batch) = d.headers.get(sqlmq::flow::BATCH_HEADER) { println!("callback of {batch}") }
 /// # }
 /// ```
 pub const BATCH_HEADER: &str = "sqlmq-batch";
@@ -43,7 +43,7 @@ pub const BATCH_HEADER: &str = "sqlmq-batch";
 /// steps): a UUIDv7 made by the client.
 ///
 /// ```
-/// let id = sqlmq::BatchId::new();
+/// let id = sqlmq::flow::BatchId::new();
 /// assert_eq!(id, id.to_string().parse().unwrap());
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -54,7 +54,7 @@ impl BatchId {
     /// A fresh, time-ordered id.
     ///
     /// ```
-    /// assert_ne!(sqlmq::BatchId::new(), sqlmq::BatchId::new());
+    /// assert_ne!(sqlmq::flow::BatchId::new(), sqlmq::flow::BatchId::new());
     /// ```
     pub fn new() -> BatchId {
         BatchId(Uuid::now_v7())
@@ -101,8 +101,8 @@ impl FromStr for BatchId {
 /// What a tracked message is to its batch.
 ///
 /// ```
-/// # fn f(s: sqlmq::BatchStatus) {
-/// let members = s.steps.iter().filter(|x| x.role == sqlmq::Role::Member).count();
+/// # fn f(s: sqlmq::flow::BatchStatus) {
+/// let members = s.steps.iter().filter(|x| x.role == sqlmq::flow::Role::Member).count();
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -179,7 +179,8 @@ pub(crate) struct Placed {
 /// out more work into its own batch); it finishes once sealed with no member pending.
 ///
 /// ```
-/// use sqlmq::{Batch, Message};
+/// use sqlmq::Message;
+/// use sqlmq::flow::Batch;
 /// let batch = Batch::new()
 ///     .add("thumbnails", Message::new("photo-1.jpg"))
 ///     .add("thumbnails", Message::new("photo-2.jpg"))
@@ -200,7 +201,7 @@ impl Batch {
     /// An empty batch, sealed when created.
     ///
     /// ```
-    /// let b = sqlmq::Batch::new();
+    /// let b = sqlmq::flow::Batch::new();
     /// println!("batch {}", b.id());
     /// ```
     pub fn new() -> Batch {
@@ -210,7 +211,7 @@ impl Batch {
     /// The id the batch will have.
     ///
     /// ```
-    /// let b = sqlmq::Batch::new();
+    /// let b = sqlmq::flow::Batch::new();
     /// assert_eq!(b.id(), b.id());
     /// ```
     pub fn id(&self) -> BatchId {
@@ -220,7 +221,7 @@ impl Batch {
     /// Add a member: `message` to the queue named `queue`.
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().add("thumbnails", sqlmq::Message::new("a.jpg"));
+    /// let b = sqlmq::flow::Batch::new().add("thumbnails", sqlmq::Message::new("a.jpg"));
     /// # let _ = b;
     /// ```
     pub fn add(mut self, queue: impl Into<String>, message: Message) -> Batch {
@@ -241,7 +242,8 @@ impl Batch {
     /// [`Client::dependency_results`](crate::Client::dependency_results).
     ///
     /// ```
-    /// use sqlmq::{Batch, Message};
+    /// use sqlmq::Message;
+    /// use sqlmq::flow::Batch;
     /// let diamond = Batch::new()
     ///     .step("a", "jobs", Message::new("fetch"), &[])
     ///     .step("b", "jobs", Message::new("left"), &["a"])
@@ -275,7 +277,7 @@ impl Batch {
     /// Send `message` to `queue` when every member was acked.
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_success("emails", sqlmq::Message::new("done"));
+    /// let b = sqlmq::flow::Batch::new().on_success("emails", sqlmq::Message::new("done"));
     /// # let _ = b;
     /// ```
     pub fn on_success(self, queue: impl Into<String>, message: Message) -> Batch {
@@ -286,7 +288,7 @@ impl Batch {
     /// acked (it became a dead letter or was cancelled).
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_failure("alerts", sqlmq::Message::new("some failed"));
+    /// let b = sqlmq::flow::Batch::new().on_failure("alerts", sqlmq::Message::new("some failed"));
     /// # let _ = b;
     /// ```
     pub fn on_failure(self, queue: impl Into<String>, message: Message) -> Batch {
@@ -298,7 +300,7 @@ impl Batch {
     /// [`BATCH_HEADER`] header).
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_complete("audit", sqlmq::Message::new("finished"));
+    /// let b = sqlmq::flow::Batch::new().on_complete("audit", sqlmq::Message::new("finished"));
     /// # let _ = b;
     /// ```
     pub fn on_complete(self, queue: impl Into<String>, message: Message) -> Batch {
@@ -309,7 +311,7 @@ impl Batch {
     /// [`Client::seal_batch`](crate::Client::seal_batch); it cannot finish before.
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().open();
+    /// let b = sqlmq::flow::Batch::new().open();
     /// # let _ = b;
     /// ```
     pub fn open(mut self) -> Batch {
@@ -321,7 +323,7 @@ impl Batch {
     /// [`Batch::on_success`], to a topic).
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_success_publish("albums", sqlmq::Record::new("ready"));
+    /// let b = sqlmq::flow::Batch::new().on_success_publish("albums", sqlmq::Record::new("ready"));
     /// # let _ = b;
     /// ```
     pub fn on_success_publish(self, topic: impl Into<String>, record: Record) -> Batch {
@@ -332,7 +334,7 @@ impl Batch {
     /// acked (as [`Batch::on_failure`], to a topic).
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_failure_publish("alerts", sqlmq::Record::new("failed"));
+    /// let b = sqlmq::flow::Batch::new().on_failure_publish("alerts", sqlmq::Record::new("failed"));
     /// # let _ = b;
     /// ```
     pub fn on_failure_publish(self, topic: impl Into<String>, record: Record) -> Batch {
@@ -343,7 +345,7 @@ impl Batch {
     /// [`Batch::on_complete`], to a topic).
     ///
     /// ```
-    /// let b = sqlmq::Batch::new().on_complete_publish("audit", sqlmq::Record::new("done"));
+    /// let b = sqlmq::flow::Batch::new().on_complete_publish("audit", sqlmq::Record::new("done"));
     /// # let _ = b;
     /// ```
     pub fn on_complete_publish(self, topic: impl Into<String>, record: Record) -> Batch {
@@ -523,8 +525,8 @@ pub(crate) fn check_trackable_key(m: &Message) -> Result<()> {
 /// Where a batch is in its life.
 ///
 /// ```
-/// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
-/// let done = client.batch(id).await?.state == sqlmq::BatchState::Finished;
+/// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> sqlmq::Result<()> {
+/// let done = client.batch(id).await?.state == sqlmq::flow::BatchState::Finished;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -551,8 +553,8 @@ impl BatchState {
 /// Where one message of a batch (a member or a callback) is.
 ///
 /// ```
-/// # fn f(s: sqlmq::BatchStatus) {
-/// let held = s.steps.iter().filter(|x| x.state == sqlmq::StepState::Held).count();
+/// # fn f(s: sqlmq::flow::BatchStatus) {
+/// let held = s.steps.iter().filter(|x| x.state == sqlmq::flow::StepState::Held).count();
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -591,7 +593,7 @@ impl StepState {
 /// One message of a batch, as [`Client::batch`](crate::Client::batch) reports it.
 ///
 /// ```
-/// # fn f(s: sqlmq::BatchStatus) {
+/// # fn f(s: sqlmq::flow::BatchStatus) {
 /// for step in &s.steps {
 ///     println!("{:?} in {}: {:?} after {:?}", step.step, step.queue, step.state, step.depends_on);
 /// }
@@ -619,7 +621,7 @@ pub struct BatchStep {
 /// A batch's progress ([`Client::batch`](crate::Client::batch)).
 ///
 /// ```
-/// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+/// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> sqlmq::Result<()> {
 /// let s = client.batch(id).await?;
 /// println!("{} of {} acked, {} dead, {} pending", s.succeeded, s.members, s.dead, s.pending);
 /// # Ok(()) }
@@ -655,7 +657,7 @@ impl BatchStatus {
     /// The members' ids by step name (a workflow's steps).
     ///
     /// ```
-    /// # fn f(s: sqlmq::BatchStatus) {
+    /// # fn f(s: sqlmq::flow::BatchStatus) {
     /// if let Some(id) = s.step_ids().get("d") { println!("d is {id}") }
     /// # }
     /// ```
@@ -671,7 +673,7 @@ impl BatchStatus {
 ///
 /// ```
 /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-/// let created = client.create_batch(sqlmq::Batch::new().add("jobs", sqlmq::Message::new("x"))).await?;
+/// let created = client.create_batch(sqlmq::flow::Batch::new().add("jobs", sqlmq::Message::new("x"))).await?;
 /// println!("batch {} holds {:?}", created.id, created.members);
 /// # Ok(()) }
 /// ```

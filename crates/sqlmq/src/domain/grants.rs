@@ -8,7 +8,7 @@
 /// Which user a list of grants is for.
 ///
 /// ```
-/// use sqlmq::GrantRole;
+/// use sqlmq::admin::GrantRole;
 /// assert_ne!(GrantRole::Runtime, GrantRole::Migration);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum GrantRole {
     /// What notifications need besides the runtime grants, on MySQL/MariaDB: reading the
     /// server's binary log (`REPLICATION SLAVE`) and where it ends (`BINLOG MONITOR` on MariaDB,
     /// `REPLICATION CLIENT` on MySQL), server-wide. Optional: without them waiting consumers
-    /// poll ([`ClientBuilder::notifications`](crate::ClientBuilder::notifications)). The binary
+    /// poll ([`ClientBuilder::notifications`](crate::client::ClientBuilder::notifications)). The binary
     /// log carries every database's row changes, so grant it where that is acceptable.
     Notifications,
     /// What reading InnoDB's history list length needs besides the runtime grants
@@ -36,7 +36,7 @@ pub enum GrantRole {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// for grant in client.grants(sqlmq::GrantRole::Monitoring, "serve", "%").await? {
+    /// for grant in client.grants(sqlmq::admin::GrantRole::Monitoring, "serve", "%").await? {
     ///     println!("{grant}"); // MySQL: GRANT PROCESS ON *.* TO 'serve'@'%';
     /// }
     /// # Ok(()) }

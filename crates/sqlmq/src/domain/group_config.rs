@@ -14,7 +14,7 @@ use super::rate_limit::RateLimit;
 ///
 /// ```
 /// use std::time::Duration;
-/// let ladder = sqlmq::default_group_ladder();
+/// let ladder = sqlmq::topic::default_group_ladder();
 /// assert_eq!(ladder.delay(1, 0.5), Duration::from_secs(10));
 /// assert_eq!(ladder.delay(16, 0.5), Duration::from_secs(7200));
 /// ```
@@ -28,7 +28,7 @@ pub fn default_group_ladder() -> Backoff {
 /// How a consumer group shares a topic among its members.
 ///
 /// ```
-/// assert_eq!("broadcast".parse::<sqlmq::GroupMode>().unwrap(), sqlmq::GroupMode::Broadcast);
+/// assert_eq!("broadcast".parse::<sqlmq::topic::GroupMode>().unwrap(), sqlmq::topic::GroupMode::Broadcast);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,7 +72,7 @@ impl std::fmt::Display for GroupMode {
 ///     .max_attempts(5)
 ///     .backoff("1s,10s,1m".parse().unwrap())
 ///     .consume_timeout(Duration::from_secs(60));
-/// assert_eq!(c.mode, sqlmq::GroupMode::Cluster);
+/// assert_eq!(c.mode, sqlmq::topic::GroupMode::Cluster);
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -120,7 +120,7 @@ impl GroupConfig {
     /// A broadcast group's settings.
     ///
     /// ```
-    /// assert_eq!(sqlmq::GroupConfig::broadcast().mode, sqlmq::GroupMode::Broadcast);
+    /// assert_eq!(sqlmq::GroupConfig::broadcast().mode, sqlmq::topic::GroupMode::Broadcast);
     /// ```
     pub fn broadcast() -> GroupConfig {
         GroupConfig::default().mode(GroupMode::Broadcast)
@@ -129,7 +129,7 @@ impl GroupConfig {
     /// Set the mode.
     ///
     /// ```
-    /// let c = sqlmq::GroupConfig::default().mode(sqlmq::GroupMode::Broadcast);
+    /// let c = sqlmq::GroupConfig::default().mode(sqlmq::topic::GroupMode::Broadcast);
     /// # let _ = c;
     /// ```
     pub fn mode(mut self, mode: GroupMode) -> Self {
@@ -215,7 +215,7 @@ impl GroupConfig {
 /// (`2026-11-22T10:00:00Z`).
 ///
 /// ```
-/// use sqlmq::StartAt;
+/// use sqlmq::topic::StartAt;
 /// assert_eq!("earliest".parse::<StartAt>().unwrap(), StartAt::Earliest);
 /// assert_eq!("42".parse::<StartAt>().unwrap(), StartAt::Offset(42));
 /// assert!(matches!("2026-11-22T10:00:00Z".parse::<StartAt>().unwrap(), StartAt::Time(_)));

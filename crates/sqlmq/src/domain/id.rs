@@ -99,7 +99,7 @@ impl FromStr for MessageId {
 /// `sqlmq recv` prints and `sqlmq ack` takes.
 ///
 /// ```
-/// let r: sqlmq::Receipt = "0192d6c4-58a1-7c3e-9d0a-4c1f6f0b2a11:3".parse().unwrap();
+/// let r: sqlmq::queue::Receipt = "0192d6c4-58a1-7c3e-9d0a-4c1f6f0b2a11:3".parse().unwrap();
 /// assert_eq!(r.token, 3);
 /// assert_eq!(r.to_string(), "0192d6c4-58a1-7c3e-9d0a-4c1f6f0b2a11:3");
 /// ```

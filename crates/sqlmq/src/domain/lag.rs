@@ -33,7 +33,7 @@ pub struct PartitionInfo {
 /// A group's lag in one partition.
 ///
 /// ```no_run
-/// # fn f(p: sqlmq::PartitionLag) { println!("partition {}: {} behind", p.partition, p.backlog); }
+/// # fn f(p: sqlmq::topic::PartitionLag) { println!("partition {}: {} behind", p.partition, p.backlog); }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -61,7 +61,7 @@ pub struct PartitionLag {
 /// A broadcast member's checkpoint, and how far behind it is.
 ///
 /// ```no_run
-/// # fn f(m: sqlmq::MemberLag) { println!("{} is {} behind", m.member, m.behind); }
+/// # fn f(m: sqlmq::topic::MemberLag) { println!("{} is {} behind", m.member, m.behind); }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

@@ -72,7 +72,7 @@ impl Message {
     }
 
     /// Use this id instead of a generated one. Sending an id whose message is still stored is a
-    /// no-op that returns the original ([`Sent::duplicate`](crate::Sent) is true), whichever
+    /// no-op that returns the original ([`Sent::duplicate`](crate::queue::Sent) is true), whichever
     /// queue holds it; once that message is acked the id is free again (an idempotency key
     /// with the queue's dedup window also covers a resend after consumption).
     ///
@@ -181,7 +181,7 @@ impl Message {
     /// stored message (pending or dead), or one of a batch, a workflow or another message's
     /// dependencies that was acked within the flow retention (7 days); any other id is
     /// refused with [`Error::DependencyNotFound`](crate::Error::DependencyNotFound). See
-    /// [`Batch::step`](crate::Batch::step) for named steps sent together.
+    /// [`Batch::step`](crate::flow::Batch::step) for named steps sent together.
     ///
     /// ```
     /// let charge = sqlmq::Message::new("charge");
@@ -311,7 +311,7 @@ impl Delivery {
 /// One failed attempt, as kept in a message's error history.
 ///
 /// ```
-/// # fn f(d: sqlmq::DeadLetter) {
+/// # fn f(d: sqlmq::queue::DeadLetter) {
 /// for e in &d.errors { println!("attempt {}: {}", e.attempt, e.error) }
 /// # }
 /// ```

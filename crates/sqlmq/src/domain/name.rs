@@ -13,9 +13,9 @@ pub(crate) const MAX_NAME_LEN: usize = 128;
 /// ([`Client::MAX_NAME_LEN`](crate::Client::MAX_NAME_LEN)) of `[A-Za-z0-9._-]`.
 ///
 /// ```
-/// assert!(sqlmq::validate_name("queue", "emails.high-priority_2").is_ok());
-/// assert!(sqlmq::validate_name("queue", "no spaces").is_err());
-/// assert!(sqlmq::validate_name("queue", "").is_err());
+/// assert!(sqlmq::admin::validate_name("queue", "emails.high-priority_2").is_ok());
+/// assert!(sqlmq::admin::validate_name("queue", "no spaces").is_err());
+/// assert!(sqlmq::admin::validate_name("queue", "").is_err());
 /// ```
 pub fn validate_name(kind: &'static str, name: &str) -> Result<()> {
     let ok = !name.is_empty()

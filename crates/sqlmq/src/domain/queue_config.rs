@@ -103,7 +103,7 @@ impl QueueConfig {
     /// Set the retry backoff.
     ///
     /// ```
-    /// let c = sqlmq::QueueConfig::default().backoff(sqlmq::Backoff::Ladder(vec![std::time::Duration::from_secs(5)]));
+    /// let c = sqlmq::QueueConfig::default().backoff(sqlmq::queue::Backoff::Ladder(vec![std::time::Duration::from_secs(5)]));
     /// # let _ = c;
     /// ```
     pub fn backoff(mut self, backoff: Backoff) -> Self {

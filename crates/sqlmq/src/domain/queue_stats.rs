@@ -40,7 +40,7 @@ impl QueueStats {
     /// Messages not yet acked or dead: ready + scheduled + blocked + waiting + in flight.
     ///
     /// ```
-    /// let s = sqlmq::QueueStats::default();
+    /// let s = sqlmq::queue::QueueStats::default();
     /// assert_eq!(s.pending(), 0);
     /// ```
     pub fn pending(&self) -> u64 {
@@ -50,7 +50,7 @@ impl QueueStats {
     /// The oldest ready message's age as a `Duration`.
     ///
     /// ```
-    /// assert_eq!(sqlmq::QueueStats::default().oldest_ready_age(), None);
+    /// assert_eq!(sqlmq::queue::QueueStats::default().oldest_ready_age(), None);
     /// ```
     pub fn oldest_ready_age(&self) -> Option<Duration> {
         self.oldest_ready_age_ms.map(Duration::from_millis)

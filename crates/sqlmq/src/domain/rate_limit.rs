@@ -14,10 +14,10 @@ use super::error::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// let r: sqlmq::RateLimit = "100/1m".parse().unwrap();
+/// let r: sqlmq::queue::RateLimit = "100/1m".parse().unwrap();
 /// assert_eq!((r.count, r.per), (100, Duration::from_secs(60)));
 /// assert_eq!(r.to_string(), "100/1m");
-/// assert!("0/1s".parse::<sqlmq::RateLimit>().is_err());
+/// assert!("0/1s".parse::<sqlmq::queue::RateLimit>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateLimit {
@@ -32,14 +32,14 @@ impl RateLimit {
     /// Most deliveries a window may allow.
     ///
     /// ```
-    /// assert_eq!(sqlmq::RateLimit::MAX_COUNT, 1_000_000);
+    /// assert_eq!(sqlmq::queue::RateLimit::MAX_COUNT, 1_000_000);
     /// ```
     pub const MAX_COUNT: u32 = 1_000_000;
 
     /// `count` per `per`.
     ///
     /// ```
-    /// let r = sqlmq::RateLimit::new(20, std::time::Duration::from_secs(1));
+    /// let r = sqlmq::queue::RateLimit::new(20, std::time::Duration::from_secs(1));
     /// assert!(r.validate().is_ok());
     /// ```
     pub fn new(count: u32, per: Duration) -> RateLimit {
@@ -49,7 +49,7 @@ impl RateLimit {
     /// Check the bounds.
     ///
     /// ```
-    /// let r = sqlmq::RateLimit::new(20, std::time::Duration::from_millis(1));
+    /// let r = sqlmq::queue::RateLimit::new(20, std::time::Duration::from_millis(1));
     /// assert!(r.validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<()> {

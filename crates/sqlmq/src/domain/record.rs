@@ -161,8 +161,8 @@ impl Record {
 /// across versions and languages (producers in other languages can compute it).
 ///
 /// ```
-/// assert_eq!(sqlmq::partition_for_key(b"customer-7", 1), 0);
-/// assert_eq!(sqlmq::partition_for_key(b"a", 8), sqlmq::partition_for_key(b"a", 8));
+/// assert_eq!(sqlmq::topic::partition_for_key(b"customer-7", 1), 0);
+/// assert_eq!(sqlmq::topic::partition_for_key(b"a", 8), sqlmq::topic::partition_for_key(b"a", 8));
 /// ```
 pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;

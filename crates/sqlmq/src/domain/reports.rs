@@ -9,7 +9,7 @@ use super::id::Receipt;
 /// What a batch ack did.
 ///
 /// ```no_run
-/// # async fn f(q: sqlmq::Queue, receipts: Vec<sqlmq::Receipt>) -> sqlmq::Result<()> {
+/// # async fn f(q: sqlmq::Queue, receipts: Vec<sqlmq::queue::Receipt>) -> sqlmq::Result<()> {
 /// let report = q.ack_batch(&receipts).await?;
 /// for r in &report.lost { eprintln!("lease lost for {}", r.id) }
 /// # Ok(()) }
@@ -28,8 +28,8 @@ pub struct AckReport {
 /// ```
 /// # async fn f(queue: sqlmq::Queue, d: sqlmq::Delivery) -> sqlmq::Result<()> {
 /// match queue.nack(d.receipt(), None, "smtp timeout").await? {
-///     sqlmq::NackOutcome::Retry { after } => println!("retry in {after:?}"),
-///     sqlmq::NackOutcome::DeadLettered => println!("gave up"),
+///     sqlmq::queue::NackOutcome::Retry { after } => println!("retry in {after:?}"),
+///     sqlmq::queue::NackOutcome::DeadLettered => println!("gave up"),
 ///     _ => {}
 /// }
 /// # Ok(()) }

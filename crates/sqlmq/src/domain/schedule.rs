@@ -19,7 +19,7 @@ use super::name::{validate_key, validate_name};
 /// Header naming the schedule a fired message or record came from.
 ///
 /// ```
-/// assert_eq!(sqlmq::SCHEDULE_HEADER, "sqlmq-schedule");
+/// assert_eq!(sqlmq::schedule::SCHEDULE_HEADER, "sqlmq-schedule");
 /// ```
 pub const SCHEDULE_HEADER: &str = "sqlmq-schedule";
 
@@ -27,7 +27,7 @@ pub const SCHEDULE_HEADER: &str = "sqlmq-schedule";
 /// microsecond).
 ///
 /// ```
-/// assert_eq!(sqlmq::FIRE_TIME_HEADER, "sqlmq-fire-time");
+/// assert_eq!(sqlmq::schedule::FIRE_TIME_HEADER, "sqlmq-fire-time");
 /// ```
 pub const FIRE_TIME_HEADER: &str = "sqlmq-fire-time";
 
@@ -36,7 +36,7 @@ pub const FIRE_TIME_HEADER: &str = "sqlmq-fire-time";
 /// unreachable) is the schedule's [`CatchUp`] policy.
 ///
 /// ```
-/// assert_eq!(sqlmq::CATCH_UP_GRACE, std::time::Duration::from_secs(60));
+/// assert_eq!(sqlmq::schedule::CATCH_UP_GRACE, std::time::Duration::from_secs(60));
 /// ```
 pub const CATCH_UP_GRACE: Duration = Duration::from_secs(60);
 
@@ -49,7 +49,7 @@ const MAX_INTERVAL: Duration = Duration::from_secs(100 * 365 * 86_400);
 ///
 /// ```
 /// use std::time::Duration;
-/// use sqlmq::Timing;
+/// use sqlmq::schedule::Timing;
 /// let nightly = Timing::cron("30 2 * * *", "Europe/Paris");
 /// let often = Timing::Every(Duration::from_secs(10));
 /// assert!(nightly.validate().is_ok() && often.validate().is_ok());
@@ -79,7 +79,7 @@ impl Timing {
     /// A cron timing in `zone` (see [`Timing::Cron`]).
     ///
     /// ```
-    /// let t = sqlmq::Timing::cron("0 9 * * MON-FRI", "America/New_York");
+    /// let t = sqlmq::schedule::Timing::cron("0 9 * * MON-FRI", "America/New_York");
     /// assert!(t.validate().is_ok());
     /// ```
     pub fn cron(expr: impl Into<String>, zone: impl Into<String>) -> Timing {
@@ -92,7 +92,7 @@ impl Timing {
     /// Check the expression, the time zone and the interval.
     ///
     /// ```
-    /// use sqlmq::Timing;
+    /// use sqlmq::schedule::Timing;
     /// assert!(Timing::cron("* * * * *", "Mars/Olympus").validate().is_err());
     /// assert!(Timing::Every(std::time::Duration::from_millis(10)).validate().is_err());
     /// ```
@@ -124,7 +124,7 @@ impl Timing {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::Timing;
+    /// use sqlmq::schedule::Timing;
     /// let every_minute = Timing::Every(Duration::from_secs(60));
     /// assert_eq!(every_minute.next_after(90_000_000).unwrap(), Some(120_000_000));
     /// assert_eq!(every_minute.next_after(120_000_000).unwrap(), Some(180_000_000));
@@ -146,7 +146,7 @@ impl Timing {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::Timing;
+    /// use sqlmq::schedule::Timing;
     /// let every_minute = Timing::Every(Duration::from_secs(60));
     /// assert_eq!(every_minute.last_at_or_before(120_000_000).unwrap(), Some(120_000_000));
     /// assert_eq!(every_minute.last_at_or_before(119_999_999).unwrap(), Some(60_000_000));
@@ -218,7 +218,7 @@ fn occurrence(
 /// Where a schedule sends.
 ///
 /// ```
-/// let t = sqlmq::ScheduleTarget::Queue("reports".into());
+/// let t = sqlmq::schedule::ScheduleTarget::Queue("reports".into());
 /// assert_eq!(t.to_string(), "queue reports");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,8 +244,8 @@ impl std::fmt::Display for ScheduleTarget {
 /// the grace always fire.
 ///
 /// ```
-/// assert_eq!("all".parse::<sqlmq::CatchUp>().unwrap(), sqlmq::CatchUp::All);
-/// assert_eq!(sqlmq::CatchUp::default(), sqlmq::CatchUp::Skip);
+/// assert_eq!("all".parse::<sqlmq::schedule::CatchUp>().unwrap(), sqlmq::schedule::CatchUp::All);
+/// assert_eq!(sqlmq::schedule::CatchUp::default(), sqlmq::schedule::CatchUp::Skip);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -290,7 +290,7 @@ impl std::fmt::Display for CatchUp {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sqlmq::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
+/// use sqlmq::schedule::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
 /// let config = ScheduleConfig::new(
 ///     Timing::cron("0 3 * * *", "Europe/Paris"),
 ///     ScheduleTarget::Queue("reports".into()),
@@ -336,20 +336,20 @@ impl ScheduleConfig {
     /// Default of [`ScheduleConfig::catch_up_limit`].
     ///
     /// ```
-    /// assert_eq!(sqlmq::ScheduleConfig::DEFAULT_CATCH_UP_LIMIT, 100);
+    /// assert_eq!(sqlmq::schedule::ScheduleConfig::DEFAULT_CATCH_UP_LIMIT, 100);
     /// ```
     pub const DEFAULT_CATCH_UP_LIMIT: u32 = 100;
     /// Largest [`ScheduleConfig::catch_up_limit`].
     ///
     /// ```
-    /// assert_eq!(sqlmq::ScheduleConfig::MAX_CATCH_UP_LIMIT, 10_000);
+    /// assert_eq!(sqlmq::schedule::ScheduleConfig::MAX_CATCH_UP_LIMIT, 10_000);
     /// ```
     pub const MAX_CATCH_UP_LIMIT: u32 = 10_000;
 
     /// A schedule firing on `timing` to `target`, with an empty body.
     ///
     /// ```
-    /// use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::Every(std::time::Duration::from_secs(5)),
     ///     ScheduleTarget::Topic("ticks".into()));
     /// assert!(c.body.is_empty());
@@ -370,7 +370,7 @@ impl ScheduleConfig {
     /// Set the body.
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("q".into()))
     ///     .body(r#"{"task":"sweep"}"#);
     /// assert_eq!(c.body, br#"{"task":"sweep"}"#);
@@ -383,7 +383,7 @@ impl ScheduleConfig {
     /// Add a header.
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("q".into()))
     ///     .header("tenant", "acme");
     /// assert_eq!(c.headers["tenant"], "acme");
@@ -396,7 +396,7 @@ impl ScheduleConfig {
     /// Set the key: the ordering key of a queue's messages, the record key of a topic's.
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Topic("t".into()))
     ///     .key("sensor-7");
     /// assert_eq!(c.key.as_deref(), Some("sensor-7"));
@@ -409,7 +409,7 @@ impl ScheduleConfig {
     /// Set the priority of a queue's messages (lower first).
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("q".into()))
     ///     .priority(-5);
     /// assert_eq!(c.priority, -5);
@@ -422,7 +422,7 @@ impl ScheduleConfig {
     /// Set the catch-up policy.
     ///
     /// ```
-    /// # use sqlmq::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{CatchUp, ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("q".into()))
     ///     .catch_up(CatchUp::All).catch_up_limit(10);
     /// assert_eq!((c.catch_up, c.catch_up_limit), (CatchUp::All, 10));
@@ -436,7 +436,7 @@ impl ScheduleConfig {
     /// [`ScheduleConfig::MAX_CATCH_UP_LIMIT`]).
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let c = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("q".into()))
     ///     .catch_up_limit(0);
     /// assert!(c.validate().is_err());
@@ -449,7 +449,7 @@ impl ScheduleConfig {
     /// Check every field (the target's existence is checked when the schedule is created).
     ///
     /// ```
-    /// # use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// # use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let bad = ScheduleConfig::new(Timing::cron("* * * * *", "UTC"), ScheduleTarget::Queue("no spaces".into()));
     /// assert!(bad.validate().is_err());
     /// ```

@@ -6,7 +6,7 @@ use serde::Serialize;
 ///
 /// ```
 /// # fn f(client: sqlmq::Client) {
-/// if client.server().flavor == sqlmq::Flavor::MariaDb { println!("MariaDB") }
+/// if client.server().flavor == sqlmq::admin::Flavor::MariaDb { println!("MariaDB") }
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -70,7 +70,7 @@ impl ServerInfo {
 /// `ready`, where the rows of claimed messages linger delete-marked until purged.
 ///
 /// ```
-/// use sqlmq::HistoryListLength;
+/// use sqlmq::admin::HistoryListLength;
 /// # fn f(h: HistoryListLength) {
 /// match h {
 ///     HistoryListLength::Length(n) => println!("{n} undo logs not purged yet"),
@@ -93,7 +93,7 @@ impl HistoryListLength {
     /// The length, when the server reported it.
     ///
     /// ```
-    /// use sqlmq::HistoryListLength;
+    /// use sqlmq::admin::HistoryListLength;
     /// assert_eq!(HistoryListLength::Length(42).length(), Some(42));
     /// assert_eq!(HistoryListLength::Unavailable("no".into()).length(), None);
     /// ```

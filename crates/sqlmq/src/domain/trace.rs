@@ -72,9 +72,9 @@ pub(crate) fn rfc3339(us: i64) -> String {
 /// Where a record stands in one group.
 ///
 /// ```no_run
-/// # fn f(g: sqlmq::GroupTrace) {
+/// # fn f(g: sqlmq::inspect::GroupTrace) {
 /// match &g.state {
-///     sqlmq::TraceState::InFlight { member, .. } => println!("being handled by {member:?}"),
+///     sqlmq::inspect::TraceState::InFlight { member, .. } => println!("being handled by {member:?}"),
 ///     other => println!("{other:?}"),
 /// }
 /// # }
@@ -118,7 +118,7 @@ pub enum TraceState {
 /// A record's story in one group.
 ///
 /// ```no_run
-/// # fn f(g: sqlmq::GroupTrace) { println!("{}: {} attempts, {} events", g.group, g.attempts, g.events.len()); }
+/// # fn f(g: sqlmq::inspect::GroupTrace) { println!("{}: {} attempts, {} events", g.group, g.attempts, g.events.len()); }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

@@ -1,5 +1,27 @@
-//! Batches and workflows ([`Client`] methods, here so that the client and queue modules know
-//! nothing of them), and results (`results.rs`).
+//! Batches and workflows: messages sent together, with callbacks when all of them end
+//! ([`Batch::on_success`], `on_complete`), steps that wait for the steps they depend on, and
+//! results a step's ack leaves for the steps after it ([`DependencyResult`]).
+//! [`Client::create_batch`](crate::Client::create_batch) sends a [`Batch`] in one transaction;
+//! [`BatchStatus`] tells how far it is.
+//!
+//! ```no_run
+//! use sqlmq::Message;
+//! use sqlmq::flow::Batch;
+//!
+//! # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+//! let mut batch = Batch::new().on_success("emails", Message::new("album ready"));
+//! for photo in ["a.jpg", "b.jpg"] {
+//!     batch = batch.add("thumbnails", Message::new(photo));
+//! }
+//! let created = client.create_batch(batch).await?;
+//! println!("{:?}", client.batch(created.id).await?.state);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Inside
+//!
+//! [`Client`] methods, here so that the client and queue modules know nothing of them, and
+//! results (`results.rs`).
 //!
 //! A batch is sent in one transaction: its row (open), its members queue by queue in an
 //! order where every step comes after the steps it depends on (so that each dependency's
@@ -14,15 +36,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::client::Client;
-use crate::domain::{
-    Batch, BatchCreated, BatchId, BatchStatus, Error, FlowPart, Message, Result, Role, Sent,
-};
+use crate::domain::{Error, FlowPart, Message, Result, Sent};
 use crate::queue::Queue;
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::ParkedRecord;
 use crate::tx;
 
+pub use crate::domain::{
+    BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
+    MAX_RESULT_BYTES, Role, StepState,
+};
 pub use results::DependencyResult;
 
 /// Messages for one queue, in the order they are sent.
@@ -35,7 +59,8 @@ impl<B: Backend> Client<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// use sqlmq::{Batch, Message};
+    /// use sqlmq::Message;
+    /// use sqlmq::flow::Batch;
     /// let mut batch = Batch::new().on_success("emails", Message::new("album ready"));
     /// for photo in ["a.jpg", "b.jpg"] {
     ///     batch = batch.add("thumbnails", Message::new(photo));
@@ -77,7 +102,7 @@ impl<B: Backend> Client<B> {
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> anyhow::Result<()> {
     /// let mut tx = client.begin().await?;
-    /// let batch = sqlmq::Batch::new().add("jobs", sqlmq::Message::new("x"));
+    /// let batch = sqlmq::flow::Batch::new().add("jobs", sqlmq::Message::new("x"));
     /// client.create_batch_in(&mut tx, batch).await?;
     /// tx.commit().await?;
     /// # Ok(()) }
@@ -95,10 +120,10 @@ impl<B: Backend> Client<B> {
 
     /// Add members to an open batch (a running member may fan out more work into its own
     /// batch): sent to `queue` in one transaction. Fails with
-    /// [`Error::BatchSealed`](crate::Error::BatchSealed) once the batch is sealed.
+    /// [`Error::BatchSealed`] once the batch is sealed.
     ///
     /// ```no_run
-    /// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+    /// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> sqlmq::Result<()> {
     /// client.add_to_batch(id, "thumbnails", vec![sqlmq::Message::new("c.jpg")]).await?;
     /// client.seal_batch(id).await?;
     /// # Ok(()) }
@@ -121,7 +146,7 @@ impl<B: Backend> Client<B> {
     /// its batch in the transaction of its ack, so the work and its follow-ups commit together.
     ///
     /// ```no_run
-    /// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> anyhow::Result<()> {
+    /// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> anyhow::Result<()> {
     /// let mut tx = client.begin().await?;
     /// client.add_to_batch_in(&mut tx, id, "jobs", vec![sqlmq::Message::new("more")]).await?;
     /// tx.commit().await?;
@@ -144,7 +169,7 @@ impl<B: Backend> Client<B> {
     /// nothing.
     ///
     /// ```no_run
-    /// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+    /// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> sqlmq::Result<()> {
     /// client.seal_batch(id).await?;
     /// # Ok(()) }
     /// ```
@@ -159,7 +184,7 @@ impl<B: Backend> Client<B> {
     /// [`Client::seal_batch`] inside the caller's transaction.
     ///
     /// ```no_run
-    /// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> anyhow::Result<()> {
+    /// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> anyhow::Result<()> {
     /// let mut tx = client.begin().await?;
     /// client.seal_batch_in(&mut tx, id).await?;
     /// tx.commit().await?;
@@ -171,11 +196,11 @@ impl<B: Backend> Client<B> {
     }
 
     /// A batch's progress: its counts, and each member and callback with its state and
-    /// dependencies. Fails with [`Error::BatchNotFound`](crate::Error::BatchNotFound) for an
-    /// unknown batch (or one past the flow retention, [`FLOW_RETENTION`](crate::FLOW_RETENTION)).
+    /// dependencies. Fails with [`Error::BatchNotFound`] for an
+    /// unknown batch (or one past the flow retention, [`FLOW_RETENTION`]).
     ///
     /// ```no_run
-    /// # async fn f(client: sqlmq::Client, id: sqlmq::BatchId) -> sqlmq::Result<()> {
+    /// # async fn f(client: sqlmq::Client, id: sqlmq::flow::BatchId) -> sqlmq::Result<()> {
     /// let b = client.batch(id).await?;
     /// println!("{:?}: {} of {} done, {} dead", b.state, b.succeeded, b.members, b.dead);
     /// # Ok(()) }

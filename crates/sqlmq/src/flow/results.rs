@@ -34,9 +34,9 @@ pub struct DependencyResult {
 impl<B: Backend> Queue<B> {
     /// Ack and keep `result` (at most [`MAX_RESULT_BYTES`]) for the messages that depend on
     /// this one, and for [`Client::result`], for the client's flow retention
-    /// ([`ClientBuilder::flow_retention`](crate::ClientBuilder::flow_retention), 7 days by
+    /// ([`ClientBuilder::flow_retention`](crate::client::ClientBuilder::flow_retention), 7 days by
     /// default). Fails with
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost), changing nothing, when the receipt no
+    /// [`Error::LeaseLost`], changing nothing, when the receipt no
     /// longer holds the lease.
     ///
     /// ```no_run
@@ -92,7 +92,7 @@ impl<B: Backend> Queue<B> {
                 conn,
                 receipt.id,
                 result,
-                micros_of(self.client().inner.flow_retention),
+                micros_of(self.client().inner.settings.flow_retention),
             )
             .await
     }
@@ -124,7 +124,7 @@ impl<B: Backend> Client<B> {
     }
 
     /// The dependencies of message `id` ([`Message::depends_on`](crate::Message::depends_on),
-    /// [`Batch::step`](crate::Batch::step)), each with the result its ack left: what a
+    /// [`Batch::step`](crate::flow::Batch::step)), each with the result its ack left: what a
     /// workflow step's handler reads.
     ///
     /// ```no_run

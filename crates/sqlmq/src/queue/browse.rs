@@ -29,7 +29,7 @@ impl<B: Backend> Queue<B> {
     ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
-    /// let page = q.browse(sqlmq::MessageState::InFlight, None, 20).await?;
+    /// let page = q.browse(sqlmq::inspect::MessageState::InFlight, None, 20).await?;
     /// for m in &page.messages {
     ///     println!("{} held by {:?} until {:?}", m.id, m.owner, m.lease_until);
     /// }

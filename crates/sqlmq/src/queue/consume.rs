@@ -18,8 +18,8 @@ use crate::tx;
 impl Queue {
     /// Most messages one claim may ask for: 1000. It bounds `n` of [`Queue::receive`],
     /// [`Queue::receive_in`], [`Queue::take_in`], [`Group::receive`](crate::Group::receive) and
-    /// [`BroadcastReader::poll`](crate::BroadcastReader::poll), and a worker's
-    /// [`max_batch`](crate::WorkerBuilder::max_batch).
+    /// [`BroadcastReader::poll`](crate::topic::BroadcastReader::poll), and a worker's
+    /// [`max_batch`](crate::worker::WorkerBuilder::max_batch).
     ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
@@ -32,7 +32,7 @@ impl Queue {
 
     /// Longest lease one claim or extension may take: 24 h. It bounds the `lease` of
     /// [`Queue::receive`], [`Queue::receive_in`], [`Group::receive`](crate::Group::receive) and
-    /// of the `extend` methods, and a worker's [`lease`](crate::WorkerBuilder::lease).
+    /// of the `extend` methods, and a worker's [`lease`](crate::worker::WorkerBuilder::lease).
     ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {

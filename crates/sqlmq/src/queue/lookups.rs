@@ -14,7 +14,8 @@ impl<B: Backend> Client<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// use sqlmq::{Backoff, QueueConfig};
+    /// use sqlmq::QueueConfig;
+    /// use sqlmq::queue::Backoff;
     /// let config = QueueConfig::default().max_attempts(5).backoff("10s,1m,10m".parse()?);
     /// let q = client.create_queue("webhooks", config).await?;
     /// # Ok(()) }
@@ -23,9 +24,9 @@ impl<B: Backend> Client<B> {
         validate_name("queue", name)?;
         config.validate()?;
         self.require_schema()?;
-        let (store, config) = (&self.inner.store, &config);
+        let (store, config) = (&self.inner.db.store, &config);
         // The queue row and its limits row together.
-        let row = tx::run(&self.inner.conns, "create_queue", |conn, _| {
+        let row = tx::run(&self.inner.db.conns, "create_queue", |conn, _| {
             Box::pin(store.upsert_queue(conn, name, config))
         })
         .await?;
@@ -52,7 +53,7 @@ impl<B: Backend> Client<B> {
         validate_name("queue", name)?;
         self.require_schema()?;
         let mut conn = self.conns().read().await?;
-        match self.inner.store.queue_by_name(&mut conn, name).await? {
+        match self.inner.db.store.queue_by_name(&mut conn, name).await? {
             Some(row) => Ok(Queue::new(
                 self.clone(),
                 row.id,
@@ -73,7 +74,7 @@ impl<B: Backend> Client<B> {
     pub async fn queue_configs(&self) -> Result<Vec<(String, QueueConfig)>> {
         self.require_schema()?;
         let mut conn = self.conns().read().await?;
-        let rows = self.inner.store.all_queues(&mut conn).await?;
+        let rows = self.inner.db.store.all_queues(&mut conn).await?;
         Ok(rows.into_iter().map(|r| (r.name, r.config)).collect())
     }
 
@@ -97,7 +98,7 @@ impl<B: Backend> Client<B> {
 
     /// The counts as the reads on `conn` see them.
     async fn read_queue_stats(&self, conn: &mut B::Connection) -> Result<Vec<QueueStats>> {
-        let store = &self.inner.store;
+        let store = &self.inner.db.store;
         let queues = store.all_queues(&mut *conn).await?;
         let counts = store.counts(&mut *conn).await?;
         let mut out = Vec::with_capacity(queues.len());
@@ -137,8 +138,9 @@ impl<B: Backend> Client<B> {
         let queue = self.queue(name).await?;
         queue.purge().await?;
         queue.purge_dead_letters().await?;
-        let mut conn = self.inner.conns.acquire().await?;
+        let mut conn = self.inner.db.conns.acquire().await?;
         self.inner
+            .db
             .store
             .delete_queue_row(&mut conn, queue.id())
             .await?;

@@ -253,7 +253,7 @@ impl<B: Backend> Queue<B> {
     /// Run [`Queue::maintain`] if this client has not done so for this queue within the
     /// housekeeping interval.
     pub(crate) async fn housekeeping_if_due(&self) -> Result<()> {
-        let interval = self.client.inner.housekeeping_interval;
+        let interval = self.client.inner.settings.housekeeping_interval;
         if !self.client.due(Subject::Queue(self.id()), interval) {
             return Ok(());
         }

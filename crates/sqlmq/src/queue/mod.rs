@@ -1,4 +1,29 @@
-//! Queues: work distribution to competing consumers.
+//! Queues: work shared among competing consumers, each message handed to one at a time.
+//!
+//! [`Client::create_queue`](crate::Client::create_queue) (or `queue` for an existing one) gives
+//! a [`Queue`]. [`Queue::send`] stores a [`Message`]; [`Queue::receive`] leases ready messages as
+//! [`Delivery`]s, each with a [`Receipt`] that [`Queue::ack`] (done), [`Queue::nack`] (retry by
+//! the queue's [`Backoff`], or dead letter after `max_attempts`) and [`Queue::extend`] take; a
+//! lease that ends unsettled hands the message out again. The `_in` forms run in the caller's
+//! transaction: a send commits with the business data, an ack with the handler's writes.
+//! [`QueueConfig`] holds a queue's settings, [`RateLimit`] its rate, [`QueueStats`] its counts.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sqlmq::queue::{Backoff, QueueConfig};
+//!
+//! # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+//! let ladder = Backoff::Ladder(vec![Duration::from_secs(5), Duration::from_secs(60)]);
+//! let config = QueueConfig::default().max_attempts(5).backoff(ladder);
+//! let jobs = client.create_queue("jobs", config).await?;
+//! jobs.send(sqlmq::Message::new("resize 42")).await?;
+//! for delivery in jobs.receive(10, Duration::from_secs(30)).await? {
+//!     jobs.ack(delivery.receipt()).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Inside
 //!
 //! | file | what |
 //! |---|---|
@@ -16,6 +41,11 @@ mod lookups;
 mod manage;
 mod produce;
 mod resend;
+
+pub use crate::domain::{
+    AckReport, Backoff, DeadLetter, Delivery, Message, MessageId, NackOutcome, QueueConfig,
+    QueueStats, RateLimit, Receipt, Sent,
+};
 
 use std::sync::{Arc, OnceLock};
 

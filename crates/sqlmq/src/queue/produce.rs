@@ -110,7 +110,7 @@ impl<B: Backend> Queue<B> {
     /// counts them and wakes this client's local consumers.
     async fn send_checked(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         let store = self.store();
-        let budget = self.client.inner.statement_budget;
+        let budget = self.client.inner.settings.statement_budget;
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id).collect();
         let ids = &ids;
         let sent = match self.send_one_shot(messages, ids, budget).await? {
@@ -193,7 +193,7 @@ impl<B: Backend> Queue<B> {
                 return Ok(Vec::new());
             }
             let started = Instant::now();
-            let budget = self.client.inner.statement_budget;
+            let budget = self.client.inner.settings.statement_budget;
             let msgs = &messages;
             let sent =
                 tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(self.send_with(conn, msgs, budget)))
@@ -292,7 +292,7 @@ impl<B: Backend> Queue<B> {
         msgs: &[Message],
     ) -> Result<Vec<Sent>> {
         let sent = self
-            .send_with(conn, msgs, self.client.inner.statement_budget)
+            .send_with(conn, msgs, self.client.inner.settings.statement_budget)
             .await?;
         self.count_sent(&sent);
         Ok(sent)

@@ -85,12 +85,12 @@ impl<B: Backend> Client<B> {
     /// comes, a schedule of this client changes, or 30 seconds have passed (how soon a
     /// schedule created or resumed elsewhere is noticed; one read a look). Errors
     /// are logged and the pass tried again later. Workers run this unless told not to
-    /// ([`WorkerBuilder::fire_schedules`](crate::WorkerBuilder::fire_schedules)), and so do
+    /// ([`WorkerBuilder::fire_schedules`](crate::worker::WorkerBuilder::fire_schedules)), and so do
     /// `sqlmq consume`, `sqlmq subscribe` and `sqlmq serve`.
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) {
-    /// let stop = sqlmq::CancellationToken::new();
+    /// let stop = sqlmq::worker::CancellationToken::new();
     /// tokio::spawn({ let client = client.clone(); let stop = stop.clone();
     ///     async move { client.run_schedules(stop).await } });
     /// // ... later

@@ -1,5 +1,24 @@
-//! Recurring schedules: creating, looking at, pausing and deleting them ([`Client`] methods,
-//! here so that the client module knows nothing of them), and firing them (`fire.rs`).
+//! Recurring schedules: a message sent to a queue or published to a topic every interval or by
+//! a cron expression ([`ScheduleConfig`], [`Timing`], [`ScheduleTarget`]), fired once per fire
+//! time by whichever process runs a worker, `sqlmq consume` or `sqlmq serve`, with a
+//! [`CatchUp`] rule for the fire times missed while none ran.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
+//!
+//! # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+//! let every_hour = Timing::Every(Duration::from_secs(3600));
+//! let config = ScheduleConfig::new(every_hour, ScheduleTarget::Queue("reports".into()))
+//!     .body("hourly report");
+//! client.create_schedule("hourly-report", config).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Inside
+//!
+//! Creating, looking at, pausing and deleting them ([`Client`] methods, here so that the
+//! client module knows nothing of them), and firing them (`fire.rs`).
 //!
 //! A schedule is a row: its configuration, its next fire time and what it fired. Every process
 //! that runs a worker, `sqlmq consume`, `sqlmq subscribe` or `sqlmq serve` fires the due
@@ -9,10 +28,13 @@
 
 mod fire;
 
-use crate::client::{Client, Subject};
-use crate::domain::{
-    Error, NEVER, Result, Schedule, ScheduleConfig, ScheduleTarget, time_from_micros, validate_name,
+pub use crate::domain::{
+    CATCH_UP_GRACE, CatchUp, FIRE_TIME_HEADER, SCHEDULE_HEADER, Schedule, ScheduleConfig,
+    ScheduleTarget, Timing,
 };
+
+use crate::client::{Client, Subject};
+use crate::domain::{Error, NEVER, Result, time_from_micros, validate_name};
 use crate::store::Backend;
 use crate::store::prelude::*;
 use crate::store::rows::{ScheduleRow, ScheduleWrite};
@@ -27,7 +49,7 @@ impl<B: Backend> Client<B> {
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// use sqlmq::{ScheduleConfig, ScheduleTarget, Timing};
+    /// use sqlmq::schedule::{ScheduleConfig, ScheduleTarget, Timing};
     /// let config = ScheduleConfig::new(
     ///     Timing::cron("0 3 * * *", "Europe/Paris"),
     ///     ScheduleTarget::Queue("reports".into()),

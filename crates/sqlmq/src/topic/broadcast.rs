@@ -21,7 +21,7 @@ use crate::store::prelude::*;
 ///
 /// ```no_run
 /// # async fn f(topic: sqlmq::Topic) -> sqlmq::Result<()> {
-/// let cache = topic.create_group("cache-invalidation", sqlmq::GroupConfig::broadcast(), sqlmq::StartAt::Latest).await?;
+/// let cache = topic.create_group("cache-invalidation", sqlmq::GroupConfig::broadcast(), sqlmq::topic::StartAt::Latest).await?;
 /// let mut reader = cache.reader("web-1").await?;
 /// loop {
 ///     let batch = reader.poll(100).await?;
@@ -127,7 +127,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// The member's name.
     ///
     /// ```no_run
-    /// # fn f(r: sqlmq::BroadcastReader) { println!("{}", r.member()); }
+    /// # fn f(r: sqlmq::topic::BroadcastReader) { println!("{}", r.member()); }
     /// ```
     pub fn member(&self) -> &str {
         &self.member
@@ -136,7 +136,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// The group read.
     ///
     /// ```no_run
-    /// # fn f(r: sqlmq::BroadcastReader) { println!("{}", r.group().name()); }
+    /// # fn f(r: sqlmq::topic::BroadcastReader) { println!("{}", r.group().name()); }
     /// ```
     pub fn group(&self) -> &Group<B> {
         &self.group
@@ -145,7 +145,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// The next offset to read in each partition.
     ///
     /// ```no_run
-    /// # fn f(r: sqlmq::BroadcastReader) { for (p, o) in r.positions() { println!("{p}: {o}") } }
+    /// # fn f(r: sqlmq::topic::BroadcastReader) { for (p, o) in r.positions() { println!("{p}: {o}") } }
     /// ```
     pub fn positions(&self) -> Vec<(u32, i64)> {
         self.positions
@@ -158,7 +158,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// start at 0.
     async fn load(&mut self) -> Result<()> {
         let client = &self.group.topic.client;
-        let store = &client.inner.store;
+        let store = &client.inner.db.store;
         let mut conn = client.conns().read().await?;
         let saved = store
             .positions(&mut conn, self.group.id(), &self.member)
@@ -176,7 +176,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// end of every partition.
     ///
     /// ```no_run
-    /// # async fn f(mut r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// # async fn f(mut r: sqlmq::topic::BroadcastReader) -> sqlmq::Result<()> {
     /// let records = r.poll(100).await?;
     /// # Ok(()) }
     /// ```
@@ -227,7 +227,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// Save the member's positions: a member restarted under this name resumes from here.
     ///
     /// ```no_run
-    /// # async fn f(r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// # async fn f(r: sqlmq::topic::BroadcastReader) -> sqlmq::Result<()> {
     /// r.checkpoint().await?;
     /// # Ok(()) }
     /// ```
@@ -237,6 +237,7 @@ impl<B: Backend> BroadcastReader<B> {
         let positions: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
         client
             .inner
+            .db
             .store
             .save_positions(&mut conn, self.group.id(), &self.member, &positions)
             .await
@@ -245,8 +246,8 @@ impl<B: Backend> BroadcastReader<B> {
     /// Move this member to `start` (in memory; [`checkpoint`](Self::checkpoint) to keep it).
     ///
     /// ```no_run
-    /// # async fn f(mut r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
-    /// r.seek(sqlmq::StartAt::Earliest).await?;
+    /// # async fn f(mut r: sqlmq::topic::BroadcastReader) -> sqlmq::Result<()> {
+    /// r.seek(sqlmq::topic::StartAt::Earliest).await?;
     /// # Ok(()) }
     /// ```
     pub async fn seek(&mut self, start: StartAt) -> Result<()> {
@@ -261,7 +262,7 @@ impl<B: Backend> BroadcastReader<B> {
     /// Leave the group for good: forget this member's checkpoint.
     ///
     /// ```no_run
-    /// # async fn f(r: sqlmq::BroadcastReader) -> sqlmq::Result<()> {
+    /// # async fn f(r: sqlmq::topic::BroadcastReader) -> sqlmq::Result<()> {
     /// r.leave().await?;
     /// # Ok(()) }
     /// ```

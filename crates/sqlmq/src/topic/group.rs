@@ -32,7 +32,7 @@ use crate::tx;
 /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
 /// use std::time::Duration;
 /// let orders = client.topic("orders").await?;
-/// let billing = orders.create_group("billing", sqlmq::GroupConfig::default(), sqlmq::StartAt::Earliest).await?;
+/// let billing = orders.create_group("billing", sqlmq::GroupConfig::default(), sqlmq::topic::StartAt::Earliest).await?;
 /// for d in billing.receive(10, Duration::from_secs(30)).await? {
 ///     println!("partition {:?} offset {:?}", d.partition, d.offset);
 ///     billing.ack(d.receipt()).await?;
@@ -299,7 +299,7 @@ impl<B: Backend> Group<B> {
         let client = &self.topic.client;
         if client.due(
             Subject::Group(self.id()),
-            client.inner.housekeeping_interval,
+            client.inner.settings.housekeeping_interval,
         ) {
             self.maintain().await?;
         }

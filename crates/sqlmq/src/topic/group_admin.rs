@@ -33,6 +33,7 @@ impl<B: Backend> Group<B> {
         self.topic
             .client
             .inner
+            .db
             .store
             .group_dead_letters(&mut conn, self.topic.id(), self.id(), limit.min(10_000))
             .await
@@ -135,6 +136,7 @@ impl<B: Backend> Group<B> {
         self.topic
             .client
             .inner
+            .db
             .store
             .group_retries(&mut conn, self.id(), limit.min(10_000))
             .await
@@ -168,7 +170,7 @@ impl<B: Backend> Group<B> {
     /// ```no_run
     /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
     /// let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    /// g.reset(sqlmq::StartAt::Time(an_hour_ago)).await?;
+    /// g.reset(sqlmq::topic::StartAt::Time(an_hour_ago)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn reset(&self, start: StartAt) -> Result<Vec<(u32, i64)>> {
@@ -201,7 +203,7 @@ impl<B: Backend> Group<B> {
     /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {
     /// use std::time::{Duration, SystemTime};
     /// let now = SystemTime::now();
-    /// g.replay(sqlmq::StartAt::Time(now - Duration::from_secs(600)), sqlmq::StartAt::Time(now)).await?;
+    /// g.replay(sqlmq::topic::StartAt::Time(now - Duration::from_secs(600)), sqlmq::topic::StartAt::Time(now)).await?;
     /// # Ok(()) }
     /// ```
     pub async fn replay(&self, from: StartAt, to: StartAt) -> Result<u64> {
@@ -245,6 +247,7 @@ impl<B: Backend> Group<B> {
                 .topic
                 .client
                 .inner
+                .db
                 .store
                 .cursors(&mut conn, self.id())
                 .await?;
@@ -342,6 +345,7 @@ impl<B: Backend> Group<B> {
             self.topic
                 .client
                 .inner
+                .db
                 .store
                 .held_too_long(&mut conn, self.id(), limit)
                 .await?

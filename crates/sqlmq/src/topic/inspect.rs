@@ -54,6 +54,7 @@ impl<B: Backend> Topic<B> {
         let mut conn = self.client.conns().read().await?;
         self.client
             .inner
+            .db
             .store
             .read_from(
                 &mut conn,
@@ -77,6 +78,7 @@ impl<B: Backend> Topic<B> {
         let mut conn = self.client.conns().read().await?;
         self.client
             .inner
+            .db
             .store
             .records_by_key(&mut conn, self.id(), key, limit.min(Topic::MAX_QUERY))
             .await

@@ -47,9 +47,9 @@ impl<B: Backend> Group<B> {
     }
 
     /// The group's lag, leaving out broadcast members silent (no checkpoint) for longer than
-    /// `member_silence`: a member that left without [`leave`](crate::BroadcastReader::leave)
+    /// `member_silence`: a member that left without [`leave`](crate::topic::BroadcastReader::leave)
     /// must not hold the group's backlog up forever. Such members are still listed, marked
-    /// [`silent`](crate::MemberLag::silent), and their checkpoints kept for their return.
+    /// [`silent`](crate::topic::MemberLag::silent), and their checkpoints kept for their return.
     ///
     /// ```no_run
     /// # async fn f(g: sqlmq::Group) -> sqlmq::Result<()> {

@@ -19,9 +19,10 @@ impl<B: Backend> Client<B> {
         validate_name("topic", name)?;
         config.validate()?;
         self.require_schema()?;
-        let mut conn = self.inner.conns.acquire().await?;
+        let mut conn = self.inner.db.conns.acquire().await?;
         let row = self
             .inner
+            .db
             .store
             .upsert_topic(&mut conn, name, &config)
             .await?;
@@ -39,7 +40,7 @@ impl<B: Backend> Client<B> {
         validate_name("topic", name)?;
         self.require_schema()?;
         let mut conn = self.conns().read().await?;
-        match self.inner.store.topic_by_name(&mut conn, name).await? {
+        match self.inner.db.store.topic_by_name(&mut conn, name).await? {
             Some(row) => Ok(Topic::new(self.clone(), row.id, row.name, row.config)),
             None => Err(Error::UnknownTopic(name.to_owned())),
         }
@@ -55,7 +56,7 @@ impl<B: Backend> Client<B> {
     pub async fn topics(&self) -> Result<Vec<Topic<B>>> {
         self.require_schema()?;
         let mut conn = self.conns().read().await?;
-        let rows = self.inner.store.all_topics(&mut conn).await?;
+        let rows = self.inner.db.store.all_topics(&mut conn).await?;
         Ok(rows
             .into_iter()
             .map(|r| Topic::new(self.clone(), r.id, r.name, r.config))

@@ -81,6 +81,7 @@ impl<B: Backend> Topic<B> {
         let rows = self
             .client
             .inner
+            .db
             .store
             .partitions(&mut conn, self.id())
             .await?;

@@ -1,4 +1,30 @@
-//! Topics: partitioned, append-only streams with consumer groups.
+//! Topics: partitioned, append-only streams that many consumer groups read, each at its own
+//! pace.
+//!
+//! [`Topic::publish`] appends a [`Record`] to a partition (by its key, [`partition_for_key`]);
+//! every record gets a gap-free offset in its partition once committed ([`Published`]). A
+//! consumer group reads the whole topic: in cluster mode ([`Group`]) its members share the
+//! records, each leased to one, with acks, retries and dead letters as a queue has; in
+//! broadcast mode ([`BroadcastReader`]) every member reads everything and keeps a checkpoint.
+//! [`TopicConfig`] and [`GroupConfig`] hold the settings, [`StartAt`] where a new group begins,
+//! [`GroupLag`] how far behind it is.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sqlmq::topic::StartAt;
+//! use sqlmq::{GroupConfig, Record, TopicConfig};
+//!
+//! # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+//! let orders = client.create_topic("orders", TopicConfig::default()).await?;
+//! let billing = orders.create_group("billing", GroupConfig::default(), StartAt::Earliest).await?;
+//! orders.publish(Record::new("order 7 placed").key("customer-3")).await?;
+//! for delivery in billing.receive(10, Duration::from_secs(30)).await? {
+//!     billing.ack(delivery.receipt()).await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Inside
 //!
 //! | file | what |
 //! |---|---|
@@ -9,7 +35,7 @@
 //! | `group_admin.rs` | dead letters, retries, reset, replay, maintenance, consume timeouts |
 //! | `broadcast.rs` | [`BroadcastReader`]: broadcast members and their checkpoints |
 //! | `members.rs` | broadcast members' dead letters |
-//! | `inspect.rs` | queries by offset, key and time, and [`Trace`](crate::Trace) |
+//! | `inspect.rs` | queries by offset, key and time, and [`Trace`](crate::inspect::Trace) |
 //! | `lag.rs` | a group's lag and the topics' volume ranking |
 //! | `manage.rs` | deleting topics and groups; partitions |
 //! | `retention.rs` | removing old records in small chunks |
@@ -31,16 +57,18 @@ mod sequencer;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
+pub use crate::domain::{
+    GroupConfig, GroupLag, GroupMode, MemberLag, PartitionInfo, PartitionLag, PendingRetry,
+    Published, Record, StartAt, StreamRecord, TopicConfig, TopicStats, default_group_ladder,
+    partition_for_key,
+};
 pub use broadcast::BroadcastReader;
 pub use group::Group;
-pub(crate) use sequencer::{Sequencer, sequence_partitions};
+pub(crate) use sequencer::sequence_partitions;
 
 use crate::client::{Client, Subject};
 use crate::coalesce::{Coalescer, Sink};
-use crate::domain::StartAt;
-use crate::domain::{
-    Error, GroupConfig, MessageId, Published, Record, Result, TopicConfig, validate_name,
-};
+use crate::domain::{Error, MessageId, Result, validate_name};
 use crate::store::prelude::*;
 use crate::store::rows::{PendingBatch, PendingRow};
 use crate::store::statements::{MAX_LIST, run_within};
@@ -206,7 +234,7 @@ impl<B: Backend> Topic<B> {
     /// Publish `records` (checked already, not empty) atomically in a transaction of our own.
     async fn publish_checked(&self, records: &[Record]) -> Result<Vec<Published>> {
         let store = self.client.store();
-        let budget = self.client.inner.statement_budget;
+        let budget = self.client.inner.settings.statement_budget;
         if let Some(published) = self.publish_one_shot(records, budget).await? {
             self.after_publish(&published);
             return Ok(published);
@@ -281,7 +309,7 @@ impl<B: Backend> Topic<B> {
             if records.is_empty() {
                 return Ok(Vec::new());
             }
-            let budget = self.client.inner.statement_budget;
+            let budget = self.client.inner.settings.statement_budget;
             let records = &records;
             let published = tx::run_in::<B, _, _>(conn, |conn, _| {
                 Box::pin(self.publish_on(conn, records, budget))
@@ -454,7 +482,7 @@ impl<B: Backend> Topic<B> {
     ///
     /// ```no_run
     /// # async fn f(t: sqlmq::Topic) -> sqlmq::Result<()> {
-    /// let g = t.create_group("billing", sqlmq::GroupConfig::default().max_attempts(5), sqlmq::StartAt::Earliest).await?;
+    /// let g = t.create_group("billing", sqlmq::GroupConfig::default().max_attempts(5), sqlmq::topic::StartAt::Earliest).await?;
     /// # Ok(()) }
     /// ```
     pub async fn create_group(
@@ -502,6 +530,7 @@ impl<B: Backend> Topic<B> {
         match self
             .client
             .inner
+            .db
             .store
             .group_by_name(&mut conn, self.id(), name)
             .await?
@@ -527,6 +556,7 @@ impl<B: Backend> Topic<B> {
         let rows = self
             .client
             .inner
+            .db
             .store
             .groups_of_topic(&mut conn, self.id())
             .await?;
@@ -543,6 +573,7 @@ impl<B: Backend> Topic<B> {
             let mut conn = self.client.conns().read().await?;
             self.client
                 .inner
+                .db
                 .store
                 .pending_partitions(&mut conn, self.id())
                 .await?
@@ -557,6 +588,7 @@ impl<B: Backend> Topic<B> {
         Ok(self
             .client
             .inner
+            .db
             .store
             .topic_by_id(&mut conn, self.id())
             .await?

@@ -1,7 +1,7 @@
 //! Running sequencing steps: right after local publishes, and for leftovers.
 //!
 //! Each client keeps one background task per topic it published to, with the set of that
-//! topic's partitions written since it last ran. A publish that committed adds its partitions
+//! topic's partitions written since it last ran (its `Backlog`, kept in the client's state). A publish that committed adds its partitions
 //! and wakes the task, which runs steps over all of them at once (one transaction for every
 //! partition written to, not one per partition) until nothing is pending, then sleeps until the
 //! next wake: no polling, no cost while idle. Rows nobody local will wake for (a `publish_in`
@@ -13,12 +13,9 @@
 //! (`Publish::OFFSETS_AT_PUBLISH`: SQLite, one writer at a time) has nothing to sequence: no
 //! task is started, and a publish wakes the local group members directly.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
-use tokio::sync::Notify;
-
-use crate::client::{Client, Inner, Subject};
+use crate::client::{Backlog, Client, Inner, Subject};
 use crate::domain::Result;
 use crate::store::{Backend, Publish};
 use crate::tx;
@@ -29,14 +26,6 @@ pub(crate) const SEQUENCE_BATCH: usize = 1000;
 
 /// Most partitions one step locks and reads (a topic with more is sequenced in groups).
 const PARTITIONS_PER_STEP: usize = 64;
-
-/// A topic's background sequencer: what wakes it, and the partitions written since it last
-/// looked.
-#[derive(Default)]
-pub(crate) struct Sequencer {
-    wake: Notify,
-    dirty: Mutex<BTreeSet<i32>>,
-}
 
 /// Sequence everything pending in `partitions` (distinct, ascending) of a topic, in steps of
 /// up to [`PARTITIONS_PER_STEP`] partitions and [`SEQUENCE_BATCH`] records per partition.
@@ -80,11 +69,11 @@ impl<B: Backend> Client<B> {
     /// start) it.
     pub(crate) fn sequence_soon(&self, topic_id: i32, partitions: impl IntoIterator<Item = i32>) {
         let sequencer = {
-            let mut map = self.inner.sequencers.lock().expect("poisoned");
+            let mut map = self.inner.sequencing.lock().expect("poisoned");
             match map.get(&topic_id) {
                 Some(s) => Arc::clone(s),
                 None => {
-                    let s = Arc::new(Sequencer::default());
+                    let s = Arc::new(Backlog::default());
                     map.insert(topic_id, Arc::clone(&s));
                     tokio::spawn(run(Arc::downgrade(&self.inner), topic_id, Arc::clone(&s)));
                     s
@@ -98,7 +87,7 @@ impl<B: Backend> Client<B> {
 
 /// The task: on every wake, sequence the partitions written since the last, until the client
 /// is gone.
-async fn run<B: Backend>(client: Weak<Inner<B>>, topic_id: i32, sequencer: Arc<Sequencer>) {
+async fn run<B: Backend>(client: Weak<Inner<B>>, topic_id: i32, sequencer: Arc<Backlog>) {
     loop {
         sequencer.wake.notified().await;
         let Some(inner) = client.upgrade() else {

@@ -33,11 +33,12 @@ use crate::telemetry::{self, Operation};
 ///
 /// The handler's [`Outcome`] applies to every message of the batch that it did not settle
 /// itself (through [`BatchContext::begin`], or a message's own [`JobContext`]). (Not to be
-/// confused with [`Batch`](crate::Batch), jobs sent together with a callback for when they are
+/// confused with [`Batch`](crate::flow::Batch), jobs sent together with a callback for when they are
 /// all done.)
 ///
 /// ```
-/// use sqlmq::{BatchContext, BatchHandler, Delivery, Outcome};
+/// use sqlmq::{Delivery, Outcome};
+/// use sqlmq::worker::{BatchContext, BatchHandler};
 ///
 /// struct Totals;
 ///
@@ -85,7 +86,7 @@ where
 /// commit acks them all. Cheap to clone.
 ///
 /// ```
-/// # async fn f(batch: Vec<sqlmq::Delivery>, ctx: sqlmq::BatchContext) -> sqlmq::Result<()> {
+/// # async fn f(batch: Vec<sqlmq::Delivery>, ctx: sqlmq::worker::BatchContext) -> sqlmq::Result<()> {
 /// for (d, job) in batch.iter().zip(ctx.jobs()) {
 ///     assert_eq!(d.id, job.id());
 /// }
@@ -117,7 +118,7 @@ impl<B: Backend> BatchContext<B> {
     /// out of the batch's transaction).
     ///
     /// ```
-    /// # fn f(ctx: sqlmq::BatchContext) {
+    /// # fn f(ctx: sqlmq::worker::BatchContext) {
     /// let retried = ctx.jobs().iter().filter(|j| j.attempt() > 1).count();
     /// # }
     /// ```
@@ -132,7 +133,7 @@ impl<B: Backend> BatchContext<B> {
     /// nothing is written.
     ///
     /// ```
-    /// # async fn f(batch: Vec<sqlmq::Delivery>, ctx: sqlmq::BatchContext, out: sqlmq::Topic) -> sqlmq::Result<()> {
+    /// # async fn f(batch: Vec<sqlmq::Delivery>, ctx: sqlmq::worker::BatchContext, out: sqlmq::Topic) -> sqlmq::Result<()> {
     /// let mut tx = ctx.begin().await?;
     /// for d in batch {
     ///     tx.publish(&out, sqlmq::Record::new(d.body)).await?;

@@ -61,7 +61,7 @@ impl WorkerBuilder {
     /// Default handlers running at once per queue: 10 (see [`WorkerBuilder::concurrency`]).
     ///
     /// ```
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_CONCURRENCY, 10);
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.concurrency(4 * WorkerBuilder::DEFAULT_CONCURRENCY)
@@ -74,7 +74,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_LEASE, Duration::from_secs(30));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.lease(2 * WorkerBuilder::DEFAULT_LEASE)
@@ -87,7 +87,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_TIMEOUT, Duration::from_secs(600));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.timeout(WorkerBuilder::DEFAULT_TIMEOUT / 10)
@@ -100,7 +100,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_SHUTDOWN_GRACE, Duration::from_secs(30));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.shutdown_grace(WorkerBuilder::DEFAULT_SHUTDOWN_GRACE / 3)
@@ -112,7 +112,7 @@ impl WorkerBuilder {
     /// [`WorkerBuilder::max_batch`]).
     ///
     /// ```
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_MAX_BATCH, 100);
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.max_batch(WorkerBuilder::DEFAULT_MAX_BATCH / 10)
@@ -127,7 +127,7 @@ impl WorkerBuilder {
     /// added contention there).
     ///
     /// ```
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_CLAIMERS, 2);
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.claimers(WorkerBuilder::DEFAULT_CLAIMERS + 1)
@@ -140,7 +140,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_POLL_FLOOR, Duration::from_millis(10));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.poll_interval(WorkerBuilder::DEFAULT_POLL_FLOOR, Duration::from_secs(1))
@@ -155,7 +155,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_POLL_CEILING, Duration::from_millis(100));
     /// // A tenth of the idle queries, for up to a second of wakeup latency:
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
@@ -169,7 +169,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL, Duration::from_secs(1));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.maintenance_interval(WorkerBuilder::DEFAULT_MAINTENANCE_INTERVAL / 2)
@@ -182,7 +182,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL, Duration::from_secs(5));
     /// # fn f(b: WorkerBuilder) -> WorkerBuilder {
     /// b.heartbeat_interval(WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL / 5)
@@ -196,7 +196,7 @@ impl WorkerBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// let silence = WorkerBuilder::DEFAULT_HEARTBEAT_INTERVAL * WorkerBuilder::MISSED_HEARTBEATS;
     /// assert_eq!(silence, Duration::from_secs(15));
     /// ```
@@ -206,7 +206,7 @@ impl WorkerBuilder {
     /// about the same time share a transaction, up to this many.
     ///
     /// ```
-    /// use sqlmq::WorkerBuilder;
+    /// use sqlmq::worker::WorkerBuilder;
     /// assert_eq!(WorkerBuilder::MAX_ACK_BATCH, 256);
     /// // A full default claim is acked in one transaction when its handlers end together:
     /// assert!(WorkerBuilder::DEFAULT_MAX_BATCH <= WorkerBuilder::MAX_ACK_BATCH);
@@ -294,7 +294,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// # #[derive(serde::Serialize, serde::Deserialize)] struct Ping;
     /// # impl sqlmq::Job for Ping { const NAME: &'static str = "ping"; }
     /// # fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
-    /// let name: sqlmq::SourceName = "orders/billing".parse()?;
+    /// let name: sqlmq::source::SourceName = "orders/billing".parse()?;
     /// sqlmq::Worker::builder(&client).source(name, |_: Ping, _ctx| async { Ok::<_, String>(sqlmq::Outcome::Done) });
     /// # Ok(()) }
     /// ```
@@ -323,7 +323,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// Handle a queue or a cluster group, by name, a claim at a time: `handler` (a
     /// [`BatchHandler`] or an `async` closure `|batch: Vec<Delivery>, ctx: BatchContext| async
     /// move { … }`) gets every message of a claim — up to the free slots and
-    /// [`WorkerBuilder::max_batch`] — in one call, and [`BatchContext::begin`](crate::BatchContext::begin) a transaction
+    /// [`WorkerBuilder::max_batch`] — in one call, and [`BatchContext::begin`](crate::worker::BatchContext::begin) a transaction
     /// whose commit acks them all: an exactly-once pipeline at one transaction per batch
     /// rather than per message. The [`concurrency`](WorkerBuilder::concurrency) still counts
     /// messages: with 64 slots and claims of up to 32, two batches run at once. The handler's
@@ -333,7 +333,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, out: sqlmq::Topic) -> sqlmq::Result<()> {
     /// sqlmq::Worker::builder(&client)
-    ///     .source_batch("orders/enrich".parse()?, move |batch: Vec<sqlmq::Delivery>, ctx: sqlmq::BatchContext| {
+    ///     .source_batch("orders/enrich".parse()?, move |batch: Vec<sqlmq::Delivery>, ctx: sqlmq::worker::BatchContext| {
     ///         let out = out.clone();
     ///         async move {
     ///             let records = batch.into_iter().map(|d| sqlmq::Record::new(d.body));
@@ -363,7 +363,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// moves on. The member's position is checkpointed after successes (see
     /// [`WorkerBuilder::checkpoint_every`]); restarted under the same name, it resumes there
     /// (at-least-once: a crash repeats what followed the last checkpoint, never skips). A
-    /// [`JobTransaction`](crate::JobTransaction) commits the position with the handler's
+    /// [`JobTransaction`](crate::worker::JobTransaction) commits the position with the handler's
     /// writes (exactly-once effects). The group must exist in broadcast mode.
     ///
     /// ```no_run
@@ -446,7 +446,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// 10, [`WorkerBuilder::DEFAULT_CONCURRENCY`]).
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.concurrency(32); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.concurrency(32); }
     /// ```
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
@@ -456,7 +456,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// Handlers running at once for queue `name` (or consumer group `"topic/group"`).
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.queue_concurrency("emails", 2); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.queue_concurrency("emails", 2); }
     /// ```
     pub fn queue_concurrency(mut self, name: &str, n: usize) -> Self {
         self.per_queue_concurrency.insert(name.to_owned(), n);
@@ -468,7 +468,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// handler runs.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.lease(std::time::Duration::from_secs(120)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.lease(std::time::Duration::from_secs(120)); }
     /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -479,7 +479,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// is stopped and its message retried.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.timeout(std::time::Duration::from_secs(60)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.timeout(std::time::Duration::from_secs(60)); }
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -490,7 +490,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// [`Queue::MAX_RECEIVE`](crate::Queue::MAX_RECEIVE); claims never exceed the free slots).
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.max_batch(20); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.max_batch(20); }
     /// ```
     pub fn max_batch(mut self, n: usize) -> Self {
         self.max_batch = n;
@@ -501,7 +501,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// are split between them.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.claimers(1); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.claimers(1); }
     /// ```
     pub fn claimers(mut self, n: usize) -> Self {
         self.claimers = n;
@@ -515,7 +515,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ceiling.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.poll_interval(std::time::Duration::from_millis(10), std::time::Duration::from_secs(1)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.poll_interval(std::time::Duration::from_millis(10), std::time::Duration::from_secs(1)); }
     /// ```
     pub fn poll_interval(mut self, floor: Duration, ceiling: Duration) -> Self {
         self.poll_floor = floor;
@@ -528,7 +528,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// release of expired leases.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.maintenance_interval(std::time::Duration::from_millis(500)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.maintenance_interval(std::time::Duration::from_millis(500)); }
     /// ```
     pub fn maintenance_interval(mut self, interval: Duration) -> Self {
         self.maintenance_interval = interval;
@@ -540,7 +540,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// dead by its peers, which release its claims.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.heartbeat_interval(std::time::Duration::from_secs(2)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.heartbeat_interval(std::time::Duration::from_secs(2)); }
     /// ```
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
@@ -552,7 +552,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// their messages released for an immediate retry.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.shutdown_grace(std::time::Duration::from_secs(5)); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.shutdown_grace(std::time::Duration::from_secs(5)); }
     /// ```
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
@@ -570,7 +570,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// the worker. For batch jobs and scripts; a service keeps waiting.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.stop_when_drained(); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.stop_when_drained(); }
     /// ```
     pub fn stop_when_drained(mut self) -> Self {
         self.stop_when_drained = true;
@@ -582,7 +582,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// for them as long as it takes.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.max_messages(1000); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.max_messages(1000); }
     /// ```
     pub fn max_messages(mut self, n: u64) -> Self {
         self.max_messages = Some(n);
@@ -593,7 +593,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// handlers still running are stopped and their messages released at once.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.kill_on(sqlmq::CancellationToken::new()); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.kill_on(sqlmq::worker::CancellationToken::new()); }
     /// ```
     pub fn kill_on(mut self, token: CancellationToken) -> Self {
         self.kill = Some(token);
@@ -605,7 +605,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// each fire time is sent once.
     ///
     /// ```no_run
-    /// # fn f(b: sqlmq::WorkerBuilder) { b.fire_schedules(false); }
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.fire_schedules(false); }
     /// ```
     pub fn fire_schedules(mut self, fire: bool) -> Self {
         self.fire_schedules = fire;
@@ -685,7 +685,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// returns [`Error::SchemaTooNew`](crate::Error::SchemaTooNew).
     ///
     /// ```no_run
-    /// # async fn f(builder: sqlmq::WorkerBuilder) -> sqlmq::Result<()> {
+    /// # async fn f(builder: sqlmq::worker::WorkerBuilder) -> sqlmq::Result<()> {
     /// let token = tokio_util::sync::CancellationToken::new();
     /// let stopper = token.clone();
     /// tokio::spawn(async move { tokio::time::sleep(std::time::Duration::from_secs(60)).await; stopper.cancel() });

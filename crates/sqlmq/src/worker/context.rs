@@ -203,7 +203,7 @@ impl<B: Backend> JobContext<B> {
     }
 
     /// The member handling it, when it came from a broadcast group
-    /// ([`WorkerBuilder::topic_broadcast`](crate::WorkerBuilder::topic_broadcast)).
+    /// ([`WorkerBuilder::topic_broadcast`](crate::worker::WorkerBuilder::topic_broadcast)).
     ///
     /// ```
     /// # fn f(ctx: sqlmq::JobContext) { if let Some(m) = ctx.member() { println!("member {m}") } }
@@ -282,7 +282,7 @@ impl<B: Backend> JobContext<B> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn dependency_results(&self) -> Result<Vec<crate::DependencyResult>> {
+    pub async fn dependency_results(&self) -> Result<Vec<crate::flow::DependencyResult>> {
         self.inner
             .origin
             .client()
@@ -375,7 +375,7 @@ impl<B: Backend> JobTransaction<B> {
     /// [`Error::LeaseLost`] the transaction is rolled back: none of its writes happen.
     ///
     /// ```
-    /// # async fn f(tx: sqlmq::JobTransaction) -> sqlmq::Result<()> { tx.commit().await }
+    /// # async fn f(tx: sqlmq::worker::JobTransaction) -> sqlmq::Result<()> { tx.commit().await }
     /// ```
     pub async fn commit(mut self) -> Result<()> {
         let jobs = std::mem::take(&mut self.jobs);
@@ -396,7 +396,7 @@ impl<B: Backend> JobTransaction<B> {
     /// Roll back: neither the writes nor the ack happen.
     ///
     /// ```
-    /// # async fn f(tx: sqlmq::JobTransaction) -> sqlmq::Result<()> { tx.rollback().await }
+    /// # async fn f(tx: sqlmq::worker::JobTransaction) -> sqlmq::Result<()> { tx.rollback().await }
     /// ```
     pub async fn rollback(self) -> Result<()> {
         Ok(self.tx.rollback().await?)

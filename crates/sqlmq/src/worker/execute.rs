@@ -261,7 +261,7 @@ async fn nack<B: Backend>(
         .nack(ctx.receipt(), None, error)
         .await
         .map(|outcome| match outcome {
-            crate::NackOutcome::DeadLettered => Settled::DeadLettered,
+            crate::domain::NackOutcome::DeadLettered => Settled::DeadLettered,
             _ => Settled::Retried,
         })
 }

@@ -64,7 +64,8 @@ pub enum Outcome {
 /// [`Delivery`] for [`WorkerBuilder::queue_raw`](super::WorkerBuilder::queue_raw).
 ///
 /// ```
-/// use sqlmq::{Handler, JobContext, Outcome};
+/// use sqlmq::{JobContext, Outcome};
+/// use sqlmq::worker::Handler;
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Resize { image: u64 }

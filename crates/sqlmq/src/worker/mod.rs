@@ -14,7 +14,7 @@
 //!         Ok::<_, std::io::Error>(Outcome::Done)
 //!     })
 //!     .concurrency(8)
-//!     .run(sqlmq::shutdown_on_signals())
+//!     .run(sqlmq::worker::shutdown_on_signals())
 //!     .await?;
 //! println!("{report:?}");
 //! # Ok(()) }
@@ -61,13 +61,16 @@ mod tally;
 
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+/// The shutdown signal of [`WorkerBuilder::run`] (re-exported from `tokio-util`).
+pub use tokio_util::sync::CancellationToken;
 
 pub use batch::{BatchContext, BatchHandler};
 pub use builder::WorkerBuilder;
 pub use context::{JobContext, JobTransaction};
 pub use handler::{Handler, Outcome};
 pub use tally::WorkerReport;
+
+pub use crate::job::Job;
 
 use crate::client::Client;
 use crate::store::Backend;
@@ -124,8 +127,8 @@ impl Worker {
 /// A token cancelled on SIGTERM or SIGINT (Ctrl-C), for [`WorkerBuilder::run`].
 ///
 /// ```no_run
-/// # async fn f(b: sqlmq::WorkerBuilder) -> sqlmq::Result<()> {
-/// b.run(sqlmq::shutdown_on_signals()).await?;
+/// # async fn f(b: sqlmq::worker::WorkerBuilder) -> sqlmq::Result<()> {
+/// b.run(sqlmq::worker::shutdown_on_signals()).await?;
 /// # Ok(()) }
 /// ```
 pub fn shutdown_on_signals() -> CancellationToken {

@@ -103,7 +103,7 @@ pub(crate) async fn run_prober<B: Backend>(
     }
     let ids: Vec<i32> = queues.iter().map(|q| q.id()).collect();
     let topics: Vec<i32> = groups.iter().map(|g| g.topic().id()).collect();
-    let notes = &client.inner.notifications;
+    let notes = &client.inner.wake.notifications;
     client.ensure_follower();
     let mut news = notes.subscribe();
     let concerns =

@@ -9,7 +9,7 @@ use super::execute::Settled;
 /// What a worker did, returned by [`WorkerBuilder::run`](super::WorkerBuilder::run).
 ///
 /// ```no_run
-/// # async fn f(report: sqlmq::WorkerReport) { println!("{} acked, {} retried", report.acked, report.retried); }
+/// # async fn f(report: sqlmq::worker::WorkerReport) { println!("{} acked, {} retried", report.acked, report.retried); }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use sqlmq::{Backoff, Client, Error, Message, MessageId, QueueConfig, Receipt};
+use sqlmq::queue::{Backoff, Receipt};
+use sqlmq::{Client, Error, Message, MessageId, QueueConfig};
 use sqlmq_testkit::{TestBackend, TestDb, queue};
 
 /// Every table that a rejected call must leave untouched.

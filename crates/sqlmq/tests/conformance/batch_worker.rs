@@ -6,17 +6,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlmq::{
-    BatchContext, Client, Delivery, Error, Message, Outcome, QueueConfig, SourceName, Worker,
-    WorkerReport,
-};
+use sqlmq::source::SourceName;
+use sqlmq::worker::{BatchContext, WorkerReport};
+use sqlmq::{Client, Delivery, Error, Message, Outcome, QueueConfig, Worker};
 use sqlmq_testkit::{TestBackend, TestDb, Value, check_invariants, eventually_async};
 use tokio_util::sync::CancellationToken;
 
 async fn setup<B: TestBackend>(n: u32) -> (TestDb<B>, Client<B>, sqlmq::Queue<B>) {
     let db = TestDb::<B>::new().await;
     let client = db.client().await;
-    let config = QueueConfig::default().backoff(sqlmq::Backoff::Ladder(vec![Duration::ZERO]));
+    let config =
+        QueueConfig::default().backoff(sqlmq::queue::Backoff::Ladder(vec![Duration::ZERO]));
     let q = client.create_queue("jobs", config).await.unwrap();
     db.exec("CREATE TABLE effects (n INT NOT NULL)", &[]).await;
     let messages = (0..n).map(|i| Message::new(i.to_string())).collect();
@@ -44,10 +44,10 @@ impl Running {
 
 /// A worker of the queue `jobs` running `handler` a claim at a time, in the background; claims
 /// of up to 8 by one claim loop.
-fn spawn<B: TestBackend, H: sqlmq::BatchHandler<B>>(
+fn spawn<B: TestBackend, H: sqlmq::worker::BatchHandler<B>>(
     client: &Client<B>,
     handler: H,
-    tune: impl FnOnce(sqlmq::WorkerBuilder<B>) -> sqlmq::WorkerBuilder<B>,
+    tune: impl FnOnce(sqlmq::worker::WorkerBuilder<B>) -> sqlmq::worker::WorkerBuilder<B>,
 ) -> Running {
     let builder = Worker::builder(client)
         .source_batch(SourceName::queue("jobs"), handler)
@@ -65,7 +65,10 @@ fn number(d: &Delivery) -> i64 {
 }
 
 /// Write one effect row per delivery in the batch transaction.
-async fn write_effects<B: TestBackend>(tx: &mut sqlmq::JobTransaction<B>, batch: &[Delivery]) {
+async fn write_effects<B: TestBackend>(
+    tx: &mut sqlmq::worker::JobTransaction<B>,
+    batch: &[Delivery],
+) {
     for d in batch {
         B::execute(
             &mut **tx,

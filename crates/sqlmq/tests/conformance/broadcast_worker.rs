@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::RngExt;
+use sqlmq::queue::Backoff;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::WorkerBuilder;
 use sqlmq::{
-    Backoff, Client, Delivery, GroupConfig, JobContext, Outcome, Record, StartAt, Topic,
-    TopicConfig, Worker, WorkerBuilder,
+    Client, Delivery, GroupConfig, JobContext, Outcome, Record, Topic, TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, Value, eventually_async};
 use tokio_util::sync::CancellationToken;

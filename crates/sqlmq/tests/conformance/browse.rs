@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use sqlmq::{Backend, Error, Message, MessageId, MessageState, Queue, QueueConfig};
+use sqlmq::inspect::MessageState;
+use sqlmq::{Backend, Error, Message, MessageId, Queue, QueueConfig};
 use sqlmq_testkit::{TestBackend, queue};
 
 const LEASE: Duration = Duration::from_secs(60);

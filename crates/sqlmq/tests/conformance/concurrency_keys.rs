@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sqlmq::worker::CancellationToken;
 use sqlmq::{
-    CancellationToken, Client, Delivery, Error, JobContext, Message, MessageId, Outcome,
-    QueueConfig, Worker,
+    Client, Delivery, Error, JobContext, Message, MessageId, Outcome, QueueConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, check_invariants, eventually_async, queue};
 
@@ -30,7 +30,7 @@ fn worker<B: TestBackend>(
     client: &Client<B>,
     seen: &Arc<Seen>,
     stop: &CancellationToken,
-) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>> {
+) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>> {
     let seen = seen.clone();
     let run = Worker::builder(client)
         .queue_raw("q", move |d: Delivery, _ctx: JobContext<B>| {
@@ -264,7 +264,7 @@ pub(crate) async fn bad_concurrency_keys_and_limits_are_refused<B: TestBackend>(
 type Starts = Arc<Mutex<Vec<(String, u32, std::time::Instant)>>>;
 
 pub(crate) async fn a_key_over_its_rate_is_skipped_while_other_keys_flow<B: TestBackend>() {
-    let rate: sqlmq::RateLimit = "20/1s".parse().unwrap();
+    let rate: sqlmq::queue::RateLimit = "20/1s".parse().unwrap();
     let (db, _client, q) = queue::<B>(QueueConfig::default().rate_limit_per_key(Some(rate))).await;
     let mut batch: Vec<Message> = (0..100)
         .map(|i| Message::new(format!("a{i}")).concurrency_key("a"))

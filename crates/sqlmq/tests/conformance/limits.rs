@@ -8,9 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sqlmq::queue::RateLimit;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::CancellationToken;
 use sqlmq::{
-    CancellationToken, Client, Delivery, Error, GroupConfig, JobContext, Message, MessageId,
-    Outcome, QueueConfig, RateLimit, Record, StartAt, TopicConfig, Worker,
+    Client, Delivery, Error, GroupConfig, JobContext, Message, MessageId, Outcome, QueueConfig,
+    Record, TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async, queue};
 
@@ -29,7 +32,7 @@ fn worker<B: TestBackend>(
     seen: &Arc<Seen>,
     work: Duration,
     stop: &CancellationToken,
-) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>> {
+) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>> {
     let seen = seen.clone();
     let run = Worker::builder(client)
         .queue_raw("q", move |d: Delivery, _ctx: JobContext<B>| {
@@ -89,7 +92,7 @@ pub(crate) async fn stop_when_handled(
     n: usize,
     handled: impl Fn() -> usize,
     stop: CancellationToken,
-    workers: Vec<tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>>>,
+    workers: Vec<tokio::task::JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>>>,
 ) {
     eventually_async(Duration::from_secs(60), "every message handled", || async {
         (handled() >= n).then_some(())

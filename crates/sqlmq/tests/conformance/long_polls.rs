@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use sqlmq::{Client, Error, GroupConfig, Message, QueueConfig, Record, StartAt, TopicConfig};
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, Error, GroupConfig, Message, QueueConfig, Record, TopicConfig};
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 use tokio::task::JoinHandle;
 

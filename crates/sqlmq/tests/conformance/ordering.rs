@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::RngExt;
-use sqlmq::{Backoff, Message, QueueConfig};
+use sqlmq::queue::Backoff;
+use sqlmq::{Message, QueueConfig};
 use sqlmq_testkit::{TestBackend, check_invariants, queue};
 
 const KEYS: usize = 40;

@@ -9,10 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rand::RngExt;
-use sqlmq::{
-    BatchContext, Client, Delivery, GroupConfig, JobContext, JobTransaction, Outcome, Record,
-    SourceName, StartAt, TopicConfig, Worker,
-};
+use sqlmq::source::SourceName;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::{BatchContext, JobTransaction};
+use sqlmq::{Client, Delivery, GroupConfig, JobContext, Outcome, Record, TopicConfig, Worker};
 use sqlmq_testkit::{TestBackend, TestDb, child_test, eventually_async};
 use tokio_util::sync::CancellationToken;
 

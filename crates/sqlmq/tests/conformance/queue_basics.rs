@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use sqlmq::{Backoff, Error, Message, NackOutcome, QueueConfig};
+use sqlmq::queue::{Backoff, NackOutcome};
+use sqlmq::{Error, Message, QueueConfig};
 use sqlmq_testkit::{TestBackend, check_invariants, eventually_async, queue};
 
 const LEASE: Duration = Duration::from_secs(30);

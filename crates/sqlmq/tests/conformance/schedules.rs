@@ -5,10 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sqlmq::{
-    Backend, CancellationToken, CatchUp, Client, Error, FIRE_TIME_HEADER, Queue, QueueConfig,
-    SCHEDULE_HEADER, ScheduleConfig, ScheduleTarget, Timing, TopicConfig,
+use sqlmq::schedule::{
+    CatchUp, FIRE_TIME_HEADER, SCHEDULE_HEADER, ScheduleConfig, ScheduleTarget, Timing,
 };
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Backend, Client, Error, Queue, QueueConfig, TopicConfig};
 use sqlmq_testkit::{TestBackend, TestDb, queue};
 
 const LEASE: Duration = Duration::from_secs(60);

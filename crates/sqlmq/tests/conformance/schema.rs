@@ -144,7 +144,11 @@ pub(crate) async fn an_empty_table_prefix_works_for_queues_and_topics<B: TestBac
         .await
         .unwrap();
     let g = t
-        .create_group("g", sqlmq::GroupConfig::default(), sqlmq::StartAt::Earliest)
+        .create_group(
+            "g",
+            sqlmq::GroupConfig::default(),
+            sqlmq::topic::StartAt::Earliest,
+        )
         .await
         .unwrap();
     t.publish(sqlmq::Record::new("r").key("k")).await.unwrap();

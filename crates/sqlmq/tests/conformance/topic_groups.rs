@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use sqlmq::{
-    Client, Group, GroupConfig, MessageId, NackOutcome, Record, StartAt, Topic, TopicConfig,
-    TraceState,
-};
+use sqlmq::inspect::TraceState;
+use sqlmq::queue::NackOutcome;
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, Group, GroupConfig, MessageId, Record, Topic, TopicConfig};
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
 use crate::late_committer::{finishes_while_a_is_open, publish_in_task};
@@ -67,7 +67,7 @@ pub(crate) async fn a_late_committer_reaches_a_running_group_and_broadcast_reade
         .await
         .unwrap();
     // Both consumers run throughout, polling.
-    let stop = sqlmq::CancellationToken::new();
+    let stop = sqlmq::worker::CancellationToken::new();
     let (g2, s2) = (group.clone(), stop.clone());
     let cluster = tokio::spawn(async move {
         let mut seen = Vec::new();

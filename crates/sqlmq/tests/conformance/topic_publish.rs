@@ -169,7 +169,11 @@ pub(crate) async fn partitions_report_their_ranges_and_delete_topic_removes_ever
         .await
         .unwrap();
     let g = t
-        .create_group("g", sqlmq::GroupConfig::default(), sqlmq::StartAt::Earliest)
+        .create_group(
+            "g",
+            sqlmq::GroupConfig::default(),
+            sqlmq::topic::StartAt::Earliest,
+        )
         .await
         .unwrap();
     let records = (0..2500)

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{RngExt, SeedableRng};
-use sqlmq::{CancellationToken, GroupConfig, Record, StartAt, TopicConfig};
+use sqlmq::topic::StartAt;
+use sqlmq::worker::CancellationToken;
+use sqlmq::{GroupConfig, Record, TopicConfig};
 use sqlmq_testkit::{TestBackend, TestDb, eventually_async};
 
 const PRODUCERS: usize = 8;

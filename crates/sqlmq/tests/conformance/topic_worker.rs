@@ -8,9 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sqlmq::topic::StartAt;
 use sqlmq::{
-    Client, Delivery, GroupConfig, JobContext, MessageId, Outcome, Record, StartAt, TopicConfig,
-    Worker,
+    Client, Delivery, GroupConfig, JobContext, MessageId, Outcome, Record, TopicConfig, Worker,
 };
 use sqlmq_testkit::{Recorder, TestBackend, TestDb, Value, child_test, eventually_async};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +30,9 @@ impl sqlmq::Job for Click {
 /// A typed job handled: its user and the record's key.
 type TypedSeen = (u32, Option<String>);
 
-fn fast<B: TestBackend>(builder: sqlmq::WorkerBuilder<B>) -> sqlmq::WorkerBuilder<B> {
+fn fast<B: TestBackend>(
+    builder: sqlmq::worker::WorkerBuilder<B>,
+) -> sqlmq::worker::WorkerBuilder<B> {
     builder
         .lease(LEASE)
         .heartbeat_interval(HEARTBEAT)

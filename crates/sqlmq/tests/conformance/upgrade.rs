@@ -19,9 +19,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use sqlmq::queue::Receipt;
+use sqlmq::topic::StartAt;
 use sqlmq::{
-    Client, Delivery, Error, GroupConfig, JobContext, Message, Outcome, QueueConfig, Receipt,
-    Record, StartAt, TopicConfig, Worker,
+    Client, Delivery, Error, GroupConfig, JobContext, Message, Outcome, QueueConfig, Record,
+    TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, Value, check_invariants, eventually_async};
 use tokio::task::JoinHandle;

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlmq::{
-    Backoff, Client, Delivery, Error, Job, JobContext, Message, Outcome, QueueConfig, Worker,
-    WorkerReport,
-};
+use sqlmq::queue::Backoff;
+use sqlmq::worker::WorkerReport;
+use sqlmq::{Client, Delivery, Error, Job, JobContext, Message, Outcome, QueueConfig, Worker};
 use sqlmq_testkit::{TestBackend, TestDb, Value, check_invariants, eventually_async};
 use tokio_util::sync::CancellationToken;
 
@@ -59,7 +58,7 @@ async fn setup_on_two_connections<B: TestBackend>(
 
 /// Run a worker in the background; returns its stop token and handle.
 fn spawn<B: TestBackend>(
-    builder: sqlmq::WorkerBuilder<B>,
+    builder: sqlmq::worker::WorkerBuilder<B>,
 ) -> (
     CancellationToken,
     tokio::task::JoinHandle<sqlmq::Result<WorkerReport>>,
@@ -220,7 +219,7 @@ pub(crate) async fn a_handler_longer_than_its_lease_keeps_its_message<B: TestBac
     // Two workers side by side (two clients: two processes as far as sqlmq knows), 1 s leases.
     let other = Client::<B>::open(&db.url).await.unwrap();
     let lease = Duration::from_secs(1);
-    let fast = |b: sqlmq::WorkerBuilder<B>| {
+    let fast = |b: sqlmq::worker::WorkerBuilder<B>| {
         b.lease(lease)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
     };
@@ -492,7 +491,7 @@ pub(crate) async fn a_worker_can_stop_when_drained_or_after_a_number_of_messages
     let batch: Vec<Message> = (0..25).map(|i| Message::new(format!("{i}"))).collect();
     q.send_batch(batch).await.unwrap();
     let noop = |_d: Delivery, _ctx: JobContext<B>| async { Ok::<_, String>(Outcome::Done) };
-    let fast = |b: sqlmq::WorkerBuilder<B>| {
+    let fast = |b: sqlmq::worker::WorkerBuilder<B>| {
         b.concurrency(4)
             .poll_interval(Duration::from_millis(5), Duration::from_millis(20))
     };

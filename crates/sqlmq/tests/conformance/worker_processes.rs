@@ -61,7 +61,7 @@ pub(crate) fn child_worker<B: TestBackend>() {
                         tx.commit().await.map_err(|e| e.to_string())?;
                         Ok::<_, String>(Outcome::Done)
                     })
-                    .run(sqlmq::shutdown_on_signals())
+                    .run(sqlmq::worker::shutdown_on_signals())
                     .await
             }
             other => panic!("unknown mode {other}"),

@@ -7,10 +7,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sqlmq::flow::{BATCH_HEADER, Batch, BatchState, StepState};
+use sqlmq::topic::StartAt;
+use sqlmq::worker::CancellationToken;
 use sqlmq::{
-    BATCH_HEADER, Batch, BatchState, CancellationToken, Client, Delivery, Error, GroupConfig,
-    JobContext, Message, MessageId, Outcome, QueueConfig, Record, StartAt, StepState, TopicConfig,
-    Worker,
+    Client, Delivery, Error, GroupConfig, JobContext, Message, MessageId, Outcome, QueueConfig,
+    Record, TopicConfig, Worker,
 };
 use sqlmq_testkit::{TestBackend, TestDb, check_invariants, eventually_async};
 
@@ -31,7 +33,7 @@ fn worker<B: TestBackend>(
     client: &Client<B>,
     handled: &Arc<Mutex<Vec<MessageId>>>,
     stop: &CancellationToken,
-) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::WorkerReport>> {
+) -> tokio::task::JoinHandle<sqlmq::Result<sqlmq::worker::WorkerReport>> {
     let handled = handled.clone();
     let run = Worker::builder(client)
         .queue_raw("q", move |d: Delivery, _ctx: JobContext<B>| {
@@ -193,7 +195,7 @@ pub(crate) async fn a_poison_member_sends_on_failure_and_on_complete_once<B: Tes
     assert_eq!(drain(&client, "fail", quiet).await.len(), 1);
     assert_eq!(drain(&client, "all", quiet).await.len(), 1);
     let by_role: HashMap<_, _> = status.steps.iter().map(|s| (s.role, s.state)).collect();
-    assert_eq!(by_role[&sqlmq::Role::OnSuccess], StepState::Cancelled);
+    assert_eq!(by_role[&sqlmq::flow::Role::OnSuccess], StepState::Cancelled);
     // A dead member redriven after the batch finished runs as a plain message: the counts and
     // the callbacks stay as they were.
     let q = client.queue("q").await.unwrap();
@@ -280,7 +282,7 @@ pub(crate) async fn members_added_while_running_are_waited_for<B: TestBackend>()
         1
     );
     assert!(matches!(
-        client.seal_batch(sqlmq::BatchId::new()).await,
+        client.seal_batch(sqlmq::flow::BatchId::new()).await,
         Err(Error::BatchNotFound(_))
     ));
     check_invariants(&db).await;
@@ -399,7 +401,7 @@ pub(crate) async fn a_dead_dependency_holds_and_a_cancelled_one_cancels_its_depe
         .on_success("end", Message::new("success"))
         .on_failure("end", Message::new("failure"));
     let created = client.create_batch(batch).await.unwrap();
-    let state = |status: &sqlmq::BatchStatus, step: &str| {
+    let state = |status: &sqlmq::flow::BatchStatus, step: &str| {
         status
             .steps
             .iter()
@@ -679,7 +681,7 @@ pub(crate) async fn bad_batches_are_refused_and_write_nothing<B: TestBackend>() 
     );
     let d = q.receive(1, LEASE).await.unwrap().remove(0);
     assert!(matches!(
-        q.ack_with_result(d.receipt(), vec![0u8; sqlmq::MAX_RESULT_BYTES + 1])
+        q.ack_with_result(d.receipt(), vec![0u8; sqlmq::flow::MAX_RESULT_BYTES + 1])
             .await,
         Err(Error::PayloadTooLarge { .. })
     ));

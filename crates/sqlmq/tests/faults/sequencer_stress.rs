@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlmq::failpoints::jitter;
-use sqlmq::{GroupConfig, MySql, Record, StartAt, TopicConfig};
+use sqlmq::topic::StartAt;
+use sqlmq::{GroupConfig, MySql, Record, TopicConfig};
 use sqlmq_testkit::TestDb;
 
 const PARTITIONS: u32 = 4;
@@ -112,7 +113,7 @@ async fn random_commit_orders_and_timings_never_lose_skip_or_repeat_an_offset() 
     let mut reader = watch.reader("r").await.unwrap();
     let mut seen: HashMap<u32, i64> = HashMap::new();
     let mut read: Vec<String> = Vec::new();
-    let mut follow = async |reader: &mut sqlmq::BroadcastReader<MySql>| {
+    let mut follow = async |reader: &mut sqlmq::topic::BroadcastReader<MySql>| {
         let mut got = 0;
         for r in reader.poll(200).await.unwrap() {
             let next = seen.entry(r.partition).or_insert(0);

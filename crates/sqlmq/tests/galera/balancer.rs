@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlmq::{Client, Error, ErrorClass, Message, MessageId, MySql, QueueConfig};
+use sqlmq::error::ErrorClass;
+use sqlmq::{Client, Error, Message, MessageId, MySql, QueueConfig};
 use sqlmq_testkit::Proxy;
 
 use crate::cluster::Cluster;

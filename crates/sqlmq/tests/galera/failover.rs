@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlmq::{CancellationToken, Client, Message, MessageId, MySql, QueueConfig};
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Client, Message, MessageId, MySql, QueueConfig};
 use sqlmq_testkit::Proxy;
 
 use crate::cluster::Cluster;

@@ -5,9 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use sqlmq::{
-    Client, GroupConfig, Message, MessageId, MySql, QueueConfig, Record, StartAt, TopicConfig,
-};
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, GroupConfig, Message, MessageId, MySql, QueueConfig, Record, TopicConfig};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 

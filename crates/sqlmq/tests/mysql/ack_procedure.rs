@@ -112,7 +112,7 @@ async fn refusals_name_their_cause_and_change_nothing() {
     let plain = got.iter().find(|d| d.body == b"plain").unwrap();
     let keyed = got.iter().find(|d| d.body == b"keyed").unwrap();
     let mut conn = pool.acquire().await.unwrap();
-    let stale = sqlmq::Receipt {
+    let stale = sqlmq::queue::Receipt {
         id: plain.id,
         token: plain.token + 1,
     };

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlmq::{Delivery, Error, Message, MessageId, MySql, QueueConfig, Receipt};
+use sqlmq::queue::Receipt;
+use sqlmq::{Delivery, Error, Message, MessageId, MySql, QueueConfig};
 use sqlmq_testkit::TestDb;
 
 use crate::questions::{counted, per_op};

@@ -6,9 +6,12 @@
 
 use std::time::Duration;
 
+use sqlmq::inspect::TraceState;
+use sqlmq::topic::StartAt;
+use sqlmq::worker::CancellationToken;
 use sqlmq::{
-    CancellationToken, Delivery, Error, Group, GroupConfig, JobContext, MySql, Outcome, Record,
-    StartAt, Topic, TopicConfig, TraceState, Worker,
+    Delivery, Error, Group, GroupConfig, JobContext, MySql, Outcome, Record, Topic, TopicConfig,
+    Worker,
 };
 use sqlmq_testkit::TestDb;
 

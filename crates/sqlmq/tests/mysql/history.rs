@@ -3,7 +3,8 @@
 //! `GrantRole::Monitoring`), after which it reads it; the figure counts the undo logs a held
 //! read view keeps from purge.
 
-use sqlmq::{Client, Flavor, GrantRole, HistoryListLength, MySql};
+use sqlmq::admin::{Flavor, GrantRole, HistoryListLength};
+use sqlmq::{Client, MySql};
 use sqlmq_testkit::TestDb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

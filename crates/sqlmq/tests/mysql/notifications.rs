@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use sqlmq::{CancellationToken, Client, Message, MySql, NotificationStatus, QueueConfig, Worker};
+use sqlmq::client::NotificationStatus;
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Client, Message, MySql, QueueConfig, Worker};
 use sqlmq_testkit::{PrivateServer, Recorder, TestDb, eventually_async};
 
 use crate::questions::{between, statements};
@@ -330,7 +332,7 @@ async fn a_user_without_the_replication_grant_is_told_which_grant_is_missing() {
     waiter.await.unwrap().unwrap();
     // With the grant `sqlmq grants --notifications` prints, the same user follows the log.
     for grant in client
-        .grants(sqlmq::GrantRole::Notifications, "app", "%")
+        .grants(sqlmq::admin::GrantRole::Notifications, "app", "%")
         .await
         .unwrap()
     {

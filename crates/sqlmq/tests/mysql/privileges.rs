@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use sqlmq::{
-    Client, Error, GrantRole, GroupConfig, Message, MySql, QueueConfig, Record, StartAt,
-    TopicConfig,
-};
+use sqlmq::admin::GrantRole;
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, Error, GroupConfig, Message, MySql, QueueConfig, Record, TopicConfig};
 use sqlmq_testkit::{TestDb, admin};
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlmq::{CancellationToken, Client, Message, MessageId, QueueConfig, Worker};
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Client, Message, MessageId, QueueConfig, Worker};
 use sqlmq_testkit::Recorder;
 
 use sqlmq_testkit::PrivateServer;

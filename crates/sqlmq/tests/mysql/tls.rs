@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sqlmq::{Client, GroupConfig, Message, QueueConfig, Record, StartAt, TopicConfig};
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, GroupConfig, Message, QueueConfig, Record, TopicConfig};
 use sqlx::{Connection, Row};
 
 use sqlmq_testkit::PrivateServer;

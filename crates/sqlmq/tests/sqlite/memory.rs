@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use sqlmq::{Client, JobContext, Message, Outcome, QueueConfig, Record, Sqlite, StartAt};
+use sqlmq::topic::StartAt;
+use sqlmq::{Client, JobContext, Message, Outcome, QueueConfig, Record, Sqlite};
 use sqlmq::{GroupConfig, TopicConfig, Worker};
 
 async fn memory_client() -> Client<Sqlite> {
@@ -36,7 +37,7 @@ async fn queues_workers_and_topics_run_in_memory() {
             },
         )
         .stop_when_drained()
-        .run(sqlmq::CancellationToken::new())
+        .run(sqlmq::worker::CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.acked, 20, "{report:?}");

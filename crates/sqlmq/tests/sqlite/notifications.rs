@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use sqlmq::{CancellationToken, Client, Message, QueueConfig, Sqlite, Worker};
+use sqlmq::worker::CancellationToken;
+use sqlmq::{Client, Message, QueueConfig, Sqlite, Worker};
 use sqlmq_testkit::{Recorder, TestDb, eventually_async};
 
 const LEASE: Duration = Duration::from_secs(30);

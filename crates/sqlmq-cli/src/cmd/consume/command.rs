@@ -9,7 +9,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlmq::{Backend, Delivery, Handler, JobContext, Outcome};
+use sqlmq::worker::Handler;
+use sqlmq::{Backend, Delivery, JobContext, Outcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;

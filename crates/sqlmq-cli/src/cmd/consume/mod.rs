@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use sqlmq::{Backend, SourceName, Worker, WorkerReport};
+use sqlmq::source::SourceName;
+use sqlmq::worker::WorkerReport;
+use sqlmq::{Backend, Worker};
 
 use self::command::CommandHandler;
 use super::{UsageError, parse_duration};

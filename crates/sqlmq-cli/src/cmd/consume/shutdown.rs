@@ -1,7 +1,7 @@
 //! Turning SIGTERM/SIGINT into the worker's stop and kill tokens.
 
 use anyhow::{Context, Result};
-use sqlmq::CancellationToken;
+use sqlmq::worker::CancellationToken;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The two stages of a shutdown.

@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sqlmq::{Backoff, Message, Queue, QueueConfig};
+use sqlmq::queue::Backoff;
+use sqlmq::{Message, Queue, QueueConfig};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 

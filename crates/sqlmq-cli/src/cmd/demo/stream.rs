@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sqlmq::{
-    Backend, Backoff, Client, Group, GroupConfig, MessageId, Record, StartAt, Topic, TopicConfig,
-};
+use sqlmq::queue::Backoff;
+use sqlmq::topic::StartAt;
+use sqlmq::{Backend, Client, Group, GroupConfig, MessageId, Record, Topic, TopicConfig};
 use tokio::task::JoinSet;
 
 use super::workers::LEASE;

@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlmq::{Backend, Delivery, Message, MessageId, NackOutcome, Queue, Receipt};
+use sqlmq::queue::{NackOutcome, Receipt};
+use sqlmq::{Backend, Delivery, Message, MessageId, Queue};
 use tokio::sync::watch;
 
 use crate::poll::PollDelay;

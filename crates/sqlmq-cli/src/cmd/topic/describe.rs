@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{GroupLag, PartitionInfo, TopicConfig};
+use sqlmq::TopicConfig;
+use sqlmq::topic::{GroupLag, PartitionInfo};
 
 use super::view::{group_lags, print_lags};
 use crate::output::{print_json, print_table};

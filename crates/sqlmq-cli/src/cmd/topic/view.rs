@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use sqlmq::{Backend, Client, Delivery, Error, GroupLag, StreamRecord};
+use sqlmq::topic::{GroupLag, StreamRecord};
+use sqlmq::{Backend, Client, Delivery, Error};
 
 use crate::output::{JsonBody, json_time, short_duration};
 

@@ -15,7 +15,7 @@ impl ErrorClass {
     /// Classify a MySQL or MariaDB server/client error number.
     ///
     /// ```
-    /// use sqlmq::ErrorClass;
+    /// use sqlmq::error::ErrorClass;
     /// assert_eq!(ErrorClass::for_mysql_error_number(1205), ErrorClass::RetryStatement);
     /// assert_eq!(ErrorClass::for_mysql_error_number(2013), ErrorClass::Reconnect);
     /// ```

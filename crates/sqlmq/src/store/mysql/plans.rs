@@ -105,7 +105,7 @@ pub(super) fn id(n: u8) -> Bind {
 
 fn cases(client: &Client, q: i64) -> Vec<Case> {
     use Bind::Int;
-    let st = &client.inner.store.st;
+    let st = &client.inner.db.store.st;
     let ids = |n: usize| (0..n).map(|i| id(i as u8)).collect::<Vec<_>>();
     let key = || Bind::Bytes(b"k".to_vec());
     let c = |name, sql, binds, expect| Case {

@@ -7,12 +7,13 @@ use sqlx::{AssertSqlSafe, Executor};
 
 use super::plans::{Bind, Case, check, explain, id, scratch};
 use super::{group_claim, group_settle, sequence, stream};
+use crate::domain::StartAt;
 use crate::store::body::Dialect;
-use crate::{Client, GroupConfig, Record, StartAt, TopicConfig};
+use crate::{Client, GroupConfig, Record, TopicConfig};
 
 fn cases(client: &Client, topic: i64, group: i64) -> Vec<Case> {
     use Bind::Int;
-    let st = &client.inner.store.st;
+    let st = &client.inner.db.store.st;
     let c = |name, sql, binds, expect| Case {
         name,
         sql,

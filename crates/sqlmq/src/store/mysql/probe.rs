@@ -37,7 +37,8 @@ pub(super) const SQL: ProbeSql = ProbeSql {
 mod tests {
     use std::time::Duration;
 
-    use crate::{GroupConfig, Record, StartAt, TopicConfig};
+    use crate::domain::StartAt;
+    use crate::{GroupConfig, Record, TopicConfig};
 
     /// With strict order, a partition whose head is in flight or waiting to retry has nothing
     /// to hand out: the probe must not keep waking consumers for it.

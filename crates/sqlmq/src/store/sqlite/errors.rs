@@ -22,7 +22,7 @@ impl ErrorClass {
     /// Classify a SQLite result code (primary or extended).
     ///
     /// ```
-    /// use sqlmq::ErrorClass;
+    /// use sqlmq::error::ErrorClass;
     /// assert_eq!(ErrorClass::for_sqlite_code(5), ErrorClass::RetryTransaction); // SQLITE_BUSY
     /// assert_eq!(ErrorClass::for_sqlite_code(517), ErrorClass::RetryTransaction); // BUSY_SNAPSHOT
     /// assert_eq!(ErrorClass::for_sqlite_code(13), ErrorClass::Busy); // SQLITE_FULL
