@@ -152,7 +152,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt_install nodejs npm || die "cannot install Node.js here: install Node.js 18+ with npm"
 fi
 
-# 3. Every Rust test: SQLite and MySQL, library, binaries and HTTP server.
+# 3. Every Rust test: SQLite and MySQL, library, binaries and HTTP server (and the docs' code and
+# links).
 cargo test --workspace --locked "$@"
 
 # 3b. Each backend alone (cargo features `mysql`, `sqlite`): the library and the HTTP server
@@ -168,6 +169,20 @@ done
 if cargo tree --locked -p sqlmq --no-default-features --features sqlite -e normal |
     grep -E 'openssl|mysql_async|native-tls'; then
     die "a SQLite-only build of sqlmq still depends on the crates above"
+fi
+
+# 3c. The user guide (docs/guide) builds as a book. Its Rust blocks and its links were checked by
+# step 3 (crates/sqlmq/tests/readme.rs, links.rs); mdBook is built from crates.io into
+# target/tools, pinned, without its `serve` and `watch` parts.
+mdbook=target/tools/bin/mdbook
+if [ ! -x "$mdbook" ]; then
+    log "installing mdBook 0.5.4 into target/tools (the user guide's builder)"
+    cargo install --locked --quiet --no-default-features --root target/tools mdbook@0.5.4 ||
+        die "cannot build mdBook from crates.io"
+fi
+out=$("$mdbook" build docs/guide 2>&1) || die "the user guide does not build: $out"
+if grep -E 'WARN|ERROR' <<<"$out"; then
+    die "the user guide builds with warnings: $out"
 fi
 
 # 4. The Python package (crates/sqlmq-py): built with maturin into a virtualenv of its own

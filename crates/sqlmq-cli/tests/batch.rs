@@ -1,4 +1,4 @@
-//! `send --batch`: every stdin line is a message and the batch is atomic (the atomic enqueue guarantee of the README).
+//! `send --batch`: every stdin line is a message and the batch is atomic (the atomic enqueue guarantee of the guide (docs/guide/src/guarantees.md)).
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! The plain commands end to end: a round trip (send, recv, ack) seen through `queues --json`,
 //! and malformed input rejected with a clear error, the right exit code and nothing written
-//! (the bad input guarantee of the README).
+//! (the bad input guarantee of the guide (docs/guide/src/guarantees.md)).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! THE CRASH TEST (the at-least-once guarantee of the README): every committed message is delivered until acked, whatever the
+//! THE CRASH TEST (the at-least-once guarantee of the guide (docs/guide/src/guarantees.md)): every committed message is delivered until acked, whatever the
 //! point at which a consumer dies. Real `sqlmq consume` processes are `kill -9`ed at random
 //! moments (before, during or after a command, before or after an ack) and replaced; at the
 //! end every message must have been handled at least once and the queue must be empty.

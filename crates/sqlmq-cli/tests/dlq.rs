@@ -1,4 +1,4 @@
-//! Dead letters through the CLI: retries, the error history, redrive (README, "Retry and dead letters").
+//! Dead letters through the CLI: retries, the error history, redrive (the guide, "Retry and dead letters").
 
 mod common;
 

@@ -38,7 +38,7 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         "{out}"
     );
     assert!(!out.contains("CREATE"), "{out}");
-    // Calling the send procedure (README, "Sending from SQL").
+    // Calling the send procedure (the guide, "Sending from SQL").
     assert!(
         out.contains(&format!(
             "GRANT EXECUTE ON PROCEDURE `{}`.`sqlmq_send` TO 'app'@'%';",
@@ -47,7 +47,7 @@ fn grants_prints_one_statement_per_table_for_the_runtime_user() {
         "{out}"
     );
     // The library's own send of one message, claim and ack of one receipt, ack of one group
-    // receipt; the SQL contract's ack (README, "Acking from SQL").
+    // receipt; the SQL contract's ack (the guide, "Acking from SQL").
     for procedure in [
         "sqlmq_send_plain",
         "sqlmq_claim_plain",

@@ -1,4 +1,4 @@
-//! The SQL contract (README, "Sending from SQL"): a program in another language enqueues with
+//! The SQL contract (the guide, "Sending from SQL"): a program in another language enqueues with
 //! `CALL sqlmq_send(…)` inside its own business transactions — here Python with PyMySQL, as
 //! the application's user with only the runtime grants — and `sqlmq consume` delivers what it
 //! committed: nothing of a rolled-back transaction, keys in order, duplicates once.

@@ -228,7 +228,7 @@ fn receipts(messages: &[Value]) -> Value {
 async fn live_metrics_pass_promtool_and_hold_every_metric_the_rules_name() {
     promtool(); // fail before the setup when it is missing
     let handle = sqlmq_serve::install_prometheus_recorder();
-    // The server's user is given what `sqlmq grants --monitoring` prints, as the README tells
+    // The server's user is given what `sqlmq grants --monitoring` prints, as the guide tells
     // operators to, before it connects: nothing on MariaDB, which reports InnoDB's history list
     // length to every user; PROCESS on MySQL.
     let db = TestDb::new().await;

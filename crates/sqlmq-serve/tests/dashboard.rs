@@ -2,7 +2,7 @@
 //! WebDriver): every page renders with real data, a redrive works end to end through its
 //! confirmation dialog, a schedule is paused with its button, read-only access shows no
 //! action, and a screenshot of every page is saved: into `target/screenshots/`, or into
-//! `docs/screenshots/` with `SQLMQ_UPDATE_SCREENSHOTS=1`.
+//! `docs/guide/src/screenshots/` with `SQLMQ_UPDATE_SCREENSHOTS=1`.
 
 mod common;
 
@@ -239,7 +239,7 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
     // Every run takes the screenshots; they replace the committed ones in docs/ only when
     // asked, so that running the tests does not dirty the work tree.
     let shots = if std::env::var_os("SQLMQ_UPDATE_SCREENSHOTS").is_some() {
-        workspace_root().join("docs/screenshots")
+        workspace_root().join("docs/guide/src/screenshots")
     } else {
         workspace_root().join("target/screenshots")
     };
@@ -659,7 +659,7 @@ async fn a_workflow_batch_page_shows_its_graph_and_seals_an_open_batch() {
     let open = open["id"].as_str().unwrap().to_owned();
 
     let shots = if std::env::var_os("SQLMQ_UPDATE_SCREENSHOTS").is_some() {
-        workspace_root().join("docs/screenshots")
+        workspace_root().join("docs/guide/src/screenshots")
     } else {
         workspace_root().join("target/screenshots")
     };

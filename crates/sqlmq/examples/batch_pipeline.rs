@@ -3,7 +3,7 @@
 //! transaction adds the batch's clicks to a business table, publishes one summary record per
 //! batch to `example.click-batches`, and acks the whole batch. A crash at any point leaves all
 //! of it or none; one commit serves the whole batch instead of one per record (see the
-//! README's "Exactly-once pipelines" for the rates).
+//! guide's "Topics and consumer groups" page, exactly-once pipelines, for the rates).
 //!
 //! Run: `cargo run -p sqlmq --example batch_pipeline`, against the server at
 //! `SQLMQ_DATABASE_URL` (default `mysql://root@127.0.0.1:3306/test`). It deletes and recreates

@@ -1,9 +1,10 @@
-//! The README's "Using the library" code, verbatim: `tests/readme.rs` checks that every
-//! ```rust block of README.md stands unchanged in an example, and `cargo test` compiles the
-//! examples, so the README's code cannot rot. For a walk-through that runs anywhere, see
+//! The code of the README's first program and of the guide's "Queues" page
+//! (docs/guide/src/queues.md), verbatim: `tests/readme.rs` checks that every ```rust block of
+//! README.md and of the guide stands unchanged in an example, and `cargo test` compiles the
+//! examples, so the docs' code cannot rot. For a walk-through that runs anywhere, see
 //! `producer.rs` and `ack_in.rs`.
 //!
-//! Run: `cargo run -p sqlmq --example readme_library`. Like the README, it connects to the
+//! Run: `cargo run -p sqlmq --example readme_library`. Like the guide, it connects to the
 //! database `app` on 127.0.0.1 and expects a table
 //! `orders (id BIGINT PRIMARY KEY, mailed BOOL NOT NULL DEFAULT FALSE)` there; a second run
 //! stops at the duplicate order 42.
@@ -13,7 +14,7 @@ async fn main() -> anyhow::Result<()> {
     readme().await
 }
 
-/// The README's block. Not formatted: it must stay identical to the README's text.
+/// The guide's block. Not formatted: it must stay identical to the guide's text.
 #[rustfmt::skip]
 async fn readme() -> anyhow::Result<()> {
     use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The README's "Recurring schedules" code, verbatim (see `readme_library.rs` for why).
+//! The code of the guide's page docs/guide/src/schedules.md, verbatim (see `readme_library.rs` for why).
 //!
 //! Run: `cargo run -p sqlmq --example readme_schedules`, against the server at
 //! `SQLMQ_DATABASE_URL` (default `mysql://root@127.0.0.1:3306/test`). It declares a nightly
@@ -18,8 +18,8 @@ async fn main() -> anyhow::Result<()> {
     readme(client).await
 }
 
-/// The README's block, with the `client`, `Worker` and `Outcome` of the blocks before it. Not
-/// formatted: it must stay identical to the README's text.
+/// The guide's block, with the `client`, `Worker` and `Outcome` of the blocks before it. Not
+/// formatted: it must stay identical to the guide's text.
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
     use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The README's SQLite block ("Backends"), runnable with nothing installed: it creates
+//! The code of the guide's page docs/guide/src/backends.md, runnable with nothing installed: it creates
 //! `app.db` in the current directory, sends a message in the caller's transaction, receives and
 //! acks it, and removes the file again.
 //!
@@ -15,7 +15,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The README's block, then a receive. Not formatted: it must stay identical to the README's text.
+/// The guide's block, then a receive. Not formatted: it must stay identical to the guide's text.
 #[rustfmt::skip]
 async fn run() -> anyhow::Result<()> {
     use sqlmq::{Client, Message, QueueConfig, Sqlite};

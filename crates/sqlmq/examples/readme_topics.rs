@@ -1,4 +1,4 @@
-//! The README's "Topics and consumer groups" code, verbatim (see `readme_library.rs` for why).
+//! The code of the guide's page docs/guide/src/topics.md, verbatim (see `readme_library.rs` for why).
 //! For a version that stops on its own, see `topic_groups.rs`.
 //!
 //! Run: `cargo run -p sqlmq --example readme_topics`, against the server at
@@ -16,8 +16,8 @@ async fn main() -> anyhow::Result<()> {
     readme(client).await
 }
 
-/// The README's block, with the `client`, `Worker` and `Outcome` of the blocks before it. Not
-/// formatted: it must stay identical to the README's text.
+/// The guide's block, with the `client`, `Worker` and `Outcome` of the blocks before it. Not
+/// formatted: it must stay identical to the guide's text.
 #[rustfmt::skip]
 async fn readme(client: Client) -> anyhow::Result<()> {
     use sqlmq::{GroupConfig, Record, TopicConfig};

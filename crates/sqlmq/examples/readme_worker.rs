@@ -1,9 +1,9 @@
-//! The README's "The worker runtime" code, verbatim (see `readme_library.rs` for why). For a
+//! The code of the guide's page docs/guide/src/workers.md, verbatim (see `readme_library.rs` for why). For a
 //! version that stops on its own, see `typed_worker.rs`.
 //!
 //! Run: `cargo run -p sqlmq --example readme_worker`, against the server at
 //! `SQLMQ_DATABASE_URL` (default `mysql://root@127.0.0.1:3306/test`). It creates the queue
-//! `emails` and the table `mail_log` the README's code uses, then works like a service: it runs
+//! `emails` and the table `mail_log` the guide's code uses, then works like a service: it runs
 //! until Ctrl-C or SIGTERM and prints the worker's report.
 
 mod common;
@@ -22,8 +22,8 @@ async fn main() -> anyhow::Result<()> {
     readme(client, emails).await
 }
 
-/// The README's block, with the `client` and `emails` of the block before it. Not formatted:
-/// it must stay identical to the README's text.
+/// The guide's block, with the `client` and `emails` of the block before it. Not formatted:
+/// it must stay identical to the guide's text.
 #[rustfmt::skip]
 async fn readme(client: sqlmq::Client, emails: sqlmq::Queue) -> anyhow::Result<()> {
     use sqlmq::{Job, JobContext, Outcome, Worker};

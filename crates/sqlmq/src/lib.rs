@@ -34,7 +34,7 @@
 //! at-least-once delivery whatever the point at which a consumer dies; exclusive leases with
 //! fencing tokens (a consumer whose lease ended can neither ack nor extend); exactly-once effects
 //! with `ack_in`; FIFO by priority, and strict FIFO per ordering key; idempotent sends. The
-//! README lists them with the tests that check each.
+//! guide (docs/guide/src/guarantees.md) lists them with the tests that check each.
 //!
 //! ## Where things are
 //!

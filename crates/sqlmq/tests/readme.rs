@@ -1,23 +1,60 @@
-//! The README's Rust code compiles: every ```rust block of README.md must stand unchanged in one
-//! of `crates/sqlmq/examples/*.rs`, its lines (each trimmed) in order and contiguous. `cargo
-//! test` builds the examples, so a README block that stops compiling fails the build, and one
-//! edited without its example (or the other way round) fails this test. No database needed.
+//! The docs' Rust code compiles: every ```rust block of README.md and of the user guide's pages
+//! (`docs/guide/src/*.md`) must stand unchanged in one of `crates/sqlmq/examples/*.rs`, its
+//! lines (each trimmed) in order and contiguous. `cargo test` builds the examples, so a block
+//! that stops compiling fails the build, and one edited without its example (or the other way
+//! round) fails this test. No database needed.
 
 use std::path::Path;
 
 /// The README, read at compile time so that editing it rebuilds this test.
 const README: &str = include_str!("../../../README.md");
 
-/// README sections whose code must be covered; each must hold at least one ```rust block.
-const SECTIONS: &[&str] = &[
-    "## Using the library",
-    "### The worker runtime",
-    "### Topics and consumer groups",
-    "### Limits: in flight, rate, per key",
-    "### Recurring schedules",
-    "### Batches and workflows",
-    "### Backends: MySQL/MariaDB and SQLite",
+/// Documents (relative to the repository) whose code must be covered, each with a section that
+/// must hold at least one ```rust block (so that the test cannot pass vacuously because the
+/// fences changed shape).
+const SECTIONS: &[(&str, &str)] = &[
+    ("README.md", "## A first program"),
+    (
+        "docs/guide/src/queues.md",
+        "# Queues: sending and receiving",
+    ),
+    ("docs/guide/src/workers.md", "# The worker runtime"),
+    ("docs/guide/src/topics.md", "# Topics and consumer groups"),
+    (
+        "docs/guide/src/limits.md",
+        "# Limits: in flight, rate, per key",
+    ),
+    ("docs/guide/src/schedules.md", "# Recurring schedules"),
+    ("docs/guide/src/workflows.md", "# Batches and workflows"),
+    (
+        "docs/guide/src/backends.md",
+        "# Backends: MySQL/MariaDB and SQLite",
+    ),
 ];
+
+fn repo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// README.md and every page of the user guide: path (relative to the repository) and text.
+fn documents() -> Vec<(String, String)> {
+    let guide = repo().join("docs/guide/src");
+    let mut docs = vec![("README.md".to_owned(), README.to_owned())];
+    let mut pages: Vec<_> = std::fs::read_dir(&guide)
+        .unwrap_or_else(|e| panic!("{}: {e}", guide.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    for page in pages {
+        let name = format!(
+            "docs/guide/src/{}",
+            page.file_name().unwrap().to_string_lossy()
+        );
+        docs.push((name, std::fs::read_to_string(&page).unwrap()));
+    }
+    docs
+}
 
 /// A ```rust block: the README line of its opening fence and its lines, trimmed.
 struct Block {
@@ -80,9 +117,9 @@ fn examples() -> Vec<(String, String)> {
     files
 }
 
-/// `Ok` when some example holds `block`, else a message naming the README line and the first
-/// line of the block that the closest example lacks.
-fn find(block: &Block, examples: &[(String, String)]) -> Result<String, String> {
+/// `Ok` when some example holds `block`, else a message naming the document's line and the
+/// first line of the block that the closest example lacks.
+fn find(doc: &str, block: &Block, examples: &[(String, String)]) -> Result<String, String> {
     let (best, name) = examples
         .iter()
         .map(|(name, text)| (matched_lines(text, &block.lines), name))
@@ -92,7 +129,7 @@ fn find(block: &Block, examples: &[(String, String)]) -> Result<String, String> 
         return Ok(name.clone());
     }
     Err(format!(
-        "README.md:{}: the ```rust block is not in any example; closest: {name}, which differs \
+        "{doc}:{}: the ```rust block is not in any example; closest: {name}, which differs \
          at the block's line {} ({:?})",
         block.line,
         best + 1,
@@ -101,30 +138,37 @@ fn find(block: &Block, examples: &[(String, String)]) -> Result<String, String> 
 }
 
 #[test]
-fn every_readme_rust_block_is_in_an_example() {
-    let blocks = rust_blocks(README);
+fn every_rust_block_of_the_docs_is_in_an_example() {
     let examples = examples();
-    let failures: Vec<String> = blocks
-        .iter()
-        .filter_map(|b| find(b, &examples).err())
-        .collect();
+    let docs = documents();
+    assert!(docs.len() > 10, "the guide's pages: {}", docs.len());
+    let mut failures = Vec::new();
+    for (doc, text) in &docs {
+        for block in rust_blocks(text) {
+            failures.extend(find(doc, &block, &examples).err());
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
-    // The sections the README promises code in have it (so that this test cannot pass
-    // vacuously because the fences changed shape).
-    let lines: Vec<&str> = README.lines().collect();
-    for section in SECTIONS {
+    for (doc, section) in SECTIONS {
+        let text = &docs
+            .iter()
+            .find(|(name, _)| name == doc)
+            .unwrap_or_else(|| panic!("no document {doc}"))
+            .1;
+        let blocks = rust_blocks(text);
+        let lines: Vec<&str> = text.lines().collect();
         let start = lines
             .iter()
             .position(|l| l.trim() == *section)
-            .unwrap_or_else(|| panic!("README.md has no {section:?} section"));
+            .unwrap_or_else(|| panic!("{doc} has no {section:?} section"));
         let end = lines[start + 1..]
             .iter()
-            .position(|l| l.starts_with('#'))
+            .position(|l| l.starts_with("# ") || l.starts_with("## "))
             .map_or(lines.len(), |n| start + 1 + n);
         assert!(
             blocks.iter().any(|b| b.line > start && b.line <= end),
-            "README.md section {section:?} has no ```rust block"
+            "{doc} section {section:?} has no ```rust block"
         );
     }
 }
@@ -133,7 +177,7 @@ fn every_readme_rust_block_is_in_an_example() {
 fn a_changed_removed_or_reordered_line_is_caught() {
     let examples = examples();
     let block = rust_blocks(README).into_iter().next().expect("a block");
-    assert!(find(&block, &examples).is_ok());
+    assert!(find("README.md", &block, &examples).is_ok());
     let n = block.lines.len();
     assert!(n >= 3, "the first block is long enough to edit");
 
@@ -145,7 +189,8 @@ fn a_changed_removed_or_reordered_line_is_caught() {
     reordered.swap(0, n - 1);
     for lines in [changed, removed, reordered] {
         let edited = Block { line: 0, lines };
-        let err = find(&edited, &examples).expect_err("an edited block is not in the examples");
+        let err = find("README.md", &edited, &examples)
+            .expect_err("an edited block is not in the examples");
         assert!(err.contains("README.md:0"), "{err}");
     }
 }

@@ -1,6 +1,6 @@
 """Enqueue into sqlmq from Python, inside the application's own transactions.
 
-The SQL contract of the README ("Sending from SQL"): `CALL sqlmq_send(queue, body, id,
+The SQL contract of the guide ("Sending from SQL"): `CALL sqlmq_send(queue, body, id,
 priority, delay_ms, ordering_key, idempotency_key, headers)` answers one row (id, uuid,
 duplicate). Run by `tests/sql_contract.rs` with the admin URL (to create the application's own
 table) and the application's URL (a user with only the runtime grants); prints, as JSON, the

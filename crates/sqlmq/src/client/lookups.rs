@@ -75,7 +75,7 @@ impl<B: Backend> Client<B> {
                 .to_owned(),
             Err(Error::PermissionDenied { source, .. }) => format!(
                 "the database user may not read it ({source}); `sqlmq grants --monitoring --user \
-                 NAME` prints the grant (README: `sqlmq serve`, Alerts)"
+                 NAME` prints the grant (docs/guide/src/http.md: Alerts)"
             ),
             // The database is unavailable: the caller's outage, as for any other read.
             Err(e) if e.is_retryable() => return Err(e),

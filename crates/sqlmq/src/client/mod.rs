@@ -238,7 +238,7 @@ impl<B: Backend> Client<B> {
     }
 
     /// The GRANT statements that give `user`@`host` what `role` needs on this client's database
-    /// and table prefix (README, "Least privilege"); empty on SQLite, which has no users.
+    /// and table prefix (the guide, "Least privilege"); empty on SQLite, which has no users.
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {

@@ -164,7 +164,7 @@ pub enum Error {
 
     /// The database user lacks a privilege the call needs (MySQL/MariaDB errors 1044, 1142,
     /// 1143, 1227). The server's message names the privilege and the table; `needs` says which
-    /// grants sqlmq needs for this kind of call (README, "Least privilege";
+    /// grants sqlmq needs for this kind of call (the guide, "Least privilege";
     /// [`Client::grants`](crate::Client::grants) prints them).
     #[error("permission denied: {source}; {needs}")]
     PermissionDenied {

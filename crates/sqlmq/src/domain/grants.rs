@@ -46,11 +46,11 @@ pub enum GrantRole {
 
 /// What a refused everyday call needs (the `needs` of [`Error::PermissionDenied`](crate::Error)).
 pub(crate) const RUNTIME_GRANTS_NEEDED: &str = "everyday use needs SELECT, INSERT, UPDATE and \
-    DELETE on sqlmq's tables (`sqlmq grants --user NAME` prints the GRANT statements; README: \
+    DELETE on sqlmq's tables (`sqlmq grants --user NAME` prints the GRANT statements; docs/guide/src/operations.md: \
     Least privilege)";
 
 /// What a refused `migrate` needs.
 pub(crate) const MIGRATION_GRANTS_NEEDED: &str = "`migrate` creates and upgrades tables: run it \
     as a user with CREATE, ALTER, INDEX, CREATE ROUTINE and ALTER ROUTINE on the database \
     besides the runtime grants \
-    (`sqlmq grants --migration --user NAME` prints them; README: Least privilege)";
+    (`sqlmq grants --migration --user NAME` prints them; docs/guide/src/operations.md: Least privilege)";

@@ -1,7 +1,7 @@
 //! Validation of user-chosen identifiers.
 //!
 //! Names end up in SQL as bound values, never spliced into statements, but they also appear in
-//! CLI output, URLs and metrics labels, so the accepted alphabet is small (guarantee 9 in the README: bad input gets a typed error).
+//! CLI output, URLs and metrics labels, so the accepted alphabet is small (guarantee 9 of the guide: bad input gets a typed error).
 
 use super::error::{Error, Result};
 

@@ -679,7 +679,7 @@ impl<B: Backend> WorkerBuilder<B> {
     /// limit, out of space — at start or while running: it waits, retries with backoff and
     /// reports the wait once ([`Client::outage`](crate::Client::outage)).
     ///
-    /// Across a schema upgrade (README, "Upgrading"): on an older schema it waits for
+    /// Across a schema upgrade (the guide, "Upgrading"): on an older schema it waits for
     /// `migrate` before it starts (on none at all it fails with `SchemaOutdated`); when a newer
     /// sqlmq migrates the schema while it runs, it shuts down gracefully as above and then
     /// returns [`Error::SchemaTooNew`](crate::Error::SchemaTooNew).

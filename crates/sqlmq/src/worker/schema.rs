@@ -1,4 +1,4 @@
-//! The worker across a schema upgrade (README, "Upgrading"): a worker of a newer sqlmq that
+//! The worker across a schema upgrade (the guide, "Upgrading"): a worker of a newer sqlmq that
 //! starts before `migrate` waits for it; a worker whose schema a newer sqlmq migrated while it
 //! ran stops cleanly — no new claims, its handlers finish and are acked — and returns
 //! [`Error::SchemaTooNew`], instead of failing messages on tables it does not know.

@@ -1,4 +1,4 @@
-//! The atomic enqueue guarantee of the README: a batch of any size becomes visible all at once at commit, or not
+//! The atomic enqueue guarantee of the guide (docs/guide/src/guarantees.md): a batch of any size becomes visible all at once at commit, or not
 //! at all; rolled-back transactions leave nothing behind.
 
 use std::time::Duration;

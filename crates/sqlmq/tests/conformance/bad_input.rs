@@ -1,4 +1,4 @@
-//! The bad input guarantee of the README: clear typed errors, and nothing half-written.
+//! The bad input guarantee of the guide (docs/guide/src/guarantees.md): clear typed errors, and nothing half-written.
 
 use std::time::{Duration, Instant};
 

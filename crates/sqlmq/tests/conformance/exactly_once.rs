@@ -1,4 +1,4 @@
-//! The exactly-once effects guarantee of the README: handlers write to a side table and `ack_in` in the same
+//! The exactly-once effects guarantee of the guide (docs/guide/src/guarantees.md): handlers write to a side table and `ack_in` in the same
 //! transaction while leases are forced to expire mid-handler, so that other consumers take the
 //! same messages. Every message's effect row must appear exactly once.
 

@@ -1,4 +1,4 @@
-//! The ordering guarantee of the README: strict per-key FIFO under 8 concurrent consumers, with retries; a
+//! The ordering guarantee of the guide (docs/guide/src/guarantees.md): strict per-key FIFO under 8 concurrent consumers, with retries; a
 //! keyed message is never handed out while an earlier one with its key is unacked.
 
 use std::collections::HashMap;

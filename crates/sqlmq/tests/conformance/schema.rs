@@ -1,5 +1,5 @@
 //! Schema versioning: migrations are idempotent and safe to run concurrently, an un-migrated
-//! schema is reported, and an older build refuses a newer schema (the bad-input guarantee of the README; docs/design/schema-versions.md).
+//! schema is reported, and an older build refuses a newer schema (the bad-input guarantee of the guide (docs/guide/src/guarantees.md); docs/design/schema-versions.md).
 
 use sqlmq::{Client, Error, Message, QueueConfig};
 use sqlmq_testkit::{TestBackend, TestDb, Value};

@@ -1,4 +1,4 @@
-//! Randomized out-of-order commits (the no skipped offsets guarantee of the README): 8 producers publish inside their own
+//! Randomized out-of-order commits (the no skipped offsets guarantee of the guide (docs/guide/src/guarantees.md)): 8 producers publish inside their own
 //! transactions with random commit delays and rollbacks, while 4 cluster-group members (each
 //! with its own client, one of them failing some records) and 2 broadcast readers run
 //! throughout. Every committed record is seen exactly once per broadcast reader, in offset

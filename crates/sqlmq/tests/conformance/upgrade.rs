@@ -1,4 +1,4 @@
-//! Upgrades keep every message (README, "Upgrading").
+//! Upgrades keep every message (the guide, "Upgrading").
 //!
 //! One database is filled with messages and records in every state — ready, scheduled,
 //! retrying with an error history, blocked behind an ordering key, in flight under a live

@@ -104,7 +104,7 @@ impl Cluster {
             .arg(format!("--log-error={}", node.dir.join("error.log").display()))
             .arg("--innodb-buffer-pool-size=64M")
             .arg("--innodb-flush-log-at-trx-commit=1")
-            // What Galera requires (README, "Running on a cluster").
+            // What Galera requires (the guide, "Running on a cluster").
             .arg("--binlog-format=ROW")
             .arg("--innodb-autoinc-lock-mode=2")
             .arg("--wsrep-on=ON")

@@ -1,7 +1,7 @@
 //! sqlmq on a MariaDB Galera cluster of three nodes (`cluster.rs`): producers and consumers on
 //! different nodes, certification conflicts retried, offsets dense while producers commit on
 //! different nodes, and a node killed with SIGKILL mid-run while clients go on through the
-//! others. See README, "Running on a cluster".
+//! others. See the guide, "Running on a cluster".
 
 mod balancer;
 mod cluster;

@@ -1,6 +1,6 @@
 //! Least privilege: everyday use needs data statements on sqlmq's tables only; creating the
 //! schema needs the migration user. The whole suite runs as a per-database user without DDL
-//! rights (see `sqlmq-testkit`); this file checks the exact GRANTs the README documents and the
+//! rights (see `sqlmq-testkit`); this file checks the exact GRANTs the guide documents and the
 //! error a runtime user gets from `migrate`.
 
 use std::time::Duration;
@@ -154,7 +154,7 @@ async fn everyday_use(client: &Client<MySql>) {
     q.send_batch(vec![Message::new("d"), Message::new("e")])
         .await
         .unwrap();
-    // Another service's send (README, "Sending from SQL"): EXECUTE is among the grants.
+    // Another service's send (the guide, "Sending from SQL"): EXECUTE is among the grants.
     let (_, _, duplicate): (Vec<u8>, String, i64) =
         sqlx::query_as("CALL sqlmq_send('jobs', 'f', NULL, NULL, NULL, NULL, NULL, NULL)")
             .fetch_one(client.pool())

@@ -19,7 +19,7 @@
 //! are killed with their process groups and their messages released for an immediate retry.
 //! Acks are flushed and the process deregisters before it exits 0. A `kill -9` skips all this:
 //! a peer worker notices the missed heartbeats and releases the claims, or they come back when
-//! their leases end (at-least-once, the at-least-once guarantee of the README).
+//! their leases end (at-least-once, the at-least-once guarantee of the guide (docs/guide/src/guarantees.md)).
 
 mod command;
 mod shutdown;

@@ -1,4 +1,4 @@
-//! Strict per-key FIFO (the ordering guarantee of the README): a keyed message is handed out
+//! Strict per-key FIFO (the ordering guarantee of the guide (docs/guide/src/guarantees.md)): a keyed message is handed out
 //! only when every earlier message with its key has been acked, dead-lettered or cancelled.
 //!
 //! For each (queue, key) with pending messages, a `key_heads` row names the *head*: the one

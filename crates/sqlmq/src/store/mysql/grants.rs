@@ -1,5 +1,5 @@
 //! The GRANT statements of the runtime and migration users, and of the optional notifications
-//! and monitoring (README, "Least privilege").
+//! and monitoring (the guide, "Least privilege").
 //!
 //! The table list is read from the migrations themselves, so a table added by a new migration is
 //! granted without anyone remembering to list it here.

@@ -529,7 +529,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 8,
         description: "send procedure",
         // The one-statement send (`CALL {p}send(…)`): the SQL contract for other languages
-        // (README, "Sending from SQL").
+        // (the guide, "Sending from SQL").
         statements: &[include_str!("send_procedure.sql")],
         reverse: Some(Reverse {
             drops: &[],
@@ -581,7 +581,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 12,
         description: "the SQL contract's ack",
         // `CALL sqlmq_ack(queue, receipt)`: an ack in the caller's transaction for any
-        // language (README, "Acking from SQL"), beside `sqlmq_send`; a stable contract.
+        // language (the guide, "Acking from SQL"), beside `sqlmq_send`; a stable contract.
         statements: &[include_str!("ack_procedure.sql")],
         reverse: Some(Reverse {
             drops: &[],

@@ -22,7 +22,7 @@
 //!
 //! Offsets become visible only through these serialized commits, each covering a dense range
 //! after the previous one: a reader that sees offset N also sees every offset below N, and a
-//! producer that commits late simply gets a later offset (the no skipped offsets guarantee of the README). Ids already in the log
+//! producer that commits late simply gets a later offset (the no skipped offsets guarantee of the guide (docs/guide/src/guarantees.md)). Ids already in the log
 //! (an idempotent retry that raced with sequencing) are dropped from `topic_pending` instead of
 //! being logged twice.
 

@@ -14,7 +14,7 @@
 //! - a rolled-back publish takes its offsets back with it (the counter's update rolls back
 //!   too), so offsets stay dense;
 //! - a reader sees a partition's records up to its counter, all committed, in commit order:
-//!   the no skipped offsets guarantee of the README, without a second transaction per publish.
+//!   the no skipped offsets guarantee of the guide (docs/guide/src/guarantees.md), without a second transaction per publish.
 //!
 //! Hence `sequence_step` has nothing to do, nothing is ever pending, and the engine does not
 //! run sequencers for this store ([`Publish::OFFSETS_AT_PUBLISH`]): a publish's records can be
