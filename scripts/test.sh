@@ -153,8 +153,17 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 
 # 3. Every Rust test: SQLite and MySQL, library, binaries and HTTP server (and the docs' code and
-# links).
-cargo test --workspace --locked "$@"
+# links). The library's own suites run once per backend, built with that backend alone (its
+# cargo features `mysql`, `sqlite`): a user on one backend compiles only its driver, and each
+# backend passes its tests without the other. Its unit tests also run with both (a few compare
+# the backends), and its doc examples with both (they show each backend).
+cargo test --workspace --exclude sqlmq --locked "$@"
+for backend in sqlite mysql; do
+    log "the library's tests with the $backend backend alone"
+    cargo test -p sqlmq --locked --no-default-features --features "$backend" --all-targets "$@"
+done
+cargo test -p sqlmq --locked --features sqlite --lib "$@"
+cargo test -p sqlmq --locked --features sqlite --doc "$@"
 
 # 3b. Each backend alone (cargo features `mysql`, `sqlite`): the library and the HTTP server
 # build with one, warning-free, and a SQLite-only build links neither mysql_async nor OpenSSL.

@@ -9,7 +9,9 @@ use sqlx::{
     AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type,
 };
 
+#[cfg(feature = "mysql")]
 mod mysql;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 /// A value bound to, or read from, a test's SQL.

@@ -2,8 +2,8 @@
 //! (crate::TestBackend), and [`conformance!`](crate::conformance) instantiates it as one test per
 //! backend.
 
-/// Instantiate generic scenarios as tests, one module per backend (`mysql::<scenario>`,
-/// `sqlite::<scenario>`):
+/// Instantiate generic scenarios as tests, one module per backend the kit serves
+/// (`mysql::<scenario>`, `sqlite::<scenario>`):
 /// `async` scenarios run on a multi-threaded runtime; `sync` ones are plain tests (the child
 /// side of multi-process scenarios, which re-run the test binary with
 /// `--exact <module>::<backend>::<name>`, see [`child_test`](crate::child_test)).
@@ -22,10 +22,14 @@
 #[macro_export]
 macro_rules! conformance {
     (async: [$($(#[$m:meta])* $a:ident),* $(,)?] $(, sync: [$($s:ident),* $(,)?])? $(,)?) => {
-        $crate::conformance!(@backend mysql, sqlx::MySql, "MySQL/MariaDB",
-            [$($(#[$m])* $a),*], [$($($s),*)?]);
-        $crate::conformance!(@backend sqlite, sqlx::Sqlite, "SQLite",
-            [$($(#[$m])* $a),*], [$($($s),*)?]);
+        $crate::if_mysql! {
+            $crate::conformance!(@backend mysql, sqlx::MySql, "MySQL/MariaDB",
+                [$($(#[$m])* $a),*], [$($($s),*)?]);
+        }
+        $crate::if_sqlite! {
+            $crate::conformance!(@backend sqlite, sqlx::Sqlite, "SQLite",
+                [$($(#[$m])* $a),*], [$($($s),*)?]);
+        }
     };
     (@backend $module:ident, $backend:ty, $label:literal, [$($(#[$m:meta])* $a:ident),*],
         [$($s:ident),*]) => {
@@ -46,6 +50,35 @@ macro_rules! conformance {
             )*
         }
     };
+}
+
+/// Its input when the kit serves MySQL/MariaDB (its feature `mysql`), else nothing: decided by
+/// the kit's features, not by those of the crate the macro is used in.
+#[cfg(feature = "mysql")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! if_mysql {
+    ($($t:tt)*) => { $($t)* };
+}
+#[cfg(not(feature = "mysql"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! if_mysql {
+    ($($t:tt)*) => {};
+}
+
+/// Its input when the kit serves SQLite (its feature `sqlite`), else nothing.
+#[cfg(feature = "sqlite")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! if_sqlite {
+    ($($t:tt)*) => { $($t)* };
+}
+#[cfg(not(feature = "sqlite"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! if_sqlite {
+    ($($t:tt)*) => {};
 }
 
 /// The `--exact` filter of the child test `name` of module `module` for backend `B`, for

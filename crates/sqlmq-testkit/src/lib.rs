@@ -15,15 +15,21 @@
 
 #![warn(missing_docs)]
 
+#[cfg(not(any(feature = "mysql", feature = "sqlite")))]
+compile_error!("sqlmq-testkit serves a backend: enable its feature `mysql` or `sqlite`");
+
 mod backend;
 mod checks;
 mod conformance;
 mod db;
 mod full;
+#[cfg(feature = "mysql")]
 mod private_server;
 mod proxy;
+#[cfg(feature = "mysql")]
 mod server;
 mod tmpfs;
+#[cfg(feature = "mysql")]
 mod undo;
 mod wait;
 
@@ -32,11 +38,14 @@ pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
 pub use full::fill_and_drain;
+#[cfg(feature = "mysql")]
 pub use private_server::{PrivateServer, install_data_dir};
 pub use proxy::{Proxy, address_of};
+#[cfg(feature = "mysql")]
 pub use server::{
     TestDatabase, admin, admin_url_for, create_database, drop_database, server_url, url_for,
 };
 pub use tmpfs::Tmpfs;
+#[cfg(feature = "mysql")]
 pub use undo::{HeldReadView, hold_undo};
 pub use wait::{eventually, eventually_async};

@@ -139,7 +139,7 @@ impl<B: Backend> Conns<B> {
     }
 
     /// How many connections are kept.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "sqlite"))]
     fn kept(&self) -> usize {
         self.home
             .shelf
@@ -255,7 +255,8 @@ impl<B: Backend> Drop for Lent<B> {
     }
 }
 
-#[cfg(test)]
+// On SQLite: nothing to set up.
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
     use sqlx::Sqlite;

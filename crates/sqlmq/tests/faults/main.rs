@@ -4,6 +4,9 @@
 //!
 //! Fail points are global to the process, so the tests of this binary take turns ([`serial`]).
 
+// Built with the backend only (`cargo test -p sqlmq --no-default-features --features mysql`).
+#![cfg(feature = "mysql")]
+
 mod connections;
 mod sequencer;
 mod sequencer_stress;

@@ -3,6 +3,9 @@
 //! different nodes, and a node killed with SIGKILL mid-run while clients go on through the
 //! others. See the guide, "Running on a cluster".
 
+// Built with the backend only (`cargo test -p sqlmq --no-default-features --features mysql`).
+#![cfg(feature = "mysql")]
+
 mod balancer;
 mod cluster;
 mod failover;

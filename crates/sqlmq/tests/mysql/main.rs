@@ -4,6 +4,9 @@
 //! polls cost the server, counted; notifications from a private server's binary log; InnoDB's
 //! history list length and what reading it needs.
 
+// Built with the backend only (`cargo test -p sqlmq --no-default-features --features mysql`).
+#![cfg(feature = "mysql")]
+
 mod ack_procedure;
 mod claim_ack_procedures;
 mod durability;

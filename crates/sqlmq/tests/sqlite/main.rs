@@ -10,6 +10,9 @@
 //! | `durability` | a producer process killed with `kill -9` loses no acknowledged message |
 //! | `notifications` | another client's commit wakes waiting consumers through the WAL file |
 
+// Built with the backend only (`cargo test -p sqlmq --no-default-features --features sqlite`).
+#![cfg(feature = "sqlite")]
+
 mod contention;
 mod durability;
 mod file;

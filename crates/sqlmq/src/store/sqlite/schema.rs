@@ -533,6 +533,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "mysql")]
     fn versions_match_the_mysql_backend() {
         let mysql = crate::store::mysql::schema::MIGRATIONS;
         assert_eq!(MIGRATIONS.len(), mysql.len());
