@@ -277,7 +277,7 @@ pub(crate) async fn transaction<B: Db>(
     sql: Arc<str>,
     binds: &[&[u8]],
 ) -> Result<()> {
-    let mut tx = sqlx::Connection::begin_with(conn, B::BEGIN).await?;
+    let mut tx = sqlx::Connection::begin_with(conn, <B as Db>::BEGIN).await?;
     B::execute(&mut tx, sql, binds).await?;
     tx.commit().await?;
     Ok(())

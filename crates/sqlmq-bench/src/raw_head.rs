@@ -138,7 +138,7 @@ async fn timed_claims<B: Db>(
     let mut conn = pool.acquire().await?;
     for i in 0..WARM_UP + samples {
         let started = Instant::now();
-        let mut tx = sqlx::Connection::begin_with(&mut *conn, B::BEGIN).await?;
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, <B as Db>::BEGIN).await?;
         let ids = B::fetch_ids(&mut tx, claim.clone(), CLAIM_N as i64).await?;
         anyhow::ensure!(ids.len() == CLAIM_N, "a claim found {} rows", ids.len());
         let list = vec![raw.list_item; ids.len()].join(raw.list_separator);

@@ -552,7 +552,7 @@ async fn claim_batch<B: Db>(
     claim: &Arc<str>,
 ) -> Result<Vec<[u8; 16]>> {
     let raw = B::RAW;
-    let mut tx = sqlx::Connection::begin_with(conn, B::BEGIN).await?;
+    let mut tx = sqlx::Connection::begin_with(conn, <B as Db>::BEGIN).await?;
     let ids = B::fetch_ids(&mut tx, claim.clone(), RECEIVE_BATCH as i64).await?;
     if !ids.is_empty() {
         let list = vec![raw.list_item; ids.len()].join(raw.list_separator);

@@ -39,7 +39,7 @@ use sqlx::Pool;
 use sqlx::pool::PoolConnection;
 
 use crate::domain::Result;
-use crate::store::{Backend, Server};
+use crate::store::Backend;
 
 /// How long a connection is kept unused before it goes back to the pool.
 pub(crate) const KEEP_FOR: Duration = Duration::from_secs(1);
@@ -73,7 +73,7 @@ impl<B: Backend> Conns<B> {
     /// Keep connections of `pool` (unless its database has one writer), with a task that
     /// gives back those kept too long and all of them once the pool is closed.
     pub(crate) fn new(pool: Pool<B>, reader: Pool<B>) -> Conns<B> {
-        let keeps = !<B::Store as Server<B>>::ONE_WRITER;
+        let keeps = !B::ONE_WRITER;
         let home = Arc::new(Home {
             pool,
             reader,

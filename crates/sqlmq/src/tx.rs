@@ -26,7 +26,7 @@ use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
 use crate::conns::{Conns, Lent};
 use crate::domain::{Error, ErrorClass, Result};
-use crate::store::{Backend, Server, begin_pooled, begin_snapshot};
+use crate::store::{Backend, begin_pooled, begin_snapshot};
 
 /// Attempts per unit of work before the error is returned.
 pub(crate) const MAX_ATTEMPTS: u32 = 8;
@@ -47,7 +47,7 @@ pub(crate) type Scope<'c, 'a> = PhantomData<&'c &'a ()>;
 /// `&'static str` argument trips the compiler's check that generic futures holding it are
 /// `Send` ("not general enough").
 fn begin<B: Backend>() -> SqlStr {
-    B::Store::BEGIN.into_sql_str()
+    B::BEGIN.into_sql_str()
 }
 
 /// Wait before retry number `attempt` (1-based), with full jitter.

@@ -10,7 +10,7 @@ use super::wakeups::Wake;
 use super::{Client, Database, Inner, Settings, owner_id};
 use crate::domain::{Error, Result, check_not_newer, validate_table_prefix};
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::store::rows::{ConnectOptions, Pools};
 
 /// Options for a [`Client`].
@@ -272,7 +272,7 @@ impl ClientBuilder {
         };
         // The backend's error classes from the first connection attempt on.
         crate::store::register::<B>();
-        let pools = B::Store::connect(url, &options).await?;
+        let pools = B::connect(url, &options).await?;
         let follow = if self.notifications {
             Ok(url.to_owned())
         } else {
@@ -292,7 +292,7 @@ impl ClientBuilder {
     /// ```
     pub async fn from_pool<B: Backend>(self, pool: Pool<B>) -> Result<Client<B>> {
         validate_table_prefix(&self.table_prefix)?;
-        B::Store::adopt(&pool);
+        B::adopt(&pool);
         self.build(
             Pools {
                 write: pool.clone(),
@@ -311,16 +311,16 @@ impl ClientBuilder {
         follow: std::result::Result<String, String>,
     ) -> Result<Client<B>> {
         let Pools { write: pool, read } = pools;
-        let store = B::Store::new(&self.table_prefix);
+        let store = SqlStore::<B>::with_prefix(&self.table_prefix);
         let mut conn = pool.acquire().await?;
-        let server = B::Store::detect(&mut conn).await?;
+        let server = B::detect(&mut conn).await?;
         let max_payload = self.max_payload_bytes;
         if max_payload == 0 || max_payload >= 16 * 1024 * 1024 {
             return Err(Error::InvalidArgument(format!(
                 "max_payload_bytes must be between 1 and 16 MiB - 1, got {max_payload}"
             )));
         }
-        let budget = B::Store::statement_budget(&server);
+        let budget = B::statement_budget(&server);
         if max_payload + 64 * 1024 > budget {
             return Err(Error::InvalidArgument(format!(
                 "max_payload_bytes {max_payload} does not fit the server's max_allowed_packet \
@@ -329,10 +329,10 @@ impl ClientBuilder {
             )));
         }
         let schema = store.schema_version(&mut conn).await?;
-        check_not_newer(schema, B::Store::latest_version())?;
+        check_not_newer(schema, SqlStore::<B>::latest_version())?;
         drop(conn);
         if schema >= 1 {
-            store.verify_locking(&pool).await?;
+            B::verify_locking(&store, &pool).await?;
         }
         Ok(Client {
             inner: Arc::new(Inner {

@@ -2,9 +2,8 @@
 //! topics are found by their own modules: `queue/lookups.rs`, `topic/lookups.rs`).
 
 use crate::domain::{Error, HistoryListLength, ProcessInfo, Result};
-use crate::store::prelude::*;
+use crate::store::Backend;
 use crate::store::rows::{GroupSignal, QueueSignal};
-use crate::store::{Backend, Server};
 
 use super::Client;
 
@@ -58,16 +57,12 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn history_list_length(&self) -> Result<Option<HistoryListLength>> {
-        if !<B::Store as Server<B>>::UNDO_HISTORY {
+        if !B::UNDO_HISTORY {
             return Ok(None);
         }
         let mut conn = self.conns().read().await?;
-        let read = self
-            .inner
-            .db
-            .store
-            .history_list_length(&mut conn, &self.inner.db.server)
-            .await;
+        let read =
+            B::history_list_length(&self.inner.db.store, &mut conn, &self.inner.db.server).await;
         let unavailable = match read {
             Ok(Some(n)) => return Ok(Some(HistoryListLength::Length(n))),
             Ok(None) => "the server reports no history list length (InnoDB's trx_rseg_history_len \

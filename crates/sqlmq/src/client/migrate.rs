@@ -1,4 +1,4 @@
-//! The migration loop, written once over the store's [`Schema`] primitives: read the version,
+//! The migration loop, written once over the store's `SqlStore` primitives: read the version,
 //! refuse a newer schema, and apply what is missing (or reverse what is above the version
 //! asked for) — in one transaction where the backend's DDL is transactional, under the
 //! backend's lock hint where it is not.
@@ -6,17 +6,18 @@
 use sqlx::Connection;
 
 use crate::domain::{Error, MIGRATION_GRANTS_NEEDED, MigrationReport, Result, check_not_newer};
+use crate::store::Backend;
+use crate::store::SqlStore;
 use crate::store::rows::Migration;
-use crate::store::{Backend, Schema};
 
 /// Take the schema on `conn` to version `target`, up or down (idempotent; harmless when run by
 /// several processes at once).
 pub(crate) async fn migrate_to<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     target: i64,
 ) -> Result<MigrationReport> {
-    let latest = <B::Store as Schema<B>>::latest_version();
+    let latest = SqlStore::<B>::latest_version();
     if !(0..=latest).contains(&target) {
         return Err(Error::InvalidArgument(format!(
             "schema version {target} is not one this sqlmq knows (0 to {latest})"
@@ -34,7 +35,7 @@ pub(crate) async fn migrate_to<B: Backend>(
             reverted: Vec::new(),
         });
     }
-    let report = if <B::Store as Schema<B>>::DDL_IN_TRANSACTION {
+    let report = if SqlStore::<B>::DDL_IN_TRANSACTION {
         in_transaction::<B>(store, conn, target).await
     } else {
         let locked = store.lock_migrations(conn).await;
@@ -55,7 +56,7 @@ pub(crate) async fn migrate_to<B: Backend>(
 
 /// [`step`] in one transaction (on a pooled connection: `conn` comes from the pool).
 async fn in_transaction<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     target: i64,
 ) -> Result<MigrationReport> {
@@ -68,20 +69,20 @@ async fn in_transaction<B: Backend>(
 /// Create the version table, read the version again (a concurrent migrator may have gone
 /// ahead), then apply or reverse the migrations between it and `target`.
 async fn step<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     target: i64,
 ) -> Result<MigrationReport> {
     store.create_version_table(conn).await?;
     let from_version = store.schema_version(conn).await?;
-    check_not_newer(from_version, <B::Store as Schema<B>>::latest_version())?;
+    check_not_newer(from_version, SqlStore::<B>::latest_version())?;
     let mut report = MigrationReport {
         from_version,
         to_version: target,
         applied: Vec::new(),
         reverted: Vec::new(),
     };
-    let migrations = <B::Store as Schema<B>>::migrations();
+    let migrations = SqlStore::<B>::migrations();
     if target >= from_version {
         for m in migrations
             .iter()

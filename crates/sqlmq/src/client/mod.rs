@@ -49,7 +49,7 @@ pub(crate) use wakeups::{Backlog, Subject};
 
 use crate::domain::{Error, GrantRole, MigrationReport, Result, ServerInfo};
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 
 /// A handle to sqlmq in one database. Cheap to clone; clones share the pool.
 ///
@@ -105,7 +105,7 @@ pub(crate) struct Database<B: Backend> {
     pub conns: crate::conns::Conns<B>,
     /// Where plain reads run (the same pool but for SQLite: see `Pools`).
     pub reader: Pool<B>,
-    pub store: B::Store,
+    pub store: SqlStore<B>,
     pub server: ServerInfo,
     schema: AtomicI64,
 }
@@ -208,7 +208,7 @@ impl<B: Backend> Client<B> {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<MigrationReport> {
-        self.migrate_to(B::Store::latest_version()).await
+        self.migrate_to(SqlStore::<B>::latest_version()).await
     }
 
     /// Take the schema to `version`: up, as [`Client::migrate`] does, or down, to roll back to
@@ -228,7 +228,7 @@ impl<B: Backend> Client<B> {
         let report = migrate::migrate_to::<B>(store, &mut conn, version).await?;
         drop(conn);
         if report.from_version == 0 && report.to_version > 0 {
-            store.verify_locking(&self.inner.db.pool).await?;
+            B::verify_locking(store, &self.inner.db.pool).await?;
         }
         self.inner
             .db
@@ -249,11 +249,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn grants(&self, role: GrantRole, user: &str, host: &str) -> Result<Vec<String>> {
         let mut conn = self.inner.db.conns.acquire().await?;
-        self.inner
-            .db
-            .store
-            .grants(&mut conn, role, user, host)
-            .await
+        B::grants(&self.inner.db.store, &mut conn, role, user, host).await
     }
 
     /// The schema version found at connect time (or set by `migrate`).
@@ -287,7 +283,7 @@ impl<B: Backend> Client<B> {
     /// ```
     pub async fn database_time(&self) -> Result<std::time::SystemTime> {
         let mut conn = self.inner.db.reader.acquire().await?;
-        let us = self.inner.db.store.now_us(&mut conn).await?;
+        let us = B::now_us(&self.inner.db.store, &mut conn).await?;
         Ok(crate::domain::time_from_micros(us))
     }
 
@@ -386,13 +382,13 @@ impl<B: Backend> Client<B> {
     }
 
     /// The store, for engine code.
-    pub(crate) fn store(&self) -> &B::Store {
+    pub(crate) fn store(&self) -> &SqlStore<B> {
         &self.inner.db.store
     }
 
     pub(crate) fn require_schema(&self) -> Result<()> {
         let found = self.schema_version();
-        let required = B::Store::latest_version();
+        let required = SqlStore::<B>::latest_version();
         if found == required {
             Ok(())
         } else {

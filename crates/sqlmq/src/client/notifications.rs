@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Client, Inner, Subject};
 use crate::store::Backend;
+use crate::store::SqlStore;
 use crate::store::follow::{Change, FollowEnd, Followed};
-use crate::store::prelude::*;
 
 /// The probers' longest pause while notifications are live: they then only find what no
 /// commit announces (leases running out, retries of consumer groups coming due) and cover a
@@ -272,7 +272,7 @@ impl<B: Backend> Client<B> {
 }
 
 /// Follow the database until the client is gone, reconnecting after losses.
-async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) {
+async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: SqlStore<B>, url: String) {
     let mut lost_retry = Duration::from_secs(1);
     loop {
         let report = |followed: Followed| {
@@ -301,7 +301,7 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: B::Store, url: String) 
         let Some(pool) = weak.upgrade().map(|inner| inner.db.pool.clone()) else {
             return;
         };
-        let end = store.follow(&pool, &url, &report).await;
+        let end = B::follow(&store, &pool, &url, &report).await;
         drop(pool);
         let Some(inner) = weak.upgrade() else { return };
         let pause = match end {

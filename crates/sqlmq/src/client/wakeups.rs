@@ -15,7 +15,6 @@ use tokio::sync::Notify;
 use super::{Client, Watched};
 use crate::domain::{Result, micros_of};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::tx;
 
 /// Interval between prunes of expired idempotency keys (per client).
@@ -144,7 +143,7 @@ impl<B: Backend> Client<B> {
         let retention = micros_of(self.inner.settings.flow_retention);
         let flows = tx::run(self.conns(), "prune_flows", |conn, _| {
             Box::pin(async move {
-                let now = store.now_us(conn).await?;
+                let now = B::now_us(store, conn).await?;
                 store.prune_flows(conn, now - retention).await
             })
         })

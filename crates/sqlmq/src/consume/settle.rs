@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::fate::{RetryPolicy, decide};
 use crate::client::Client;
 use crate::domain::{AckReport, Backoff, Error, Failure, NackOutcome, Receipt, Released, Result};
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::store::{Backend, receipts_except};
 use crate::telemetry::catalogue::{self, Metric};
 use crate::tx;
@@ -74,7 +74,7 @@ pub(crate) fn lost_to_error(report: AckReport) -> Result<()> {
 /// The resolver's question, on a connection outside the ack: whether the ack of `acked`
 /// (receipts that held their leases) committed.
 async fn acks_committed<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     id: SourceId,
     conn: &mut B::Connection,
     acked: &[Receipt],
@@ -215,7 +215,7 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 Box::pin(async move {
                     let lost = match id {
                         SourceId::Queue(q) => {
-                            store.ack_queue_own(conn, q, receipts, acked, op).await?
+                            B::ack_queue_own(store, conn, q, receipts, acked, op).await?
                         }
                         SourceId::Group(g) => {
                             store.ack_group_own(conn, g, receipts, acked, op).await?

@@ -39,7 +39,6 @@ use crate::client::Client;
 use crate::domain::{Error, FlowPart, Message, Result, Sent};
 use crate::queue::Queue;
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::ParkedRecord;
 use crate::tx;
 

@@ -7,7 +7,6 @@ use crate::client::Client;
 use crate::domain::{Error, MAX_RESULT_BYTES, MessageId, Receipt, Result, micros_of};
 use crate::queue::Queue;
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::tx;
 
 /// A dependency of a message and the result its ack left

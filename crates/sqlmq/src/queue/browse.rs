@@ -4,7 +4,6 @@
 use super::Queue;
 use crate::domain::{After, Error, MessageId, MessagePage, MessageState, QueuedMessage, Result};
 use crate::store::Backend;
-use crate::store::prelude::*;
 
 /// The largest page (and key listing) one read returns.
 const MAX_PAGE: usize = 10_000;

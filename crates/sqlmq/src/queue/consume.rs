@@ -7,9 +7,8 @@ use super::Queue;
 use crate::client::{Maintain, Watched};
 use crate::consume::{check_claim, check_take};
 use crate::domain::{Delivery, Result, TAKEN_TOKEN};
-use crate::store::prelude::*;
+use crate::store::Backend;
 use crate::store::rows::ClaimRequest;
-use crate::store::{Backend, Server};
 use crate::telemetry;
 use crate::tx;
 
@@ -149,7 +148,8 @@ impl<B: Backend> Queue<B> {
         let store = self.store();
         let request = &self.claim_request(n, lease);
         let claimed =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.claim_in(conn, request))).await?;
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(B::claim_in(store, conn, request)))
+                .await?;
         self.consumer().record_claim(started, claimed.len());
         Ok(claimed)
     }
@@ -195,7 +195,7 @@ impl<B: Backend> Queue<B> {
         let started = Instant::now();
         let (store, id) = (self.store(), self.id());
         let mut taken =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(store.take_in(conn, id, n))).await?;
+            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(B::take_in(store, conn, id, n))).await?;
         for d in &mut taken {
             d.token = TAKEN_TOKEN;
         }
@@ -222,7 +222,7 @@ impl<B: Backend> Queue<B> {
         // batch being sent, a handler's `ack_in`) or another process: a plain read first
         // spares an empty claim that wait. A server database claims directly: its claim is as
         // cheap as this read.
-        if <B::Store as Server<B>>::ONE_WRITER && !self.anything_ready().await? {
+        if B::ONE_WRITER && !self.anything_ready().await? {
             consumer.record_claim(started, 0);
             return Ok(Vec::new());
         }
@@ -230,7 +230,7 @@ impl<B: Backend> Queue<B> {
         let request = &self.claim_request(n, lease);
         let op = consumer.claim_op();
         let claimed = tx::run_own(self.conns(), op, |conn, _| {
-            Box::pin(store.claim(conn, request, op))
+            Box::pin(B::claim(store, conn, request, op))
         })
         .await?;
         consumer.record_claim(started, claimed.len());

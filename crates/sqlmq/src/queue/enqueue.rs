@@ -2,7 +2,7 @@
 //! duplicate returns the original id and writes nothing), then the message rows in statements
 //! within the server's limits, then each message where it belongs — `ready`, `scheduled`
 //! (delayed) or behind an earlier message of its ordering key. Each step is a statement of
-//! the store's [`Enqueue`]; the decisions are here.
+//! the store's `SqlStore`; the decisions are here.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,7 +10,7 @@ use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
 use crate::domain::{Message, MessageId, Result, Role, Sent, micros_of};
 use crate::store::rows::{Entry, FlowItem, Keyed, MessageRow, SendBatch};
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
-use crate::store::{Backend, Enqueue, Flows, line_key_of_message};
+use crate::store::{Backend, SqlStore, line_key_of_message};
 
 /// How often a batch re-checks its idempotency keys after losing a race to a concurrent sender
 /// of the same key (the loser's insert fails with a duplicate key once the winner commits).
@@ -30,7 +30,7 @@ fn row_bytes(m: &Message, headers: Option<&str>) -> usize {
 /// Statements are split to respect the batch's byte budget and the list limit; atomicity comes
 /// from the enclosing transaction.
 pub(crate) async fn send<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     batch: &SendBatch<'_>,
 ) -> Result<Vec<Sent>> {
@@ -104,7 +104,7 @@ pub(crate) async fn send<B: Backend>(
 /// statement that fails on an id inserted nothing, so its rows are looked up, the known ones
 /// dropped, and the rest inserted again.
 async fn insert_messages<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     queue_id: i32,
     msgs: &[Message],
@@ -156,7 +156,7 @@ async fn insert_messages<B: Backend>(
 /// concurrent sender of the same key waits on them (on a server: their row locks) and then
 /// sees a duplicate.
 async fn check_idempotency<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     queue_id: i32,
     dedup_window: std::time::Duration,

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use super::Queue;
 use crate::domain::{Delivery, Error, RateLimit, Result, Room};
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::store::rows::ClaimRequest;
 use crate::store::{Backend, WHOLE_QUEUE, slot_key};
 use crate::tx;
@@ -47,7 +47,7 @@ struct KeyPace {
 /// them, so that a key's backlog is not claimed and put back again at every window — and
 /// record each key's deliveries. Messages without a concurrency key pass.
 async fn pace_keys<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     queue_id: i32,
     rate: RateLimit,
@@ -181,7 +181,7 @@ impl<B: Backend> Queue<B> {
             Box::pin(async move {
                 let Some(read) = store.gate(conn, id).await? else {
                     // The limits were removed since this handle looked.
-                    return Ok((store.claim_in(conn, request).await?, None));
+                    return Ok((B::claim_in(store, conn, request).await?, None));
                 };
                 let (limits, now) = (read.limits, read.now_us);
                 let mut allowed = request.n;
@@ -208,7 +208,7 @@ impl<B: Backend> Queue<B> {
                     n: allowed,
                     ..*request
                 };
-                let mut claimed = store.claim_in(conn, &limited).await?;
+                let mut claimed = B::claim_in(store, conn, &limited).await?;
                 if let Some(rate) = limits.rate_per_key {
                     claimed = pace_keys::<B>(store, conn, id, rate, now, claimed).await?;
                 }

@@ -5,7 +5,6 @@ use super::Queue;
 use crate::client::{Client, Subject};
 use crate::domain::{Error, QueueConfig, QueueStats, Result, validate_name};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::tx;
 
 impl<B: Backend> Client<B> {

@@ -4,7 +4,6 @@ use super::Queue;
 use crate::client::Subject;
 use crate::domain::{DeadLetter, Error, MaintenanceReport, MessageId, QueueStats, Result};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::PurgeScope;
 use crate::tx;
 

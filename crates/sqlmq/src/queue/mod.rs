@@ -56,7 +56,7 @@ use crate::consume::SourceId;
 use crate::consume::methods::consume_methods;
 use crate::domain::{Error, Result};
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::store::rows::QueueRow;
 
 /// A handle to one queue. Cheap to clone.
@@ -148,7 +148,7 @@ impl<B: Backend> Queue<B> {
         self.inner.id
     }
 
-    pub(crate) fn store(&self) -> &B::Store {
+    pub(crate) fn store(&self) -> &SqlStore<B> {
         self.client.store()
     }
 

@@ -12,7 +12,6 @@ use crate::domain::{
     validate_concurrency_key, validate_key,
 };
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::SendBatch;
 use crate::telemetry;
 use crate::tx;
@@ -223,7 +222,7 @@ impl<B: Backend> Queue<B> {
             messages: msgs,
             budget,
         };
-        let Some(script) = store.prepare_send_script(&batch)? else {
+        let Some(script) = B::prepare_send_script(store, &batch)? else {
             return Ok(None);
         };
         let script = &script;
@@ -237,7 +236,7 @@ impl<B: Backend> Queue<B> {
             "send",
             |conn, _| {
                 Box::pin(async move {
-                    store.send_script(conn, script).await?;
+                    B::send_script(store, conn, script).await?;
                     Ok(OneShot::Written)
                 })
             },

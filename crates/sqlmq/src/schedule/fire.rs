@@ -21,7 +21,6 @@ use crate::domain::{
 };
 use crate::queue::Queue;
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::{ScheduleAdvance, ScheduleRow};
 use crate::topic::Topic;
 use crate::tx;
@@ -58,7 +57,7 @@ impl<B: Backend> Client<B> {
         self.require_schema()?;
         let now = {
             let mut conn = self.conns().acquire().await?;
-            self.store().now_us(&mut conn).await?
+            B::now_us(self.store(), &mut conn).await?
         };
         self.fire_due(now).await
     }
@@ -164,7 +163,7 @@ impl<B: Backend> Client<B> {
         let (config, target) = (&config, &target);
         let (sent, partitions) = tx::run(self.conns(), "schedule_fire", |conn, _| {
             Box::pin(async move {
-                let now = store.now_us(conn).await?;
+                let now = B::now_us(store, conn).await?;
                 let Plan { fires, next } = plan(config, row.next_fire, now)?;
                 let advance = ScheduleAdvance {
                     name: &row.name,

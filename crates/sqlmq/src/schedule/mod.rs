@@ -36,7 +36,6 @@ pub use crate::domain::{
 use crate::client::{Client, Subject};
 use crate::domain::{Error, NEVER, Result, time_from_micros, validate_name};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::{ScheduleRow, ScheduleWrite};
 use crate::tx;
 
@@ -79,7 +78,7 @@ impl<B: Backend> Client<B> {
         let (config, spec) = (&config, &spec);
         tx::run(self.conns(), "schedule_put", |conn, _| {
             Box::pin(async move {
-                let now = store.now_us(conn).await?;
+                let now = B::now_us(store, conn).await?;
                 let next = config.timing.next_after(now)?.unwrap_or(NEVER);
                 let mut write = ScheduleWrite {
                     name,
@@ -193,7 +192,7 @@ impl<B: Backend> Client<B> {
         let store = self.store();
         let found = tx::run(self.conns(), "schedule_pause", |conn, _| {
             Box::pin(async move {
-                let now = store.now_us(conn).await?;
+                let now = B::now_us(store, conn).await?;
                 let Some(row) = store.schedule_row(conn, name, true).await? else {
                     return Ok(false);
                 };

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use super::Backend;
+use super::body::{Dialect, SqlStore};
 
 /// What a commit changed, as far as waiting consumers care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,14 +56,14 @@ pub enum FollowEnd {
 }
 
 /// Following commits to sqlmq's tables.
-pub trait Follow<B: Backend> {
+pub trait Follow: Dialect {
     /// Follow the commits at `url` (the client's own URL) until the stream ends, reporting to
     /// `report` from the calling task. Never returns while the stream lives. Checks run on a
     /// connection of `pool` (the client's), so that only a live follower holds a connection
     /// beyond it.
     fn follow(
-        &self,
-        pool: &sqlx::Pool<B>,
+        store: &SqlStore<Self>,
+        pool: &sqlx::Pool<Self>,
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),
     ) -> impl Future<Output = FollowEnd> + Send;

@@ -9,7 +9,6 @@ use crate::domain::validate_name;
 use crate::domain::{Error, Result};
 use crate::domain::{GroupMode, StartAt};
 use crate::store::Backend;
-use crate::store::prelude::*;
 
 /// One member of a broadcast group: reads every record of every partition in offset order,
 /// keeping its own position per partition. No acks, no retries; [`checkpoint`] saves the

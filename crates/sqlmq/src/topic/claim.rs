@@ -21,9 +21,8 @@ use std::time::Duration;
 
 use crate::domain::{Delivery, MessageId, Result, micros_of, time_from_micros};
 
-use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::{Cursor, CursorScan, LoggedRow, NewGroupLeases};
+use crate::store::{Backend, SqlStore};
 
 /// Cursors locked per statement when the first one locked did not fill the claim.
 const MORE_CURSORS: i64 = 3;
@@ -63,7 +62,7 @@ struct Again {
 
 /// Claim up to `req.n` records for a cluster group, inside `conn`'s transaction.
 pub(crate) async fn claim<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     req: &GroupClaimRequest<'_>,
 ) -> Result<GroupClaim> {
@@ -193,7 +192,7 @@ pub(crate) async fn claim<B: Backend>(
 /// members polling a lock). SQLite's claim has the database to itself: no cursor is ever held
 /// there, and the wait never happens.
 async fn cursors_with_work<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     req: &GroupClaimRequest<'_>,
     want: usize,

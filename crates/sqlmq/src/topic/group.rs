@@ -15,9 +15,8 @@ use crate::consume::{Consumer, check_claim};
 use crate::domain::{Delivery, Receipt};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupConfig, GroupMode};
-use crate::store::prelude::*;
+use crate::store::Backend;
 use crate::store::rows::GroupRow;
-use crate::store::{Backend, Server};
 use crate::telemetry;
 use crate::tx;
 
@@ -215,7 +214,7 @@ impl<B: Backend> Group<B> {
             return Ok(Vec::new());
         }
         // One writer at a time: see `Queue::claim`.
-        if <B::Store as Server<B>>::ONE_WRITER && !self.anything_ready().await? {
+        if B::ONE_WRITER && !self.anything_ready().await? {
             self.consumer().record_claim(started, 0);
             return Ok(Vec::new());
         }

@@ -11,7 +11,6 @@ use crate::domain::{DeadLetter, MessageId};
 use crate::domain::{Error, Result};
 use crate::domain::{GroupMode, StartAt};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::tx;
 
 /// Records replayed per transaction.

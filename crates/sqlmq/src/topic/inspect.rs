@@ -10,7 +10,6 @@ use crate::domain::MessageId;
 use crate::domain::{Error, Result, json_time_of as rfc};
 use crate::domain::{GroupTrace, StartAt, StreamRecord, TopicConfig, Trace, TraceState};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::HistoryState;
 
 /// The limit of a query, the same on every backend (declared on the default backend's `Topic`
@@ -133,7 +132,7 @@ impl<B: Backend> Topic<B> {
         let record = store.record_by_id(&mut conn, self.id(), id).await?;
         let (partition, offset) = match &record {
             Some(r) => (r.partition, Some(r.offset)),
-            None => match store.pending_by_id(&mut conn, id).await? {
+            None => match B::pending_by_id(store, &mut conn, id).await? {
                 Some((topic_id, p)) if topic_id == self.id() => (p as u32, None),
                 _ => return Ok(None),
             },

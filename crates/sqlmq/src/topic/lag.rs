@@ -11,7 +11,6 @@ use crate::domain::Result;
 use crate::domain::time_from_micros;
 use crate::domain::{GroupLag, MemberLag, PartitionLag, TopicStats};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::GroupTable;
 use crate::tx;
 
@@ -85,8 +84,7 @@ impl<B: Backend> Group<B> {
         let topic_id = self.topic.id();
         let parts = store.partitions(&mut *conn, topic_id).await?;
         let cursors = store.cursors(&mut *conn, self.id()).await?;
-        let unsequenced: i64 = store
-            .pending_partitions(&mut *conn, topic_id)
+        let unsequenced: i64 = B::pending_partitions(store, &mut *conn, topic_id)
             .await?
             .values()
             .sum();
@@ -115,7 +113,7 @@ impl<B: Backend> Group<B> {
             i64::MIN
         } else {
             let silence = i64::try_from(member_silence.as_micros()).unwrap_or(i64::MAX);
-            store.now_us(&mut *conn).await?.saturating_sub(silence)
+            B::now_us(store, &mut *conn).await?.saturating_sub(silence)
         };
         // Members seen within the silence window; the others do not hold the group back.
         let is_silent = |member: &str| {
@@ -241,7 +239,7 @@ impl<B: Backend> Topic<B> {
         let mut conn = self.client.conns().read().await?;
         let parts = store.partitions(&mut conn, self.id()).await?;
         let groups = store.groups_of_topic(&mut conn, self.id()).await?.len();
-        let now_us = store.now_us(&mut conn).await?;
+        let now_us = B::now_us(store, &mut conn).await?;
         let since = now_us - window.as_micros().min(i64::MAX as u128) as i64;
         let mut stats = TopicStats {
             name: self.name().to_owned(),

@@ -5,7 +5,6 @@ use super::Topic;
 use crate::client::Client;
 use crate::domain::{Error, Result, TopicConfig, validate_name};
 use crate::store::Backend;
-use crate::store::prelude::*;
 
 impl<B: Backend> Client<B> {
     /// Create a topic, or update the configuration of an existing one (partitions only grow).

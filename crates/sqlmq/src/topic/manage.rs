@@ -5,7 +5,7 @@ use crate::client::{Client, Subject};
 use crate::domain::PartitionInfo;
 use crate::domain::Result;
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::tx;
 
 /// What a deletion removes.
@@ -36,7 +36,7 @@ async fn delete_in_chunks<B: Backend>(
 /// group row last), up to the first that still finds rows. Returns rows deleted; 0 when
 /// nothing is left.
 async fn delete_chunk<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     what: Deletion,
 ) -> Result<u64> {

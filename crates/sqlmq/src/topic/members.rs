@@ -6,7 +6,6 @@ use super::group::Group;
 use crate::domain::{AttemptError, DeadLetter, Error, GroupMode, MessageId, Result};
 use crate::domain::{StreamRecord, encode_errors, validate_name};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::MemberDeadRow;
 use crate::tx;
 

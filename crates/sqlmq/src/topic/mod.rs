@@ -69,10 +69,9 @@ pub(crate) use sequencer::sequence_partitions;
 use crate::client::{Client, Subject};
 use crate::coalesce::{Coalescer, Sink};
 use crate::domain::{Error, MessageId, Result, validate_name};
-use crate::store::prelude::*;
+use crate::store::Backend;
 use crate::store::rows::{PendingBatch, PendingRow};
 use crate::store::statements::{MAX_LIST, run_within};
-use crate::store::{Backend, Publish};
 use crate::telemetry;
 use crate::tx;
 use tracing::Instrument;
@@ -264,7 +263,7 @@ impl<B: Backend> Topic<B> {
                     if written.is_empty() {
                         return Ok(true);
                     }
-                    Ok(!store.known_topic_ids(conn, &written).await?.is_empty())
+                    Ok(!B::known_topic_ids(store, conn, &written).await?.is_empty())
                 })
             },
         )
@@ -341,7 +340,7 @@ impl<B: Backend> Topic<B> {
     ) -> Result<Vec<Published>> {
         let store = self.client.store();
         let ids: Vec<MessageId> = records.iter().map(|r| r.id).collect();
-        let known = store.known_topic_ids(conn, &ids).await?;
+        let known = B::known_topic_ids(store, conn, &ids).await?;
         let (mut out, rows) = self.pending_rows(records, &known)?;
         let mut start = 0;
         while start < rows.len() {
@@ -351,7 +350,7 @@ impl<B: Backend> Topic<B> {
                 topic_id: self.id(),
                 rows: &rows[start..end],
             };
-            match store.insert_pending(conn, &batch).await {
+            match B::insert_pending(store, conn, &batch).await {
                 Ok(()) => start = end,
                 // A concurrent publish of the same id won the race: this one is a duplicate.
                 Err(e) if e.is_duplicate_key() && records.len() == 1 => {
@@ -408,7 +407,7 @@ impl<B: Backend> Topic<B> {
         records: &[Record],
         budget: usize,
     ) -> Result<Option<Vec<Published>>> {
-        if !<B::Store as crate::store::ScriptedPublish<B>>::PUBLISH_SCRIPTS {
+        if !B::PUBLISH_SCRIPTS {
             return Ok(None);
         }
         let store = self.client.store();
@@ -420,7 +419,7 @@ impl<B: Backend> Topic<B> {
             topic_id: self.id(),
             rows: &rows,
         };
-        let Some(script) = store.prepare_publish_script(&batch, budget)? else {
+        let Some(script) = B::prepare_publish_script(store, &batch, budget)? else {
             return Ok(None);
         };
         let script = &script;
@@ -429,14 +428,14 @@ impl<B: Backend> Topic<B> {
         let written = tx::run_own_resolving(
             self.client.conns(),
             "publish",
-            |conn, _| Box::pin(async move { store.publish_script(conn, script).await }),
+            |conn, _| Box::pin(async move { B::publish_script(store, conn, script).await }),
             // A lost connection during the script: it wrote every record or none (one
             // published already fails it whole). All known: it committed (or they were all
             // resent, which the full publish would answer alike but for the duplicate flag).
             // None: it did not. Some: the full publish sorts them out.
             |conn, _| {
                 Box::pin(async move {
-                    let known = store.known_topic_ids(conn, ids).await?.len();
+                    let known = B::known_topic_ids(store, conn, ids).await?.len();
                     Ok(match known {
                         0 => None,
                         n if n == ids.len() => Some(true),
@@ -465,7 +464,7 @@ impl<B: Backend> Topic<B> {
     /// After a commit that published into `partitions`: give the records their offsets soon
     /// (where they wait for them), and wake local consumers.
     pub(crate) fn wake_after_commit(&self, mut partitions: Vec<u32>) {
-        if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
+        if B::OFFSETS_AT_PUBLISH {
             if !partitions.is_empty() {
                 self.client.notify_local(Subject::Topic(self.id()));
             }
@@ -571,12 +570,7 @@ impl<B: Backend> Topic<B> {
     pub(crate) async fn sequence_pending(&self) -> Result<usize> {
         let pending = {
             let mut conn = self.client.conns().read().await?;
-            self.client
-                .inner
-                .db
-                .store
-                .pending_partitions(&mut conn, self.id())
-                .await?
+            B::pending_partitions(&self.client.inner.db.store, &mut conn, self.id()).await?
         };
         let partitions: Vec<i32> = pending.into_keys().collect();
         sequence_partitions(&self.client, self.id(), &partitions).await

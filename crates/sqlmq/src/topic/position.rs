@@ -2,14 +2,14 @@
 
 use crate::domain::{Result, StartAt};
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 use crate::store::rows::PartitionRow;
 
 /// The offset `start` designates in each partition of the topic: its first retained record,
 /// its end, the given offset (clamped to what is retained), or the first record sequenced at
 /// or after the given time.
 pub(crate) async fn offsets_at<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     topic_id: i32,
     start: StartAt,
@@ -37,7 +37,7 @@ pub(crate) async fn offsets_at<B: Backend>(
 /// end when none is. Sequencing times never decrease within a partition, so this is a binary
 /// search by primary key over the retained offsets.
 pub(crate) async fn offset_for_time<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     topic_id: i32,
     partition: &PartitionRow,
@@ -61,7 +61,7 @@ pub(crate) async fn offset_for_time<B: Backend>(
 
 /// Point a group's cursors at `start` in every partition. Returns the new positions.
 pub(crate) async fn move_cursors<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     topic_id: i32,
     group_id: i32,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::group::Group;
 use crate::domain::{RateLimit, Result, Room};
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 
 /// How often a handle looks again at its group's limit while it claims.
 const LIMITS_REFRESH: Duration = Duration::from_secs(2);
@@ -88,7 +88,7 @@ impl<B: Backend> Group<B> {
 
 /// Inside the claim's transaction: lock the group's limit and count its window.
 pub(crate) async fn gate<B: Backend>(
-    store: &B::Store,
+    store: &SqlStore<B>,
     conn: &mut B::Connection,
     group_id: i32,
     n: usize,
@@ -96,7 +96,7 @@ pub(crate) async fn gate<B: Backend>(
     let Some(rate) = store.lock_group_limit(conn, group_id).await? else {
         return Ok(Gate::Open); // removed since the handle looked
     };
-    let now_us = store.now_us(conn).await?;
+    let now_us = B::now_us(store, conn).await?;
     let (used, oldest) = store
         .recent_group_deliveries(conn, group_id, now_us - rate.window_us())
         .await?;

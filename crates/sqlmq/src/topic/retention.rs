@@ -10,7 +10,6 @@ use crate::domain::GroupMode;
 use crate::domain::Result;
 use crate::domain::{RetentionReport, TopicConfig};
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::{GroupTable, RangeRemoval};
 use crate::tx;
 
@@ -46,7 +45,7 @@ impl<B: Backend> Topic<B> {
                 return Ok(report);
             }
             let parts = store.partitions(&mut conn, self.id()).await?;
-            let now_us = store.now_us(&mut conn).await?;
+            let now_us = B::now_us(store, &mut conn).await?;
             let floors = if config.retention_keeps_unconsumed {
                 Some(self.unconsumed_floors(&mut conn).await?)
             } else {

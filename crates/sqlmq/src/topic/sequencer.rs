@@ -17,7 +17,7 @@ use std::sync::{Arc, Weak};
 
 use crate::client::{Backlog, Client, Inner, Subject};
 use crate::domain::Result;
-use crate::store::{Backend, Publish};
+use crate::store::Backend;
 use crate::tx;
 
 /// Most pending records one sequencing step gives offsets to, per partition it covers (one
@@ -35,7 +35,7 @@ pub(crate) async fn sequence_partitions<B: Backend>(
     topic_id: i32,
     partitions: &[i32],
 ) -> Result<usize> {
-    if <B::Store as Publish<B>>::OFFSETS_AT_PUBLISH {
+    if B::OFFSETS_AT_PUBLISH {
         return Ok(0); // records got their offsets in their publishing transactions
     }
     let store = client.store();
@@ -46,7 +46,7 @@ pub(crate) async fn sequence_partitions<B: Backend>(
         let limit = SEQUENCE_BATCH * group.len();
         loop {
             let n = tx::run(client.conns(), "sequence", |conn, _| {
-                Box::pin(store.sequence_step(conn, topic_id, group, limit))
+                Box::pin(B::sequence_step(store, conn, topic_id, group, limit))
             })
             .await?;
             total += n;

@@ -13,7 +13,6 @@ use crate::domain::{Error, Result};
 use crate::queue::Queue;
 use crate::source::Source;
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::topic::Group;
 
 /// The handler's view of its message: id, attempt, headers, lease, and a transaction whose

@@ -23,7 +23,6 @@ use crate::consume::SourceId;
 use crate::domain::Result;
 use crate::source::Source;
 use crate::store::Backend;
-use crate::store::prelude::*;
 use crate::store::rows::ProcessRegistration;
 
 /// Rows released per transaction.

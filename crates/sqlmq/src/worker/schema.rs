@@ -12,7 +12,7 @@ use crate::client::Client;
 use crate::domain::{Error, Result, check_not_newer};
 use crate::outage::sleep_unless_stopped;
 use crate::store::Backend;
-use crate::store::prelude::*;
+use crate::store::SqlStore;
 
 /// How often a worker waiting for `migrate` looks at the schema version again.
 const MIGRATION_POLL: Duration = Duration::from_secs(1);
@@ -24,7 +24,7 @@ pub(super) async fn wait_for_migration<B: Backend>(
     client: &Client<B>,
     stop: &CancellationToken,
 ) -> Result<bool> {
-    let latest = B::Store::latest_version();
+    let latest = SqlStore::<B>::latest_version();
     let mut waiting = false;
     loop {
         let found = client
@@ -79,7 +79,7 @@ impl SchemaWatch {
         stop: &CancellationToken,
     ) -> Result<()> {
         let found = client.read_schema_version().await?;
-        let supported = B::Store::latest_version();
+        let supported = SqlStore::<B>::latest_version();
         let Err(newer) = check_not_newer(found, supported) else {
             return Ok(());
         };

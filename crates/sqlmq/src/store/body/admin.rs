@@ -6,9 +6,9 @@ use super::flows::{DELETE_WAITING, Ending};
 use super::slots::line_key;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, MessageId, Result};
+use crate::store::Backend;
 use crate::store::rows::{PurgeScope, QueueCounts};
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Admin, Backend};
 
 /// The operator statements that differ by backend.
 pub struct AdminSql {
@@ -45,8 +45,13 @@ const PURGE_WAITING: &str = "SELECT id FROM {p}waiting WHERE queue_id = ? LIMIT 
 pub(crate) const CANCEL_READY: &str =
     "DELETE FROM {p}ready WHERE queue_id = ? AND priority = ? AND id = ?";
 
-impl<B: Backend> Admin<B> for SqlStore<B> {
-    async fn counts(&self, conn: &mut B::Connection) -> Result<HashMap<i32, QueueCounts>> {
+/// Operator actions and counts.
+impl<B: Backend> SqlStore<B> {
+    /// Per-queue counts for every queue id present in the state tables.
+    pub(crate) async fn counts(
+        &self,
+        conn: &mut B::Connection,
+    ) -> Result<HashMap<i32, QueueCounts>> {
         let mut counts: HashMap<i32, QueueCounts> = HashMap::new();
         for (i, template) in COUNTS.iter().enumerate() {
             for row in self.query(template).rows(conn).await? {
@@ -65,7 +70,8 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
         Ok(counts)
     }
 
-    async fn oldest_ready_us(
+    /// Age of the oldest ready message of the queue, in microseconds.
+    pub(crate) async fn oldest_ready_us(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -81,7 +87,14 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
         })
     }
 
-    async fn cancel(&self, conn: &mut B::Connection, queue_id: i32, id: MessageId) -> Result<()> {
+    /// Remove a message that is not in flight (`MessageInFlight` otherwise,
+    /// `MessageNotFound` when it is not in this queue). Its key, if any, moves on.
+    pub(crate) async fn cancel(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        id: MessageId,
+    ) -> Result<()> {
         let row = self
             .query(B::ADMIN.lock_message)
             .arg(id.bytes())
@@ -130,7 +143,9 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn purge_batch(
+    /// Delete up to `limit` messages of each state in `scope`. Returns how many went; rows
+    /// locked by others are skipped (the caller loops).
+    pub(crate) async fn purge_batch(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -191,7 +206,13 @@ impl<B: Backend> Admin<B> for SqlStore<B> {
         Ok(removed.len())
     }
 
-    async fn repair_keys(&self, conn: &mut B::Connection, queue_id: i32) -> Result<usize> {
+    /// Let ordering keys whose head message no longer exists move on (after a purge).
+    /// Returns how many keys were repaired (the caller loops until 0).
+    pub(crate) async fn repair_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> Result<usize> {
         let keys = self.repair_orphaned_keys(conn, queue_id).await?;
         Ok(keys + self.repair_flows(conn, queue_id).await?)
     }

@@ -5,7 +5,7 @@ use super::{Columns, SqlStore, Statement};
 use crate::domain::{
     After, MessageId, MessageState, QueuedMessage, Result, parse_errors, time_from_micros,
 };
-use crate::store::{Backend, Browse};
+use crate::store::Backend;
 
 /// The browsing statements. Each returns the columns [`decode`] reads: `id, state (0 ready,
 /// 1 scheduled, 2 blocked, 3 in flight, 4 dead, 5 waiting), priority, attempts, run_at, lease_until,
@@ -76,8 +76,12 @@ where
     Ok(Some((message, row.col(14)?)))
 }
 
-impl<B: Backend> Browse<B> for SqlStore<B> {
-    async fn browse(
+/// Looking at a queue's messages: plain reads that take no lock and no lease, each a bounded
+/// walk of one index.
+impl<B: Backend> SqlStore<B> {
+    /// Up to `limit` messages of `state` (not [`MessageState::Dead`]) past `after`, in the
+    /// order the state hands them out.
+    pub(crate) async fn browse(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -118,7 +122,9 @@ impl<B: Backend> Browse<B> for SqlStore<B> {
         Ok(out)
     }
 
-    async fn find_message(
+    /// The message `id` of the queue in whatever state it is; `None` when the queue has no
+    /// such message (never sent, acked, taken, purged or cancelled).
+    pub(crate) async fn find_message(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -136,7 +142,10 @@ impl<B: Backend> Browse<B> for SqlStore<B> {
         }
     }
 
-    async fn ids_by_key(
+    /// The ids of the queue's messages that carry `key`: the head and the waiting line of
+    /// that ordering key (up to `limit`), and the message the idempotency key names while its
+    /// window is open.
+    pub(crate) async fn ids_by_key(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,

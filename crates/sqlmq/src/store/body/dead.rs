@@ -3,8 +3,8 @@
 use super::slots::{split_key, stored_key};
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{DeadLetter, MessageId, Result, parse_errors, time_from_micros};
+use crate::store::Backend;
 use crate::store::rows::{Entry, Keyed};
-use crate::store::{Backend, DeadLetters, Enqueue};
 
 /// The dead-letter statements.
 pub struct DeadSql {
@@ -40,8 +40,10 @@ where
     })
 }
 
-impl<B: Backend> DeadLetters<B> for SqlStore<B> {
-    async fn dead_letters(
+/// A queue's dead letters (purged through `SqlStore::purge_batch`).
+impl<B: Backend> SqlStore<B> {
+    /// The oldest `limit` dead letters, with their error histories.
+    pub(crate) async fn dead_letters(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -56,7 +58,9 @@ impl<B: Backend> DeadLetters<B> for SqlStore<B> {
         rows.iter().map(decode_dead_letter).collect()
     }
 
-    async fn redrive(
+    /// Put dead letters back with their attempts reset: `ids`, or the oldest `limit` when
+    /// `None`. Returns the ids redriven.
+    pub(crate) async fn redrive(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,

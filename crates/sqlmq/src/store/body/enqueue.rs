@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::slots::stored_key_of_message;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, MessageId, Result, micros_of};
-use crate::store::rows::{Entry, Keyed, MessageRow};
+use crate::store::Backend;
+use crate::store::rows::{Entry, MessageRow};
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, Enqueue};
 
 /// Enqueue's statements that differ by backend.
 pub struct EnqueueSql {
@@ -49,8 +49,13 @@ const INSERT_KEYS: &str =
     "INSERT INTO {p}dedup (queue_id, idempotency_key, id, expires_at) VALUES {list}";
 const KEY_PARAMS: usize = 4;
 
-impl<B: Backend> Enqueue<B> for SqlStore<B> {
-    async fn recorded_keys(
+/// Enqueue: the statements of a send, in the caller's transaction (the engine's
+/// `queue/enqueue.rs` decides which to run: idempotency keys first, then the message rows,
+/// then each message where it belongs).
+impl<B: Backend> SqlStore<B> {
+    /// The idempotency keys of `queue_id` among `keys` that are recorded: key → (the message
+    /// id recorded, whether its window is still open).
+    pub(crate) async fn recorded_keys(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -73,7 +78,9 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         Ok(found)
     }
 
-    async fn forget_keys(
+    /// Forget recorded idempotency keys (whose window has passed) so that they can be
+    /// recorded again.
+    pub(crate) async fn forget_keys(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -93,7 +100,10 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn record_keys(
+    /// Record idempotency keys (key, the message it names) for `window`. A key recorded
+    /// meanwhile by a concurrent sender fails it with a duplicate-key error; the failed
+    /// statement wrote nothing.
+    pub(crate) async fn record_keys(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -117,7 +127,12 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         .await
     }
 
-    async fn insert_messages(
+    /// Insert message rows with one statement: at most [`MAX_LIST`] rows, a bucket size (see
+    /// `statements.rs`). An id stored already fails it with a duplicate-key error, and the
+    /// failed statement inserted nothing (earlier statements of the transaction stay).
+    ///
+    /// [`MAX_LIST`]: super::statements::MAX_LIST
+    pub(crate) async fn insert_messages(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -145,7 +160,8 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn stored_messages(
+    /// Which of `ids` are stored messages (a plain read that sees the transaction's own rows).
+    pub(crate) async fn stored_messages(
         &self,
         conn: &mut B::Connection,
         ids: &[MessageId],
@@ -154,7 +170,8 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         rows.iter().map(|r| r.id_at(0)).collect()
     }
 
-    async fn place(
+    /// Put messages in line: `ready` when no delay is left, else `scheduled` (delay in µs).
+    pub(crate) async fn place(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -194,16 +211,12 @@ impl<B: Backend> Enqueue<B> for SqlStore<B> {
         .await
     }
 
-    async fn enqueue_keyed(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        items: Vec<Keyed>,
-    ) -> Result<()> {
-        SqlStore::enqueue_keyed(self, conn, queue_id, items).await
-    }
-
-    async fn count_stored_messages(
+    /// How many of `ids` (distinct) are stored messages (resolves a COMMIT with unknown
+    /// outcome). The read must wait for a transaction that still holds those rows: when the client lost the
+    /// connection right after sending COMMIT, the server may not have finished that COMMIT
+    /// (or noticed the lost connection and rolled back) by the time the question arrives on
+    /// another connection, and a consistent read would answer from before it.
+    pub(crate) async fn count_stored_messages(
         &self,
         conn: &mut B::Connection,
         ids: &[MessageId],

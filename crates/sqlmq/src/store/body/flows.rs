@@ -31,11 +31,11 @@ use crate::domain::{
     BatchId, BatchState, BatchStatus, BatchStep, Error, MessageId, Result, Role, StepState,
     time_from_micros,
 };
+use crate::store::Backend;
 use crate::store::rows::{
     DependencyRow, Entry, FlowItem, Keyed, ParkedRecord, PendingBatch, PendingRow,
 };
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, Enqueue, Flows};
 
 /// The flow statements that differ by backend.
 pub struct FlowSql {
@@ -595,8 +595,11 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-impl<B: Backend> Flows<B> for SqlStore<B> {
-    async fn park_records(
+/// The flow tables' rows. A tracked message's end is recorded by the store itself, in the
+/// transaction of the end; these are what the engine calls.
+impl<B: Backend> SqlStore<B> {
+    /// Keep a new batch's callbacks to topics until it finishes.
+    pub(crate) async fn park_records(
         &self,
         conn: &mut B::Connection,
         batch: BatchId,
@@ -618,7 +621,9 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     /// Record tracked messages just inserted into `queue_id` (their rows carry the mark):
     /// their nodes and dependencies, each batch's new members; then put each where it belongs
     /// — in line when nothing holds it, otherwise in `waiting`.
-    async fn flow_send(
+    /// Record tracked messages just inserted into a queue (their nodes, dependencies and
+    /// batches' counts) and put each in line, or in `waiting` while something holds it.
+    pub(crate) async fn flow_send(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -739,7 +744,8 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// Create a batch, open or sealed.
-    async fn create_batch_row(
+    /// Create a batch, open or sealed (then it finishes when its last member does).
+    pub(crate) async fn create_batch_row(
         &self,
         conn: &mut B::Connection,
         id: BatchId,
@@ -756,7 +762,12 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// Seal an open batch; finish it when no member is pending. False when it is not open.
-    async fn seal_batch_row(&self, conn: &mut B::Connection, id: BatchId) -> Result<bool> {
+    /// Seal an open batch (finishing it if no member is pending); false when it is not open.
+    pub(crate) async fn seal_batch_row(
+        &self,
+        conn: &mut B::Connection,
+        id: BatchId,
+    ) -> Result<bool> {
         let sealed = self.query(SEAL).arg(id.bytes()).run(conn).await? == 1;
         if sealed {
             self.finish_if_done(conn, id).await?;
@@ -765,7 +776,8 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// A batch's counts and messages.
-    async fn batch_status(
+    /// A batch's counts and messages.
+    pub(crate) async fn batch_status(
         &self,
         conn: &mut B::Connection,
         id: BatchId,
@@ -806,7 +818,8 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// Keep `result` as the result of acked message `id` for `ttl_us`.
-    async fn put_result(
+    /// Keep a result for an acked message, for `ttl_us`.
+    pub(crate) async fn put_result(
         &self,
         conn: &mut B::Connection,
         id: MessageId,
@@ -825,7 +838,12 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// The result an ack of `id` left, if it has not expired.
-    async fn result_of(&self, conn: &mut B::Connection, id: MessageId) -> Result<Option<Vec<u8>>> {
+    /// The result an ack left, unless it expired.
+    pub(crate) async fn result_of(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<Option<Vec<u8>>> {
         let now = self.flow_now(conn).await?;
         let row = self
             .query(RESULT)
@@ -837,7 +855,8 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     }
 
     /// The dependencies of `id`: each one's id, step name and result (if its ack left one).
-    async fn dependency_results(
+    /// A message's dependencies: id, step name, result.
+    pub(crate) async fn dependency_results(
         &self,
         conn: &mut B::Connection,
         id: MessageId,
@@ -857,7 +876,12 @@ impl<B: Backend> Flows<B> for SqlStore<B> {
     /// Delete what the flow tables keep past `cutoff_us` (µs on the database clock): ended
     /// nodes of finished batches (or of none) with their edges, finished batches left without
     /// nodes, expired results; a bounded step. Returns how many rows went.
-    async fn prune_flows(&self, conn: &mut B::Connection, cutoff_us: i64) -> Result<usize> {
+    /// Delete what ended before `cutoff_us` and expired results; a bounded step.
+    pub(crate) async fn prune_flows(
+        &self,
+        conn: &mut B::Connection,
+        cutoff_us: i64,
+    ) -> Result<usize> {
         let now = self.flow_now(conn).await?;
         let rows = self.query(OLD_NODES).arg(cutoff_us).rows(conn).await?;
         let nodes = rows

@@ -12,9 +12,9 @@ use std::collections::{HashMap, HashSet};
 
 use super::{Beside, Columns, Query, SqlStore, Statement};
 use crate::domain::{MessageId, Result};
+use crate::store::Backend;
 use crate::store::rows::{Cursor, CursorScan, DueRetry, LoggedRow, NewGroupLeases};
 use crate::store::statements::{MAX_LIST, bucket, padded, split_into_buckets};
-use crate::store::{Backend, GroupClaim};
 
 /// The claim's statements. Times come back as microseconds since the epoch and are bound so.
 ///
@@ -121,9 +121,11 @@ fn decode_logged<B: Backend>(row: &B::Row) -> Result<LoggedRow> {
     })
 }
 
-impl<B: Backend> GroupClaim<B> for SqlStore<B> {
+/// The reads and writes of a cluster-group claim (its decisions are the engine's).
+impl<B: Backend> SqlStore<B> {
     /// Lock the due retries, then delete them.
-    async fn take_due_retries(
+    /// Take up to `n` due retries: locked (skipping those other claims hold) and deleted.
+    pub(crate) async fn take_due_retries(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -157,7 +159,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         Ok(retries)
     }
 
-    async fn held(
+    /// Which of `ids` the group has in flight (waits for a lease being written).
+    pub(crate) async fn held(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -169,7 +172,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         rows.iter().map(|r| r.id_at(0)).collect()
     }
 
-    async fn records_at(
+    /// The records at `(partition, offset)` positions (those retention has not removed).
+    pub(crate) async fn records_at(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -198,7 +202,10 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         Ok(out)
     }
 
-    async fn lock_cursors(
+    /// Lock up to `scan.limit` cursors with work among partitions `[scan.from, scan.to)`, by
+    /// partition: a locked cursor is the right to hand out its partition's next offsets.
+    /// Cursors other claims hold are skipped.
+    pub(crate) async fn lock_cursors(
         &self,
         conn: &mut B::Connection,
         scan: &CursorScan,
@@ -217,7 +224,9 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         rows.iter().map(decode_cursor::<B>).collect()
     }
 
-    async fn busy_cursor(
+    /// A partition with work, whoever holds its cursor (after `SqlStore::lock_cursors`
+    /// found none free: one whose cursor another claim holds).
+    pub(crate) async fn busy_cursor(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -234,7 +243,9 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
 
     /// Lock the cursor (waiting), then read the partition's end and first offset again: the
     /// cursor statement read them before the wait.
-    async fn wait_cursor(
+    /// Lock one partition's cursor, waiting for another claim's to end; with the partition's
+    /// end and first offset as they are after the wait. `None` when the cursor is gone.
+    pub(crate) async fn wait_cursor(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -266,7 +277,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         Ok(Some(c))
     }
 
-    async fn occupied(
+    /// Partitions among `parts` with a record in flight or waiting to retry.
+    pub(crate) async fn occupied(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -292,7 +304,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         Ok(out)
     }
 
-    async fn log_range(
+    /// The records of one partition in `[from, to)`.
+    pub(crate) async fn log_range(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -311,7 +324,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         rows.iter().map(decode_logged::<B>).collect()
     }
 
-    async fn past_tokens(
+    /// The last token each offset of `[from, to)` had in the group: `offset -> token`.
+    pub(crate) async fn past_tokens(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -330,7 +344,8 @@ impl<B: Backend> GroupClaim<B> for SqlStore<B> {
         rows.iter().map(|r| Ok((r.col(0)?, r.col(1)?))).collect()
     }
 
-    async fn insert_group_leases(
+    /// Write the lease rows of a claim's deliveries.
+    pub(crate) async fn insert_group_leases(
         &self,
         conn: &mut B::Connection,
         new: &NewGroupLeases<'_>,

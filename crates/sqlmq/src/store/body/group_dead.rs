@@ -7,8 +7,8 @@ use super::{Beside, Columns, Query, SqlStore, Statement};
 use crate::domain::{
     AttemptError, DeadLetter, MessageId, PendingRetry, Result, parse_events, time_from_micros,
 };
+use crate::store::Backend;
 use crate::store::statements::{MAX_LIST, split_into_buckets};
-use crate::store::{Backend, GroupDead};
 
 /// A group's dead letters and retries. Times come back as microseconds since the epoch.
 pub struct GroupDeadSql {
@@ -45,8 +45,10 @@ pub struct GroupDeadSql {
 const DELETE_DEAD_RANGE: &str = "DELETE FROM {p}group_dead WHERE group_id = ? \
     AND partition_no = ? AND msg_offset >= ? AND msg_offset < ?";
 
-impl<B: Backend> GroupDead<B> for SqlStore<B> {
-    async fn group_dead_letters(
+/// A cluster group's dead letters, waiting retries and replays.
+impl<B: Backend> SqlStore<B> {
+    /// The oldest `limit` dead letters, with their records and error histories.
+    pub(crate) async fn group_dead_letters(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -96,7 +98,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
 
     /// Redrive: lock the dead rows, copy them to the retries, delete them. Returns the ids
     /// found dead.
-    async fn redrive_group(
+    /// Due again now with fresh attempts. Returns the ids that were dead.
+    pub(crate) async fn redrive_group(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -129,7 +132,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
         Ok(found)
     }
 
-    async fn oldest_group_dead(
+    /// Ids of the oldest `limit` dead letters.
+    pub(crate) async fn oldest_group_dead(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -144,7 +148,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
         rows.iter().map(|r| r.id_at(0)).collect()
     }
 
-    async fn delete_group_dead(
+    /// Delete dead letters. Returns how many.
+    pub(crate) async fn delete_group_dead(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -159,7 +164,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
         .await
     }
 
-    async fn group_retries(
+    /// The first `limit` waiting retries, soonest first.
+    pub(crate) async fn group_retries(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -184,7 +190,8 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn retry_now(
+    /// Make waiting retries due now. Returns how many were waiting.
+    pub(crate) async fn retry_now(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -197,7 +204,9 @@ impl<B: Backend> GroupDead<B> for SqlStore<B> {
     /// Replay offsets `range` of one partition into the group (at most a few thousand per
     /// call: the caller chunks). Returns how many records were queued: the records of the
     /// range, counted first (an upsert's rows changed count an updated row twice on MySQL).
-    async fn replay_range(
+    /// Queue offsets `[from, to)` of one partition for delivery again (attempts restart,
+    /// tokens continue; dead letters of the range are delivered again too). Returns how many.
+    pub(crate) async fn replay_range(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,

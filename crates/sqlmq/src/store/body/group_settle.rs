@@ -22,7 +22,7 @@ use crate::domain::{
     Decide, DeliveryEvent, Error, MessageId, NackOutcome, Receipt, Released, Result, Settlement,
     micros_of, rfc3339,
 };
-use crate::store::{Backend, GroupSettle, ack_in_own_transaction};
+use crate::store::{Backend, ack_in_own_transaction};
 
 /// The statements of settling a group's claims. Times are the database clock; durations and
 /// times are bound as microseconds (since the epoch for times).
@@ -317,10 +317,13 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-impl<B: Backend> GroupSettle<B> for SqlStore<B> {
+/// Ack, fail, extend and release the leases of a cluster group's records, as
+/// `SqlStore` does for a queue's messages.
+impl<B: Backend> SqlStore<B> {
     /// Ack: end every lease a receipt holds, recording it in the history. Returns the receipts
     /// that did not hold theirs (nothing was done for them).
-    async fn ack_group(
+    /// Ack every receipt that holds its lease. Returns the receipts that did not.
+    pub(crate) async fn ack_group(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -356,7 +359,9 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
         Ok(lost)
     }
 
-    async fn ack_group_own(
+    /// `SqlStore::ack_group` in a transaction of its own (see
+    /// `SqlStore::ack_queue_own`).
+    pub(crate) async fn ack_group_own(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -370,7 +375,9 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
 
     /// An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
     /// committed.
-    async fn group_acks_committed(
+    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
+    /// committed (each lease is gone, or belongs to a later claim).
+    pub(crate) async fn group_acks_committed(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -388,7 +395,9 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
 
     /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
     /// engine's decision (retry on the group's ladder, or dead-letter).
-    async fn fail_group(
+    /// End a claim without an ack, as `decide` settles it: `LeaseLost` (and nothing changed)
+    /// when the receipt does not hold the lease.
+    pub(crate) async fn fail_group(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -413,7 +422,8 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
         Ok(settlement.nack_outcome())
     }
 
-    async fn extend_group(
+    /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
+    pub(crate) async fn extend_group(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -431,7 +441,8 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn release_group_expired(
+    /// Release up to `limit` expired leases, as `decide` settles each.
+    pub(crate) async fn release_group_expired(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -447,7 +458,9 @@ impl<B: Backend> GroupSettle<B> for SqlStore<B> {
         self.release_group_rows(conn, group_id, &rows, decide).await
     }
 
-    async fn release_group_owned(
+    /// Release up to `limit` leases held by `owner`, whatever their expiry, as `decide`
+    /// settles each.
+    pub(crate) async fn release_group_owned(
         &self,
         conn: &mut B::Connection,
         group_id: i32,

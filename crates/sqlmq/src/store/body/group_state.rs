@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{MessageId, Receipt, Result, micros_of, parse_events};
+use crate::store::Backend;
 use crate::store::rows::{GroupTable, HeldTooLong, HistoryState, PartitionCounts, RecordRows};
-use crate::store::{Backend, GroupState};
 
 /// What lag, trace, consume-timeout alerts and liveness read. Times come back as microseconds
 /// since the epoch; durations are bound as microseconds.
@@ -47,8 +47,10 @@ pub(crate) const STATE_DEAD: i8 = 2;
 /// group id.
 const OWNER_GROUPS: &str = "SELECT DISTINCT group_id FROM {p}group_leases WHERE owner = ?";
 
-impl<B: Backend> GroupState<B> for SqlStore<B> {
-    async fn by_partition(
+/// What lag, trace, consume-timeout alerts and liveness read.
+impl<B: Backend> SqlStore<B> {
+    /// Count and smallest offset per partition of one of the group's tables.
+    pub(crate) async fn by_partition(
         &self,
         conn: &mut B::Connection,
         table: GroupTable,
@@ -66,7 +68,8 @@ impl<B: Backend> GroupState<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn age_of(
+    /// Microseconds since a record was published, if it is still retained.
+    pub(crate) async fn age_of(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -84,7 +87,8 @@ impl<B: Backend> GroupState<B> for SqlStore<B> {
             .transpose()
     }
 
-    async fn record_rows(
+    /// One record's rows in a cluster group.
+    pub(crate) async fn record_rows(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -139,7 +143,8 @@ impl<B: Backend> GroupState<B> for SqlStore<B> {
         Ok(out)
     }
 
-    async fn held_too_long(
+    /// The group's leases held longer than `limit`.
+    pub(crate) async fn held_too_long(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -167,7 +172,12 @@ impl<B: Backend> GroupState<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn groups_of_owner(&self, conn: &mut B::Connection, owner: &str) -> Result<Vec<i32>> {
+    /// The groups in which `owner` holds leases.
+    pub(crate) async fn groups_of_owner(
+        &self,
+        conn: &mut B::Connection,
+        owner: &str,
+    ) -> Result<Vec<i32>> {
         let rows = self
             .query(OWNER_GROUPS)
             .arg(owner.as_bytes())

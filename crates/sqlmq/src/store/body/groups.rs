@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Backoff, Error, GroupConfig, GroupMode, RateLimit, Result, millis_of};
+use crate::store::Backend;
 use crate::store::rows::GroupRow;
-use crate::store::{Backend, Groups};
 
 /// The group statements whose texts differ by backend.
 pub struct GroupSql {
@@ -99,9 +99,12 @@ fn decode<B: Backend>(row: &B::Row) -> Result<GroupRow> {
     })
 }
 
-impl<B: Backend> Groups<B> for SqlStore<B> {
+/// Group rows and cursors.
+impl<B: Backend> SqlStore<B> {
     /// Insert the group; when it exists, update its retry settings instead.
-    async fn create_group(
+    /// Insert the group, or update an existing group's retry settings (never its mode or
+    /// position). Returns the row and whether it was created.
+    pub(crate) async fn create_group(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -153,7 +156,7 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         Ok((group, created))
     }
 
-    async fn group_by_name(
+    pub(crate) async fn group_by_name(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -168,12 +171,17 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         row.as_ref().map(decode::<B>).transpose()
     }
 
-    async fn group_by_id(&self, conn: &mut B::Connection, id: i32) -> Result<Option<GroupRow>> {
+    pub(crate) async fn group_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> Result<Option<GroupRow>> {
         let row = self.query(BY_ID).arg(id).first(conn).await?;
         row.as_ref().map(decode::<B>).transpose()
     }
 
-    async fn groups_of_topic(
+    /// Every group of the topic, by name.
+    pub(crate) async fn groups_of_topic(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -182,12 +190,19 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         rows.iter().map(decode::<B>).collect()
     }
 
-    async fn cursors(&self, conn: &mut B::Connection, group_id: i32) -> Result<Vec<(i32, i64)>> {
+    /// The group's cursor of every partition that has one: `(partition, next offset)`.
+    pub(crate) async fn cursors(
+        &self,
+        conn: &mut B::Connection,
+        group_id: i32,
+    ) -> Result<Vec<(i32, i64)>> {
         let rows = self.query(CURSORS).arg(group_id).rows(conn).await?;
         rows.iter().map(|r| Ok((r.col(0)?, r.col(1)?))).collect()
     }
 
-    async fn set_cursors(
+    /// Move (or create) cursors to `(partition, next offset)`; each remembers the furthest it
+    /// ever was.
+    pub(crate) async fn set_cursors(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -204,7 +219,11 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         .await
     }
 
-    async fn delete_group_rows(
+    /// Step `step` (from 0) of deleting the group: delete up to about a thousand of its rows
+    /// of one table (member dead letters, leases, retries, dead letters, history, positions,
+    /// cursors), or, at the last step, the group row. Returns rows deleted; `None` past the
+    /// last step.
+    pub(crate) async fn delete_group_rows(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -214,7 +233,9 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
             .await
     }
 
-    async fn lock_group_limit(
+    /// The group's rate limit, its row locked until the transaction ends (on a backend with
+    /// row locks); `None` when it has none.
+    pub(crate) async fn lock_group_limit(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -233,7 +254,9 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         .transpose()
     }
 
-    async fn recent_group_deliveries(
+    /// Forget the group's deliveries at or before `before_us`, then count those after it: how
+    /// many, and when the oldest of them was (µs).
+    pub(crate) async fn recent_group_deliveries(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -253,7 +276,8 @@ impl<B: Backend> Groups<B> for SqlStore<B> {
         super::limits::window_sum(row)
     }
 
-    async fn record_group_deliveries(
+    /// Record `n` deliveries of the group at `at_us`.
+    pub(crate) async fn record_group_deliveries(
         &self,
         conn: &mut B::Connection,
         group_id: i32,

@@ -18,9 +18,9 @@ use super::flows::Ending;
 use super::slots::{is_slot_key, line_key, stored_key_of};
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, Error, MessageId, Result};
+use crate::store::Backend;
 use crate::store::rows::{Entry, Keyed};
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, Enqueue};
 
 /// The key protocol's statements that differ by backend.
 pub struct KeySql {

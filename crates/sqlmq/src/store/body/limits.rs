@@ -8,9 +8,9 @@ use super::settle::Lease;
 use super::slots::stored_key_of;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, RateLimit, Result, Settlement};
+use crate::store::Backend;
 use crate::store::rows::Entry;
 use crate::store::rows::{GateRead, QueueLimits};
-use crate::store::{Backend, Limits};
 
 /// The gate's statements whose shape differs by backend.
 pub struct LimitSql {
@@ -126,8 +126,17 @@ const RECENT: &str = "SELECT CAST(COALESCE(SUM(n), 0) AS SIGNED), MIN(at_us) \
 const RECORD: &str =
     "INSERT INTO {p}queue_deliveries (queue_id, slot_key, at_us, n) VALUES (?, ?, ?, ?)";
 
-impl<B: Backend> Limits<B> for SqlStore<B> {
-    async fn gate(&self, conn: &mut B::Connection, queue_id: i32) -> Result<Option<GateRead>> {
+/// A limited queue's gate: what its claims may take, read and counted under the lock of its
+/// limits row, so that the claims of every process are counted one after the other.
+impl<B: Backend> SqlStore<B> {
+    /// The queue's limits, their row locked until the transaction ends (on a backend with
+    /// row locks), with its leases, the clock and the whole queue's deliveries in its rate
+    /// window (see [`GateRead`]); `None` when it has no limits.
+    pub(crate) async fn gate(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> Result<Option<GateRead>> {
         let Some(row) = self
             .query(B::LIMITS.gate)
             .arg(WHOLE_QUEUE)
@@ -147,7 +156,9 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         }))
     }
 
-    async fn forget_deliveries(
+    /// Forget `key`'s deliveries at or before `before_us` (as for
+    /// `SqlStore::recent_deliveries`).
+    pub(crate) async fn forget_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -163,7 +174,10 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn recent_deliveries(
+    /// Forget deliveries at or before `before_us`, then count those after it: how many, and
+    /// when the oldest of them was (µs). `key`: the whole queue's (empty) or one concurrency
+    /// key's (stored form).
+    pub(crate) async fn recent_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -182,7 +196,8 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         window_sum(row)
     }
 
-    async fn record_deliveries(
+    /// Record `n` deliveries at `at_us` (of `key`, as for `SqlStore::recent_deliveries`).
+    pub(crate) async fn record_deliveries(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -200,7 +215,9 @@ impl<B: Backend> Limits<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn put_back(
+    /// Put back messages this transaction claimed, undelivered: each due again after its
+    /// delay (µs), its attempt not counted.
+    pub(crate) async fn put_back(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,

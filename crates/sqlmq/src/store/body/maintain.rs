@@ -6,9 +6,9 @@
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{MessageId, Result};
+use crate::store::Backend;
 use crate::store::rows::Entry;
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, Enqueue, Maintain};
 
 /// The time-driven moves' statements.
 pub struct MaintainSql {
@@ -33,8 +33,10 @@ pub struct MaintainSql {
     pub delete_keys: &'static str,
 }
 
-impl<B: Backend> Maintain<B> for SqlStore<B> {
-    async fn any_due(&self, conn: &mut B::Connection, queue_id: i32) -> Result<bool> {
+/// Time-driven moves. Each takes its rows so that any number of processes may run it at once.
+impl<B: Backend> SqlStore<B> {
+    /// Whether the queue has delayed messages that are due (a plain, non-locking read).
+    pub(crate) async fn any_due(&self, conn: &mut B::Connection, queue_id: i32) -> Result<bool> {
         let row = self
             .query(B::MAINTAIN.any_due)
             .arg(queue_id)
@@ -43,7 +45,8 @@ impl<B: Backend> Maintain<B> for SqlStore<B> {
         Ok(row.is_some())
     }
 
-    async fn promote_due(
+    /// Move up to `limit` due delayed messages into `ready`.
+    pub(crate) async fn promote_due(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -74,7 +77,12 @@ impl<B: Backend> Maintain<B> for SqlStore<B> {
         Ok(due.len())
     }
 
-    async fn any_expired(&self, conn: &mut B::Connection, queue_id: i32) -> Result<bool> {
+    /// Whether the queue has leases that ended (a plain, non-locking read).
+    pub(crate) async fn any_expired(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+    ) -> Result<bool> {
         let row = self
             .query(B::MAINTAIN.any_expired)
             .arg(queue_id)
@@ -83,7 +91,12 @@ impl<B: Backend> Maintain<B> for SqlStore<B> {
         Ok(row.is_some())
     }
 
-    async fn prune_dedup(&self, conn: &mut B::Connection, limit: usize) -> Result<usize> {
+    /// Delete up to `limit` idempotency keys whose window has passed. Returns how many.
+    pub(crate) async fn prune_dedup(
+        &self,
+        conn: &mut B::Connection,
+        limit: usize,
+    ) -> Result<usize> {
         let rows = self
             .query(B::MAINTAIN.claim_old_keys)
             .arg(limit as i64)

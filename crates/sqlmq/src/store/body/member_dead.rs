@@ -4,9 +4,9 @@
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{DeadLetter, MessageId, Result, parse_errors, time_from_micros};
+use crate::store::Backend;
 use crate::store::rows::{MemberDeadRow, MemberDeath};
 use crate::store::statements::{MAX_LIST, bucket, padded};
-use crate::store::{Backend, MemberDead};
 
 /// The member dead letter statements whose texts differ by backend. `(? IS NULL OR member =
 /// ?)` selects one member's rows, or (NULL) every member's.
@@ -31,8 +31,11 @@ const DELETE_ALL: &str =
 const DELETE_IDS: &str = "DELETE FROM {p}member_dead WHERE group_id = ? \
     AND (? IS NULL OR member = ?) AND id IN ({list})";
 
-impl<B: Backend> MemberDead<B> for SqlStore<B> {
-    async fn insert_member_dead(
+/// A broadcast group's member dead letters.
+impl<B: Backend> SqlStore<B> {
+    /// Record a member's dead letter (a repeat, after a crash before the member's checkpoint,
+    /// replaces the earlier one).
+    pub(crate) async fn insert_member_dead(
         &self,
         conn: &mut B::Connection,
         row: &MemberDeadRow<'_>,
@@ -50,7 +53,9 @@ impl<B: Backend> MemberDead<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn member_dead_letters(
+    /// The oldest `limit` member dead letters of the group (of one member, or of all), with
+    /// their records and error histories.
+    pub(crate) async fn member_dead_letters(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -90,7 +95,9 @@ impl<B: Backend> MemberDead<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn delete_member_dead(
+    /// Delete member dead letters (of one member, or of all; of `ids`, or all of them).
+    /// Returns how many.
+    pub(crate) async fn delete_member_dead(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -121,7 +128,8 @@ impl<B: Backend> MemberDead<B> for SqlStore<B> {
         Ok(deleted)
     }
 
-    async fn member_deaths(
+    /// The members for which record `id` is a dead letter.
+    pub(crate) async fn member_deaths(
         &self,
         conn: &mut B::Connection,
         group_id: i32,

@@ -4,15 +4,15 @@
 use sqlx::{AssertSqlSafe, SqlSafeStr};
 
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Error, GrantRole, Result};
+use crate::domain::{Error, Result};
+use crate::store::Backend;
 use crate::store::rows::Migration;
-use crate::store::{Backend, Schema};
 
 /// A backend's migrations and the statements around them.
 pub struct MigrateSql {
     /// Every migration, in version order. Never edit a released one: add a new version.
     pub migrations: &'static [Migration],
-    /// Whether DDL is transactional (see `Schema::DDL_IN_TRANSACTION`).
+    /// Whether DDL is transactional (see `SqlStore::DDL_IN_TRANSACTION`).
     pub ddl_in_transaction: bool,
     /// Create the table of applied versions if it is missing.
     pub create_table: &'static str,
@@ -50,14 +50,22 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-impl<B: Backend> Schema<B> for SqlStore<B> {
-    const DDL_IN_TRANSACTION: bool = B::MIGRATE.ddl_in_transaction;
+/// Versioned migrations: the primitives of the engine's one migration loop
+/// (`client/migrate.rs`).
+impl<B: Backend> SqlStore<B> {
+    /// Whether DDL is transactional here: the engine then applies every pending migration in
+    /// one transaction of its own (a concurrent migrator waits for it, then finds the work
+    /// done). Where it is not (MySQL), each statement commits by itself and the migrations'
+    /// `IF NOT EXISTS` forms make a concurrent run harmless.
+    pub(crate) const DDL_IN_TRANSACTION: bool = B::MIGRATE.ddl_in_transaction;
 
-    fn migrations() -> &'static [Migration] {
+    /// Every migration of this backend, in version order (1, 2, … without gaps).
+    pub(crate) fn migrations() -> &'static [Migration] {
         B::MIGRATE.migrations
     }
 
-    async fn schema_version(&self, conn: &mut B::Connection) -> Result<i64> {
+    /// The schema version in the database, 0 when there is none.
+    pub(crate) async fn schema_version(&self, conn: &mut B::Connection) -> Result<i64> {
         let row = absent_table::<B, _>(self.query(SELECT_VERSION).first(conn).await, None)?;
         match row {
             Some(row) => Ok(row.col::<Option<i64>>(0)?.unwrap_or(0)),
@@ -65,13 +73,17 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         }
     }
 
-    async fn create_version_table(&self, conn: &mut B::Connection) -> Result<()> {
+    /// Create the table of applied versions, if it is missing.
+    pub(crate) async fn create_version_table(&self, conn: &mut B::Connection) -> Result<()> {
         B::run_text(conn, self.st.get(B::MIGRATE.create_table)).await?;
         Ok(())
     }
 
     /// A failure just means no mutual exclusion (Galera rejects `GET_LOCK`).
-    async fn lock_migrations(&self, conn: &mut B::Connection) -> bool {
+    /// Take the migration lock where the backend has one: a hint that keeps concurrent
+    /// migrators from doing the work twice, never a condition of correctness. True when
+    /// taken (then `SqlStore::unlock_migrations` must follow).
+    pub(crate) async fn lock_migrations(&self, conn: &mut B::Connection) -> bool {
         let Some((take, _)) = B::MIGRATE.lock else {
             return false;
         };
@@ -79,13 +91,20 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         matches!(row, Ok(Some(row)) if row.col::<Option<i64>>(0).ok().flatten() == Some(1))
     }
 
-    async fn unlock_migrations(&self, conn: &mut B::Connection) {
+    /// Release the lock `SqlStore::lock_migrations` took.
+    pub(crate) async fn unlock_migrations(&self, conn: &mut B::Connection) {
         if let Some((_, release)) = B::MIGRATE.lock {
             let _ = self.query(release).arg(self.lock_name()).run(conn).await;
         }
     }
 
-    async fn apply_migration(&self, conn: &mut B::Connection, migration: &Migration) -> Result<()> {
+    /// Apply one migration: its statements, then its version row (ignored when a concurrent
+    /// migrator recorded it first).
+    pub(crate) async fn apply_migration(
+        &self,
+        conn: &mut B::Connection,
+        migration: &Migration,
+    ) -> Result<()> {
         crate::failpoints::migration_step("migrate", migration.version, 0).await;
         for (i, statement) in migration.statements.iter().enumerate() {
             B::run_text(conn, self.st.get(statement)).await?;
@@ -99,7 +118,9 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn live_processes(&self, conn: &mut B::Connection) -> Result<i64> {
+    /// How many registered worker processes are live (0 where the process table does not
+    /// exist: before version 2).
+    pub(crate) async fn live_processes(&self, conn: &mut B::Connection) -> Result<i64> {
         let live = self.query(B::MIGRATE.live_processes).first(conn).await;
         match absent_table::<B, _>(live, None)? {
             Some(row) => row.col::<i64>(0),
@@ -107,7 +128,9 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         }
     }
 
-    async fn reversal_refused(
+    /// Why `migration` cannot be reversed now (it has no reverse, or a table it would drop
+    /// holds rows), or `None`.
+    pub(crate) async fn reversal_refused(
         &self,
         conn: &mut B::Connection,
         migration: &Migration,
@@ -138,7 +161,9 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         Ok(None)
     }
 
-    async fn reverse_migration(
+    /// Reverse one migration that `SqlStore::reversal_refused` let through: drop its tables
+    /// and forget its version.
+    pub(crate) async fn reverse_migration(
         &self,
         conn: &mut B::Connection,
         migration: &Migration,
@@ -169,14 +194,9 @@ impl<B: Backend> Schema<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn grants(
-        &self,
-        conn: &mut B::Connection,
-        role: GrantRole,
-        user: &str,
-        host: &str,
-    ) -> Result<Vec<String>> {
-        B::grants(self, conn, role, user, host).await
+    /// The schema version this build writes and reads.
+    pub(crate) fn latest_version() -> i64 {
+        Self::migrations().last().map_or(0, |m| m.version)
     }
 }
 

@@ -1,41 +1,41 @@
-//! The store body: every store trait whose control flow is the same on every backend,
-//! implemented once, generic over the backend, on [`SqlStore`].
+//! The store body: `SqlStore<B>`, the one store type, with every method whose control flow is
+//! the same on every backend, implemented once, generic over the backend.
 //!
 //! A backend supplies what really differs: its statement texts, one table per concept (each
 //! file here declares the table it needs, and [`Dialect`] gathers them), the few statements
 //! whose shape differs (a hook on [`Dialect`]), and its [`Driver`] facts (results, errors).
-//! The traits whose shape itself differs — connecting and the server checks, the claim where
-//! `SKIP LOCKED` meets one writer, publishing and sequencing, the one-round-trip scripts — are
-//! implemented by each backend for `SqlStore<ItsDatabase>`, in its own folder.
+//! Where the control flow itself differs — connecting and the server checks, the claim where
+//! `SKIP LOCKED` meets one writer, publishing and sequencing, the one-round-trip scripts — the
+//! backend implements the traits of `store/` (`Server`, `Claim`, …) in its own folder.
 //!
 //! | file | what |
 //! |---|---|
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
-//! | `queues.rs` | `Queues` |
-//! | `enqueue.rs` | `Enqueue`: idempotency keys, message rows, `ready`/`scheduled` |
+//! | `queues.rs` | queue rows |
+//! | `enqueue.rs` | a send's statements: idempotency keys, message rows, `ready`/`scheduled` |
 //! | `keys.rs` | per-key FIFO: heads, blocked successors, release, repair |
 //! | `slots.rs` | per-key concurrency; the stored key's marks |
 //! | `flows.rs` | batches, dependencies, results: kept where messages are sent and end |
 //! | `claim.rs` | the claim read's rows as deliveries (the claims are each backend's) |
-//! | `settle.rs` | `QueueSettle`: ack, fail, extend, releases; error histories, dead letters |
-//! | `maintain.rs` | `Maintain`: due messages, old idempotency keys |
-//! | `admin.rs` | `Admin`: counts, cancel, purge, key repair |
-//! | `dead.rs` | `DeadLetters`: list, redrive |
-//! | `browse.rs` | `Browse`: messages by state, one by id or key |
-//! | `limits.rs` | `Limits`: a limited queue's gate (most in flight, deliveries per window) |
-//! | `probe.rs` | `Probe`: the idle worker's wakeup probes |
-//! | `processes.rs` | `Processes` |
-//! | `schedules.rs` | `Schedules`: recurring schedules' rows, the fire's compare-and-set |
-//! | `migrate.rs` | `Schema`: the version table, the lock, one migration |
-//! | `topics.rs` | `Topics` |
-//! | `groups.rs` | `Groups` |
-//! | `stream.rs` | `Stream` |
-//! | `retention.rs` | `Retention` |
-//! | `member_dead.rs` | `MemberDead` |
-//! | `group_claim.rs` | `GroupClaim` (the cluster claim's reads and writes) |
-//! | `group_settle.rs` | `GroupSettle` |
-//! | `group_dead.rs` | `GroupDead` |
-//! | `group_state.rs` | `GroupState` |
+//! | `settle.rs` | settling a queue's leases: ack, fail, extend, releases; error histories, dead letters |
+//! | `maintain.rs` | due messages, old idempotency keys |
+//! | `admin.rs` | counts, cancel, purge, key repair |
+//! | `dead.rs` | a queue's dead letters: list, redrive |
+//! | `browse.rs` | messages by state, one by id or key |
+//! | `limits.rs` | a limited queue's gate (most in flight, deliveries per window) |
+//! | `probe.rs` | the idle worker's wakeup probes |
+//! | `processes.rs` | the process registry |
+//! | `schedules.rs` | recurring schedules' rows, the fire's compare-and-set |
+//! | `migrate.rs` | the migration loop's primitives: the version table, the lock, one migration |
+//! | `topics.rs` | topic rows and partitions |
+//! | `groups.rs` | consumer group rows and cursors |
+//! | `stream.rs` | log reads, broadcast positions |
+//! | `retention.rs` | removing a partition's oldest records |
+//! | `member_dead.rs` | broadcast members' dead letters |
+//! | `group_claim.rs` | the cluster claim's reads and writes |
+//! | `group_settle.rs` | settling a cluster group's claims |
+//! | `group_dead.rs` | a cluster group's dead letters, waiting retries, replays |
+//! | `group_state.rs` | where a cluster group stands |
 
 pub(crate) mod admin;
 mod browse;
@@ -131,6 +131,11 @@ impl<B: Dialect> Clone for SqlStore<B> {
 }
 
 impl<B: Dialect> SqlStore<B> {
+    /// The table prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        self.st.prefix()
+    }
+
     /// The store for tables named with `prefix`.
     pub(crate) fn with_prefix(prefix: &str) -> Self
     where
@@ -197,8 +202,12 @@ pub trait Dialect: Driver + Types {
         std::future::ready(Ok(Vec::new()))
     }
 
-    /// [`QueueSettle::ack_queue_own`](crate::store::QueueSettle::ack_queue_own): by default
-    /// BEGIN, the ack's statements, COMMIT; a backend may do it in fewer round trips.
+    /// `SqlStore::ack_queue` in a transaction of its own, on a pooled connection outside any:
+    /// it begins, acks and commits (`<op>.before_commit` is the fail point before the commit).
+    /// Before it commits it puts the receipts it acks into `acked`, for the resolver of a
+    /// COMMIT whose outcome is unknown. On an error it ends what it opened unless the
+    /// connection failed. By default BEGIN, the ack's statements, COMMIT; a backend may spend
+    /// fewer round trips (MySQL: two).
     fn ack_queue_own(
         store: &SqlStore<Self>,
         conn: &mut Self::Connection,
@@ -216,7 +225,7 @@ pub trait Dialect: Driver + Types {
     /// Ack one receipt of cluster group `group_id` inside the caller's transaction in one
     /// statement, where the backend can: `Some(true)` acked, `Some(false)` the receipt does
     /// not hold its lease (nothing written); `None` (the default) when it cannot, and then
-    /// [`GroupSettle::ack_group`](crate::store::GroupSettle::ack_group) runs its statements.
+    /// `SqlStore::ack_group` runs its statements.
     fn ack_group_one(
         _store: &SqlStore<Self>,
         _conn: &mut Self::Connection,

@@ -7,9 +7,9 @@
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::Result;
+use crate::store::Backend;
 use crate::store::rows::{GroupSignal, QueueSignal};
 use crate::store::statements::{bucket, padded};
-use crate::store::{Backend, Probe};
 
 /// The probes' statements.
 pub struct ProbeSql {
@@ -22,8 +22,15 @@ pub struct ProbeSql {
     pub groups: &'static str,
 }
 
-impl<B: Backend> Probe<B> for SqlStore<B> {
-    async fn probe(&self, conn: &mut B::Connection, queue_ids: &[i32]) -> Result<Vec<QueueSignal>> {
+/// The idle worker's wakeup probe: one cheap, non-locking read for all of a process's queues
+/// (and one for all of its groups).
+impl<B: Backend> SqlStore<B> {
+    /// What each of `queue_ids` (at most 1 024) has: ready, due and expired rows.
+    pub(crate) async fn probe(
+        &self,
+        conn: &mut B::Connection,
+        queue_ids: &[i32],
+    ) -> Result<Vec<QueueSignal>> {
         if queue_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -46,7 +53,10 @@ impl<B: Backend> Probe<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn probe_groups(
+    /// What each of `group_ids` (at most 1 024) has: records to hand out (with strict order,
+    /// only in partitions with nothing in flight or waiting), due retries, expired leases,
+    /// records waiting for offsets.
+    pub(crate) async fn probe_groups(
         &self,
         conn: &mut B::Connection,
         group_ids: &[i32],

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, ProcessInfo, Result, micros_of, time_from_micros};
+use crate::store::Backend;
 use crate::store::rows::{DeadProcess, ProcessRegistration};
-use crate::store::{Backend, Processes};
 
 /// The registry's statements. Times are the database clock; durations are bound as
 /// microseconds.
@@ -43,8 +43,12 @@ fn utf8(bytes: Vec<u8>) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| Error::Corrupt(format!("process id: {e}")))
 }
 
-impl<B: Backend> Processes<B> for SqlStore<B> {
-    async fn register_process(
+/// Registration, heartbeats, and finding the processes that went silent. A process's row says
+/// by when (database clock) it must heartbeat again; any live process may declare it dead
+/// after that.
+impl<B: Backend> SqlStore<B> {
+    /// Register (or re-register) a process.
+    pub(crate) async fn register_process(
         &self,
         conn: &mut B::Connection,
         process: &ProcessRegistration<'_>,
@@ -61,7 +65,9 @@ impl<B: Backend> Processes<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn heartbeat(
+    /// Push the process's deadline to `silence` from now. False when its row is gone (a peer
+    /// declared it dead and released its claims).
+    pub(crate) async fn heartbeat(
         &self,
         conn: &mut B::Connection,
         id: &str,
@@ -76,7 +82,11 @@ impl<B: Backend> Processes<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn dead_processes(&self, conn: &mut B::Connection) -> Result<Vec<DeadProcess>> {
+    /// Processes past their deadline.
+    pub(crate) async fn dead_processes(
+        &self,
+        conn: &mut B::Connection,
+    ) -> Result<Vec<DeadProcess>> {
         let rows = self.query(B::PROCESSES.dead).rows(conn).await?;
         rows.iter()
             .map(|r| {
@@ -88,7 +98,9 @@ impl<B: Backend> Processes<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn prune_process(&self, conn: &mut B::Connection, id: &str) -> Result<bool> {
+    /// Delete a process's row if it is still past its deadline. True for the one caller that
+    /// removed it (only that one releases its claims).
+    pub(crate) async fn prune_process(&self, conn: &mut B::Connection, id: &str) -> Result<bool> {
         let done = self
             .query(B::PROCESSES.prune)
             .arg(id.as_bytes())
@@ -97,7 +109,12 @@ impl<B: Backend> Processes<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn deregister_process(&self, conn: &mut B::Connection, id: &str) -> Result<()> {
+    /// Remove a process's row (clean shutdown).
+    pub(crate) async fn deregister_process(
+        &self,
+        conn: &mut B::Connection,
+        id: &str,
+    ) -> Result<()> {
         self.query(B::PROCESSES.deregister)
             .arg(id.as_bytes())
             .run(conn)
@@ -105,7 +122,8 @@ impl<B: Backend> Processes<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn processes(&self, conn: &mut B::Connection) -> Result<Vec<ProcessInfo>> {
+    /// Every registered process.
+    pub(crate) async fn processes(&self, conn: &mut B::Connection) -> Result<Vec<ProcessInfo>> {
         let rows = self.query(B::PROCESSES.list).rows(conn).await?;
         rows.iter()
             .map(|r| {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Backoff, Error, QueueConfig, Result, millis_of};
+use crate::store::Backend;
 use crate::store::rows::QueueRow;
-use crate::store::{Backend, Queues};
 
 /// The queue rows' statements that differ by backend.
 pub struct QueueSql {
@@ -62,8 +62,12 @@ where
     })
 }
 
-impl<B: Backend> Queues<B> for SqlStore<B> {
-    async fn upsert_queue(
+/// Queue rows. Names are compared by the backend's rules (MySQL's `ascii_bin` ignores
+/// trailing spaces, SQLite compares bytes); the engine passes validated names only, which have
+/// no spaces.
+impl<B: Backend> SqlStore<B> {
+    /// Create the queue, or update the configuration of an existing one.
+    pub(crate) async fn upsert_queue(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -100,7 +104,7 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
             .ok_or_else(|| Error::UnknownQueue(name.to_owned()))
     }
 
-    async fn queue_by_name(
+    pub(crate) async fn queue_by_name(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -109,17 +113,28 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
         row.as_ref().map(decode).transpose()
     }
 
-    async fn queue_by_id(&self, conn: &mut B::Connection, id: i32) -> Result<Option<QueueRow>> {
+    pub(crate) async fn queue_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> Result<Option<QueueRow>> {
         let row = self.query(BY_ID).arg(id).first(conn).await?;
         row.as_ref().map(decode).transpose()
     }
 
-    async fn all_queues(&self, conn: &mut B::Connection) -> Result<Vec<QueueRow>> {
+    /// Every queue, by name.
+    pub(crate) async fn all_queues(&self, conn: &mut B::Connection) -> Result<Vec<QueueRow>> {
         let rows = self.query(ALL).rows(conn).await?;
         rows.iter().map(decode).collect()
     }
 
-    async fn set_paused(&self, conn: &mut B::Connection, name: &str, paused: bool) -> Result<bool> {
+    /// Returns false when the queue does not exist.
+    pub(crate) async fn set_paused(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        paused: bool,
+    ) -> Result<bool> {
         let done = self
             .query(B::QUEUES.set_paused)
             .arg(i64::from(paused))
@@ -129,7 +144,8 @@ impl<B: Backend> Queues<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
+    /// Delete the queue row (its messages must already be gone).
+    pub(crate) async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
         self.query(DELETE_DELIVERIES).arg(id).run(conn).await?;
         self.query(DELETE_SLOTS).arg(id).run(conn).await?;
         self.query(DELETE_LIMITS).arg(id).run(conn).await?;

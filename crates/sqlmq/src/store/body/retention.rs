@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, Result};
+use crate::store::Backend;
 use crate::store::rows::{RangeRemoval, TopicCursor};
-use crate::store::{Backend, Retention};
 
 /// The retention statements whose texts differ by backend.
 pub struct RetentionSql {
@@ -42,8 +42,11 @@ const DELETE_HISTORY_RANGE: &str = "DELETE FROM {p}group_history WHERE group_id 
 const MIN_POSITIONS: &str = "SELECT partition_no, MIN(next_offset) \
     FROM {p}group_positions WHERE group_id = ? GROUP BY partition_no";
 
-impl<B: Backend> Retention<B> for SqlStore<B> {
-    async fn body_sizes(
+/// Removing a partition's oldest records.
+impl<B: Backend> SqlStore<B> {
+    /// The body sizes of up to `limit` records of one partition from `from` on, in offset
+    /// order: `(offset, bytes)`.
+    pub(crate) async fn body_sizes(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -67,7 +70,9 @@ impl<B: Backend> Retention<B> for SqlStore<B> {
     /// The partition's counters first (readers behind jump to the new first offset), then the
     /// history of the range in each group, then the log rows (all in the caller's
     /// transaction).
-    async fn remove_range(
+    /// Remove one range (the caller's transaction): the groups' history of it, the records,
+    /// and the partition's counters. Returns (records, bytes) removed.
+    pub(crate) async fn remove_range(
         &self,
         conn: &mut B::Connection,
         range: &RangeRemoval<'_>,
@@ -116,7 +121,8 @@ impl<B: Backend> Retention<B> for SqlStore<B> {
         Ok((removed, bytes))
     }
 
-    async fn cursors_of_topic(
+    /// Every group's cursor in every partition of the topic.
+    pub(crate) async fn cursors_of_topic(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -138,7 +144,8 @@ impl<B: Backend> Retention<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn min_positions(
+    /// The smallest checkpointed position per partition of a broadcast group.
+    pub(crate) async fn min_positions(
         &self,
         conn: &mut B::Connection,
         group_id: i32,

@@ -4,8 +4,8 @@
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::Result;
+use crate::store::Backend;
 use crate::store::rows::{ScheduleAdvance, ScheduleRow, ScheduleWrite};
-use crate::store::{Backend, Schedules};
 
 /// The schedule statements whose shape differs by backend.
 pub struct ScheduleSql {
@@ -59,8 +59,12 @@ where
     })
 }
 
-impl<B: Backend> Schedules<B> for SqlStore<B> {
-    async fn insert_schedule(
+/// Schedule rows. Times are µs since the epoch of the database clock, read by the engine
+/// (`Server::now_us`) and bound, so that no statement depends on a process's clock.
+impl<B: Backend> SqlStore<B> {
+    /// Insert a schedule unless one of that name exists (then nothing changes; whether a row
+    /// was inserted is not told: MySQL counts a found row as affected).
+    pub(crate) async fn insert_schedule(
         &self,
         conn: &mut B::Connection,
         write: &ScheduleWrite<'_>,
@@ -77,7 +81,8 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         Ok(())
     }
 
-    async fn update_schedule(
+    /// Replace a schedule's configuration and next fire time; false when it does not exist.
+    pub(crate) async fn update_schedule(
         &self,
         conn: &mut B::Connection,
         write: &ScheduleWrite<'_>,
@@ -94,7 +99,9 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn schedule_row(
+    /// A schedule by name; with `lock`, its row is locked until the transaction ends (on a
+    /// backend with row locks).
+    pub(crate) async fn schedule_row(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -105,16 +112,24 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         row.as_ref().map(decode).transpose()
     }
 
-    async fn schedule_rows(&self, conn: &mut B::Connection) -> Result<Vec<ScheduleRow>> {
+    /// Every schedule, by name.
+    pub(crate) async fn schedule_rows(&self, conn: &mut B::Connection) -> Result<Vec<ScheduleRow>> {
         let rows = self.query(ALL).rows(conn).await?;
         rows.iter().map(decode).collect()
     }
 
-    async fn delete_schedule(&self, conn: &mut B::Connection, name: &str) -> Result<bool> {
+    /// Delete a schedule; false when it did not exist.
+    pub(crate) async fn delete_schedule(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> Result<bool> {
         Ok(self.query(DELETE).arg(name).run(conn).await? == 1)
     }
 
-    async fn set_schedule_paused(
+    /// Pause a schedule (`next_fire` `None`), or resume it from `next_fire`; false when it
+    /// does not exist.
+    pub(crate) async fn set_schedule_paused(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -135,18 +150,32 @@ impl<B: Backend> Schedules<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn next_schedule_due(&self, conn: &mut B::Connection) -> Result<(Option<i64>, i64)> {
+    /// The earliest next fire time of the schedules that are not paused, and the database's
+    /// clock (µs), in one statement: an idle process's whole look at its schedules.
+    pub(crate) async fn next_schedule_due(
+        &self,
+        conn: &mut B::Connection,
+    ) -> Result<(Option<i64>, i64)> {
         let row = self.query(B::SCHEDULES.next_due).first(conn).await?;
         let row = row.ok_or_else(|| crate::domain::Error::Corrupt("no clock row".into()))?;
         Ok((row.col(0)?, row.col(1)?))
     }
 
-    async fn due_schedules(&self, conn: &mut B::Connection, now: i64) -> Result<Vec<ScheduleRow>> {
+    /// Up to 100 schedules, not paused, whose next fire time is at or before `now`, the
+    /// earliest first.
+    pub(crate) async fn due_schedules(
+        &self,
+        conn: &mut B::Connection,
+        now: i64,
+    ) -> Result<Vec<ScheduleRow>> {
         let rows = self.query(DUE).arg(now).rows(conn).await?;
         rows.iter().map(decode).collect()
     }
 
-    async fn advance_schedule(
+    /// Record a firing: true for the one caller whose expected next fire time was still the
+    /// stored one (and the schedule not paused); that caller sends the fired messages in the
+    /// same transaction.
+    pub(crate) async fn advance_schedule(
         &self,
         conn: &mut B::Connection,
         advance: &ScheduleAdvance<'_>,

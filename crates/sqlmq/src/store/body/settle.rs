@@ -19,8 +19,8 @@ use crate::domain::{
     Decide, Error, MAX_ERROR_HISTORY, MessageId, NackOutcome, Receipt, Released, Result,
     Settlement, append_error, error_json, micros_of,
 };
+use crate::store::Backend;
 use crate::store::rows::Entry;
-use crate::store::{Backend, Enqueue, QueueSettle};
 
 /// How a backend adds an entry to a message's error history (keeping the last
 /// [`MAX_ERROR_HISTORY`]).
@@ -108,8 +108,11 @@ pub(crate) fn split_acks(
     (acked, lost)
 }
 
-impl<B: Backend> QueueSettle<B> for SqlStore<B> {
-    async fn ack_queue(
+/// Ack, fail, extend and release the leases of a queue's messages.
+impl<B: Backend> SqlStore<B> {
+    /// Ack every receipt that holds its lease. Returns the receipts that did not (stale token,
+    /// expired, unknown): nothing was done for them.
+    pub(crate) async fn ack_queue(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -122,21 +125,12 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
         Ok(lost)
     }
 
-    async fn ack_queue_own(
-        &self,
-        conn: &mut B::Connection,
-        queue_id: i32,
-        receipts: &[Receipt],
-        acked: &Mutex<Vec<Receipt>>,
-        op: &'static str,
-    ) -> Result<Vec<Receipt>> {
-        B::ack_queue_own(self, conn, queue_id, receipts, acked, op).await
-    }
-
     /// An ack deletes the message: its rows are gone iff the ack committed. The ack locks the
     /// leases from its first statement on, so locking them first waits out an ack whose COMMIT
     /// is still on its way (or in progress) on the lost connection.
-    async fn queue_acks_committed(
+    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
+    /// (receipts that held their leases) committed.
+    pub(crate) async fn queue_acks_committed(
         &self,
         conn: &mut B::Connection,
         acked: &[Receipt],
@@ -149,7 +143,9 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
         Ok(self.count_stored_messages(conn, &ids).await? == 0)
     }
 
-    async fn fail_queue(
+    /// End a claim without an ack, as `decide` settles it: `LeaseLost` (and nothing changed)
+    /// when the receipt does not hold the lease.
+    pub(crate) async fn fail_queue(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -172,7 +168,8 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
         Ok(settlement.nack_outcome())
     }
 
-    async fn extend_queue(
+    /// Extend a live lease to `lease` from now. False when the receipt does not hold it.
+    pub(crate) async fn extend_queue(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -192,7 +189,8 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
         Ok(done == 1)
     }
 
-    async fn release_queue_expired(
+    /// Release up to `limit` expired leases, as `decide` settles each.
+    pub(crate) async fn release_queue_expired(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -208,7 +206,9 @@ impl<B: Backend> QueueSettle<B> for SqlStore<B> {
         self.release(conn, queue_id, &rows, decide).await
     }
 
-    async fn release_queue_owned(
+    /// Release up to `limit` leases held by `owner` (a process that died or left), whatever
+    /// their expiry, as `decide` settles each.
+    pub(crate) async fn release_queue_owned(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
@@ -384,7 +384,7 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-/// [`QueueSettle::ack_queue_own`] as BEGIN, [`QueueSettle::ack_queue`] and COMMIT: what a
+/// `SqlStore::ack_queue_own` as BEGIN, `SqlStore::ack_queue` and COMMIT: what a
 /// backend without a shorter path runs.
 pub(crate) async fn ack_queue_in_own_transaction<B: Backend>(
     store: &SqlStore<B>,

@@ -26,8 +26,8 @@
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Delivery, Message, MessageId, Result};
+use crate::store::Backend;
 use crate::store::rows::{Entry, Keyed};
-use crate::store::{Backend, Enqueue};
 
 /// The first byte of a stored concurrency key.
 pub(crate) const SLOT_MARK: char = '\0';

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{MessageId, Result, StreamRecord, time_from_micros};
+use crate::store::Backend;
 use crate::store::rows::PositionRow;
-use crate::store::{Backend, Stream};
 
 /// The log reads and position statements whose texts differ by backend. Each record read
 /// returns the record columns: `partition, offset, id, key, headers, body, published (µs),
@@ -58,8 +58,10 @@ fn decode_record<B: Backend>(row: &B::Row) -> Result<StreamRecord> {
     })
 }
 
-impl<B: Backend> Stream<B> for SqlStore<B> {
-    async fn read_from(
+/// Reading the log without claiming it, and broadcast members' positions.
+impl<B: Backend> SqlStore<B> {
+    /// Up to `limit` records of one partition from `offset` on, in offset order.
+    pub(crate) async fn read_from(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -78,7 +80,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         rows.iter().map(decode_record::<B>).collect()
     }
 
-    async fn record_by_id(
+    /// A sequenced record of the topic by id.
+    pub(crate) async fn record_by_id(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -93,7 +96,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         row.as_ref().map(decode_record::<B>).transpose()
     }
 
-    async fn records_by_key(
+    /// Records with `key`, by partition and offset.
+    pub(crate) async fn records_by_key(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -110,7 +114,9 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         rows.iter().map(decode_record::<B>).collect()
     }
 
-    async fn sequenced_at(
+    /// When the record at `offset` of one partition was sequenced (µs since the epoch);
+    /// `None` when it is not retained.
+    pub(crate) async fn sequenced_at(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -127,7 +133,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         row.map(|r| r.col(0)).transpose()
     }
 
-    async fn positions(
+    /// A broadcast member's checkpointed positions, by partition.
+    pub(crate) async fn positions(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -142,7 +149,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         rows.iter().map(|r| Ok((r.col(0)?, r.col(1)?))).collect()
     }
 
-    async fn all_positions(
+    /// Every checkpointed position of a broadcast group.
+    pub(crate) async fn all_positions(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -164,7 +172,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn save_positions(
+    /// Checkpoint a broadcast member's positions.
+    pub(crate) async fn save_positions(
         &self,
         conn: &mut B::Connection,
         group_id: i32,
@@ -182,7 +191,8 @@ impl<B: Backend> Stream<B> for SqlStore<B> {
         .await
     }
 
-    async fn delete_positions(
+    /// Forget a broadcast member's checkpoints (`None`: every member's).
+    pub(crate) async fn delete_positions(
         &self,
         conn: &mut B::Connection,
         group_id: i32,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, Result, TopicConfig, millis_of};
+use crate::store::Backend;
 use crate::store::rows::{PartitionRow, TopicRow};
-use crate::store::{Backend, Topics};
 
 /// The topic statements whose texts differ by backend.
 pub struct TopicSql {
@@ -64,10 +64,14 @@ fn decode<B: Backend>(row: &B::Row) -> Result<TopicRow> {
     })
 }
 
-impl<B: Backend> Topics<B> for SqlStore<B> {
+/// Topic rows and their partitions' counters. Names are compared by the backend's rules, as
+/// queue names are (`SqlStore`).
+impl<B: Backend> SqlStore<B> {
     /// Create the topic, or update its configuration (partitions only grow); then the
     /// partitions and its groups' cursors that do not exist yet.
-    async fn upsert_topic(
+    /// Create the topic (with its partitions and its groups' cursors for new partitions), or
+    /// update its configuration; partitions only grow.
+    pub(crate) async fn upsert_topic(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -100,7 +104,7 @@ impl<B: Backend> Topics<B> for SqlStore<B> {
         Ok(row)
     }
 
-    async fn topic_by_name(
+    pub(crate) async fn topic_by_name(
         &self,
         conn: &mut B::Connection,
         name: &str,
@@ -109,17 +113,23 @@ impl<B: Backend> Topics<B> for SqlStore<B> {
         row.as_ref().map(decode::<B>).transpose()
     }
 
-    async fn topic_by_id(&self, conn: &mut B::Connection, id: i32) -> Result<Option<TopicRow>> {
+    pub(crate) async fn topic_by_id(
+        &self,
+        conn: &mut B::Connection,
+        id: i32,
+    ) -> Result<Option<TopicRow>> {
         let row = self.query(BY_ID).arg(id).first(conn).await?;
         row.as_ref().map(decode::<B>).transpose()
     }
 
-    async fn all_topics(&self, conn: &mut B::Connection) -> Result<Vec<TopicRow>> {
+    /// Every topic, by name.
+    pub(crate) async fn all_topics(&self, conn: &mut B::Connection) -> Result<Vec<TopicRow>> {
         let rows = self.query(ALL).rows(conn).await?;
         rows.iter().map(decode::<B>).collect()
     }
 
-    async fn partitions(
+    /// The counters of every partition of the topic.
+    pub(crate) async fn partitions(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,
@@ -137,7 +147,10 @@ impl<B: Backend> Topics<B> for SqlStore<B> {
             .collect()
     }
 
-    async fn delete_topic_rows(
+    /// Step `step` (from 0) of deleting the topic (its groups are deleted first): delete up to
+    /// about a thousand of its rows of one table (records, pending records, partitions), or,
+    /// at the last step, the topic row. Returns rows deleted; `None` past the last step.
+    pub(crate) async fn delete_topic_rows(
         &self,
         conn: &mut B::Connection,
         topic_id: i32,

@@ -17,7 +17,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use sqlx::{MySql, MySqlConnection};
+use sqlx::MySqlConnection;
 
 use super::admin::{DELETE_READY, READY_KEY_ROW};
 use super::procedures;
@@ -60,51 +60,51 @@ fn lease_until_us(d: &Delivery) -> i64 {
         .map_or(0, |x| x.as_micros() as i64)
 }
 
-impl Claim<MySql> for MySqlStore {
+impl Claim for sqlx::MySql {
     /// One round trip: the procedure's call; or, where the server refuses it, two (see
     /// `script.rs`): the transaction's start with the claim read, then the moves from `ready`
     /// to `leases` with the COMMIT (an empty claim commits alone).
     async fn claim(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         request: &ClaimRequest<'_>,
         op: &'static str,
     ) -> Result<Vec<Delivery>> {
-        self.claim_statements(conn, request, Some(op)).await
+        store.claim_statements(conn, request, Some(op)).await
     }
 
     /// The same statements in the caller's transaction: the claim read, then (when it found
     /// anything) the moves, without BEGIN or COMMIT.
     async fn claim_in(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         request: &ClaimRequest<'_>,
     ) -> Result<Vec<Delivery>> {
-        self.claim_statements(conn, request, None).await
+        store.claim_statements(conn, request, None).await
     }
 
     /// Two round trips, as the claim: the claim read, then (when it found anything) the
     /// deletes of the `ready` and `messages` rows; messages with an ordering key release it
     /// with statements of their own, as an ack does.
     async fn take_in(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         queue_id: i32,
         n: usize,
     ) -> Result<Vec<Delivery>> {
-        let rows = self.claim_read(queue_id, n, false).fetch_in(conn).await?;
+        let rows = store.claim_read(queue_id, n, false).fetch_in(conn).await?;
         let taken = deliveries(&rows, Duration::ZERO)?;
         if taken.is_empty() {
             return Ok(taken);
         }
         let mut write = Script::default();
         for chunk in taken.chunks(MAX_LIST) {
-            self.push_delete_ready(&mut write, queue_id, chunk);
+            store.push_delete_ready(&mut write, queue_id, chunk);
             let ids: Vec<Lit<'_>> = chunk.iter().map(|d| Lit::Bytes(d.id.bytes())).collect();
-            write.push(&self.st.list_text(DELETE_MESSAGES, "", chunk.len()), &ids);
+            write.push(&store.st.list_text(DELETE_MESSAGES, "", chunk.len()), &ids);
         }
         write.run_in(conn).await?;
-        self.release_keys_of(conn, queue_id, &taken).await?;
+        store.release_keys_of(conn, queue_id, &taken).await?;
         Ok(taken)
     }
 }

@@ -31,18 +31,21 @@ pub(super) const MESSAGE_ROW: &str = "(?,?,?,?,?,?,?,UTC_TIMESTAMP(6))";
 /// One row of a derived table of `dedup` primary keys.
 pub(super) const DEDUP_KEY_ROW: &str = "SELECT CAST(? AS SIGNED) AS q, CAST(? AS BINARY) AS k";
 
-impl ScriptedSend<sqlx::MySql> for MySqlStore {
+impl ScriptedSend for sqlx::MySql {
     type SendScript = SendScript;
 
-    fn prepare_send_script(&self, batch: &SendBatch<'_>) -> Result<Option<SendScript>> {
-        self.script_for(batch)
+    fn prepare_send_script(
+        store: &MySqlStore,
+        batch: &SendBatch<'_>,
+    ) -> Result<Option<SendScript>> {
+        store.script_for(batch)
     }
 
     async fn send_script(
-        &self,
+        store: &MySqlStore,
         conn: &mut sqlx::MySqlConnection,
         script: &SendScript,
     ) -> Result<()> {
-        self.run_send_script(conn, script).await
+        store.run_send_script(conn, script).await
     }
 }

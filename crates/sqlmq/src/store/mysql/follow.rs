@@ -35,7 +35,6 @@ use sqlx::{MySql, Pool, Row};
 use super::MySqlStore;
 use super::tls::{FollowerTls, TlsParams, follower_tls};
 use crate::store::follow::{Change, Follow, FollowEnd, Followed};
-use crate::store::server::Server;
 
 /// How often the server sends a heartbeat on an idle stream: a stream silent for three times
 /// as long is taken as lost (a server gone without closing the connection).
@@ -54,9 +53,9 @@ enum Watched {
     Partitions,
 }
 
-impl Follow<MySql> for MySqlStore {
+impl Follow for sqlx::MySql {
     async fn follow(
-        &self,
+        store: &MySqlStore,
         pool: &Pool<MySql>,
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),
@@ -96,7 +95,7 @@ impl Follow<MySql> for MySqlStore {
             ("topic_partitions", Watched::Partitions),
         ]
         .into_iter()
-        .map(|(t, w)| (format!("{}{t}", self.prefix()), w))
+        .map(|(t, w)| (format!("{}{t}", store.prefix()), w))
         .collect();
         // A heartbeat from the server on an idle stream (nanoseconds).
         let heartbeat = format!("SET @master_heartbeat_period = {}", HEARTBEAT.as_nanos());

@@ -152,7 +152,6 @@ impl body::Dialect for MySql {
 }
 
 impl Backend for MySql {
-    type Store = MySqlStore;
     const SCHEME: &'static str = "mysql";
 }
 

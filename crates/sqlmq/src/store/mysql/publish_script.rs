@@ -39,11 +39,11 @@ const RECORD_ROW: &str = "SELECT ? AS t, ? AS pa, ? AS id, ? AS k, ? AS h, ? AS 
 /// One publish, ready to run.
 pub struct PublishScript(Script);
 
-impl ScriptedPublish<sqlx::MySql> for MySqlStore {
+impl ScriptedPublish for sqlx::MySql {
     type PublishScript = PublishScript;
 
     fn prepare_publish_script(
-        &self,
+        store: &MySqlStore,
         batch: &PendingBatch<'_>,
         budget: usize,
     ) -> Result<Option<PublishScript>> {
@@ -72,7 +72,7 @@ impl ScriptedPublish<sqlx::MySql> for MySqlStore {
             .collect();
         let mut s = Script::begin();
         s.push(
-            &self.st.list_text(INSERT_NEW, RECORD_ROW, rows.len()),
+            &store.st.list_text(INSERT_NEW, RECORD_ROW, rows.len()),
             &args,
         );
         s.expect_changed(rows.len());
@@ -84,7 +84,7 @@ impl ScriptedPublish<sqlx::MySql> for MySqlStore {
     }
 
     async fn publish_script(
-        &self,
+        _store: &MySqlStore,
         conn: &mut MySqlConnection,
         script: &PublishScript,
     ) -> Result<bool> {

@@ -203,7 +203,6 @@ struct Row<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Server;
 
     fn batch(msgs: &[Message], budget: usize) -> SendBatch<'_> {
         SendBatch {
@@ -223,7 +222,7 @@ mod tests {
 
     #[test]
     fn plain_messages_become_one_script_of_literals_only() {
-        let store = <MySqlStore as Server<sqlx::MySql>>::new("sqlmq_");
+        let store = MySqlStore::with_prefix("sqlmq_");
         let msgs = [
             Message::new("it's; DROP TABLE x; --").priority(3),
             Message::new("b"),
@@ -241,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_lone_plain_message_is_a_call_until_the_server_refuses_the_procedure() {
-        let store = <MySqlStore as Server<sqlx::MySql>>::new("sqlmq_");
+        let store = MySqlStore::with_prefix("sqlmq_");
         let msgs = [Message::new("x").priority(2)];
         let script = store.script_for(&batch(&msgs, 1 << 20)).unwrap().unwrap();
         assert!(matches!(&script.0, Prepared::Call(r) if r.priority == 2 && r.queue_id == 7));
@@ -253,7 +252,7 @@ mod tests {
 
     #[test]
     fn keyed_delayed_or_oversized_batches_take_the_transaction_runner() {
-        let store = <MySqlStore as Server<sqlx::MySql>>::new("sqlmq_");
+        let store = MySqlStore::with_prefix("sqlmq_");
         for m in [
             Message::new("x").idempotency_key("k"),
             Message::new("x").ordering_key("k"),

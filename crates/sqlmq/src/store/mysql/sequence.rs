@@ -40,7 +40,6 @@ use crate::store::body::{Columns, Statement};
 use crate::store::rows::PendingBatch;
 use crate::store::statements::padded;
 use crate::store::statements::{MAX_LIST, bucket};
-use sqlx::MySql;
 use std::collections::BTreeMap;
 
 pub(crate) const INSERT_PENDING: &str = "INSERT INTO {p}topic_pending \
@@ -86,17 +85,17 @@ const ADVANCE: &str = "UPDATE {p}topic_partitions SET next_offset = next_offset 
     bytes = bytes + ?, last_at = DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND) \
     WHERE topic_id = ? AND partition_no = ?";
 
-impl Publish<MySql> for MySqlStore {
+impl Publish for sqlx::MySql {
     /// Which of `ids` are already published (logged or pending).
     async fn known_topic_ids(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         ids: &[MessageId],
     ) -> Result<HashSet<MessageId>> {
         let mut known = HashSet::new();
         for chunk in ids.chunks(MAX_LIST / 2) {
             let n = bucket(chunk.len());
-            let mut q = sqlx::query(self.st.list(KNOWN_IDS, "?", n));
+            let mut q = sqlx::query(store.st.list(KNOWN_IDS, "?", n));
             for _ in 0..2 {
                 for id in padded(chunk) {
                     q = q.bind(id.bytes());
@@ -111,34 +110,35 @@ impl Publish<MySql> for MySqlStore {
 
     /// Insert pending rows (no offsets yet).
     async fn insert_pending(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         batch: &PendingBatch<'_>,
     ) -> Result<()> {
         let topic_id = batch.topic_id;
-        self.insert_values(
-            conn,
-            INSERT_PENDING,
-            PENDING_ROW,
-            PENDING_PARAMS,
-            batch.rows,
-            |q, r| {
-                q.arg(topic_id)
-                    .arg(r.partition)
-                    .arg(r.id.bytes())
-                    .arg(r.key)
-                    .arg(r.headers.as_deref().map(str::as_bytes))
-                    .arg(r.body)
-            },
-        )
-        .await
+        store
+            .insert_values(
+                conn,
+                INSERT_PENDING,
+                PENDING_ROW,
+                PENDING_PARAMS,
+                batch.rows,
+                |q, r| {
+                    q.arg(topic_id)
+                        .arg(r.partition)
+                        .arg(r.id.bytes())
+                        .arg(r.key)
+                        .arg(r.headers.as_deref().map(str::as_bytes))
+                        .arg(r.body)
+                },
+            )
+            .await
     }
 
     /// One sequencing step for some partitions (see the module docs), inside the caller's
     /// transaction. Returns how many pending rows it consumed (logged or dropped as
     /// duplicates).
     async fn sequence_step(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         topic_id: i32,
         partitions: &[i32],
@@ -154,9 +154,9 @@ impl Publish<MySql> for MySqlStore {
         let mut read = Script::default();
         let mut args = vec![Lit::Int(t)];
         args.extend(&parts);
-        read.push(&self.st.list_text(LOCK_COUNTERS, "?", parts.len()), &args);
+        read.push(&store.st.list_text(LOCK_COUNTERS, "?", parts.len()), &args);
         args.push(Lit::Int(limit as i64));
-        read.push(&self.st.list_text(CLAIM_PENDING, "?", parts.len()), &args);
+        read.push(&store.st.list_text(CLAIM_PENDING, "?", parts.len()), &args);
         let rows = read.fetch_in(conn).await?;
         // A counter's row has three columns, each pending row four.
         let mut counters: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
@@ -202,7 +202,7 @@ impl Publish<MySql> for MySqlStore {
                 }
                 args.extend([Lit::Int(t), Lit::Int(p)]);
                 write.push(
-                    &self.st.list_text(LOG_PENDING, OFFSET_ROW, chunk.len()),
+                    &store.st.list_text(LOG_PENDING, OFFSET_ROW, chunk.len()),
                     &args,
                 );
                 // Cannot fail while the copy is a locking read of rows this step holds (see
@@ -213,7 +213,7 @@ impl Publish<MySql> for MySqlStore {
                 offset += chunk.len() as i64;
             }
             write.push(
-                self.st.get(ADVANCE).as_str(),
+                store.st.get(ADVANCE).as_str(),
                 &[
                     Lit::Int(fresh.len() as i64),
                     Lit::Int(*bytes),
@@ -225,7 +225,7 @@ impl Publish<MySql> for MySqlStore {
         }
         for chunk in all.chunks(MAX_LIST) {
             let ids: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
-            write.push(&self.st.list_text(DELETE_PENDING, "", chunk.len()), &ids);
+            write.push(&store.st.list_text(DELETE_PENDING, "", chunk.len()), &ids);
         }
         match write.run_in(conn).await {
             Ok(()) => Ok(all.len()),
@@ -242,11 +242,11 @@ impl Publish<MySql> for MySqlStore {
 
     /// Committed records without an offset yet, by partition.
     async fn pending_partitions(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         topic_id: i32,
     ) -> Result<BTreeMap<i32, i64>> {
-        let rows = sqlx::query(self.st.get(PENDING_PARTITIONS))
+        let rows = sqlx::query(store.st.get(PENDING_PARTITIONS))
             .bind(topic_id)
             .fetch_all(&mut *conn)
             .await?;
@@ -257,11 +257,11 @@ impl Publish<MySql> for MySqlStore {
 
     /// The topic and partition of a record still waiting for its offset.
     async fn pending_by_id(
-        &self,
+        store: &MySqlStore,
         conn: &mut MySqlConnection,
         id: MessageId,
     ) -> Result<Option<(i32, i32)>> {
-        let row = sqlx::query(self.st.get(PENDING_BY_ID))
+        let row = sqlx::query(store.st.get(PENDING_BY_ID))
             .bind(id.bytes())
             .fetch_optional(&mut *conn)
             .await?;

@@ -99,7 +99,7 @@ const HISTORY_MYSQL: &str = "SELECT CAST(count AS SIGNED) FROM information_schem
 const LOCK_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE";
 const SKIP_PROBE: &str = "SELECT id FROM {p}probe WHERE id = 1 FOR UPDATE SKIP LOCKED";
 
-impl Server<MySql> for MySqlStore {
+impl Server for sqlx::MySql {
     /// InnoDB keeps the undo history until purge removes it.
     const UNDO_HISTORY: bool = true;
 
@@ -114,14 +114,6 @@ impl Server<MySql> for MySqlStore {
     /// at its start; read only, so it takes no locks and no gap locks can arise.
     const BEGIN_SNAPSHOT: &'static str = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; \
         START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
-
-    fn new(prefix: &str) -> MySqlStore {
-        MySqlStore::with_prefix(prefix)
-    }
-
-    fn prefix(&self) -> &str {
-        self.st.prefix()
-    }
 
     async fn connect(url: &str, options: &ConnectOptions) -> Result<Pools<MySql>> {
         let pool = super::connect::pool(url, options).await?;
@@ -139,10 +131,10 @@ impl Server<MySql> for MySqlStore {
         detect(conn).await
     }
 
-    /// Two-connection self-test: while `a` holds the probe row's lock, a `SKIP LOCKED` read on
+    /// Two-connection store-test: while `a` holds the probe row's lock, a `SKIP LOCKED` read on
     /// `b` must return nothing at once. Servers that accept the syntax but ignore it (TiDB, Dolt)
     /// or wait would hand one message to two consumers.
-    async fn verify_locking(&self, pool: &MySqlPool) -> Result<()> {
+    async fn verify_locking(store: &MySqlStore, pool: &MySqlPool) -> Result<()> {
         let mut a = pool.acquire().await?;
         let mut b = pool.acquire().await?;
         // Behind a load balancer in front of a cluster (Galera, Group Replication) the two
@@ -154,18 +146,18 @@ impl Server<MySql> for MySqlStore {
             tracing::info!(
                 a = %node_a,
                 b = %node_b,
-                "the SKIP LOCKED self-test's connections reached different servers of a cluster: \
+                "the SKIP LOCKED store-test's connections reached different servers of a cluster: \
                  row locks are per server, the test was skipped"
             );
             return Ok(());
         }
         let mut tx = a.begin_with(BEGIN_READ_COMMITTED).await?;
-        sqlx::query(self.st.get(LOCK_PROBE))
+        sqlx::query(store.st.get(LOCK_PROBE))
             .fetch_optional(&mut *tx)
             .await?;
         let probe = tokio::time::timeout(
             Duration::from_secs(5),
-            sqlx::query(self.st.get(SKIP_PROBE)).fetch_optional(&mut *b),
+            sqlx::query(store.st.get(SKIP_PROBE)).fetch_optional(&mut *b),
         )
         .await;
         tx.rollback().await?;
@@ -188,7 +180,7 @@ impl Server<MySql> for MySqlStore {
             .clamp(64 * 1024, 4 * 1024 * 1024)
     }
 
-    async fn now_us(&self, conn: &mut MySqlConnection) -> Result<i64> {
+    async fn now_us(_store: &MySqlStore, conn: &mut MySqlConnection) -> Result<i64> {
         let row = sqlx::query(concat!("SELECT ", micros!("UTC_TIMESTAMP(6)")))
             .fetch_one(&mut *conn)
             .await?;
@@ -196,7 +188,7 @@ impl Server<MySql> for MySqlStore {
     }
 
     async fn history_list_length(
-        &self,
+        _store: &MySqlStore,
         conn: &mut MySqlConnection,
         server: &ServerInfo,
     ) -> Result<Option<u64>> {

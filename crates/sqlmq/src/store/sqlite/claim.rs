@@ -46,17 +46,17 @@ const INSERT_LEASES: &str = "INSERT INTO {p}leases \
 const LEASE_ROW: &str = "(?,?,?,?,?,?,?,?,?)";
 const LEASE_PARAMS: usize = 9;
 
-impl Claim<Sqlite> for SqliteStore {
+impl Claim for sqlx::Sqlite {
     /// BEGIN IMMEDIATE, the claim's statements, COMMIT: SQLite runs in this process, there are
     /// no round trips to save.
     async fn claim(
-        &self,
+        store: &SqliteStore,
         conn: &mut SqliteConnection,
         request: &ClaimRequest<'_>,
         op: &'static str,
     ) -> Result<Vec<Delivery>> {
         let mut tx = conn.begin_with(begin_pooled::<Sqlite>()).await?;
-        let claimed = self.claim_in(&mut tx, request).await?;
+        let claimed = sqlx::Sqlite::claim_in(store, &mut tx, request).await?;
         crate::failpoints::before_commit(op).await;
         tx.commit().await?;
         Ok(claimed)
@@ -64,7 +64,7 @@ impl Claim<Sqlite> for SqliteStore {
 
     /// The claim's statements, in the caller's transaction.
     async fn claim_in(
-        &self,
+        store: &SqliteStore,
         conn: &mut SqliteConnection,
         request: &ClaimRequest<'_>,
     ) -> Result<Vec<Delivery>> {
@@ -74,53 +74,55 @@ impl Claim<Sqlite> for SqliteStore {
             lease,
             owner,
         } = *request;
-        let (claimed, now_us) = self.claim_read(conn, queue_id, n, lease).await?;
+        let (claimed, now_us) = store.claim_read(conn, queue_id, n, lease).await?;
         if claimed.is_empty() {
             return Ok(claimed);
         }
-        self.delete_head(conn, queue_id, claimed.len()).await?;
+        store.delete_head(conn, queue_id, claimed.len()).await?;
         let lease_until_us = now_us.saturating_add(micros_of(lease));
-        self.insert_values(
-            conn,
-            INSERT_LEASES,
-            LEASE_ROW,
-            LEASE_PARAMS,
-            &claimed,
-            |q, d| {
-                q.arg(d.id.bytes())
-                    .arg(queue_id)
-                    .arg(d.priority)
-                    .arg(d.token as i64)
-                    .arg(d.attempt as i32)
-                    .arg(stored_key_of(d).as_deref().map(str::as_bytes))
-                    .arg(lease_until_us)
-                    .arg(now_us)
-                    .arg(owner.as_bytes())
-            },
-        )
-        .await?;
+        store
+            .insert_values(
+                conn,
+                INSERT_LEASES,
+                LEASE_ROW,
+                LEASE_PARAMS,
+                &claimed,
+                |q, d| {
+                    q.arg(d.id.bytes())
+                        .arg(queue_id)
+                        .arg(d.priority)
+                        .arg(d.token as i64)
+                        .arg(d.attempt as i32)
+                        .arg(stored_key_of(d).as_deref().map(str::as_bytes))
+                        .arg(lease_until_us)
+                        .arg(now_us)
+                        .arg(owner.as_bytes())
+                },
+            )
+            .await?;
         Ok(claimed)
     }
 
     /// The claim read, then the deletes of the same `ready` rows and of the messages; keyed
     /// messages release their keys, as an ack does.
     async fn take_in(
-        &self,
+        store: &SqliteStore,
         conn: &mut SqliteConnection,
         queue_id: i32,
         n: usize,
     ) -> Result<Vec<Delivery>> {
-        let (taken, _) = self.claim_read(conn, queue_id, n, Duration::ZERO).await?;
+        let (taken, _) = store.claim_read(conn, queue_id, n, Duration::ZERO).await?;
         if taken.is_empty() {
             return Ok(taken);
         }
         // Before the keys are released: a successor placed in `ready` could fall inside the
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
-        self.delete_head(conn, queue_id, taken.len()).await?;
+        store.delete_head(conn, queue_id, taken.len()).await?;
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
-        self.exec_id_list(conn, Sqlite::SETTLE.delete_messages, &ids)
+        store
+            .exec_id_list(conn, Sqlite::SETTLE.delete_messages, &ids)
             .await?;
-        self.release_keys_of(conn, queue_id, &taken).await?;
+        store.release_keys_of(conn, queue_id, &taken).await?;
         Ok(taken)
     }
 }

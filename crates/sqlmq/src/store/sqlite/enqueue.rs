@@ -36,15 +36,18 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
 const STORED: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
 
 /// None: SQLite runs in this process, so a send pays no round trips to save.
-impl ScriptedSend<sqlx::Sqlite> for SqliteStore {
+impl ScriptedSend for sqlx::Sqlite {
     type SendScript = std::convert::Infallible;
 
-    fn prepare_send_script(&self, _batch: &SendBatch<'_>) -> Result<Option<Self::SendScript>> {
+    fn prepare_send_script(
+        _store: &SqliteStore,
+        _batch: &SendBatch<'_>,
+    ) -> Result<Option<Self::SendScript>> {
         Ok(None)
     }
 
     async fn send_script(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut sqlx::SqliteConnection,
         script: &Self::SendScript,
     ) -> Result<()> {

@@ -28,9 +28,9 @@ const SETTLE: Duration = Duration::from_millis(3);
 /// sync that makes a commit visible can take a while on a busy disk.
 const TRAIL: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(500)];
 
-impl Follow<Sqlite> for SqliteStore {
+impl Follow for sqlx::Sqlite {
     async fn follow(
-        &self,
+        _store: &SqliteStore,
         _pool: &Pool<Sqlite>,
         url: &str,
         report: &(dyn Fn(Followed) + Send + Sync),

@@ -78,7 +78,6 @@ mod plans {
 
     use super::super::{SqliteStore, group_settle, publish, stream};
     use super::SQL;
-    use crate::store::Server;
 
     /// The plan's lines (`EXPLAIN QUERY PLAN`; parameters left unbound are NULL).
     async fn plan(conn: &mut SqliteConnection, sql: SqlStr) -> Vec<String> {
@@ -95,11 +94,11 @@ mod plans {
     #[tokio::test]
     async fn hot_statements_read_by_key() {
         let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
-        let store = SqliteStore::new("sqlmq_");
+        let store = SqliteStore::with_prefix("sqlmq_");
         crate::client::migrate::migrate_to::<sqlx::Sqlite>(
             &store,
             &mut conn,
-            <SqliteStore as crate::store::Schema<sqlx::Sqlite>>::latest_version(),
+            SqliteStore::latest_version(),
         )
         .await
         .unwrap();

@@ -120,7 +120,6 @@ impl body::Dialect for Sqlite {
 }
 
 impl Backend for Sqlite {
-    type Store = SqliteStore;
     const SCHEME: &'static str = "sqlite";
 }
 

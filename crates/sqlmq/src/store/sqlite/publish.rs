@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use sqlx::{Row, Sqlite, SqliteConnection};
+use sqlx::{Row, SqliteConnection};
 
 use super::{SqliteStore, now_us};
 use crate::domain::{Error, MessageId, Result};
@@ -61,17 +61,18 @@ struct Logged<'a> {
     sequenced_us: i64,
 }
 
-impl Publish<Sqlite> for SqliteStore {
+impl Publish for sqlx::Sqlite {
     /// The publishing transaction gives the offsets (see the module documentation).
     const OFFSETS_AT_PUBLISH: bool = true;
 
     /// Which of `ids` are already published: in the log, as nothing is ever pending.
     async fn known_topic_ids(
-        &self,
+        store: &SqliteStore,
         conn: &mut SqliteConnection,
         ids: &[MessageId],
     ) -> Result<HashSet<MessageId>> {
-        self.fetch_id_list(conn, KNOWN_IDS, ids)
+        store
+            .fetch_id_list(conn, KNOWN_IDS, ids)
             .await?
             .iter()
             .map(|row| row.id_at(0))
@@ -82,7 +83,7 @@ impl Publish<Sqlite> for SqliteStore {
     /// each partition's counter is advanced once for all its records (which take offsets in
     /// batch order), then the rows are inserted.
     async fn insert_pending(
-        &self,
+        store: &SqliteStore,
         conn: &mut SqliteConnection,
         batch: &PendingBatch<'_>,
     ) -> Result<()> {
@@ -96,7 +97,7 @@ impl Publish<Sqlite> for SqliteStore {
         // partition -> (next offset to give, sequencing time, publishing time)
         let mut next: BTreeMap<i32, (i64, i64, i64)> = BTreeMap::new();
         for (&partition, &(n, bytes)) in &by_partition {
-            let taken = sqlx::query(self.st.get(TAKE_OFFSETS))
+            let taken = sqlx::query(store.st.get(TAKE_OFFSETS))
                 .bind(n)
                 .bind(bytes)
                 .bind(topic_id)
@@ -128,23 +129,24 @@ impl Publish<Sqlite> for SqliteStore {
                 logged
             })
             .collect();
-        self.insert_values(conn, INSERT_LOG, LOG_ROW, LOG_PARAMS, &logged, |q, l| {
-            q.arg(topic_id)
-                .arg(l.row.partition)
-                .arg(l.offset)
-                .arg(l.row.id.bytes())
-                .arg(l.row.key)
-                .arg(l.row.headers.as_deref().map(str::as_bytes))
-                .arg(l.row.body)
-                .arg(l.published_us)
-                .arg(l.sequenced_us)
-        })
-        .await
+        store
+            .insert_values(conn, INSERT_LOG, LOG_ROW, LOG_PARAMS, &logged, |q, l| {
+                q.arg(topic_id)
+                    .arg(l.row.partition)
+                    .arg(l.offset)
+                    .arg(l.row.id.bytes())
+                    .arg(l.row.key)
+                    .arg(l.row.headers.as_deref().map(str::as_bytes))
+                    .arg(l.row.body)
+                    .arg(l.published_us)
+                    .arg(l.sequenced_us)
+            })
+            .await
     }
 
     /// Nothing waits for an offset: records have theirs from their publish.
     async fn sequence_step(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut SqliteConnection,
         _topic_id: i32,
         _partitions: &[i32],
@@ -155,7 +157,7 @@ impl Publish<Sqlite> for SqliteStore {
 
     /// Nothing waits for an offset.
     async fn pending_partitions(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut SqliteConnection,
         _topic_id: i32,
     ) -> Result<BTreeMap<i32, i64>> {
@@ -164,7 +166,7 @@ impl Publish<Sqlite> for SqliteStore {
 
     /// Nothing waits for an offset.
     async fn pending_by_id(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut SqliteConnection,
         _id: MessageId,
     ) -> Result<Option<(i32, i32)>> {
@@ -173,13 +175,13 @@ impl Publish<Sqlite> for SqliteStore {
 }
 
 /// None: SQLite runs in this process, so a publish pays no round trips to save.
-impl ScriptedPublish<sqlx::Sqlite> for SqliteStore {
+impl ScriptedPublish for sqlx::Sqlite {
     const PUBLISH_SCRIPTS: bool = false;
 
     type PublishScript = std::convert::Infallible;
 
     fn prepare_publish_script(
-        &self,
+        _store: &SqliteStore,
         _batch: &PendingBatch<'_>,
         _budget: usize,
     ) -> Result<Option<Self::PublishScript>> {
@@ -187,7 +189,7 @@ impl ScriptedPublish<sqlx::Sqlite> for SqliteStore {
     }
 
     async fn publish_script(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut sqlx::SqliteConnection,
         script: &Self::PublishScript,
     ) -> Result<bool> {

@@ -29,7 +29,7 @@ fn parse_version(version: &str) -> (u32, u32, u32) {
     )
 }
 
-impl Server<Sqlite> for SqliteStore {
+impl Server for sqlx::Sqlite {
     /// Take the write lock at once (see the module documentation).
     const BEGIN: &'static str = BEGIN_IMMEDIATE;
 
@@ -40,14 +40,6 @@ impl Server<Sqlite> for SqliteStore {
     const BEGIN_SNAPSHOT: &'static str = "BEGIN";
 
     const ONE_WRITER: bool = true;
-
-    fn new(prefix: &str) -> SqliteStore {
-        SqliteStore::with_prefix(prefix)
-    }
-
-    fn prefix(&self) -> &str {
-        self.st.prefix()
-    }
 
     async fn connect(url: &str, options: &ConnectOptions) -> Result<Pools<Sqlite>> {
         super::connect::pools(url, options).await
@@ -94,7 +86,7 @@ impl Server<Sqlite> for SqliteStore {
 
     /// Nothing to verify: SQLite has no row locks, and a write transaction (`BEGIN
     /// IMMEDIATE`) has the database to itself.
-    async fn verify_locking(&self, _pool: &SqlitePool) -> Result<()> {
+    async fn verify_locking(_store: &SqliteStore, _pool: &SqlitePool) -> Result<()> {
         Ok(())
     }
 
@@ -102,7 +94,7 @@ impl Server<Sqlite> for SqliteStore {
         STATEMENT_BUDGET
     }
 
-    async fn now_us(&self, conn: &mut SqliteConnection) -> Result<i64> {
+    async fn now_us(_store: &SqliteStore, conn: &mut SqliteConnection) -> Result<i64> {
         let row = sqlx::query(concat!("SELECT ", now_us!()))
             .fetch_one(&mut *conn)
             .await?;
@@ -111,7 +103,7 @@ impl Server<Sqlite> for SqliteStore {
 
     /// Never called: SQLite keeps no undo history ([`Server::UNDO_HISTORY`] is false).
     async fn history_list_length(
-        &self,
+        _store: &SqliteStore,
         _conn: &mut SqliteConnection,
         _server: &ServerInfo,
     ) -> Result<Option<u64>> {

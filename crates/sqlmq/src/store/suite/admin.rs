@@ -12,7 +12,6 @@ use crate::Client;
 use crate::domain::{Error, Message, MessageId};
 use crate::store::rows::{PurgeScope, QueueCounts};
 use crate::store::statements::MAX_LIST;
-use crate::store::{Admin, QueueSettle};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

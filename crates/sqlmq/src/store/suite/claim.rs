@@ -13,7 +13,6 @@ use super::{
 use crate::domain::{Message, time_from_micros};
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
-use crate::store::{Claim, Enqueue, Maintain, QueueSettle, Queues};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -119,13 +118,17 @@ async fn a_paused_queue_gives_nothing<B: SuiteBackend>() {
     assert!(claim(&client, q, 10, LONG).await.is_empty());
     let mut tx = client.begin().await.unwrap();
     assert!(
-        store
-            .claim_in(&mut tx, &request(q, 10, LONG))
+        <B as crate::store::Claim>::claim_in(store, &mut tx, &request(q, 10, LONG))
             .await
             .unwrap()
             .is_empty()
     );
-    assert!(store.take_in(&mut tx, q, 10).await.unwrap().is_empty());
+    assert!(
+        <B as crate::store::Claim>::take_in(store, &mut tx, q, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     tx.commit().await.unwrap();
     assert_eq!(ids_in(&db, "ready").await, ids(&msgs));
     assert_eq!(db.count("leases").await, 0);
@@ -148,9 +151,7 @@ async fn claims_stay_in_their_queue<B: SuiteBackend>() {
     assert!(claim(&client, i32::MAX, 10, LONG).await.is_empty());
     let mut tx = client.begin().await.unwrap();
     assert!(
-        client
-            .store()
-            .take_in(&mut tx, b, 10)
+        <B as crate::store::Claim>::take_in(client.store(), &mut tx, b, 10)
             .await
             .unwrap()
             .is_empty()
@@ -208,14 +209,18 @@ async fn claim_in_follows_the_transaction<B: SuiteBackend>() {
     put(&client, q, &msgs).await;
 
     let mut tx = client.begin().await.unwrap();
-    let got = store.claim_in(&mut tx, &request(q, 2, LONG)).await.unwrap();
+    let got = <B as crate::store::Claim>::claim_in(store, &mut tx, &request(q, 2, LONG))
+        .await
+        .unwrap();
     assert_eq!(delivered(&got), ids(&msgs[..2]));
     tx.rollback().await.unwrap();
     assert_eq!(ids_in(&db, "ready").await, ids(&msgs));
     assert_eq!(db.count("leases").await, 0);
 
     let mut tx = client.begin().await.unwrap();
-    let got = store.claim_in(&mut tx, &request(q, 2, LONG)).await.unwrap();
+    let got = <B as crate::store::Claim>::claim_in(store, &mut tx, &request(q, 2, LONG))
+        .await
+        .unwrap();
     assert_eq!(delivered(&got), ids(&msgs[..2]));
     assert_eq!(got[0].token, 1, "the rolled-back claim handed nothing out");
     tx.commit().await.unwrap();
@@ -239,14 +244,18 @@ async fn take_in_removes_in_claim_order<B: SuiteBackend>() {
     put(&client, q, &msgs).await;
 
     let mut tx = client.begin().await.unwrap();
-    let taken = store.take_in(&mut tx, q, 2).await.unwrap();
+    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 2)
+        .await
+        .unwrap();
     assert_eq!(delivered(&taken), [msgs[2].id(), msgs[1].id()]);
     tx.rollback().await.unwrap();
     assert_eq!(db.count("messages").await, 4);
     assert_eq!(db.count("ready").await, 3);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = store.take_in(&mut tx, q, 2).await.unwrap();
+    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 2)
+        .await
+        .unwrap();
     assert_eq!(delivered(&taken), [msgs[2].id(), msgs[1].id()]);
     assert_eq!(taken[0].ordering_key.as_deref(), Some("k"));
     assert_eq!(
@@ -267,9 +276,16 @@ async fn take_in_removes_in_claim_order<B: SuiteBackend>() {
     assert_eq!(db.count("leases").await, 0);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = store.take_in(&mut tx, q, 100).await.unwrap();
+    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 100)
+        .await
+        .unwrap();
     assert_eq!(delivered(&taken), [msgs[3].id(), msgs[0].id()]);
-    assert!(store.take_in(&mut tx, q, 100).await.unwrap().is_empty());
+    assert!(
+        <B as crate::store::Claim>::take_in(store, &mut tx, q, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     tx.commit().await.unwrap();
     assert_eq!(db.count("messages").await, 0);
     assert_eq!(db.count("key_heads").await, 0);
@@ -291,7 +307,9 @@ async fn the_largest_claim_and_take<B: SuiteBackend>() {
     assert_eq!(db.count("leases").await, MANY as i64);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = store.take_in(&mut tx, b, MANY + 10).await.unwrap();
+    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, b, MANY + 10)
+        .await
+        .unwrap();
     assert_eq!(delivered(&taken), ids(&mb));
     tx.commit().await.unwrap();
     assert_eq!(db.count("ready").await, 0);
@@ -312,8 +330,7 @@ async fn the_longest_lease<B: SuiteBackend>() {
     assert!(ends >= time_from_micros(before) + MAX_DATE_SPAN);
     assert!(ends <= SystemTime::now() + MAX_DATE_SPAN + Duration::from_secs(60));
     let mut tx = client.begin().await.unwrap();
-    let got = store
-        .claim_in(&mut tx, &request(q, 1, Duration::MAX))
+    let got = <B as crate::store::Claim>::claim_in(store, &mut tx, &request(q, 1, Duration::MAX))
         .await
         .unwrap();
     assert_eq!(got.len(), 1);

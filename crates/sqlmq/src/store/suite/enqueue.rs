@@ -13,7 +13,6 @@ use super::{
 use crate::domain::{Message, MessageId, micros_of};
 use crate::store::rows::{Keyed, MessageRow, SendBatch};
 use crate::store::statements::MAX_LIST;
-use crate::store::{Enqueue, Maintain, ScriptedSend};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -555,8 +554,7 @@ async fn scripted_send<B: SuiteBackend>() {
         vec![Message::new("d").delay(Duration::from_millis(1))],
     ] {
         assert!(
-            store
-                .prepare_send_script(&batch(q, &unfit))
+            <B as crate::store::ScriptedSend>::prepare_send_script(store, &batch(q, &unfit))
                 .unwrap()
                 .is_none()
         );
@@ -565,13 +563,17 @@ async fn scripted_send<B: SuiteBackend>() {
         Message::new("it's; DROP TABLE x; --").priority(3),
         Message::new(vec![0u8, b'\'', b'\\', 255]).header("h", "v\"\n"),
     ];
-    let Some(script) = store.prepare_send_script(&batch(q, &msgs)).unwrap() else {
+    let Some(script) =
+        <B as crate::store::ScriptedSend>::prepare_send_script(store, &batch(q, &msgs)).unwrap()
+    else {
         // This backend has no such path: the engine sends in a transaction.
         db.drop().await;
         return;
     };
     let mut conn = client.pool().acquire().await.unwrap();
-    store.send_script(&mut conn, &script).await.unwrap();
+    <B as crate::store::ScriptedSend>::send_script(store, &mut conn, &script)
+        .await
+        .unwrap();
     drop(conn);
     assert_eq!(ids_in(&db, "ready").await, sorted(ids(&msgs)));
     let got = super::claim(&client, q, 10, super::LONG).await;
@@ -588,12 +590,13 @@ async fn scripted_send<B: SuiteBackend>() {
         Message::new("new"),
         Message::new("dup").with_id(msgs[0].id()),
     ];
-    let script = store
-        .prepare_send_script(&batch(q, &again))
+    let script = <B as crate::store::ScriptedSend>::prepare_send_script(store, &batch(q, &again))
         .unwrap()
         .unwrap();
     let mut conn = client.pool().acquire().await.unwrap();
-    let err = store.send_script(&mut conn, &script).await.unwrap_err();
+    let err = <B as crate::store::ScriptedSend>::send_script(store, &mut conn, &script)
+        .await
+        .unwrap_err();
     assert!(err.is_duplicate_key(), "{err}");
     let stored = store
         .stored_messages(&mut conn, &ids(&again))

@@ -16,7 +16,6 @@ use crate::Client;
 use crate::domain::{Delivery, GroupConfig, MessageId};
 use crate::store::rows::{Cursor, CursorScan, DueRetry, LoggedRow, RangeRemoval};
 use crate::store::statements::MAX_LIST;
-use crate::store::{GroupClaim, Groups, Retention};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

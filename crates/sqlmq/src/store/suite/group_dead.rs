@@ -14,7 +14,6 @@ use crate::Client;
 use crate::domain::{GroupConfig, MessageId, Released, Settlement, json_time_of};
 use crate::store::rows::RangeRemoval;
 use crate::store::statements::MAX_LIST;
-use crate::store::{GroupClaim, GroupDead, GroupSettle, Retention};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

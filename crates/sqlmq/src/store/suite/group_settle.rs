@@ -17,7 +17,6 @@ use crate::domain::{
 };
 use crate::store::rows::{HistoryState, RecordRows};
 use crate::store::statements::MAX_LIST;
-use crate::store::{GroupDead, GroupSettle};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

@@ -12,7 +12,6 @@ use super::{
 use crate::Client;
 use crate::domain::{GroupConfig, MessageId, Receipt, json_time_of};
 use crate::store::rows::{GroupTable, HistoryState, PartitionCounts, RangeRemoval};
-use crate::store::{GroupSettle, GroupState, Groups, Retention};
 
 /// `by_partition` of one table (on a reader).
 async fn counts<B: SuiteBackend>(client: &Client<B>, table: GroupTable, g: i32) -> PartitionCounts {

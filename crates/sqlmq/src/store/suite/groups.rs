@@ -12,7 +12,6 @@ use crate::Client;
 use crate::domain::{Backoff, GroupConfig, GroupMode, MessageId, TopicConfig};
 use crate::store::rows::MemberDeadRow;
 use crate::store::statements::MAX_LIST;
-use crate::store::{Groups, MemberDead, Stream, Topics};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

@@ -10,7 +10,6 @@ use super::{
 use crate::Client;
 use crate::domain::{Message, MessageId};
 use crate::store::statements::MAX_LIST;
-use crate::store::{Enqueue, Maintain};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;

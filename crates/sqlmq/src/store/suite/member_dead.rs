@@ -8,7 +8,6 @@ use crate::Client;
 use crate::domain::{AttemptError, DeadLetter, MessageId, TopicConfig, encode_errors};
 use crate::store::rows::{MemberDeadRow, PendingBatch, PendingRow, RangeRemoval};
 use crate::store::statements::MAX_LIST;
-use crate::store::{MemberDead, Publish, Retention, Topics};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -51,10 +50,14 @@ async fn topic_with_two<B: SuiteBackend>(client: &Client<B>) -> (i32, [MessageId
         topic_id: t,
         rows: &rows,
     };
-    store.insert_pending(&mut tx, &batch).await.unwrap();
+    <B as crate::store::Publish>::insert_pending(store, &mut tx, &batch)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let mut tx = client.begin().await.unwrap();
-    store.sequence_step(&mut tx, t, &[0], 10).await.unwrap();
+    <B as crate::store::Publish>::sequence_step(store, &mut tx, t, &[0], 10)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     (t, ids)
 }

@@ -58,13 +58,11 @@ use crate::domain::{
     Decide, Delivery, GroupConfig, Message, MessageId, NackOutcome, QueueConfig, Receipt,
     Settlement, StartAt, TopicConfig, time_from_micros,
 };
+use crate::store::Backend;
 use crate::store::rows::{
     ClaimRequest, Entry, Keyed, MessageRow, NewGroupLeases, PendingBatch, PendingRow, RecordRows,
 };
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
-use crate::store::{
-    Backend, Claim, Enqueue, GroupClaim, GroupSettle, GroupState, Publish, Queues, Server,
-};
 use crate::topic::claim::GroupClaimRequest;
 
 /// A backend the suite runs on: sqlmq's, with the test kit's throwaway databases.
@@ -198,9 +196,7 @@ pub(crate) async fn claim_as<B: SuiteBackend>(
         lease,
         owner,
     };
-    client
-        .store()
-        .claim(&mut conn, &request, "suite.claim")
+    <B as crate::store::Claim>::claim(client.store(), &mut conn, &request, "suite.claim")
         .await
         .unwrap()
 }
@@ -298,13 +294,13 @@ pub(crate) async fn now_us<B: SuiteBackend>(client: &Client<B>) -> i64 {
 
 /// Whether backend `B` gives offsets at publish (nothing is ever pending there).
 pub(crate) fn offsets_at_publish<B: SuiteBackend>() -> bool {
-    <<B as Backend>::Store as Publish<B>>::OFFSETS_AT_PUBLISH
+    <B as crate::store::Publish>::OFFSETS_AT_PUBLISH
 }
 
 /// Whether backend `B` admits one write transaction at a time (no claim ever finds a cursor
 /// another claim holds there).
 pub(crate) fn one_writer<B: SuiteBackend>() -> bool {
-    <<B as Backend>::Store as Server<B>>::ONE_WRITER
+    <B as crate::store::Server>::ONE_WRITER
 }
 
 /// A topic `name` of `partitions` (strict order or not) with a cluster group "g" of `config`
@@ -364,7 +360,9 @@ pub(crate) async fn log_records<B: SuiteBackend>(
             topic_id,
             rows: &rows[start..end],
         };
-        store.insert_pending(&mut tx, &batch).await.unwrap();
+        <B as crate::store::Publish>::insert_pending(store, &mut tx, &batch)
+            .await
+            .unwrap();
         start = end;
     }
     tx.commit().await.unwrap();
@@ -374,10 +372,15 @@ pub(crate) async fn log_records<B: SuiteBackend>(
     for p in partitions {
         loop {
             let mut tx = client.begin().await.unwrap();
-            let n = store
-                .sequence_step(&mut tx, topic_id, &[p], MAX_LIST)
-                .await
-                .unwrap();
+            let n = <B as crate::store::Publish>::sequence_step(
+                store,
+                &mut tx,
+                topic_id,
+                &[p],
+                MAX_LIST,
+            )
+            .await
+            .unwrap();
             tx.commit().await.unwrap();
             if n == 0 {
                 break;

@@ -12,7 +12,6 @@ use crate::Client;
 use crate::domain::{GroupConfig, Message, MessageId, QueueConfig, TopicConfig};
 use crate::store::rows::{GroupSignal, PendingBatch, PendingRow, QueueSignal};
 use crate::store::statements::MAX_LIST;
-use crate::store::{Groups, Probe, Publish, Queues, Topics};
 
 /// The signals of `ids`, by queue (each queue answered once), their names left out (see
 /// `names_say_what_holds_each_id`).
@@ -336,17 +335,16 @@ async fn the_group_flags<B: SuiteBackend>() {
         body,
     };
     let mut tx = client.begin().await.unwrap();
-    client
-        .store()
-        .insert_pending(
-            &mut tx,
-            &PendingBatch {
-                topic_id: plain,
-                rows: std::slice::from_ref(&row),
-            },
-        )
-        .await
-        .unwrap();
+    <B as crate::store::Publish>::insert_pending(
+        client.store(),
+        &mut tx,
+        &PendingBatch {
+            topic_id: plain,
+            rows: std::slice::from_ref(&row),
+        },
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let idle = ids["idle"];
     let pending = !offsets_at_publish::<B>();

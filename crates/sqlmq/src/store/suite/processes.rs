@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use super::{SuiteBackend, fixture};
-use crate::store::Processes;
 use crate::store::rows::ProcessRegistration;
 
 fn registration<'a>(id: &'a str, silence: Duration) -> ProcessRegistration<'a> {

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use super::{SuiteBackend, fixture};
 use crate::domain::{Backoff, MAX_NAME_LEN, QueueConfig};
-use crate::store::Queues;
 
 /// A configuration far from the default, at the edges the engine accepts.
 fn edge_config() -> QueueConfig {

@@ -8,16 +8,16 @@ use sqlmq_testkit::TestDb;
 use super::{SuiteBackend, fixture, messages, put, queue};
 use crate::Client;
 use crate::domain::GrantRole;
-use crate::store::{Backend, Queues, Schema, Server};
+use crate::store::SqlStore;
 
 /// The migrations of backend `B`.
 fn migrations<B: SuiteBackend>() -> &'static [crate::store::rows::Migration] {
-    <<B as Backend>::Store as Schema<B>>::migrations()
+    SqlStore::<B>::migrations()
 }
 
 /// The schema version this build writes.
 fn latest<B: SuiteBackend>() -> i64 {
-    <<B as Backend>::Store as Schema<B>>::latest_version()
+    SqlStore::<B>::latest_version()
 }
 
 /// A client as the database's admin (DDL allowed).
@@ -90,7 +90,7 @@ async fn reapplying_is_harmless<B: SuiteBackend>() {
         store.apply_migration(&mut conn, m).await.unwrap();
     }
     drop(conn);
-    if <<B as Backend>::Store as Schema<B>>::DDL_IN_TRANSACTION {
+    if SqlStore::<B>::DDL_IN_TRANSACTION {
         let mut tx = admin.begin().await.unwrap();
         for m in migrations::<B>() {
             store.apply_migration(&mut tx, m).await.unwrap();
@@ -205,14 +205,24 @@ async fn grants_by_role<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let mut conn = client.pool().acquire().await.unwrap();
     let store = client.store();
-    let runtime = store
-        .grants(&mut conn, GrantRole::Runtime, "app", "%")
-        .await
-        .unwrap();
-    let migration = store
-        .grants(&mut conn, GrantRole::Migration, "app", "%")
-        .await
-        .unwrap();
+    let runtime = <B as crate::store::body::Dialect>::grants(
+        store,
+        &mut conn,
+        GrantRole::Runtime,
+        "app",
+        "%",
+    )
+    .await
+    .unwrap();
+    let migration = <B as crate::store::body::Dialect>::grants(
+        store,
+        &mut conn,
+        GrantRole::Migration,
+        "app",
+        "%",
+    )
+    .await
+    .unwrap();
     drop(conn);
     for g in runtime.iter().chain(&migration) {
         assert!(g.starts_with("GRANT ") && g.contains("'app'@'%'"), "{g}");
@@ -252,7 +262,9 @@ async fn the_database_clock<B: SuiteBackend>() {
     let mut last = 0;
     for pool in [client.pool(), client.reader(), client.pool()] {
         let mut conn = pool.acquire().await.unwrap();
-        let now = client.store().now_us(&mut conn).await.unwrap();
+        let now = <B as crate::store::Server>::now_us(client.store(), &mut conn)
+            .await
+            .unwrap();
         assert!((now - machine()).abs() < near, "{now} vs {}", machine());
         assert!(now >= last, "{now} < {last}");
         last = now;

@@ -6,11 +6,12 @@ use sqlx::Connection;
 
 use super::{SuiteBackend, fixture};
 use crate::domain::{Error, ServerInfo};
+use crate::store::Backend;
+use crate::store::SqlStore;
 use crate::store::rows::ConnectOptions;
-use crate::store::{Backend, Server};
 
 /// The store type of backend `B`.
-type StoreOf<B> = <B as Backend>::Store;
+type StoreOf<B> = SqlStore<B>;
 
 fn options() -> ConnectOptions {
     ConnectOptions {
@@ -24,13 +25,17 @@ fn options() -> ConnectOptions {
 /// `InvalidArgument`, before any connection is tried.
 async fn connect_and_refuse_other_schemes<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
-    let pools = StoreOf::<B>::connect(&db.url, &options()).await.unwrap();
+    let pools = <B as crate::store::Server>::connect(&db.url, &options())
+        .await
+        .unwrap();
     let mut conn = pools.read.acquire().await.unwrap();
-    let now = client.store().now_us(&mut conn).await.unwrap();
+    let now = <B as crate::store::Server>::now_us(client.store(), &mut conn)
+        .await
+        .unwrap();
     assert!(now > 0);
     drop(conn);
     let other = "postgres://localhost/x";
-    match StoreOf::<B>::connect(other, &options()).await {
+    match <B as crate::store::Server>::connect(other, &options()).await {
         Err(Error::InvalidArgument(_)) => {}
         Err(e) => panic!("{other}: {e}"),
         Ok(_) => panic!("{other} was taken for a {} URL", <B as Backend>::SCHEME),
@@ -46,13 +51,15 @@ async fn connect_and_refuse_other_schemes<B: SuiteBackend>() {
 async fn detect_budget_and_adopt<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let mut conn = B::Connection::connect(&db.url).await.unwrap();
-    let info: ServerInfo = StoreOf::<B>::detect(&mut conn).await.unwrap();
+    let info: ServerInfo = <B as crate::store::Server>::detect(&mut conn)
+        .await
+        .unwrap();
     assert!(!info.version.is_empty());
-    let budget = StoreOf::<B>::statement_budget(&info);
+    let budget = <B as crate::store::Server>::statement_budget(&info);
     assert!(budget >= 64 * 1024, "budget {budget}");
     assert!((budget as u64) <= info.max_allowed_packet, "{info:?}");
     conn.close().await.unwrap();
-    StoreOf::<B>::adopt(client.pool());
+    <B as crate::store::Server>::adopt(client.pool());
     db.drop().await;
 }
 
@@ -60,16 +67,20 @@ async fn detect_budget_and_adopt<B: SuiteBackend>() {
 async fn verify_locking_passes<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let store = client.store();
-    store.verify_locking(client.pool()).await.unwrap();
-    store.verify_locking(client.pool()).await.unwrap();
+    <B as crate::store::Server>::verify_locking(store, client.pool())
+        .await
+        .unwrap();
+    <B as crate::store::Server>::verify_locking(store, client.pool())
+        .await
+        .unwrap();
     db.drop().await;
 }
 
 /// A store keeps the table prefix it was made with; statements of two prefixes are texts of
 /// their own.
 async fn prefixes_are_kept<B: SuiteBackend>() {
-    let a = StoreOf::<B>::new("app_");
-    let b = StoreOf::<B>::new("");
+    let a = StoreOf::<B>::with_prefix("app_");
+    let b = StoreOf::<B>::with_prefix("");
     assert_eq!(a.prefix(), "app_");
     assert_eq!(b.prefix(), "");
 }
@@ -80,12 +91,14 @@ async fn prefixes_are_kept<B: SuiteBackend>() {
 /// without asking.
 async fn history_list_length_where_there_is_one<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
-    if <StoreOf<B> as Server<B>>::UNDO_HISTORY {
+    if <B as crate::store::Server>::UNDO_HISTORY {
         let mut conn = client.pool().acquire().await.unwrap();
-        let read = client
-            .store()
-            .history_list_length(&mut conn, client.server())
-            .await;
+        let read = <B as crate::store::Server>::history_list_length(
+            client.store(),
+            &mut conn,
+            client.server(),
+        )
+        .await;
         match read {
             Ok(Some(_)) | Err(Error::PermissionDenied { .. }) => {}
             other => panic!("{other:?}"),

@@ -16,7 +16,6 @@ use crate::domain::{
     parse_errors,
 };
 use crate::store::statements::MAX_LIST;
-use crate::store::{DeadLetters, Enqueue, Maintain, QueueSettle};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -140,11 +139,16 @@ async fn an_ended_lease_cannot_be_acked<B: SuiteBackend>() {
     assert_eq!(ack(&client, q, &[d.receipt()]).await, [d.receipt()]);
     let mut conn = client.pool().acquire().await.unwrap();
     let own = Mutex::new(Vec::new());
-    let lost = client
-        .store()
-        .ack_queue_own(&mut conn, q, &[d.receipt()], &own, "suite.ack_own")
-        .await
-        .unwrap();
+    let lost = <B as crate::store::body::Dialect>::ack_queue_own(
+        client.store(),
+        &mut conn,
+        q,
+        &[d.receipt()],
+        &own,
+        "suite.ack_own",
+    )
+    .await
+    .unwrap();
     assert_eq!(lost, [d.receipt()]);
     assert!(own.lock().unwrap().is_empty());
     drop(conn);
@@ -176,16 +180,28 @@ async fn ack_in_own_transaction<B: SuiteBackend>() {
     let mut conn = client.pool().acquire().await.unwrap();
     let store = client.store();
     assert!(
-        store
-            .ack_queue_own(&mut conn, q, &[], &Mutex::new(Vec::new()), "suite.ack_own")
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let lost = store
-        .ack_queue_own(&mut conn, q, &sent, &acked, "suite.ack_own")
+        <B as crate::store::body::Dialect>::ack_queue_own(
+            store,
+            &mut conn,
+            q,
+            &[],
+            &Mutex::new(Vec::new()),
+            "suite.ack_own"
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .is_empty()
+    );
+    let lost = <B as crate::store::body::Dialect>::ack_queue_own(
+        store,
+        &mut conn,
+        q,
+        &sent,
+        &acked,
+        "suite.ack_own",
+    )
+    .await
+    .unwrap();
     drop(conn);
     assert_eq!(lost, [unknown]);
     assert_eq!(
@@ -224,11 +240,16 @@ async fn ack_own_fills_its_mutex_before_committing<B: SuiteBackend>() {
         let sent = [d[0].receipt(), stale];
         async move {
             let mut conn = client.pool().acquire().await.unwrap();
-            client
-                .store()
-                .ack_queue_own(&mut conn, q, &sent, &acked, op)
-                .await
-                .unwrap()
+            <B as crate::store::body::Dialect>::ack_queue_own(
+                client.store(),
+                &mut conn,
+                q,
+                &sent,
+                &acked,
+                op,
+            )
+            .await
+            .unwrap()
         }
     });
     held.reached().await;
@@ -308,11 +329,16 @@ async fn the_largest_ack<B: SuiteBackend>() {
     assert!(ack(&client, a, &receipts(&da)).await.is_empty());
     let acked = Mutex::new(Vec::new());
     let mut conn = client.pool().acquire().await.unwrap();
-    let lost = client
-        .store()
-        .ack_queue_own(&mut conn, b, &receipts(&db_), &acked, "suite.ack_own")
-        .await
-        .unwrap();
+    let lost = <B as crate::store::body::Dialect>::ack_queue_own(
+        client.store(),
+        &mut conn,
+        b,
+        &receipts(&db_),
+        &acked,
+        "suite.ack_own",
+    )
+    .await
+    .unwrap();
     drop(conn);
     assert!(lost.is_empty());
     assert_eq!(*acked.lock().unwrap(), receipts(&db_));

@@ -13,9 +13,6 @@ use crate::Client;
 use crate::domain::{GroupConfig, MessageId, StartAt, TopicConfig, time_from_micros};
 use crate::store::rows::{PartitionRow, PendingBatch, PendingRow, RangeRemoval};
 use crate::store::statements::{MAX_LIST, run_within};
-use crate::store::{
-    Backend, GroupState, Groups, Publish, Retention, ScriptedPublish, Stream, Topics,
-};
 
 /// More than one statement's worth of list elements.
 const MANY: usize = MAX_LIST + 476;
@@ -25,7 +22,7 @@ const ROOMY: usize = 1 << 24;
 
 /// Whether backend `B` gives offsets at publish.
 fn offsets_at_publish<B: SuiteBackend>() -> bool {
-    <<B as Backend>::Store as Publish<B>>::OFFSETS_AT_PUBLISH
+    <B as crate::store::Publish>::OFFSETS_AT_PUBLISH
 }
 
 /// A record to publish: partition, key, headers (JSON), body.
@@ -75,9 +72,7 @@ async fn publish<B: SuiteBackend>(
             topic_id,
             rows: &rows[start..end],
         };
-        client
-            .store()
-            .insert_pending(&mut tx, &batch)
+        <B as crate::store::Publish>::insert_pending(client.store(), &mut tx, &batch)
             .await
             .unwrap();
         start = end;
@@ -98,11 +93,15 @@ async fn sequence_all<B: SuiteBackend>(
     for p in 0..partitions {
         loop {
             let mut tx = client.begin().await.unwrap();
-            let n = client
-                .store()
-                .sequence_step(&mut tx, topic_id, &[p], limit)
-                .await
-                .unwrap();
+            let n = <B as crate::store::Publish>::sequence_step(
+                client.store(),
+                &mut tx,
+                topic_id,
+                &[p],
+                limit,
+            )
+            .await
+            .unwrap();
             tx.commit().await.unwrap();
             assert!(n <= limit, "{n} > {limit}");
             if n == 0 {
@@ -346,8 +345,7 @@ async fn publish_then_sequence<B: SuiteBackend>() {
     let t = topic(&client, "t", 2).await;
     let mut conn = client.pool().acquire().await.unwrap();
     assert!(
-        store
-            .known_topic_ids(&mut conn, &[])
+        <B as crate::store::Publish>::known_topic_ids(store, &mut conn, &[])
             .await
             .unwrap()
             .is_empty()
@@ -369,10 +367,16 @@ async fn publish_then_sequence<B: SuiteBackend>() {
     let mut asked = ids.clone();
     asked.push(unknown);
     let mut conn = client.pool().acquire().await.unwrap();
-    let known = store.known_topic_ids(&mut conn, &asked).await.unwrap();
+    let known = <B as crate::store::Publish>::known_topic_ids(store, &mut conn, &asked)
+        .await
+        .unwrap();
     assert_eq!(known, ids.iter().copied().collect::<HashSet<_>>());
-    let pending = store.pending_partitions(&mut conn, t).await.unwrap();
-    let by_id = store.pending_by_id(&mut conn, ids[2]).await.unwrap();
+    let pending = <B as crate::store::Publish>::pending_partitions(store, &mut conn, t)
+        .await
+        .unwrap();
+    let by_id = <B as crate::store::Publish>::pending_by_id(store, &mut conn, ids[2])
+        .await
+        .unwrap();
     drop(conn);
     if offsets_at_publish::<B>() {
         assert!(pending.is_empty());
@@ -390,22 +394,40 @@ async fn publish_then_sequence<B: SuiteBackend>() {
     }
     let mut conn = client.pool().acquire().await.unwrap();
     assert!(
-        store
-            .pending_partitions(&mut conn, t)
+        <B as crate::store::Publish>::pending_partitions(store, &mut conn, t)
             .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.pending_by_id(&mut conn, ids[0]).await.unwrap(), None);
-    assert_eq!(store.pending_by_id(&mut conn, unknown).await.unwrap(), None);
+    assert_eq!(
+        <B as crate::store::Publish>::pending_by_id(store, &mut conn, ids[0])
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        <B as crate::store::Publish>::pending_by_id(store, &mut conn, unknown)
+            .await
+            .unwrap(),
+        None
+    );
     drop(conn);
     let mut tx = client.begin().await.unwrap();
     // Nothing to do on an empty partition, nor on one that does not exist.
-    assert_eq!(store.sequence_step(&mut tx, t, &[1], 10).await.unwrap(), 0);
-    assert_eq!(store.sequence_step(&mut tx, t, &[7], 10).await.unwrap(), 0);
     assert_eq!(
-        store
-            .sequence_step(&mut tx, i32::MAX, &[0], 10)
+        <B as crate::store::Publish>::sequence_step(store, &mut tx, t, &[1], 10)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        <B as crate::store::Publish>::sequence_step(store, &mut tx, t, &[7], 10)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        <B as crate::store::Publish>::sequence_step(store, &mut tx, i32::MAX, &[0], 10)
             .await
             .unwrap(),
         0
@@ -438,9 +460,7 @@ async fn publish_many<B: SuiteBackend>() {
     let mut ids = publish(&client, t, &recs, ROOMY).await;
     ids.extend(publish(&client, t, &recs[..20], 1).await);
     let mut conn = client.pool().acquire().await.unwrap();
-    let known = client
-        .store()
-        .known_topic_ids(&mut conn, &ids)
+    let known = <B as crate::store::Publish>::known_topic_ids(client.store(), &mut conn, &ids)
         .await
         .unwrap();
     drop(conn);
@@ -906,8 +926,7 @@ async fn scripted_publish<B: SuiteBackend>() {
         rows: &[],
     };
     assert!(
-        store
-            .prepare_publish_script(&empty, ROOMY)
+        <B as crate::store::ScriptedPublish>::prepare_publish_script(store, &empty, ROOMY)
             .unwrap()
             .is_none()
     );
@@ -920,27 +939,36 @@ async fn scripted_publish<B: SuiteBackend>() {
         topic_id: t,
         rows: &rows,
     };
-    let Some(script) = store.prepare_publish_script(&batch, ROOMY).unwrap() else {
+    let Some(script) =
+        <B as crate::store::ScriptedPublish>::prepare_publish_script(store, &batch, ROOMY).unwrap()
+    else {
         // This backend has no such path: the engine publishes in a transaction.
         db.drop().await;
         return;
     };
     let mut conn = client.pool().acquire().await.unwrap();
-    assert!(store.publish_script(&mut conn, &script).await.unwrap());
+    assert!(
+        <B as crate::store::ScriptedPublish>::publish_script(store, &mut conn, &script)
+            .await
+            .unwrap()
+    );
     let again = vec![row(c, 0, b"new"), row(a, 0, b"resent")];
     let resend = PendingBatch {
         topic_id: t,
         rows: &again,
     };
-    let resend = store
-        .prepare_publish_script(&resend, ROOMY)
-        .unwrap()
-        .unwrap();
+    let resend =
+        <B as crate::store::ScriptedPublish>::prepare_publish_script(store, &resend, ROOMY)
+            .unwrap()
+            .unwrap();
     // `a` is pending: nothing is written, and the connection is usable.
-    assert!(!store.publish_script(&mut conn, &resend).await.unwrap());
     assert!(
-        store
-            .known_topic_ids(&mut conn, &[c])
+        !<B as crate::store::ScriptedPublish>::publish_script(store, &mut conn, &resend)
+            .await
+            .unwrap()
+    );
+    assert!(
+        <B as crate::store::Publish>::known_topic_ids(store, &mut conn, &[c])
             .await
             .unwrap()
             .is_empty()
@@ -949,10 +977,13 @@ async fn scripted_publish<B: SuiteBackend>() {
     assert_eq!(sequence_all(&client, t, 2, 10).await, [1, 1]);
     // `a` is in the log: still nothing.
     let mut conn = client.pool().acquire().await.unwrap();
-    assert!(!store.publish_script(&mut conn, &resend).await.unwrap());
     assert!(
-        store
-            .known_topic_ids(&mut conn, &[c])
+        !<B as crate::store::ScriptedPublish>::publish_script(store, &mut conn, &resend)
+            .await
+            .unwrap()
+    );
+    assert!(
+        <B as crate::store::Publish>::known_topic_ids(store, &mut conn, &[c])
             .await
             .unwrap()
             .is_empty()
@@ -990,16 +1021,15 @@ async fn sequence_several_partitions_at_once<B: SuiteBackend>() {
     )
     .await;
     let mut tx = client.begin().await.unwrap();
-    let first = store
-        .sequence_step(&mut tx, t, &[0, 1, 2, 3, 9], 3)
+    let first = <B as crate::store::Publish>::sequence_step(store, &mut tx, t, &[0, 1, 2, 3, 9], 3)
         .await
         .unwrap();
     tx.commit().await.unwrap();
     let mut tx = client.begin().await.unwrap();
-    let second = store
-        .sequence_step(&mut tx, t, &[0, 1, 2, 3, 9], 10)
-        .await
-        .unwrap();
+    let second =
+        <B as crate::store::Publish>::sequence_step(store, &mut tx, t, &[0, 1, 2, 3, 9], 10)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     if offsets_at_publish::<B>() {
         assert_eq!((first, second), (0, 0));
