@@ -18,7 +18,7 @@ use crate::telemetry::catalogue::{self, Metric};
 use crate::tx;
 
 /// A queue or a cluster group, by id: what a consumer settles (the store has a statement
-/// set for each, `QueueSettle` and `GroupSettle`).
+/// set for each, `body/settle.rs` and `body/group_settle.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum SourceId {
     /// A queue, by id.

@@ -1,4 +1,4 @@
-//! `Browse`: a queue's messages looked at by state, one index range per page.
+//! A queue's messages looked at by state, one index range per page.
 
 use super::slots::split_key;
 use super::{Columns, SqlStore, Statement};

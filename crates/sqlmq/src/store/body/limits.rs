@@ -1,4 +1,4 @@
-//! `Limits`: a limited queue's gate — its limits row locked, its leases counted, its recent
+//! A limited queue's gate — its limits row locked, its leases counted, its recent
 //! deliveries counted and recorded. Only the gate's read differs by backend ([`LimitSql`]: the
 //! lock, the clock).
 

@@ -1,4 +1,4 @@
-//! `Schedules`: recurring schedules' rows. Every time is bound (µs of the database clock, read
+//! Recurring schedules' rows. Every time is bound (µs of the database clock, read
 //! by the engine), so the statements are the same on every backend but two: the insert that
 //! leaves an existing row alone, and the read that locks a row.
 

@@ -1,4 +1,4 @@
-//! `Admin`: counts, the age of the oldest ready message, cancel, purge, key repair.
+//! `store/body/admin.rs`: counts, the age of the oldest ready message, cancel, purge, key repair.
 
 use std::collections::HashMap;
 

@@ -1,4 +1,4 @@
-//! `DeadLetters`: listing a queue's dead letters and putting them back.
+//! `store/body/dead.rs`: listing a queue's dead letters and putting them back.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

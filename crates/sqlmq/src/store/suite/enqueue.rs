@@ -1,4 +1,4 @@
-//! `Enqueue`: idempotency keys, message rows, and putting messages in line (`ready`,
+//! `store/body/enqueue.rs`: idempotency keys, message rows, and putting messages in line (`ready`,
 //! `scheduled`, behind their ordering key); `ScriptedSend`, the one-round-trip send.
 
 use std::collections::{HashMap, HashSet};

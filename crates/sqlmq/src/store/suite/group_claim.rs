@@ -1,4 +1,4 @@
-//! `GroupClaim`: the reads and writes of a cluster group's claim — due retries, what is in
+//! `store/body/group_claim.rs`: the reads and writes of a cluster group's claim — due retries, what is in
 //! flight, records by position and by range, the cursor walk (`lock_cursors`, `busy_cursor`,
 //! `wait_cursor`), occupied partitions, past tokens, lease rows.
 //!

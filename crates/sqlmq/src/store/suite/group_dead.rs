@@ -1,4 +1,4 @@
-//! `GroupDead`: a cluster group's dead letters (list, redrive, oldest, delete), its waiting
+//! `store/body/group_dead.rs`: a cluster group's dead letters (list, redrive, oldest, delete), its waiting
 //! retries (list, retry now), and replays of offset ranges.
 
 use std::collections::BTreeMap;

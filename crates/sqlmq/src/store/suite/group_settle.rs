@@ -1,4 +1,4 @@
-//! `GroupSettle`: ack (in the caller's transaction and in one of its own), the resolver of an
+//! `store/body/group_settle.rs`: ack (in the caller's transaction and in one of its own), the resolver of an
 //! unknown COMMIT, fail on the retry ladder, extend, the releases of expired and owned leases,
 //! and the history each settlement appends to (the last `GROUP_EVENTS_KEPT` events kept).
 

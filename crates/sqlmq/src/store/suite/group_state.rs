@@ -1,4 +1,4 @@
-//! `GroupState`: what lag (counts per partition, ages), trace (one record's rows in each
+//! `store/body/group_state.rs`: what lag (counts per partition, ages), trace (one record's rows in each
 //! state), consume-timeout alerts (leases held too long) and liveness (the groups an owner holds
 //! leases in) read.
 

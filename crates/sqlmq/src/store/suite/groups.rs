@@ -1,4 +1,4 @@
-//! `Groups`: group rows (create or update, find, list), cursors, deleting a group step by step.
+//! `store/body/groups.rs`: group rows (create or update, find, list), cursors, deleting a group step by step.
 
 use std::time::Duration;
 

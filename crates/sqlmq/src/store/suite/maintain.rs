@@ -1,4 +1,4 @@
-//! `Maintain`: due messages into `ready`, the probes of due messages and ended leases, and
+//! `store/body/maintain.rs`: due messages into `ready`, the probes of due messages and ended leases, and
 //! the pruning of idempotency keys.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `MemberDead`: broadcast members' dead letters — recorded (a repeat replaces), listed with
+//! `store/body/member_dead.rs`: broadcast members' dead letters — recorded (a repeat replaces), listed with
 //! their records, per record, and deleted.
 
 use std::collections::BTreeMap;

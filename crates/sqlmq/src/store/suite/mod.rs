@@ -9,25 +9,25 @@
 //! backends differ by design, a scenario branches on the constant a trait declares for it
 //! (`Publish::OFFSETS_AT_PUBLISH`, `Server::ONE_WRITER`).
 //!
-//! | file | traits |
+//! | file | what it checks |
 //! |---|---|
-//! | `processes.rs` | `Processes` |
-//! | `queues.rs` | `Queues` |
-//! | `enqueue.rs` | `Enqueue`, `ScriptedSend` |
+//! | `processes.rs` | `store/body/processes.rs` |
+//! | `queues.rs` | `store/body/queues.rs` |
+//! | `enqueue.rs` | `store/body/enqueue.rs`, `ScriptedSend` |
 //! | `claim.rs` | `Claim` |
-//! | `settle.rs` | `QueueSettle` |
-//! | `maintain.rs` | `Maintain` |
-//! | `admin.rs` | `Admin` |
-//! | `dead.rs` | `DeadLetters` |
-//! | `probe.rs` | `Probe` |
-//! | `topics.rs` | `Topics`, `Publish`, `Stream`, `Retention` |
-//! | `member_dead.rs` | `MemberDead` |
-//! | `groups.rs` | `Groups` |
-//! | `group_claim.rs` | `GroupClaim` |
-//! | `group_settle.rs` | `GroupSettle` |
-//! | `group_dead.rs` | `GroupDead` |
-//! | `group_state.rs` | `GroupState` |
-//! | `schema.rs` | `Schema`, `Server::now_us` |
+//! | `settle.rs` | `store/body/settle.rs` |
+//! | `maintain.rs` | `store/body/maintain.rs` |
+//! | `admin.rs` | `store/body/admin.rs` |
+//! | `dead.rs` | `store/body/dead.rs` |
+//! | `probe.rs` | `store/body/probe.rs` |
+//! | `topics.rs` | `store/body/topics.rs`, `Publish`, `store/body/stream.rs`, `store/body/retention.rs` |
+//! | `member_dead.rs` | `store/body/member_dead.rs` |
+//! | `groups.rs` | `store/body/groups.rs` |
+//! | `group_claim.rs` | `store/body/group_claim.rs` |
+//! | `group_settle.rs` | `store/body/group_settle.rs` |
+//! | `group_dead.rs` | `store/body/group_dead.rs` |
+//! | `group_state.rs` | `store/body/group_state.rs` |
+//! | `schema.rs` | `store/body/migrate.rs`, `Server::now_us` |
 //! | `server.rs` | `Server`: connect, detect, the locking self-test, the budget, the prefix, the history list length |
 
 mod admin;

@@ -1,4 +1,4 @@
-//! `Probe`: the idle worker's wakeup probes — one read telling which queues have work, one
+//! `store/body/probe.rs`: the idle worker's wakeup probes — one read telling which queues have work, one
 //! telling which cluster groups do.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! `Processes`: registration, heartbeats, finding the dead.
+//! `store/body/processes.rs`: registration, heartbeats, finding the dead.
 
 use std::time::Duration;
 

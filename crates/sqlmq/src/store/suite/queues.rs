@@ -1,4 +1,4 @@
-//! `Queues`: queue rows — create and update, find, list, pause, delete.
+//! `store/body/queues.rs`: queue rows — create and update, find, list, pause, delete.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! `Schema`: the version, the version table, the lock hint, one migration at a time, the
+//! `store/body/migrate.rs`: the version, the version table, the lock hint, one migration at a time, the
 //! grants; and `Server::now_us`, the database clock.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

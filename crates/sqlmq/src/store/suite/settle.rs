@@ -1,4 +1,4 @@
-//! `QueueSettle`: ack (in the caller's transaction and in one of its own), the resolver of an
+//! `store/body/settle.rs`: ack (in the caller's transaction and in one of its own), the resolver of an
 //! unknown COMMIT, fail, extend, and the releases of expired and orphaned leases.
 
 use std::sync::{Arc, Mutex};

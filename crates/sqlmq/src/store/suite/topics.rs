@@ -1,4 +1,4 @@
-//! `Topics`, `Publish`, `Stream` and `Retention`: topic rows and partitions, publishing and
+//! `store/body/topics.rs`, `Publish`, `store/body/stream.rs` and `store/body/retention.rs`: topic rows and partitions, publishing and
 //! sequencing, reading the log and members' positions, removing old records.
 //!
 //! Where a backend gives offsets at publish (`Publish::OFFSETS_AT_PUBLISH`) nothing is ever
