@@ -180,7 +180,12 @@ if cargo tree --locked -p sqlmq --no-default-features --features sqlite -e norma
     die "a SQLite-only build of sqlmq still depends on the crates above"
 fi
 
-# 3c. The user guide (docs/guide) builds as a book. Its Rust blocks and its links were checked by
+# 3c. The API reference: every crate's rustdoc builds without a warning (broken links, bare
+# URLs), and the workspace builds as a plain build too (every member on its own features).
+cargo check --workspace --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
+# 3d. The user guide (docs/guide) builds as a book. Its Rust blocks and its links were checked by
 # step 3 (crates/sqlmq/tests/readme.rs, links.rs); mdBook is built from crates.io into
 # target/tools, pinned, without its `serve` and `watch` parts.
 mdbook=target/tools/bin/mdbook

@@ -55,7 +55,7 @@ pub struct CreateArgs {
     queue: Option<String>,
     /// Message bodies; when none, one member per non-empty stdin line
     bodies: Vec<String>,
-    /// A workflow as JSON: {"steps": [{"name", "queue", "body", "after": [names]}, ...]}
+    /// A workflow as JSON: {"steps": [{"name", "queue", "body", "after": [step names]}, ...]}
     /// (callbacks and "open" may be given there or with the options)
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
