@@ -621,8 +621,6 @@ impl<B: Backend> SqlStore<B> {
     /// Record tracked messages just inserted into `queue_id` (their rows carry the mark):
     /// their nodes and dependencies, each batch's new members; then put each where it belongs
     /// — in line when nothing holds it, otherwise in `waiting`.
-    /// Record tracked messages just inserted into a queue (their nodes, dependencies and
-    /// batches' counts) and put each in line, or in `waiting` while something holds it.
     pub(crate) async fn flow_send(
         &self,
         conn: &mut B::Connection,
@@ -743,7 +741,6 @@ impl<B: Backend> SqlStore<B> {
         self.enqueue_keyed(conn, queue_id, keyed).await
     }
 
-    /// Create a batch, open or sealed.
     /// Create a batch, open or sealed (then it finishes when its last member does).
     pub(crate) async fn create_batch_row(
         &self,
@@ -762,7 +759,6 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Seal an open batch; finish it when no member is pending. False when it is not open.
-    /// Seal an open batch (finishing it if no member is pending); false when it is not open.
     pub(crate) async fn seal_batch_row(
         &self,
         conn: &mut B::Connection,
@@ -775,7 +771,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(sealed)
     }
 
-    /// A batch's counts and messages.
     /// A batch's counts and messages.
     pub(crate) async fn batch_status(
         &self,
@@ -818,7 +813,6 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Keep `result` as the result of acked message `id` for `ttl_us`.
-    /// Keep a result for an acked message, for `ttl_us`.
     pub(crate) async fn put_result(
         &self,
         conn: &mut B::Connection,
@@ -838,7 +832,6 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// The result an ack of `id` left, if it has not expired.
-    /// The result an ack left, unless it expired.
     pub(crate) async fn result_of(
         &self,
         conn: &mut B::Connection,
@@ -855,7 +848,6 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// The dependencies of `id`: each one's id, step name and result (if its ack left one).
-    /// A message's dependencies: id, step name, result.
     pub(crate) async fn dependency_results(
         &self,
         conn: &mut B::Connection,
@@ -876,7 +868,6 @@ impl<B: Backend> SqlStore<B> {
     /// Delete what the flow tables keep past `cutoff_us` (µs on the database clock): ended
     /// nodes of finished batches (or of none) with their edges, finished batches left without
     /// nodes, expired results; a bounded step. Returns how many rows went.
-    /// Delete what ended before `cutoff_us` and expired results; a bounded step.
     pub(crate) async fn prune_flows(
         &self,
         conn: &mut B::Connection,

@@ -123,7 +123,6 @@ fn decode_logged<B: Backend>(row: &B::Row) -> Result<LoggedRow> {
 
 /// The reads and writes of a cluster-group claim (its decisions are the engine's).
 impl<B: Backend> SqlStore<B> {
-    /// Lock the due retries, then delete them.
     /// Take up to `n` due retries: locked (skipping those other claims hold) and deleted.
     pub(crate) async fn take_due_retries(
         &self,
@@ -241,10 +240,11 @@ impl<B: Backend> SqlStore<B> {
         row.map(|r| r.col(0)).transpose()
     }
 
-    /// Lock the cursor (waiting), then read the partition's end and first offset again: the
-    /// cursor statement read them before the wait.
     /// Lock one partition's cursor, waiting for another claim's to end; with the partition's
     /// end and first offset as they are after the wait. `None` when the cursor is gone.
+    ///
+    /// Lock the cursor (waiting), then read the partition's end and first offset again: the
+    /// cursor statement read them before the wait.
     pub(crate) async fn wait_cursor(
         &self,
         conn: &mut B::Connection,

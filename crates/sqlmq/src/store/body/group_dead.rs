@@ -96,9 +96,10 @@ impl<B: Backend> SqlStore<B> {
             .collect()
     }
 
+    /// Due again now with fresh attempts. Returns the ids that were dead.
+    ///
     /// Redrive: lock the dead rows, copy them to the retries, delete them. Returns the ids
     /// found dead.
-    /// Due again now with fresh attempts. Returns the ids that were dead.
     pub(crate) async fn redrive_group(
         &self,
         conn: &mut B::Connection,
@@ -201,11 +202,12 @@ impl<B: Backend> SqlStore<B> {
             .await
     }
 
+    /// Queue offsets `[from, to)` of one partition for delivery again (attempts restart,
+    /// tokens continue; dead letters of the range are delivered again too). Returns how many.
+    ///
     /// Replay offsets `range` of one partition into the group (at most a few thousand per
     /// call: the caller chunks). Returns how many records were queued: the records of the
     /// range, counted first (an upsert's rows changed count an updated row twice on MySQL).
-    /// Queue offsets `[from, to)` of one partition for delivery again (attempts restart,
-    /// tokens continue; dead letters of the range are delivered again too). Returns how many.
     pub(crate) async fn replay_range(
         &self,
         conn: &mut B::Connection,

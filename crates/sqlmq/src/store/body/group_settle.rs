@@ -322,7 +322,6 @@ impl<B: Backend> SqlStore<B> {
 impl<B: Backend> SqlStore<B> {
     /// Ack: end every lease a receipt holds, recording it in the history. Returns the receipts
     /// that did not hold theirs (nothing was done for them).
-    /// Ack every receipt that holds its lease. Returns the receipts that did not.
     pub(crate) async fn ack_group(
         &self,
         conn: &mut B::Connection,
@@ -373,10 +372,11 @@ impl<B: Backend> SqlStore<B> {
             .ack_group(&mut *tx, group_id, receipts))
     }
 
-    /// An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
-    /// committed.
     /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
     /// committed (each lease is gone, or belongs to a later claim).
+    ///
+    /// An ack deletes the lease: it is gone (or belongs to a later claim) iff the ack
+    /// committed.
     pub(crate) async fn group_acks_committed(
         &self,
         conn: &mut B::Connection,
@@ -393,10 +393,11 @@ impl<B: Backend> SqlStore<B> {
             .all(|r| left.get(&r.id).is_none_or(|l| l.token as u64 != r.token)))
     }
 
-    /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
-    /// engine's decision (retry on the group's ladder, or dead-letter).
     /// End a claim without an ack, as `decide` settles it: `LeaseLost` (and nothing changed)
     /// when the receipt does not hold the lease.
+    ///
+    /// Settle a failed or postponed claim: compare-and-set on the lease, then apply the
+    /// engine's decision (retry on the group's ladder, or dead-letter).
     pub(crate) async fn fail_group(
         &self,
         conn: &mut B::Connection,

@@ -101,7 +101,6 @@ fn decode<B: Backend>(row: &B::Row) -> Result<GroupRow> {
 
 /// Group rows and cursors.
 impl<B: Backend> SqlStore<B> {
-    /// Insert the group; when it exists, update its retry settings instead.
     /// Insert the group, or update an existing group's retry settings (never its mode or
     /// position). Returns the row and whether it was created.
     pub(crate) async fn create_group(

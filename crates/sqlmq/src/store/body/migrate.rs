@@ -79,10 +79,11 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
-    /// A failure just means no mutual exclusion (Galera rejects `GET_LOCK`).
     /// Take the migration lock where the backend has one: a hint that keeps concurrent
     /// migrators from doing the work twice, never a condition of correctness. True when
     /// taken (then `SqlStore::unlock_migrations` must follow).
+    ///
+    /// A failure just means no mutual exclusion (Galera rejects `GET_LOCK`).
     pub(crate) async fn lock_migrations(&self, conn: &mut B::Connection) -> bool {
         let Some((take, _)) = B::MIGRATE.lock else {
             return false;

@@ -67,11 +67,12 @@ impl<B: Backend> SqlStore<B> {
             .collect()
     }
 
+    /// Remove one range (the caller's transaction): the groups' history of it, the records,
+    /// and the partition's counters. Returns (records, bytes) removed.
+    ///
     /// The partition's counters first (readers behind jump to the new first offset), then the
     /// history of the range in each group, then the log rows (all in the caller's
     /// transaction).
-    /// Remove one range (the caller's transaction): the groups' history of it, the records,
-    /// and the partition's counters. Returns (records, bytes) removed.
     pub(crate) async fn remove_range(
         &self,
         conn: &mut B::Connection,

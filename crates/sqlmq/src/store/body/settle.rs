@@ -125,11 +125,12 @@ impl<B: Backend> SqlStore<B> {
         Ok(lost)
     }
 
+    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
+    /// (receipts that held their leases) committed.
+    ///
     /// An ack deletes the message: its rows are gone iff the ack committed. The ack locks the
     /// leases from its first statement on, so locking them first waits out an ack whose COMMIT
     /// is still on its way (or in progress) on the lost connection.
-    /// After a COMMIT with unknown outcome, on a new connection: whether the ack of `acked`
-    /// (receipts that held their leases) committed.
     pub(crate) async fn queue_acks_committed(
         &self,
         conn: &mut B::Connection,

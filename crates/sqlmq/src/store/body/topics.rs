@@ -69,8 +69,6 @@ fn decode<B: Backend>(row: &B::Row) -> Result<TopicRow> {
 impl<B: Backend> SqlStore<B> {
     /// Create the topic, or update its configuration (partitions only grow); then the
     /// partitions and its groups' cursors that do not exist yet.
-    /// Create the topic (with its partitions and its groups' cursors for new partitions), or
-    /// update its configuration; partitions only grow.
     pub(crate) async fn upsert_topic(
         &self,
         conn: &mut B::Connection,
