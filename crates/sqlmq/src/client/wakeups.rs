@@ -148,6 +148,11 @@ impl<B: Backend> Client<B> {
             })
         })
         .await?;
-        Ok(pruned + flows)
+        // Events past the same retention, and the journals of runs whose message is gone.
+        let (events, journals) = tx::run(self.conns(), "prune_durable", |conn, _| {
+            Box::pin(store.prune_durable(conn, DEDUP_PRUNE_BATCH))
+        })
+        .await?;
+        Ok(pruned + flows + events as usize + journals)
     }
 }

@@ -127,6 +127,64 @@ pub enum Error {
         token: u64,
     },
 
+    /// A durable run suspended itself — a [`sleep`](crate::JobContext::sleep) or an
+    /// [`event wait`](crate::JobContext::wait_for_event) that is not over: its message is back
+    /// in the queue until then, and the handler should return this error as it is (`?`). The
+    /// worker does not count it as a failure.
+    ///
+    /// ```
+    /// let e = sqlmq::Error::Suspended { id: sqlmq::MessageId::new() };
+    /// assert!(e.to_string().contains("suspended"));
+    /// ```
+    #[error("the run of message {id} is suspended until its sleep ends or its event comes")]
+    Suspended {
+        /// The message.
+        id: MessageId,
+    },
+
+    /// A durable run reached a different step than its journal recorded at this place: the
+    /// handler's path changed between deliveries (new code, or a decision that is not itself
+    /// a step). Nothing was replayed; the attempt fails.
+    ///
+    /// ```
+    /// let e = sqlmq::Error::StepMismatch {
+    ///     id: sqlmq::MessageId::new(),
+    ///     seq: 1,
+    ///     recorded: "step \"charge\"".into(),
+    ///     requested: "step \"refund\"".into(),
+    /// };
+    /// assert!(e.to_string().contains("charge"));
+    /// ```
+    #[error(
+        "message {id}'s run reached {requested} where its journal has {recorded} (call {seq}): the handler's steps changed order"
+    )]
+    StepMismatch {
+        /// The message.
+        id: MessageId,
+        /// The place of the call in the run (0 for the first).
+        seq: u32,
+        /// What the journal recorded there.
+        recorded: String,
+        /// What the handler called.
+        requested: String,
+    },
+
+    /// A durable step's work failed: nothing was recorded (a [`step_in`](crate::JobContext::step_in)'s
+    /// writes rolled back), and the step runs again on the next attempt.
+    ///
+    /// ```
+    /// let e = sqlmq::Error::StepFailed { step: "charge".into(), source: "card declined".into() };
+    /// assert_eq!(e.to_string(), "step \"charge\" failed: card declined");
+    /// ```
+    #[error("step {step:?} failed: {source}")]
+    StepFailed {
+        /// The step's name.
+        step: String,
+        /// The work's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The database schema was written by a newer sqlmq; this binary refuses to touch it.
     #[error(
         "the database schema is at version {found}, newer than the {supported} this sqlmq \

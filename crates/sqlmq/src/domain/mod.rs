@@ -19,11 +19,13 @@
 //! | `reports.rs` | what an operation did |
 //! | `server.rs` | [`ServerInfo`], [`HistoryListLength`] |
 //! | `flow.rs` | [`Batch`], [`BatchId`], [`BatchStatus`]: batches, workflows, results |
+//! | `durable.rs` | [`Emitted`], [`MAX_STEP_RESULT`]: durable execution's limits |
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
 //! | `json_time.rs`, `millis.rs` | JSON's one form of times (RFC 3339 UTC, milliseconds) and durations (whole milliseconds) |
 
 mod backoff;
 mod browse;
+mod durable;
 mod error;
 mod flow;
 mod grants;
@@ -51,6 +53,13 @@ mod trace;
 pub use backoff::Backoff;
 pub(crate) use browse::After;
 pub use browse::{MessagePage, MessageState, QueuedMessage};
+pub use durable::{
+    AwaitedEvent, Emitted, MAX_STEP_RESULT, RunJournal, RunStep, RunStepState, StepKind,
+};
+pub(crate) use durable::{
+    DONE, KIND_EVENT, KIND_SLEEP, KIND_STEP, TIMED_OUT, WAITING, check_durable_name,
+    check_durable_size, check_wait,
+};
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
 pub use flow::{

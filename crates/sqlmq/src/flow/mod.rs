@@ -20,8 +20,9 @@
 //!
 //! ## Inside
 //!
-//! [`Client`] methods, here so that the client and queue modules know nothing of them, and
-//! results (`results.rs`).
+//! [`Client`] methods, here so that the client and queue modules know nothing of them,
+//! results (`results.rs`), and durable runs' events (`events.rs`) and journals (`runs.rs`; the runs' steps,
+//! sleeps and waits are [`JobContext`](crate::JobContext)'s).
 //!
 //! A batch is sent in one transaction: its row (open), its members queue by queue in an
 //! order where every step comes after the steps it depends on (so that each dependency's
@@ -30,7 +31,9 @@
 //! recorded in the transaction of each end, which is what makes every callback fire exactly
 //! once.
 
+mod events;
 mod results;
+mod runs;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -43,8 +46,9 @@ use crate::store::rows::ParkedRecord;
 use crate::tx;
 
 pub use crate::domain::{
-    BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
-    MAX_RESULT_BYTES, Role, StepState,
+    AwaitedEvent, BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep,
+    Emitted, FLOW_RETENTION, MAX_RESULT_BYTES, MAX_STEP_RESULT, Role, RunJournal, RunStep,
+    RunStepState, StepKind, StepState,
 };
 pub use results::DependencyResult;
 

@@ -75,6 +75,13 @@ struct Inner<B: Backend> {
     lost: AtomicBool,
     /// A [`JobTransaction`] committed the ack: the worker must not settle again.
     acked: AtomicBool,
+    /// The run suspended itself (a durable sleep or event wait): the message is back in the
+    /// queue, and the worker must not settle it.
+    suspended: AtomicBool,
+    /// The run has a journal (`durable.rs`): its ack forgets it.
+    journaled: AtomicBool,
+    /// The run's journal as this delivery knows it.
+    journal: tokio::sync::Mutex<super::durable::Journal>,
 }
 
 impl<B: Backend> std::fmt::Debug for JobContext<B> {
@@ -110,6 +117,9 @@ impl<B: Backend> JobContext<B> {
                 offset: delivery.offset,
                 lost: AtomicBool::new(false),
                 acked: AtomicBool::new(false),
+                suspended: AtomicBool::new(false),
+                journaled: AtomicBool::new(false),
+                journal: tokio::sync::Mutex::default(),
             }),
         }
     }
@@ -322,9 +332,31 @@ impl<B: Backend> JobContext<B> {
     }
 
     /// Whether the message still awaits its settling by this worker: its lease not found lost,
-    /// its ack not committed by a job transaction.
+    /// its ack not committed by a job transaction, its run not suspended.
     pub(crate) fn in_hand(&self) -> bool {
-        !self.lease_lost() && !self.acked()
+        !self.lease_lost() && !self.acked() && !self.suspended()
+    }
+
+    /// Whether the run suspended itself (a durable sleep or event wait).
+    pub(crate) fn suspended(&self) -> bool {
+        self.inner.suspended.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn suspended_flag(&self) -> &AtomicBool {
+        &self.inner.suspended
+    }
+
+    /// Whether the run has a journal to forget when it ends.
+    pub(crate) fn journaled(&self) -> bool {
+        self.inner.journaled.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn inner_journaled(&self) {
+        self.inner.journaled.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn journal(&self) -> &tokio::sync::Mutex<super::durable::Journal> {
+        &self.inner.journal
     }
 
     pub(crate) fn mark_lost(&self) {
@@ -414,6 +446,10 @@ async fn settle_all_in<B: Backend>(jobs: &[JobContext<B>], conn: &mut B::Connect
         Origin::Source(source) => {
             let receipts: Vec<Receipt> = jobs.iter().map(JobContext::receipt).collect();
             let report = source.ack_batch_in(conn, &receipts).await?;
+            let store = source.client().store();
+            for job in jobs.iter().filter(|j| j.journaled()) {
+                store.forget_run(conn, job.id()).await?;
+            }
             for job in jobs.iter().filter(|j| report.lost.contains(&j.receipt())) {
                 job.mark_lost();
             }

@@ -110,7 +110,7 @@ async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> S
         Poll::Pending => Box::pin(supervise(&rt, std::slice::from_ref(&ctx), handler)).await,
     };
     rt.handler_seconds.record(started.elapsed().as_secs_f64());
-    if !ctx.acked() && !ctx.lease_lost() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
+    if ctx.in_hand() && !ctx.journaled() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
     {
         return ack(&rt, ctx.receipt()).await;
     }
@@ -212,7 +212,13 @@ pub(super) async fn settle<B: Backend>(
     if ctx.lease_lost() {
         return Settled::LeaseLost;
     }
+    if ctx.suspended() {
+        return Settled::Snoozed; // the run put its message back itself (`durable.rs`)
+    }
     let result = match finished {
+        Finished::Answer(Ok(Outcome::Done)) if ctx.journaled() => {
+            ack_run(source, ctx).await.map(|()| Settled::Acked)
+        }
         Finished::Answer(Ok(Outcome::Done)) => return ack(rt, receipt).await,
         Finished::Answer(Ok(Outcome::Settled)) => return Settled::Acked,
         Finished::Answer(Ok(Outcome::Retry { after, reason })) => source
@@ -250,6 +256,20 @@ pub(super) async fn settle<B: Backend>(
             Settled::Unsettled
         }
     }
+}
+
+/// Ack a durable run's message and forget its journal, in one transaction.
+async fn ack_run<B: Backend>(source: &Source<B>, ctx: &JobContext<B>) -> crate::Result<()> {
+    let client = source.client();
+    let (store, receipt) = (client.store(), ctx.receipt());
+    crate::tx::run(client.conns(), "ack", |conn, _| {
+        Box::pin(async move {
+            store.forget_run(conn, receipt.id).await?;
+            let report = source.ack_batch_in(conn, &[receipt]).await?;
+            crate::consume::lost_to_error(report)
+        })
+    })
+    .await
 }
 
 async fn nack<B: Backend>(

@@ -29,6 +29,7 @@
 //! | `handler.rs` | [`Handler`], [`Outcome`], type erasure of typed and raw handlers |
 //! | `batch.rs` | [`BatchHandler`], [`BatchContext`]: a claim per call, one transaction for it |
 //! | `context.rs` | [`JobContext`], [`JobTransaction`] (commit includes the ack) |
+//! | `durable.rs` | durable execution on [`JobContext`]: steps, sleeps, event waits and their replay |
 //! | `consumer.rs` | one source's claim loop (batch claims sized to free slots) |
 //! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
@@ -48,6 +49,7 @@ mod budget;
 mod builder;
 mod consumer;
 mod context;
+mod durable;
 mod execute;
 mod handler;
 mod liveness;

@@ -26,6 +26,7 @@
 //! | `probe.rs` | the idle worker's wakeup probes |
 //! | `processes.rs` | the process registry |
 //! | `schedules.rs` | recurring schedules' rows, the fire's compare-and-set |
+//! | `durable.rs` | durable runs' journals, events and their waiters |
 //! | `migrate.rs` | the migration loop's primitives: the version table, the lock, one migration |
 //! | `topics.rs` | topic rows and partitions |
 //! | `groups.rs` | consumer group rows and cursors |
@@ -42,6 +43,7 @@ mod browse;
 pub(crate) mod claim;
 mod db;
 mod dead;
+pub(crate) mod durable;
 pub(crate) mod enqueue;
 pub(crate) mod flows;
 mod group_claim;
@@ -72,6 +74,7 @@ pub use browse::BrowseSql;
 pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Refusal, Run};
 pub use dead::DeadSql;
+pub use durable::DurableSql;
 pub use enqueue::EnqueueSql;
 pub use flows::FlowSql;
 pub use group_claim::GroupClaimSql;
@@ -189,6 +192,8 @@ pub trait Dialect: Driver + Types {
     const FLOWS: FlowSql;
     /// The migrations.
     const MIGRATE: MigrateSql;
+    /// Durable runs' journals and events.
+    const DURABLE: DurableSql;
 
     /// The GRANT statements giving `role` to `user`@`host` on the connection's database: none
     /// by default (a backend without users).
@@ -308,6 +313,7 @@ macro_rules! statement_tables {
         const SCHEDULES: $crate::store::body::ScheduleSql = schedules::SQL;
         const FLOWS: $crate::store::body::FlowSql = flows::SQL;
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
+        const DURABLE: $crate::store::body::DurableSql = durable::SQL;
         const TOPICS: $crate::store::body::TopicSql = topics::SQL;
         const GROUPS: $crate::store::body::GroupSql = groups::SQL;
         const STREAM: $crate::store::body::StreamSql = stream::SQL;

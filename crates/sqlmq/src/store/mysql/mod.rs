@@ -35,6 +35,7 @@ pub(crate) mod browse;
 pub(crate) mod claim;
 pub(crate) mod connect;
 pub(crate) mod dead;
+pub(crate) mod durable;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
 pub(crate) mod flows;

@@ -36,6 +36,9 @@
 //! | `results` | results acks left, until they expire | PK `id`; `expires_us` |
 //! | `flow_records` | batches' callbacks to topics, until the batch finishes | PK `id`; `batch_id` |
 //! | `schedules` | recurring schedules: configuration, next and last fire time (µs, database clock) | PK `name`; `(paused, next_fire)` |
+//! | `run_steps` | a durable run's journal: its steps, sleeps and event waits in order, with results | PK `(message_id, seq)`; unique `(message_id, kind, name)` |
+//! | `events` | events emitted for durable runs, until their retention ends | PK `name`; `expires_at` |
+//! | `event_waits` | which suspended runs wait for which event | PK `(name, message_id)`; `message_id` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`,
 //! `waiting`.
@@ -587,6 +590,47 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &["ack"],
+        }),
+    },
+    Migration {
+        version: 13,
+        description: "durable execution",
+        // A run's journal (its recorded steps, sleeps and event waits), the events emitted,
+        // and who waits for which (`store/body/durable.rs`).
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}run_steps (
+            message_id BINARY(16) NOT NULL,
+            seq INT NOT NULL,
+            name VARBINARY(255) NOT NULL,
+            kind SMALLINT NOT NULL,
+            state SMALLINT NOT NULL,
+            wake_at DATETIME(6) NULL,
+            result MEDIUMBLOB NULL,
+            recorded_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (message_id, seq),
+            UNIQUE KEY name (message_id, kind, name)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}events (
+            name VARBINARY(255) NOT NULL,
+            payload MEDIUMBLOB NOT NULL,
+            emitted_at DATETIME(6) NOT NULL,
+            expires_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (name),
+            KEY expiry (expires_at)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}event_waits (
+            name VARBINARY(255) NOT NULL,
+            message_id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            since DATETIME(6) NOT NULL,
+            PRIMARY KEY (name, message_id),
+            KEY message (message_id)
+        ) ENGINE=InnoDB",
+        ],
+        reverse: Some(Reverse {
+            drops: &["event_waits", "events", "run_steps"],
+            disposable: &[],
+            procedures: &[],
         }),
     },
 ];

@@ -41,6 +41,7 @@ pub(crate) mod browse;
 pub(crate) mod claim;
 mod connect;
 pub(crate) mod dead;
+pub(crate) mod durable;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
 pub(crate) mod flows;

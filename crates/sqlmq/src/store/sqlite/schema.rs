@@ -526,6 +526,44 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 13,
+        description: "durable execution",
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}run_steps (
+            message_id BLOB NOT NULL,
+            seq INTEGER NOT NULL,
+            name BLOB NOT NULL,
+            kind INTEGER NOT NULL,
+            state INTEGER NOT NULL,
+            wake_at INTEGER,
+            result BLOB,
+            recorded_at INTEGER NOT NULL,
+            PRIMARY KEY (message_id, seq)
+        ) WITHOUT ROWID",
+            "CREATE UNIQUE INDEX IF NOT EXISTS {p}run_steps_name ON {p}run_steps (message_id, kind, name)",
+            "CREATE TABLE IF NOT EXISTS {p}events (
+            name BLOB NOT NULL PRIMARY KEY,
+            payload BLOB NOT NULL,
+            emitted_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL
+        )",
+            "CREATE INDEX IF NOT EXISTS {p}events_expiry ON {p}events (expires_at)",
+            "CREATE TABLE IF NOT EXISTS {p}event_waits (
+            name BLOB NOT NULL,
+            message_id BLOB NOT NULL,
+            queue_id INTEGER NOT NULL,
+            since INTEGER NOT NULL,
+            PRIMARY KEY (name, message_id)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}event_waits_message ON {p}event_waits (message_id)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["event_waits", "events", "run_steps"],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]

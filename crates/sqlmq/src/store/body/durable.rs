@@ -1,0 +1,327 @@
+//! Durable execution's rows: a run's journal (`run_steps`), the events emitted (`events`) and
+//! the runs waiting for them (`event_waits`). What to record and when is the engine's
+//! (`worker/durable.rs`, `flow/events.rs`); these are its statements.
+//!
+//! A journal row is written only while its message's lease holds (the insert reads the lease
+//! row), and `(message_id, seq)` and `(message_id, kind, name)` are unique: of two holders of one
+//! message — a handler that lost its lease and the one that took it over — one records a step,
+//! the other's insert fails and its transaction, with the step's own writes, rolls back.
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::{MessageId, Receipt, Result};
+use crate::store::Backend;
+use crate::store::rows::Entry;
+
+/// The durable statements whose text differs by backend. Times are the database clock;
+/// durations are bound as microseconds.
+pub struct DurableSql {
+    /// A run's journal (message), in order: `seq, name, kind, state, result, wake_at (µs),
+    /// µs until wake_at` (both NULL without one), `recorded_at (µs)`.
+    pub journal: &'static str,
+    /// Record a journal row while the lease holds (message, seq, name, kind, state, µs from
+    /// now to wake_at or NULL, result or NULL, lease id, token): one row, or none when the
+    /// lease is gone.
+    pub record: &'static str,
+    /// Delete an event whose retention ended (name).
+    pub drop_expired_event: &'static str,
+    /// Emit an event unless one of the name is kept (name, payload, retention µs).
+    pub emit: &'static str,
+    /// An event, its row locked in share mode (name): `payload, emitted_at (µs)`.
+    pub event_locked: &'static str,
+    /// Wait for an event (name, message, queue): ignored when the run already waits.
+    pub wait: &'static str,
+    /// The runs waiting for an event, their rows locked (name): `message_id, queue_id`.
+    pub waiters: &'static str,
+    /// A delayed message's row, locked (id): `id, priority, attempts, token`.
+    pub scheduled_row: &'static str,
+    /// Delete up to n events whose retention ended (n).
+    pub prune_events: &'static str,
+    /// Up to n messages with a journal but no message row left (n): `message_id`.
+    pub orphans: &'static str,
+    /// The events runs wait for, the longest awaited first (n): `name, runs, since (µs)`.
+    pub awaited: &'static str,
+}
+
+/// Mark a waiting journal row done or timed out (state, result, message, seq).
+const FINISH: &str =
+    "UPDATE {p}run_steps SET state = ?, result = ? WHERE message_id = ? AND seq = ? AND state = 1";
+/// Forget a run's journal (message).
+const FORGET: &str = "DELETE FROM {p}run_steps WHERE message_id = ?";
+/// A run no longer waits for an event (name, message).
+const UNWAIT: &str = "DELETE FROM {p}event_waits WHERE name = ? AND message_id = ?";
+/// A run no longer waits for anything (message).
+const UNWAIT_ALL: &str = "DELETE FROM {p}event_waits WHERE message_id = ?";
+/// What a run waits for (message): `name`.
+const WAITS_OF: &str = "SELECT name FROM {p}event_waits WHERE message_id = ? ORDER BY name";
+
+/// One row of a run's journal.
+#[derive(Clone, Debug)]
+pub(crate) struct JournalRow {
+    pub seq: i32,
+    pub name: String,
+    pub kind: i16,
+    pub state: i16,
+    pub result: Option<Vec<u8>>,
+    /// A sleep's end or an event wait's deadline (µs since the epoch, database clock).
+    pub wake_at_us: Option<i64>,
+    /// From now (database clock) to `wake_at`: negative once it passed.
+    pub wake_in_us: Option<i64>,
+    /// When it was recorded (µs since the epoch, database clock).
+    pub recorded_at_us: i64,
+}
+
+/// A journal row to write.
+pub(crate) struct NewStep<'a> {
+    pub seq: i32,
+    pub name: &'a str,
+    pub kind: i16,
+    pub state: i16,
+    /// From now to `wake_at`, µs (`None`: no wake time).
+    pub wake_in_us: Option<i64>,
+    pub result: Option<&'a [u8]>,
+}
+
+/// A run's journal and the events it waits for.
+impl<B: Backend> SqlStore<B> {
+    /// The journal of a message's run, in order.
+    pub(crate) async fn journal(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<Vec<JournalRow>> {
+        let rows = self
+            .query(B::DURABLE.journal)
+            .arg(id.bytes())
+            .rows(conn)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(JournalRow {
+                    seq: r.col(0)?,
+                    name: r.opt_text_at(1)?.unwrap_or_default(),
+                    kind: r.col(2)?,
+                    state: r.col(3)?,
+                    result: r.col(4)?,
+                    wake_at_us: r.col(5)?,
+                    wake_in_us: r.col(6)?,
+                    recorded_at_us: r.col(7)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Record a journal row while `receipt`'s lease holds: false when it does not (nothing
+    /// written). A row of the same seq or name fails with the backend's unique violation.
+    pub(crate) async fn record_step(
+        &self,
+        conn: &mut B::Connection,
+        receipt: Receipt,
+        step: &NewStep<'_>,
+    ) -> Result<bool> {
+        let n = self
+            .query(B::DURABLE.record)
+            .arg(receipt.id.bytes())
+            .arg(step.seq)
+            .arg(step.name.as_bytes())
+            .arg(step.kind)
+            .arg(step.state)
+            .arg(step.wake_in_us)
+            .arg(step.result)
+            .arg(receipt.id.bytes())
+            .arg(receipt.token as i64)
+            .run(conn)
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// End a waiting journal row with `state` and `result`: false when it was not waiting.
+    pub(crate) async fn finish_step(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+        seq: i32,
+        state: i16,
+        result: Option<&[u8]>,
+    ) -> Result<bool> {
+        let n = self
+            .query(FINISH)
+            .arg(state)
+            .arg(result)
+            .arg(id.bytes())
+            .arg(seq)
+            .run(conn)
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Forget a finished run: its journal and its waits.
+    pub(crate) async fn forget_run(&self, conn: &mut B::Connection, id: MessageId) -> Result<()> {
+        self.query(FORGET).arg(id.bytes()).run(conn).await?;
+        self.query(UNWAIT_ALL).arg(id.bytes()).run(conn).await?;
+        Ok(())
+    }
+
+    /// Emit an event kept for `retention_us`: true when this emit is the one kept, false when
+    /// an event of the name was kept already (the first emit wins).
+    pub(crate) async fn emit_event(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        payload: &[u8],
+        retention_us: i64,
+    ) -> Result<bool> {
+        self.query(B::DURABLE.drop_expired_event)
+            .arg(name.as_bytes())
+            .run(conn)
+            .await?;
+        let n = self
+            .query(B::DURABLE.emit)
+            .arg(name.as_bytes())
+            .arg(payload)
+            .arg(retention_us)
+            .run(conn)
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// The kept event of a name, read with a shared lock so that an emit in progress is waited
+    /// for: `(payload, emitted_at µs)`.
+    pub(crate) async fn event_locked(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> Result<Option<(Vec<u8>, i64)>> {
+        let row = self
+            .query(B::DURABLE.event_locked)
+            .arg(name.as_bytes())
+            .first(conn)
+            .await?;
+        row.map(|r| Ok((r.col(0)?, r.col(1)?))).transpose()
+    }
+
+    /// Register that message `id` of queue `queue_id` waits for event `name`.
+    pub(crate) async fn wait_for_event(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        id: MessageId,
+        queue_id: i32,
+    ) -> Result<()> {
+        self.query(B::DURABLE.wait)
+            .arg(name.as_bytes())
+            .arg(id.bytes())
+            .arg(queue_id)
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Message `id` no longer waits for event `name`.
+    pub(crate) async fn unwait(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        id: MessageId,
+    ) -> Result<()> {
+        self.query(UNWAIT)
+            .arg(name.as_bytes())
+            .arg(id.bytes())
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The events message `id` waits for.
+    pub(crate) async fn waits_of(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<Vec<String>> {
+        let rows = self.query(WAITS_OF).arg(id.bytes()).rows(conn).await?;
+        rows.iter()
+            .map(|r| Ok(r.opt_text_at(0)?.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The events runs wait for, the longest awaited first: `(name, runs, since µs)`.
+    pub(crate) async fn awaited_events(
+        &self,
+        conn: &mut B::Connection,
+        limit: usize,
+    ) -> Result<Vec<(String, i64, i64)>> {
+        let rows = self
+            .query(B::DURABLE.awaited)
+            .arg(limit as i64)
+            .rows(conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.opt_text_at(0)?.unwrap_or_default(), r.col(1)?, r.col(2)?)))
+            .collect()
+    }
+
+    /// The runs waiting for event `name`, their wait rows locked: `(message, queue)`.
+    pub(crate) async fn waiters(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+    ) -> Result<Vec<(MessageId, i32)>> {
+        let rows = self
+            .query(B::DURABLE.waiters)
+            .arg(name.as_bytes())
+            .rows(conn)
+            .await?;
+        rows.iter().map(|r| Ok((r.id_at(0)?, r.col(1)?))).collect()
+    }
+
+    /// Move a delayed message into `ready` now, if it is still delayed: a suspended run whose
+    /// event came. Returns whether it was.
+    pub(crate) async fn wake_now(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        id: MessageId,
+    ) -> Result<bool> {
+        let Some(row) = self
+            .query(B::DURABLE.scheduled_row)
+            .arg(id.bytes())
+            .first(conn)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let entry = Entry {
+            id: row.id_at(0)?,
+            priority: row.col(1)?,
+            attempts: row.col(2)?,
+            token: row.col(3)?,
+        };
+        self.exec_id_list(conn, B::MAINTAIN.delete_scheduled, &[id])
+            .await?;
+        self.place(conn, queue_id, &[(entry, 0)]).await?;
+        Ok(true)
+    }
+
+    /// Delete up to `limit` events whose retention ended, and the journals (with their waits)
+    /// of up to `limit` messages that are gone (acked by hand, cancelled, purged). Returns
+    /// how many rows of each went.
+    pub(crate) async fn prune_durable(
+        &self,
+        conn: &mut B::Connection,
+        limit: usize,
+    ) -> Result<(u64, usize)> {
+        let events = self
+            .query(B::DURABLE.prune_events)
+            .arg(limit as i64)
+            .run(conn)
+            .await?;
+        let rows = self
+            .query(B::DURABLE.orphans)
+            .arg(limit as i64)
+            .rows(conn)
+            .await?;
+        for row in &rows {
+            self.forget_run(conn, row.id_at(0)?).await?;
+        }
+        Ok((events, rows.len()))
+    }
+}
