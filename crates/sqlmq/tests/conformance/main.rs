@@ -26,6 +26,7 @@
 //! | `batch_worker` | batch handlers: a whole claim per call, its effects committed with its acks in one transaction, the outcome for every message the handler left, a lost lease failing the whole commit, leases kept while a batch runs |
 //! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
 //! | `durable` | durable execution: a completed step never runs again, a `step_in`'s writes commit with its record, a sleep holds no slot and spends no attempt, an emit wakes its waiting run, a timeout fires once, racing emits and a timeout resolve to one outcome, typed errors |
+//! | `durable_processes` | a five-step durable workflow on three worker processes killed with `kill -9` at random: every step's writes once, every run finished |
 //! | `workflows` | batches: every callback sent once, by the end that finishes the batch; dependencies: a step runs after its dependencies' acks and reads their results, a dead one holds, a cancelled one cancels |
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
@@ -38,6 +39,7 @@ mod competing_consumers;
 mod concurrency_keys;
 mod concurrent_sends;
 mod durable;
+mod durable_processes;
 mod exactly_once;
 mod late_committer;
 mod limits;
