@@ -195,6 +195,39 @@ pub struct AwaitedEvent {
     pub since: SystemTime,
 }
 
+/// Where a sleep or an event wait of a [`Run`](crate::queue::Run) stands after the call.
+///
+/// ```
+/// let s = sqlmq::flow::Resumed::Event { payload: b"1".to_vec() };
+/// assert_eq!(serde_json::to_value(&s).unwrap()["state"], "event");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Resumed {
+    /// A sleep is over: go on.
+    Awake,
+    /// The event came, with this payload (JSON): go on.
+    Event {
+        /// The event's payload, as emitted (JSON).
+        #[serde(serialize_with = "raw_json")]
+        payload: Vec<u8>,
+    },
+    /// The event wait's deadline passed first: go on without it.
+    TimedOut,
+    /// Not over: the message is back in its queue until the sleep ends or the event comes
+    /// (its attempt not spent). Stop handling it; do not ack or nack it.
+    Suspended,
+}
+
+/// Stored JSON bytes as the JSON value they hold (a string of them if they hold none).
+fn raw_json<S: serde::Serializer>(bytes: &[u8], s: S) -> std::result::Result<S::Ok, S::Error> {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => v.serialize(s),
+        Err(_) => String::from_utf8_lossy(bytes).serialize(s),
+    }
+}
+
 /// A step or event name: 1 to 255 bytes.
 pub(crate) fn check_durable_name(what: &str, name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_DURABLE_NAME {

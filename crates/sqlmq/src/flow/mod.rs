@@ -21,7 +21,7 @@
 //! ## Inside
 //!
 //! [`Client`] methods, here so that the client and queue modules know nothing of them,
-//! results (`results.rs`), and durable runs' events (`events.rs`) and journals (`runs.rs`; the runs' steps,
+//! results (`results.rs`), and durable runs' events (`events.rs`; the runs' steps,
 //! sleeps and waits are [`JobContext`](crate::JobContext)'s).
 //!
 //! A batch is sent in one transaction: its row (open), its members queue by queue in an
@@ -33,7 +33,6 @@
 
 mod events;
 mod results;
-mod runs;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -47,7 +46,7 @@ use crate::tx;
 
 pub use crate::domain::{
     AwaitedEvent, BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep,
-    Emitted, FLOW_RETENTION, MAX_RESULT_BYTES, MAX_STEP_RESULT, Role, RunJournal, RunStep,
+    Emitted, FLOW_RETENTION, MAX_RESULT_BYTES, MAX_STEP_RESULT, Resumed, Role, RunJournal, RunStep,
     RunStepState, StepKind, StepState,
 };
 pub use results::DependencyResult;

@@ -32,20 +32,29 @@
 //! | `consume.rs` | `receive` (settling is the shared path of `consume/`) |
 //! | `manage.rs` | pause, cancel, purge, stats, dead letters, maintenance |
 //! | `browse.rs` | messages looked at: by state, by id, by key |
+//! | `durable.rs` | durable calls by receipt: a step's record, a sleep, an event wait |
+//! | `run.rs` | [`Run`]: a durable run's calls by name, for consumers outside the worker |
+//! | `journal.rs` | durable runs looked at: a run's journal, the events runs wait for |
 
 mod browse;
 mod consume;
+mod durable;
 mod enqueue;
+mod journal;
 mod limits;
 mod lookups;
 mod manage;
 mod produce;
 mod resend;
+mod run;
 
 pub use crate::domain::{
     AckReport, Backoff, DeadLetter, Delivery, Message, MessageId, NackOutcome, QueueConfig,
     QueueStats, RateLimit, Receipt, Sent,
 };
+
+pub(crate) use durable::Resolution;
+pub use run::Run;
 
 use std::sync::{Arc, OnceLock};
 

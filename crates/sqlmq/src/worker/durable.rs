@@ -20,11 +20,12 @@ use serde::de::DeserializeOwned;
 
 use super::context::JobContext;
 use crate::domain::{
-    DONE, Error, KIND_EVENT, KIND_SLEEP, KIND_STEP, Result, StepKind, TIMED_OUT, WAITING,
-    check_durable_name, check_durable_size, check_wait,
+    DONE, Error, KIND_EVENT, KIND_SLEEP, KIND_STEP, Result, StepKind, check_durable_name,
+    check_durable_size, check_wait,
 };
 use crate::queue::Queue;
-use crate::store::{Backend, JournalRow, NewStep};
+use crate::queue::Resolution;
+use crate::store::{Backend, JournalRow};
 use crate::tx;
 
 /// What a run has of its journal in this delivery: the rows read at its first durable call,
@@ -39,10 +40,6 @@ pub(crate) struct Journal {
 struct Slot {
     seq: i32,
     recorded: Option<JournalRow>,
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 fn decode<T: DeserializeOwned>(name: &str, bytes: Option<&[u8]>) -> Result<T> {
@@ -100,21 +97,10 @@ impl<B: Backend> JobContext<B> {
         })?;
         let bytes = serde_json::to_vec(&value)?;
         check_durable_size(&bytes)?;
-        let step = NewStep {
-            seq: slot.seq,
-            name,
-            kind: KIND_STEP,
-            state: DONE,
-            wake_in_us: None,
-            result: Some(&bytes),
-        };
-        let (store, receipt) = (queue.client().store(), self.receipt());
-        let step = &step;
-        let held = tx::run(queue.client().conns(), "step", |conn, _| {
-            Box::pin(store.record_step(conn, receipt, step))
-        })
-        .await?;
-        self.recorded(&mut journal, held, step)?;
+        let held = queue
+            .record_done_step(self.receipt(), slot.seq, name, &bytes)
+            .await?;
+        self.recorded(&mut journal, held, slot.seq, name, KIND_STEP)?;
         Ok(value)
     }
 
@@ -163,24 +149,15 @@ impl<B: Backend> JobContext<B> {
         })?;
         let bytes = serde_json::to_vec(&value)?;
         check_durable_size(&bytes)?;
-        let step = NewStep {
-            seq: slot.seq,
-            name,
-            kind: KIND_STEP,
-            state: DONE,
-            wake_in_us: None,
-            result: Some(&bytes),
-        };
-        let held = client
-            .store()
-            .record_step(&mut tx, self.receipt(), &step)
+        let held = queue
+            .record_done_step_in(&mut tx, self.receipt(), slot.seq, name, &bytes)
             .await?;
         if held {
             tx.commit().await?;
         } else {
             let _ = tx.rollback().await;
         }
-        self.recorded(&mut journal, held, &step)?;
+        self.recorded(&mut journal, held, slot.seq, name, KIND_STEP)?;
         Ok(value)
     }
 
@@ -203,63 +180,20 @@ impl<B: Backend> JobContext<B> {
         check_wait("sleep", duration)?;
         let queue = self.durable_queue()?;
         let mut journal = self.lock_journal()?;
-        let seq = journal.next;
-        let slot = self
-            .place(&mut journal, KIND_SLEEP, &sleep_name(seq))
-            .await?;
-        let (store, receipt) = (queue.client().store(), self.receipt());
-        match slot.recorded {
-            Some(row) if row.state != WAITING => Ok(()),
-            Some(row) => {
-                let left = row.wake_in_us.unwrap_or(0);
-                if left <= 0 {
-                    tx::run(queue.client().conns(), "sleep", |conn, _| {
-                        Box::pin(store.finish_step(conn, receipt.id, slot.seq, DONE, None))
-                    })
-                    .await?;
-                    return Ok(());
-                }
-                let left = Duration::from_micros(left as u64);
-                let queue = &queue;
-                tx::run(queue.client().conns(), "sleep", |conn, _| {
-                    Box::pin(queue.snooze_in(conn, receipt, left))
-                })
-                .await
-                .map_err(|e| self.lost_if(e))?;
-                Err(self.suspend())
-            }
-            None => {
-                let name = sleep_name(slot.seq);
-                let step = NewStep {
-                    seq: slot.seq,
-                    name: &name,
-                    kind: KIND_SLEEP,
-                    state: if duration.is_zero() { DONE } else { WAITING },
-                    wake_in_us: Some(micros(duration)),
-                    result: None,
-                };
-                let (step, queue) = (&step, &queue);
-                let held = tx::run(queue.client().conns(), "sleep", |conn, _| {
-                    Box::pin(async move {
-                        if !store.record_step(conn, receipt, step).await? {
-                            return Ok(false);
-                        }
-                        if !duration.is_zero() {
-                            queue.snooze_in(conn, receipt, duration).await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .await
-                .map_err(|e| self.lost_if(e))?;
-                self.recorded(&mut journal, held, step)?;
-                if duration.is_zero() {
-                    Ok(())
-                } else {
-                    Err(self.suspend())
-                }
-            }
-        }
+        let name = sleep_name(journal.next);
+        let slot = self.place(&mut journal, KIND_SLEEP, &name).await?;
+        let resolution = queue
+            .sleep_at(
+                self.receipt(),
+                slot.seq,
+                &name,
+                duration,
+                slot.recorded.as_ref(),
+            )
+            .await
+            .map_err(|e| self.lost_if(e))?;
+        self.resolved(&mut journal, slot.seq, &name, KIND_SLEEP, resolution)
+            .map(drop)
     }
 
     /// [`sleep`](Self::sleep) until `until` (a time in the past returns at once, and is still
@@ -307,94 +241,18 @@ impl<B: Backend> JobContext<B> {
         let queue = self.durable_queue()?;
         let mut journal = self.lock_journal()?;
         let slot = self.place(&mut journal, KIND_EVENT, name).await?;
-        let (store, receipt) = (queue.client().store(), self.receipt());
-        let (seq, queue) = (slot.seq, &queue);
-        let outcome = match slot.recorded {
-            Some(row) if row.state == DONE => return decode(name, row.result.as_deref()).map(Some),
-            Some(row) if row.state == TIMED_OUT => return Ok(None),
-            // Resumed: the event came, the deadline passed, or neither (woken early): the
-            // outcome is decided here, by the lease's holder, once.
-            Some(row) => {
-                let deadline = row.wake_at_us.unwrap_or(i64::MAX);
-                tx::run(queue.client().conns(), "event wait", |conn, _| {
-                    Box::pin(async move {
-                        store
-                            .wait_for_event(conn, name, receipt.id, queue.id())
-                            .await?;
-                        let event = store.event_locked(conn, name).await?;
-                        let left = row.wake_in_us.unwrap_or(0);
-                        let (state, payload) = match event {
-                            Some((payload, at)) if at <= deadline => (DONE, Some(payload)),
-                            _ if left <= 0 => (TIMED_OUT, None),
-                            _ => {
-                                let left = Duration::from_micros(left as u64);
-                                queue.snooze_in(conn, receipt, left).await?;
-                                return Ok(Waited::Suspended);
-                            }
-                        };
-                        store
-                            .finish_step(conn, receipt.id, seq, state, payload.as_deref())
-                            .await?;
-                        store.unwait(conn, name, receipt.id).await?;
-                        Ok(Waited::Over(payload))
-                    })
-                })
-                .await
-            }
-            None => {
-                let wake_in_us = Some(micros(timeout));
-                tx::run(queue.client().conns(), "event wait", |conn, _| {
-                    Box::pin(async move {
-                        // The wait first, then the event, read locked: an emit that commits
-                        // meanwhile either sees this wait (and wakes the run) or is seen here.
-                        store
-                            .wait_for_event(conn, name, receipt.id, queue.id())
-                            .await?;
-                        let event = store.event_locked(conn, name).await?;
-                        let (state, payload) = match event {
-                            Some((payload, _)) => (DONE, Some(payload)),
-                            None if timeout.is_zero() => (TIMED_OUT, None),
-                            None => (WAITING, None),
-                        };
-                        let step = NewStep {
-                            seq,
-                            name,
-                            kind: KIND_EVENT,
-                            state,
-                            wake_in_us,
-                            result: payload.as_deref(),
-                        };
-                        if !store.record_step(conn, receipt, &step).await? {
-                            return Ok(Waited::Lost);
-                        }
-                        if state == WAITING {
-                            queue.snooze_in(conn, receipt, timeout).await?;
-                            return Ok(Waited::Suspended);
-                        }
-                        store.unwait(conn, name, receipt.id).await?;
-                        Ok(Waited::Over(payload))
-                    })
-                })
-                .await
-            }
-        }
-        .map_err(|e| self.lost_if(e))?;
-        match outcome {
-            Waited::Over(payload) => {
-                journal.note(seq, name, KIND_EVENT);
-                self.inner_journaled();
-                payload.map(|p| decode(name, Some(&p))).transpose()
-            }
-            Waited::Suspended => {
-                journal.note(seq, name, KIND_EVENT);
-                self.inner_journaled();
-                Err(self.suspend())
-            }
-            Waited::Lost => {
-                self.mark_lost();
-                Err(self.lease_lost_error())
-            }
-        }
+        let resolution = queue
+            .wait_at(
+                self.receipt(),
+                slot.seq,
+                name,
+                timeout,
+                slot.recorded.as_ref(),
+            )
+            .await
+            .map_err(|e| self.lost_if(e))?;
+        let payload = self.resolved(&mut journal, slot.seq, name, KIND_EVENT, resolution)?;
+        payload.map(|p| decode(name, Some(&p))).transpose()
     }
 
     /// The queue of a durable call's message.
@@ -419,9 +277,7 @@ impl<B: Backend> JobContext<B> {
     /// first call, then check the recorded row at this place, if any, is this call.
     async fn place(&self, journal: &mut Journal, kind: i16, name: &str) -> Result<Slot> {
         if journal.rows.is_none() {
-            let client = self.client();
-            let mut conn = client.conns().read().await?;
-            let rows = client.store().journal(&mut conn, self.id()).await?;
+            let rows = self.durable_queue()?.journal_rows(self.id()).await?;
             if !rows.is_empty() {
                 self.inner_journaled();
             }
@@ -470,14 +326,42 @@ impl<B: Backend> JobContext<B> {
     }
 
     /// After a journal row's insert: noted when the lease held, [`Error::LeaseLost`] when not.
-    fn recorded(&self, journal: &mut Journal, held: bool, step: &NewStep<'_>) -> Result<()> {
+    fn recorded(
+        &self,
+        journal: &mut Journal,
+        held: bool,
+        seq: i32,
+        name: &str,
+        kind: i16,
+    ) -> Result<()> {
         if !held {
             self.mark_lost();
             return Err(self.lease_lost_error());
         }
-        journal.note(step.seq, step.name, step.kind);
+        journal.note(seq, name, kind);
         self.inner_journaled();
         Ok(())
+    }
+
+    /// After a sleep or an event wait: its payload when over (an event's; `None` for a sleep
+    /// or a timeout), [`Error::Suspended`] when the run was put back to wait.
+    fn resolved(
+        &self,
+        journal: &mut Journal,
+        seq: i32,
+        name: &str,
+        kind: i16,
+        resolution: Resolution,
+    ) -> Result<Option<Vec<u8>>> {
+        let over = match resolution {
+            Resolution::Lost => false,
+            Resolution::Over(_) | Resolution::Suspended => true,
+        };
+        self.recorded(journal, over, seq, name, kind)?;
+        match resolution {
+            Resolution::Over(payload) => Ok(payload),
+            _ => Err(self.suspend()),
+        }
     }
 
     fn lease_lost_error(&self) -> Error {
@@ -500,13 +384,6 @@ impl<B: Backend> JobContext<B> {
         self.suspended_flag().store(true, Ordering::Relaxed);
         Error::Suspended { id: self.id() }
     }
-}
-
-/// How an event wait's transaction ended.
-enum Waited {
-    Over(Option<Vec<u8>>),
-    Suspended,
-    Lost,
 }
 
 impl Journal {

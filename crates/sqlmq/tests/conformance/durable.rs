@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlmq::flow::{RunStepState, StepKind};
+use sqlmq::flow::{Resumed, RunStepState, StepKind};
 use sqlmq::worker::CancellationToken;
 use sqlmq::{
     Client, Delivery, Error, JobContext, Message, MessageId, Outcome, QueueConfig, Worker,
@@ -615,6 +615,84 @@ pub(crate) async fn durable_bad_input_is_a_typed_error_and_writes_nothing<B: Tes
     db.drop().await;
 }
 
+pub(crate) async fn a_receive_loop_drives_a_run_by_name<B: TestBackend>() {
+    let (db, client, q) = queue::<B>(QueueConfig::default().max_attempts(1)).await;
+    let id = q.send(Message::new("x")).await.unwrap().id;
+    let lease = Duration::from_secs(30);
+    let receive = || async {
+        eventually_async(Duration::from_secs(20), "the message back", || async {
+            q.receive(1, lease).await.unwrap().pop()
+        })
+        .await
+    };
+    let d = receive().await;
+    let run = q.run(d.receipt());
+    assert_eq!(run.step("charge").await.unwrap(), None);
+    assert_eq!(
+        run.record_step("charge", b"\"ch_1\"").await.unwrap(),
+        b"\"ch_1\""
+    );
+    // Recorded once: a second record keeps the first result.
+    assert_eq!(
+        run.record_step("charge", b"\"ch_2\"").await.unwrap(),
+        b"\"ch_1\""
+    );
+    let slept = run.sleep("nap", Duration::from_millis(300)).await.unwrap();
+    assert_eq!(slept, Resumed::Suspended);
+    assert!(
+        matches!(q.ack(d.receipt()).await, Err(Error::LeaseLost { .. })),
+        "given back"
+    );
+
+    let d = receive().await;
+    assert_eq!(d.attempt, 1, "the sleep spent no attempt");
+    let run = q.run(d.receipt());
+    assert_eq!(
+        run.step("charge").await.unwrap().as_deref(),
+        Some(&b"\"ch_1\""[..])
+    );
+    assert_eq!(
+        run.sleep("nap", Duration::from_millis(300)).await.unwrap(),
+        Resumed::Awake
+    );
+    let waited = run
+        .wait_for_event("go", Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(waited, Resumed::Suspended);
+    assert_eq!(run.journal().await.unwrap().waiting_for, ["go"]);
+    client.emit_event("go", &[1, 2]).await.unwrap();
+
+    let d = receive().await;
+    let run = q.run(d.receipt());
+    assert_eq!(
+        run.wait_for_event("go", Duration::from_secs(600))
+            .await
+            .unwrap(),
+        Resumed::Event {
+            payload: b"[1,2]".to_vec()
+        }
+    );
+    let stale = q.run(sqlmq::queue::Receipt {
+        id,
+        token: d.receipt().token - 1,
+    });
+    assert!(matches!(
+        stale.record_step("late", b"1").await,
+        Err(Error::LeaseLost { .. })
+    ));
+    let bad = run.record_step("not json", b"{").await.unwrap_err();
+    assert!(matches!(bad, Error::Json(_)), "{bad}");
+    run.ack().await.unwrap();
+    assert!(
+        client.journal(id).await.unwrap().steps.is_empty(),
+        "the ack forgot the journal"
+    );
+    assert_eq!(q.stats().await.unwrap().in_flight, 0);
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         completed_steps_replay_a_dead_letter_keeps_its_journal_and_the_ack_forgets_it,
@@ -626,5 +704,6 @@ sqlmq_testkit::conformance!(
         a_timeout_fires_once_and_a_later_emit_does_not_change_it,
         racing_emits_and_a_timeout_resolve_to_one_outcome,
         durable_bad_input_is_a_typed_error_and_writes_nothing,
+        a_receive_loop_drives_a_run_by_name,
     ],
 );

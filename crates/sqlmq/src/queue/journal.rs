@@ -8,7 +8,7 @@ use crate::domain::{
 use crate::store::{Backend, JournalRow};
 
 /// The public form of a stored journal row.
-fn step_of(row: &JournalRow) -> RunStep {
+pub(crate) fn step_of(row: &JournalRow) -> RunStep {
     RunStep {
         seq: row.seq.max(0) as u32,
         name: row.name.clone(),

@@ -1,0 +1,222 @@
+//! Durable calls of a run, by receipt: recording a step, a sleep, an event wait. One place
+//! decides what each does with the run's journal row — the worker's positional API
+//! (`worker/durable.rs`) and the named one for other consumers ([`Run`](super::Run)) only
+//! choose the row's place.
+//!
+//! A suspension (a sleep or a wait not over) is a snooze in the same transaction as the
+//! journal row: the message goes back to `scheduled` for the wake time without spending its
+//! attempt, and the row says why. Both or neither commit.
+
+use std::time::Duration;
+
+use super::Queue;
+use crate::domain::{
+    DONE, KIND_EVENT, KIND_SLEEP, KIND_STEP, MessageId, Receipt, Result, TIMED_OUT, WAITING,
+};
+use crate::store::{Backend, JournalRow, NewStep};
+use crate::tx;
+
+/// How a sleep or an event wait ended for now.
+#[derive(Debug)]
+pub(crate) enum Resolution {
+    /// Over: for an event wait, its payload (`None`: the deadline passed first).
+    Over(Option<Vec<u8>>),
+    /// Not over: the message is back in the queue until its wake time or its event.
+    Suspended,
+    /// The receipt's lease is gone: nothing was written.
+    Lost,
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The time left to a row's wake time (zero once it passed).
+fn left(row: &JournalRow) -> Duration {
+    Duration::from_micros(row.wake_in_us.unwrap_or(0).max(0) as u64)
+}
+
+impl<B: Backend> Queue<B> {
+    /// The journal of message `id`'s run.
+    pub(crate) async fn journal_rows(&self, id: MessageId) -> Result<Vec<JournalRow>> {
+        let mut conn = self.conns().read().await?;
+        self.store().journal(&mut conn, id).await
+    }
+
+    /// Record the completed step `name` at `seq` with its result (JSON) while `receipt`'s
+    /// lease holds: false when it does not (nothing written).
+    pub(crate) async fn record_done_step(
+        &self,
+        receipt: Receipt,
+        seq: i32,
+        name: &str,
+        result: &[u8],
+    ) -> Result<bool> {
+        tx::run(self.conns(), "step", |conn, _| {
+            Box::pin(self.record_done_step_in(conn, receipt, seq, name, result))
+        })
+        .await
+    }
+
+    /// [`Queue::record_done_step`] in the caller's transaction (with the step's own writes).
+    pub(crate) async fn record_done_step_in(
+        &self,
+        conn: &mut B::Connection,
+        receipt: Receipt,
+        seq: i32,
+        name: &str,
+        result: &[u8],
+    ) -> Result<bool> {
+        let step = NewStep {
+            seq,
+            name,
+            kind: KIND_STEP,
+            state: DONE,
+            wake_in_us: None,
+            result: Some(result),
+        };
+        self.store().record_step(conn, receipt, &step).await
+    }
+
+    /// Sleep `duration` at `seq` (`recorded`: the journal's row there, from an earlier
+    /// delivery).
+    pub(crate) async fn sleep_at(
+        &self,
+        receipt: Receipt,
+        seq: i32,
+        name: &str,
+        duration: Duration,
+        recorded: Option<&JournalRow>,
+    ) -> Result<Resolution> {
+        let store = self.store();
+        match recorded {
+            Some(row) if row.state != WAITING => return Ok(Resolution::Over(None)),
+            Some(row) if left(row).is_zero() => {
+                tx::run(self.conns(), "sleep", |conn, _| {
+                    Box::pin(store.finish_step(conn, receipt.id, seq, DONE, None))
+                })
+                .await?;
+                return Ok(Resolution::Over(None));
+            }
+            // Delivered before its time (an operator's retry): back to sleep for the rest.
+            Some(row) => {
+                let rest = left(row);
+                tx::run(self.conns(), "sleep", |conn, _| {
+                    Box::pin(async move {
+                        self.snooze_in(conn, receipt, rest).await?;
+                        Ok(Resolution::Suspended)
+                    })
+                })
+                .await
+            }
+            None => {
+                let step = NewStep {
+                    seq,
+                    name,
+                    kind: KIND_SLEEP,
+                    state: if duration.is_zero() { DONE } else { WAITING },
+                    wake_in_us: Some(micros(duration)),
+                    result: None,
+                };
+                let step = &step;
+                tx::run(self.conns(), "sleep", |conn, _| {
+                    Box::pin(async move {
+                        if !store.record_step(conn, receipt, step).await? {
+                            return Ok(Resolution::Lost);
+                        }
+                        if duration.is_zero() {
+                            return Ok(Resolution::Over(None));
+                        }
+                        self.snooze_in(conn, receipt, duration).await?;
+                        Ok(Resolution::Suspended)
+                    })
+                })
+                .await
+            }
+        }
+    }
+
+    /// Wait at `seq` for the event `name`, at most `timeout` from the first time
+    /// (`recorded`: the journal's row there, from an earlier delivery).
+    pub(crate) async fn wait_at(
+        &self,
+        receipt: Receipt,
+        seq: i32,
+        name: &str,
+        timeout: Duration,
+        recorded: Option<&JournalRow>,
+    ) -> Result<Resolution> {
+        let store = self.store();
+        match recorded {
+            Some(row) if row.state == DONE => Ok(Resolution::Over(Some(
+                row.result.clone().unwrap_or_default(),
+            ))),
+            Some(row) if row.state == TIMED_OUT => Ok(Resolution::Over(None)),
+            // Resumed: the event came, the deadline passed, or neither (woken early): the
+            // outcome is decided here, by the lease's holder, once.
+            Some(row) => {
+                let deadline = row.wake_at_us.unwrap_or(i64::MAX);
+                let rest = left(row);
+                tx::run(self.conns(), "event wait", |conn, _| {
+                    Box::pin(async move {
+                        store
+                            .wait_for_event(conn, name, receipt.id, self.id())
+                            .await?;
+                        let event = store.event_locked(conn, name).await?;
+                        let (state, payload) = match event {
+                            Some((payload, at)) if at <= deadline => (DONE, Some(payload)),
+                            _ if rest.is_zero() => (TIMED_OUT, None),
+                            _ => {
+                                self.snooze_in(conn, receipt, rest).await?;
+                                return Ok(Resolution::Suspended);
+                            }
+                        };
+                        store
+                            .finish_step(conn, receipt.id, seq, state, payload.as_deref())
+                            .await?;
+                        store.unwait(conn, name, receipt.id).await?;
+                        Ok(Resolution::Over(payload))
+                    })
+                })
+                .await
+            }
+            None => {
+                let wake_in_us = Some(micros(timeout));
+                tx::run(self.conns(), "event wait", |conn, _| {
+                    Box::pin(async move {
+                        // The wait first, then the event, read locked: an emit that commits
+                        // meanwhile either sees this wait (and wakes the run) or is seen here
+                        // (`flow/events.rs`).
+                        store
+                            .wait_for_event(conn, name, receipt.id, self.id())
+                            .await?;
+                        let event = store.event_locked(conn, name).await?;
+                        let (state, payload) = match event {
+                            Some((payload, _)) => (DONE, Some(payload)),
+                            None if timeout.is_zero() => (TIMED_OUT, None),
+                            None => (WAITING, None),
+                        };
+                        let step = NewStep {
+                            seq,
+                            name,
+                            kind: KIND_EVENT,
+                            state,
+                            wake_in_us,
+                            result: payload.as_deref(),
+                        };
+                        if !store.record_step(conn, receipt, &step).await? {
+                            return Ok(Resolution::Lost);
+                        }
+                        if state == WAITING {
+                            self.snooze_in(conn, receipt, timeout).await?;
+                            return Ok(Resolution::Suspended);
+                        }
+                        store.unwait(conn, name, receipt.id).await?;
+                        Ok(Resolution::Over(payload))
+                    })
+                })
+                .await
+            }
+        }
+    }
+}
