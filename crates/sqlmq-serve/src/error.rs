@@ -127,6 +127,10 @@ impl From<sqlmq::Error> for ApiError {
             E::BatchSealed(_) => (StatusCode::CONFLICT, "batch_sealed"),
             E::MessageInFlight(_) => (StatusCode::CONFLICT, "message_in_flight"),
             E::LeaseLost { .. } => (StatusCode::CONFLICT, "lease_lost"),
+            E::StepMismatch { .. } => (StatusCode::CONFLICT, "step_mismatch"),
+            // A step's JSON that does not parse: the request's value (HTTP bodies are JSON, so
+            // only a library caller meets it).
+            E::Json(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
             E::SchemaTooNew { .. } | E::SchemaOutdated { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "schema_incompatible")
             }

@@ -30,6 +30,8 @@ use crate::error::ErrorBody;
         api::dead::list, api::dead::redrive_handler, api::dead::purge,
         api::batches::create, api::batches::get, api::batches::add, api::batches::seal,
         api::results::result, api::results::dependencies,
+        api::runs::journal, api::runs::step, api::runs::record_step, api::runs::sleep,
+        api::runs::wait, api::runs::ack, api::runs::emit, api::runs::awaited,
         api::topics::list, api::topics::get, api::topics::put, api::topics::delete,
         api::records::publish, api::records::list, api::trace::trace,
         api::groups::list, api::groups::get, api::groups::put, api::groups::delete,
@@ -60,7 +62,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "409",
-        "Conflict (message in flight, lease lost, busy member, sealed batch)",
+        "Conflict (message in flight, lease lost, busy member, sealed batch, step mismatch)",
     ),
     ("413", "Body or message too large"),
     ("415", "Body is not application/json"),

@@ -6,6 +6,7 @@
 //! | `messages.rs` | send, receive, ack, nack, extend, cancel of a queue |
 //! | `batches.rs` | `/v1/batches`, `/v1/batches/{id}` (+ messages, seal): batches and workflows |
 //! | `results.rs` | `/v1/messages/{id}/result`, `/v1/messages/{id}/dependencies` |
+//! | `runs.rs` | durable runs: `/v1/queues/{queue}/runs/{receipt}/…` (steps, sleep, wait, ack), `/v1/messages/{id}/journal`, `/v1/events` |
 //! | `browse.rs` | a queue's messages looked at: by state, by key, one by id |
 //! | `dead.rs` | a queue's dead letters |
 //! | `topics.rs` | `/v1/topics`, `/v1/topics/{topic}` |
@@ -31,6 +32,7 @@ pub mod model;
 pub mod queues;
 pub mod records;
 pub mod results;
+pub mod runs;
 pub mod schedules;
 pub mod system;
 pub mod topics;
@@ -78,6 +80,16 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route("/v1/batches/{id}/seal", post(batches::seal))
         .route("/v1/messages/{id}/result", get(results::result))
         .route("/v1/messages/{id}/dependencies", get(results::dependencies))
+        .route("/v1/messages/{id}/journal", get(runs::journal))
+        .route(
+            &format!("{q}/runs/{{receipt}}/steps/{{name}}"),
+            get(runs::step).put(runs::record_step),
+        )
+        .route(&format!("{q}/runs/{{receipt}}/sleep"), post(runs::sleep))
+        .route(&format!("{q}/runs/{{receipt}}/wait"), post(runs::wait))
+        .route(&format!("{q}/runs/{{receipt}}/ack"), post(runs::ack))
+        .route("/v1/events", get(runs::awaited))
+        .route("/v1/events/{name}", post(runs::emit))
         .route("/v1/topics", get(topics::list))
         .route(t, get(topics::get).put(topics::put).delete(topics::delete))
         .route(

@@ -24,6 +24,16 @@ from sqlmq_client.api.messages import (
 )
 from sqlmq_client.api.queues import queue_get, queue_put
 from sqlmq_client.api.records import records_list, records_publish
+from sqlmq_client.api.runs import (
+    event_emit,
+    events_awaited,
+    message_journal,
+    run_ack,
+    run_sleep,
+    run_step_get,
+    run_step_record,
+    run_wait,
+)
 from sqlmq_client.api.schedules import (
     schedule_delete,
     schedule_get,
@@ -35,6 +45,7 @@ from sqlmq_client.api.topics import topic_put
 from sqlmq_client.models import (
     AckRequest,
     CatchUpPolicy,
+    EmitRequest,
     GroupConfigRequest,
     IdsRequest,
     ListedState,
@@ -46,7 +57,10 @@ from sqlmq_client.models import (
     ReceiveRequest,
     ScheduleRequest,
     SendRequest,
+    SleepRequest,
+    StepRequest,
     TopicConfigRequest,
+    WaitRequest,
 )
 
 
@@ -143,4 +157,56 @@ assert ok(schedule_pause.sync_detailed("py-nightly", client=client)).paused
 assert [s.name for s in ok(schedules_list.sync_detailed(client=client)).schedules] == ["py-nightly"]
 assert schedule_delete.sync_detailed("py-nightly", client=client).status_code == 204
 assert schedule_get.sync_detailed("py-nightly", client=client).status_code == 404
+# A durable run driven by its receipt: a step recorded once, a sleep that suspends and
+# resumes, an event wait woken by an emit, the ack that forgets the journal.
+ok(queue_put.sync_detailed("py-flows", client=client, body=QueueConfigRequest(max_attempts=1)))
+flow_id = ok(
+    messages_send.sync_detailed("py-flows", client=client, body=SendRequest(messages=[OutgoingMessage(body="order-7")]))
+).messages[0].id
+
+
+def receive_flow():
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        got = ok(
+            messages_receive.sync_detailed("py-flows", client=client, body=ReceiveRequest(max_=1, wait_ms=1000))
+        ).messages
+        if got:
+            return got[0]
+    raise AssertionError("the run did not come back")
+
+
+m = receive_flow()
+assert run_step_get.sync_detailed("py-flows", m.receipt, "charge", client=client).status_code == 404
+step = ok(run_step_record.sync_detailed("py-flows", m.receipt, "charge", client=client, body=StepRequest(result={"id": "ch_7"})))
+assert step.result == {"id": "ch_7"}, step
+again = ok(run_step_record.sync_detailed("py-flows", m.receipt, "charge", client=client, body=StepRequest(result="other")))
+assert again.result == {"id": "ch_7"}, again
+slept = ok(run_sleep.sync_detailed("py-flows", m.receipt, client=client, body=SleepRequest(name="nap", duration_ms=300)))
+assert slept.state == "suspended", slept
+
+m = receive_flow()
+assert m.attempt == 1, m
+assert ok(run_step_get.sync_detailed("py-flows", m.receipt, "charge", client=client)).result == {"id": "ch_7"}
+slept = ok(run_sleep.sync_detailed("py-flows", m.receipt, client=client, body=SleepRequest(name="nap", duration_ms=300)))
+assert slept.state == "awake", slept
+waited = ok(run_wait.sync_detailed("py-flows", m.receipt, client=client, body=WaitRequest(event="order-7-shipped", timeout_ms=600000)))
+assert waited.state == "suspended", waited
+journal = ok(message_journal.sync_detailed(flow_id, client=client))
+assert [(s.kind, s.name, s.state) for s in journal.steps] == [
+    ("step", "charge", "done"),
+    ("sleep", "nap", "done"),
+    ("event", "order-7-shipped", "waiting"),
+], journal
+assert journal.waiting_for == ["order-7-shipped"], journal
+awaited = ok(events_awaited.sync_detailed(client=client)).events
+assert [(e.name, e.runs) for e in awaited] == [("order-7-shipped", 1)], awaited
+emitted = ok(event_emit.sync_detailed("order-7-shipped", client=client, body=EmitRequest(payload={"carrier": "DHL"})))
+assert emitted.kept and emitted.woken == 1, emitted
+
+m = receive_flow()
+waited = ok(run_wait.sync_detailed("py-flows", m.receipt, client=client, body=WaitRequest(event="order-7-shipped", timeout_ms=600000)))
+assert waited.state == "event" and waited.payload == {"carrier": "DHL"}, waited
+assert run_ack.sync_detailed("py-flows", m.receipt, client=client).status_code == 204
+assert ok(message_journal.sync_detailed(flow_id, client=client)).steps == []
 print("python client: every step passed")
