@@ -89,6 +89,9 @@ enum Command {
     /// or show them.
     #[command(subcommand)]
     Batch(cmd::batch::BatchCommand),
+    /// Emit events for durable runs waiting on them, or list the events runs wait for.
+    #[command(subcommand)]
+    Event(cmd::event::EventCommand),
     /// Create, list or describe topics (partitioned streams with consumer groups).
     #[command(subcommand)]
     Topic(cmd::topic::TopicCommand),
@@ -157,6 +160,7 @@ async fn dispatch<B: Backend>(settings: &Settings, command: Command) -> anyhow::
         Consume(args) => cmd::consume::run::<B>(settings, args).await,
         Topic(command) => cmd::topic::run::<B>(settings, command).await,
         Schedule(command) => cmd::schedule::run::<B>(settings, command).await,
+        Event(command) => cmd::event::run::<B>(settings, command).await,
         Batch(command) => cmd::batch::run::<B>(settings, command).await,
         Publish(args) => cmd::publish::run::<B>(settings, args).await,
         Subscribe(args) => cmd::subscribe::run::<B>(settings, args).await,

@@ -211,6 +211,11 @@ fn every_json_command_prints_times_and_durations_in_one_form() {
         (vec!["show"], vec!["show", "jobs", &later, "--json"]),
         (vec!["schedule", "list"], vec!["schedule", "list", "--json"]),
         (
+            vec!["event", "emit"],
+            vec!["event", "emit", "shipped", r#"{"n":1}"#, "--json"],
+        ),
+        (vec!["event", "list"], vec!["event", "list", "--json"]),
+        (
             vec!["schedule", "describe"],
             vec!["schedule", "describe", "tick", "--json"],
         ),

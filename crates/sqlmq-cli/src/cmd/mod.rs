@@ -7,6 +7,7 @@ pub mod cancel;
 pub mod consume;
 pub mod demo;
 pub mod dlq;
+pub mod event;
 pub mod extend;
 pub mod grants;
 pub mod groups;

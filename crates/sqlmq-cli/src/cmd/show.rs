@@ -43,8 +43,13 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
             args.id
         );
     };
+    let journal = queue.client().journal(m.id).await?;
     if args.json {
-        return print_json(&JsonQueued::from(&m));
+        let mut out = serde_json::to_value(JsonQueued::from(&m))?;
+        if !journal.steps.is_empty() {
+            out["journal"] = serde_json::to_value(&journal)?;
+        }
+        return print_json(&out);
     }
     println!("id:          {}", m.id);
     println!("state:       {}", m.state);
@@ -79,6 +84,22 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
             "error:       attempt {} at {}: {}",
             e.attempt, e.at, e.error
         );
+    }
+    for s in &journal.steps {
+        let wake = s.wake_at.map(|t| format!(" until {}", timestamp(t)));
+        println!(
+            "{:<12} {} {:?}: {}{} (recorded {}, {} bytes)",
+            format!("{}:", s.kind),
+            s.seq,
+            s.name,
+            s.state,
+            wake.unwrap_or_default(),
+            timestamp(s.recorded_at),
+            s.result_bytes
+        );
+    }
+    for event in &journal.waiting_for {
+        println!("waits for:   event {event:?}");
     }
     println!("body:        {}", String::from_utf8_lossy(&m.body));
     Ok(())

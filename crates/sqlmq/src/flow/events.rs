@@ -96,6 +96,9 @@ impl<B: Backend> Client<B> {
                     }
                 }
             }
+            // Woken, they wait no more (a waiter found in flight instead decides for itself,
+            // holding its lease: the event is there for it to see).
+            store.unwait_event(conn, name).await?;
         }
         Ok((Emitted { kept, woken }, queues))
     }

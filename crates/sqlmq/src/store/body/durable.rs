@@ -49,6 +49,8 @@ const FINISH: &str =
 const FORGET: &str = "DELETE FROM {p}run_steps WHERE message_id = ?";
 /// A run no longer waits for an event (name, message).
 const UNWAIT: &str = "DELETE FROM {p}event_waits WHERE name = ? AND message_id = ?";
+/// No run waits for an event any more (name): the emit woke them.
+const UNWAIT_EVENT: &str = "DELETE FROM {p}event_waits WHERE name = ?";
 /// A run no longer waits for anything (message).
 const UNWAIT_ALL: &str = "DELETE FROM {p}event_waits WHERE message_id = ?";
 /// What a run waits for (message): `name`.
@@ -226,6 +228,15 @@ impl<B: Backend> SqlStore<B> {
         self.query(UNWAIT)
             .arg(name.as_bytes())
             .arg(id.bytes())
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// No run waits for event `name` any more: its emit woke them all.
+    pub(crate) async fn unwait_event(&self, conn: &mut B::Connection, name: &str) -> Result<()> {
+        self.query(UNWAIT_EVENT)
+            .arg(name.as_bytes())
             .run(conn)
             .await?;
         Ok(())
