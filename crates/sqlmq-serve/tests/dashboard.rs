@@ -762,3 +762,134 @@ async fn a_workflow_batch_page_shows_its_graph_and_seals_an_open_batch() {
     b.quit().await;
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_timeline_and_the_events_its_waiting_for() {
+    let s = TestServer::with(test_config().token(FULL).read_token(READ)).await;
+    put(&s, "/v1/queues/orders", json!({})).await;
+    let sent = post(
+        &s,
+        "/v1/queues/orders/messages",
+        json!({"messages": [{"body": "order-42"}, {"body": "order-43"}]}),
+    )
+    .await;
+    let id = sent["messages"][0]["id"].as_str().unwrap().to_owned();
+    // Both runs: a step recorded, a sleep over, then a wait for their shipment.
+    let mut waiting = Vec::new();
+    for n in 0..2 {
+        let got = eventually(Duration::from_secs(10), "a run to drive", || async {
+            let v = post(
+                &s,
+                "/v1/queues/orders/receive",
+                json!({"max": 1, "wait_ms": 1000}),
+            )
+            .await;
+            v["messages"].as_array()?.first().cloned()
+        })
+        .await;
+        let (m, r) = (
+            got["id"].as_str().unwrap().to_owned(),
+            got["receipt"].as_str().unwrap().to_owned(),
+        );
+        let run = format!("/v1/queues/orders/runs/{r}");
+        put(
+            &s,
+            &format!("{run}/steps/charge"),
+            json!({"result": {"charge": format!("ch_{n}")}}),
+        )
+        .await;
+        let slept = post(
+            &s,
+            &format!("{run}/sleep"),
+            json!({"name": "settle", "duration_ms": 0}),
+        )
+        .await;
+        assert_eq!(slept["state"], "awake");
+        let waited = post(
+            &s,
+            &format!("{run}/wait"),
+            json!({"event": "shipped", "timeout_ms": 86_400_000}),
+        )
+        .await;
+        assert_eq!(waited["state"], "suspended");
+        waiting.push(m);
+    }
+
+    let shots = if std::env::var_os("SQLMQ_UPDATE_SCREENSHOTS").is_some() {
+        workspace_root().join("docs/guide/src/screenshots")
+    } else {
+        workspace_root().join("target/screenshots")
+    };
+    let b = Browser::start().await;
+    b.goto(&s.url("/login")).await;
+    b.type_into("input[name=token]", READ).await;
+    b.click(&b.find("form[action='/login'] button").await).await;
+    eventually(Duration::from_secs(5), "the overview", || async {
+        b.source().await.contains("<h1>Overview</h1>").then_some(())
+    })
+    .await;
+    // From the queue's scheduled messages to the run's page.
+    b.goto(&s.url("/queues/orders?state=scheduled")).await;
+    b.click(
+        &b.find(&format!("#messages a[href='/queues/orders/messages/{id}']"))
+            .await,
+    )
+    .await;
+    eventually(Duration::from_secs(5), "the run's page", || async {
+        b.source().await.contains("id=\"timeline\"").then_some(())
+    })
+    .await;
+    assert_eq!(
+        b.find_all("#timeline li.done").await.len(),
+        2,
+        "the step and the sleep"
+    );
+    assert_eq!(
+        b.find_all("#timeline li.waiting").await.len(),
+        1,
+        "the wait"
+    );
+    let timeline = b.text("#timeline").await;
+    assert!(
+        timeline.contains("charge") && timeline.contains("settle"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("shipped") && timeline.contains("deadline"),
+        "{timeline}"
+    );
+    assert_eq!(b.text("#state").await, "scheduled");
+    b.screenshot(&shots.join("run.png")).await;
+
+    // The events page: the event with both runs, each a link to its page.
+    b.click(&b.find("header a[href='/events']").await).await;
+    eventually(Duration::from_secs(5), "the events page", || async {
+        b.source().await.contains("id=\"events\"").then_some(())
+    })
+    .await;
+    let events = b.text("#events").await;
+    assert!(events.contains("shipped"), "{events}");
+    for m in &waiting {
+        assert_eq!(
+            b.find_all(&format!("#events a[href='/queues/orders/messages/{m}']"))
+                .await
+                .len(),
+            1,
+            "{events}"
+        );
+    }
+    b.screenshot(&shots.join("events.png")).await;
+
+    // The emit wakes both: the page lists no event any more.
+    let emitted = post(
+        &s,
+        "/v1/events/shipped",
+        json!({"payload": {"carrier": "DHL"}}),
+    )
+    .await;
+    assert_eq!(emitted["woken"], 2);
+    b.goto(&s.url("/events")).await;
+    assert!(b.text("#events").await.contains("No run waits"));
+    b.quit().await;
+    s.finish().await;
+}

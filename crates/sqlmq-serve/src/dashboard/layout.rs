@@ -26,10 +26,16 @@ th{background:#eef0f4;font-weight:600}td.n,th.n{text-align:right;font-variant-nu
 form.inline{display:inline}button{cursor:pointer}button.danger{color:#b3261e}
 .row{display:flex;gap:16px;flex-wrap:wrap}.row>div{flex:1;min-width:380px}
 pre{white-space:pre-wrap;word-break:break-all;margin:0;max-width:520px}
-svg{background:#fff;border:1px solid #e3e6ec}.badge{padding:1px 6px;border-radius:8px;background:#eef0f4}
+svg{background:#fff;border:1px solid #e3e6ec}.badge{padding:1px 6px;border-radius:8px;background:#eef0f4;color:#1d2330}
 .nowrap{white-space:nowrap}
 .progress{display:flex;height:14px;max-width:640px;background:#e3ecfc;border:1px solid #c8cdd8;margin-top:12px}
 .progress span{display:block;height:100%}
+ol.timeline{list-style:none;padding:0;margin:0;max-width:900px;border-left:3px solid #c8cdd8}
+ol.timeline li{background:#fff;border:1px solid #e3e6ec;margin:0 0 6px 12px;padding:6px 10px;position:relative}
+ol.timeline li:before{content:"";position:absolute;left:-20px;top:10px;width:11px;height:11px;border-radius:6px;background:#2e7d32}
+ol.timeline li.waiting:before{background:#f9a825}ol.timeline li.timed-out:before{background:#b3261e}
+ol.timeline li.muted:before{background:#c8cdd8}
+.waiting b{color:#8a5a00}
 "#;
 
 const SCRIPT: &str = r#"
@@ -52,6 +58,7 @@ pub enum Nav {
     Overview,
     Processes,
     Schedules,
+    Events,
     Alerts,
     None,
 }
@@ -99,6 +106,7 @@ pub fn page(title: &str, nav: Nav, chrome: Chrome<'_>, body: Markup) -> Markup {
                     (link("/", "Overview", Nav::Overview))
                     (link("/processes", "Processes", Nav::Processes))
                     (link("/schedules", "Schedules", Nav::Schedules))
+                    (link("/events", "Events", Nav::Events))
                     (link("/alerts", "Alerts", Nav::Alerts))
                     div.right {
                         @if !access.can_write() { span.badge #read-only { "read-only" } }

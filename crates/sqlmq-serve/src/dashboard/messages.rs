@@ -45,7 +45,8 @@ pub fn table(id: &str, queue: &str, messages: &[QueuedMessageOut], write: bool) 
                  th { "key" } th { "body" } th { "last error" } @if write { th { "" } } }
             @for m in messages {
                 tr {
-                    td { code { (m.id) } } td { (m.state) } td.n { (m.priority) } td.n { (m.attempts) }
+                    td { a href=(format!("/queues/{}/messages/{}", enc(queue), enc(&m.id))) { code { (m.id) } } }
+                    td { (m.state) } td.n { (m.priority) } td.n { (m.attempts) }
                     td { (when(m)) } td { (key_cell(m)) }
                     td { pre { (preview(&m.body, &m.body_base64)) } }
                     td { @if let Some(e) = m.errors.last() { "#" (e.attempt) " " (e.error) } }

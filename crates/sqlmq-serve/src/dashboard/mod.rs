@@ -5,6 +5,8 @@
 //! | `overview.rs` | `/`: queues, topics (ranking), groups, processes, alerts, rates |
 //! | `queue.rs` | `/queues/{queue}`: counts, charts, find, dead letters, actions |
 //! | `messages.rs` | the queue page's messages: a state a page at a time, search results |
+//! | `run.rs` | `/queues/{queue}/messages/{id}`: a message and its durable run's timeline |
+//! | `events.rs` | `/events`: the events durable runs wait for, with the runs |
 //! | `topic.rs` | `/topics/{topic}`: partitions, rate, groups with lag, records, ranking |
 //! | `batch.rs` | `/batches/{id}`: a batch's progress, callbacks, members, a workflow's graph |
 //! | `trace.rs` | `/topics/{topic}/records/{id}`: a record's trace across groups |
@@ -24,6 +26,7 @@ mod actions;
 mod alerts;
 mod batch;
 mod chart;
+mod events;
 mod group;
 mod layout;
 mod login;
@@ -31,6 +34,7 @@ mod messages;
 mod overview;
 mod processes;
 mod queue;
+mod run;
 mod schedules;
 mod topic;
 mod trace;
@@ -157,6 +161,11 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
             get(|cx| async { respond(alerts::show(cx).await) }),
         )
         .route("/queues/{queue}", get(queue::show))
+        .route("/queues/{queue}/messages/{id}", get(run::show))
+        .route(
+            "/events",
+            get(|cx| async { respond(events::show(cx).await) }),
+        )
         .route("/batches", get(batch::lookup))
         .route("/batches/{id}", get(batch::show))
         .route("/topics/{topic}", get(topic::show))

@@ -195,6 +195,27 @@ pub struct AwaitedEvent {
     pub since: SystemTime,
 }
 
+/// A run suspended waiting for an event ([`Client::runs_waiting_for`](crate::Client::runs_waiting_for)).
+///
+/// ```no_run
+/// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+/// for run in client.runs_waiting_for("order-42-shipped", 100).await? {
+///     println!("{} of {} since {:?}", run.id, run.queue, run.since);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct WaitingRun {
+    /// The run's message.
+    pub id: super::MessageId,
+    /// Its queue.
+    pub queue: String,
+    /// When it began to wait (database clock).
+    #[serde(serialize_with = "json_time::time")]
+    pub since: SystemTime,
+}
+
 /// Where a sleep or an event wait of a [`Run`](crate::queue::Run) stands after the call.
 ///
 /// ```

@@ -55,6 +55,7 @@ pub(crate) use browse::After;
 pub use browse::{MessagePage, MessageState, QueuedMessage};
 pub use durable::{
     AwaitedEvent, Emitted, MAX_STEP_RESULT, Resumed, RunJournal, RunStep, RunStepState, StepKind,
+    WaitingRun,
 };
 pub(crate) use durable::{
     DONE, KIND_EVENT, KIND_SLEEP, KIND_STEP, TIMED_OUT, WAITING, check_durable_name,

@@ -3,7 +3,8 @@
 
 use crate::client::Client;
 use crate::domain::{
-    AwaitedEvent, MessageId, Result, RunJournal, RunStep, RunStepState, StepKind, time_from_micros,
+    AwaitedEvent, MessageId, Result, RunJournal, RunStep, RunStepState, StepKind, WaitingRun,
+    time_from_micros,
 };
 use crate::store::{Backend, JournalRow};
 
@@ -63,6 +64,28 @@ impl<B: Backend> Client<B> {
             .map(|(name, runs, since)| AwaitedEvent {
                 name,
                 runs: runs.max(0) as u64,
+                since: time_from_micros(since),
+            })
+            .collect())
+    }
+
+    /// The runs suspended waiting for the event `name`, the longest waiting first (at most
+    /// `limit`).
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// let waiting = client.runs_waiting_for("order-42-shipped", 10).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn runs_waiting_for(&self, name: &str, limit: usize) -> Result<Vec<WaitingRun>> {
+        self.require_schema()?;
+        let mut conn = self.conns().read().await?;
+        let rows = self.store().waiting_runs(&mut conn, name, limit).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, queue, since)| WaitingRun {
+                id,
+                queue,
                 since: time_from_micros(since),
             })
             .collect())

@@ -40,6 +40,9 @@ pub struct DurableSql {
     pub orphans: &'static str,
     /// The events runs wait for, the longest awaited first (n): `name, runs, since (µs)`.
     pub awaited: &'static str,
+    /// The runs waiting for an event, the longest first (name, n): `message_id, queue name,
+    /// since (µs)`.
+    pub waiting_runs: &'static str,
 }
 
 /// Mark a waiting journal row done or timed out (state, result, message, seq).
@@ -267,6 +270,24 @@ impl<B: Backend> SqlStore<B> {
             .await?;
         rows.iter()
             .map(|r| Ok((r.opt_text_at(0)?.unwrap_or_default(), r.col(1)?, r.col(2)?)))
+            .collect()
+    }
+
+    /// The runs waiting for event `name`, the longest first: `(message, queue name, since µs)`.
+    pub(crate) async fn waiting_runs(
+        &self,
+        conn: &mut B::Connection,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<(MessageId, String, i64)>> {
+        let rows = self
+            .query(B::DURABLE.waiting_runs)
+            .arg(name.as_bytes())
+            .arg(limit as i64)
+            .rows(conn)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.id_at(0)?, r.col(1)?, r.col(2)?)))
             .collect()
     }
 

@@ -41,4 +41,10 @@ pub(super) const SQL: DurableSql = DurableSql {
         micros!("since"),
         ") AS first FROM {p}event_waits GROUP BY name ORDER BY first LIMIT ?"
     ),
+    waiting_runs: concat!(
+        "SELECT w.message_id, q.name, ",
+        micros!("w.since"),
+        " FROM {p}event_waits w JOIN {p}queues q ON q.id = w.queue_id \
+        WHERE w.name = ? ORDER BY w.since LIMIT ?"
+    ),
 };

@@ -52,4 +52,6 @@ pub(super) const SQL: DurableSql = DurableSql {
         LEFT JOIN {p}messages m ON m.id = s.message_id WHERE m.id IS NULL LIMIT ?",
     awaited: "SELECT name, COUNT(*), MIN(since) AS first FROM {p}event_waits \
         GROUP BY name ORDER BY first LIMIT ?",
+    waiting_runs: "SELECT w.message_id, q.name, w.since FROM {p}event_waits w \
+        JOIN {p}queues q ON q.id = w.queue_id WHERE w.name = ? ORDER BY w.since LIMIT ?",
 };
