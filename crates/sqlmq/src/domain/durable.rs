@@ -18,9 +18,19 @@ pub const MAX_STEP_RESULT: usize = 256 * 1024;
 pub(crate) const KIND_STEP: i16 = 0;
 pub(crate) const KIND_SLEEP: i16 = 1;
 pub(crate) const KIND_EVENT: i16 = 2;
+pub(crate) const KIND_JOIN: i16 = 3;
 pub(crate) const WAITING: i16 = 1;
 pub(crate) const DONE: i16 = 2;
 pub(crate) const TIMED_OUT: i16 = 3;
+pub(crate) const FAILED: i16 = 4;
+
+/// The header a child run's message carries: its parent's message id.
+pub const PARENT_HEADER: &str = "sqlmq-parent";
+
+/// How long a parent suspended in [`join`](crate::JobContext::join) sleeps before it looks at
+/// its child again, should the child's end not wake it (a child settled outside the worker
+/// runtime, or a crash between the child's ack and the wake).
+pub(crate) const JOIN_POLL: Duration = Duration::from_secs(60);
 
 /// Longest step name or event name, in bytes.
 pub(crate) const MAX_DURABLE_NAME: usize = 255;
@@ -64,6 +74,8 @@ pub enum StepKind {
     Sleep,
     /// [`JobContext::wait_for_event`](crate::JobContext::wait_for_event).
     Event,
+    /// [`JobContext::join`](crate::JobContext::join): waiting for a child run.
+    Join,
 }
 
 impl StepKind {
@@ -72,6 +84,7 @@ impl StepKind {
         match code {
             KIND_SLEEP => StepKind::Sleep,
             KIND_EVENT => StepKind::Event,
+            KIND_JOIN => StepKind::Join,
             _ => StepKind::Step,
         }
     }
@@ -83,6 +96,7 @@ impl std::fmt::Display for StepKind {
             StepKind::Step => "step",
             StepKind::Sleep => "sleep",
             StepKind::Event => "event",
+            StepKind::Join => "join",
         })
     }
 }
@@ -102,6 +116,8 @@ pub enum RunStepState {
     Done,
     /// An event wait whose deadline passed before the event came.
     TimedOut,
+    /// A join whose child run became a dead letter.
+    Failed,
 }
 
 impl RunStepState {
@@ -110,6 +126,7 @@ impl RunStepState {
         match code {
             WAITING => RunStepState::Waiting,
             TIMED_OUT => RunStepState::TimedOut,
+            FAILED => RunStepState::Failed,
             _ => RunStepState::Done,
         }
     }
@@ -121,6 +138,7 @@ impl std::fmt::Display for RunStepState {
             RunStepState::Waiting => "waiting",
             RunStepState::Done => "done",
             RunStepState::TimedOut => "timed_out",
+            RunStepState::Failed => "failed",
         })
     }
 }
@@ -193,6 +211,29 @@ pub struct AwaitedEvent {
     /// When the longest-waiting of them began to wait (database clock).
     #[serde(serialize_with = "json_time::time")]
     pub since: SystemTime,
+}
+
+/// A child run started by [`JobContext::spawn`](crate::JobContext::spawn): its message, in
+/// its queue. [`JobContext::join`](crate::JobContext::join) waits for it.
+///
+/// ```no_run
+/// # async fn f(ctx: sqlmq::JobContext) -> sqlmq::Result<()> {
+/// let child = ctx.spawn("resize", "images", sqlmq::Message::new("photo-1.jpg")).await?;
+/// println!("child {} in {}", child.id, child.queue);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct ChildRun {
+    /// The child's message.
+    pub id: super::MessageId,
+    /// Its queue.
+    pub queue: String,
+}
+
+/// The name a parent waits under for its child's end (woken by the child's settling).
+pub(crate) fn child_event(child: super::MessageId) -> String {
+    format!("sqlmq-child:{child}")
 }
 
 /// A run suspended waiting for an event ([`Client::runs_waiting_for`](crate::Client::runs_waiting_for)).

@@ -185,6 +185,20 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// A child run a parent [`join`](crate::JobContext::join)ed became a dead letter. The
+    /// parent's join is recorded as failed: it fails the same way on every later delivery
+    /// (redrive the child, then the parent, to run both again).
+    ///
+    /// ```
+    /// let e = sqlmq::Error::ChildFailed { id: sqlmq::MessageId::new() };
+    /// assert!(e.to_string().contains("dead letter"));
+    /// ```
+    #[error("child run {id} became a dead letter")]
+    ChildFailed {
+        /// The child's message.
+        id: MessageId,
+    },
+
     /// The database schema was written by a newer sqlmq; this binary refuses to touch it.
     #[error(
         "the database schema is at version {found}, newer than the {supported} this sqlmq \

@@ -54,12 +54,12 @@ pub use backoff::Backoff;
 pub(crate) use browse::After;
 pub use browse::{MessagePage, MessageState, QueuedMessage};
 pub use durable::{
-    AwaitedEvent, Emitted, MAX_STEP_RESULT, Resumed, RunJournal, RunStep, RunStepState, StepKind,
-    WaitingRun,
+    AwaitedEvent, ChildRun, Emitted, MAX_STEP_RESULT, PARENT_HEADER, Resumed, RunJournal, RunStep,
+    RunStepState, StepKind, WaitingRun,
 };
 pub(crate) use durable::{
-    DONE, KIND_EVENT, KIND_SLEEP, KIND_STEP, TIMED_OUT, WAITING, check_durable_name,
-    check_durable_size, check_wait,
+    DONE, FAILED, JOIN_POLL, KIND_EVENT, KIND_JOIN, KIND_SLEEP, KIND_STEP, TIMED_OUT, WAITING,
+    check_durable_name, check_durable_size, check_wait, child_event,
 };
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};

@@ -74,6 +74,37 @@ impl<B: Backend> Client<B> {
         Ok(self.emit_in(conn, name, &payload).await?.0)
     }
 
+    /// Wake the runs waiting under `name` without keeping an event (a child run's end wakes
+    /// its parent's join, which looks at the child itself). Returns how many woke.
+    pub(crate) async fn wake_waiters(&self, name: &str) -> Result<u64> {
+        let (woken, queues) = tx::run(self.conns(), "wake", |conn, _| {
+            Box::pin(self.wake_in(conn, name))
+        })
+        .await?;
+        for queue in queues {
+            self.notify_local(Subject::Queue(queue));
+        }
+        Ok(woken)
+    }
+
+    /// Put the runs waiting under `name` back in line; they wait no more (a waiter found in
+    /// flight instead decides for itself, holding its lease). How many woke, and their queues.
+    async fn wake_in(&self, conn: &mut B::Connection, name: &str) -> Result<(u64, Vec<i32>)> {
+        let store = self.store();
+        let mut woken = 0;
+        let mut queues = Vec::new();
+        for (id, queue) in store.waiters(conn, name).await? {
+            if store.wake_now(conn, queue, id).await? {
+                woken += 1;
+                if !queues.contains(&queue) {
+                    queues.push(queue);
+                }
+            }
+        }
+        store.unwait_event(conn, name).await?;
+        Ok((woken, queues))
+    }
+
     /// Keep the event, then wake its waiters: what the emit did, and the queues of the runs
     /// it woke.
     async fn emit_in(
@@ -85,21 +116,11 @@ impl<B: Backend> Client<B> {
         let store = self.store();
         let retention = micros_of(self.inner.settings.flow_retention);
         let kept = store.emit_event(conn, name, payload, retention).await?;
-        let mut woken = 0;
-        let mut queues = Vec::new();
-        if kept {
-            for (id, queue) in store.waiters(conn, name).await? {
-                if store.wake_now(conn, queue, id).await? {
-                    woken += 1;
-                    if !queues.contains(&queue) {
-                        queues.push(queue);
-                    }
-                }
-            }
-            // Woken, they wait no more (a waiter found in flight instead decides for itself,
-            // holding its lease: the event is there for it to see).
-            store.unwait_event(conn, name).await?;
-        }
+        let (woken, queues) = if kept {
+            self.wake_in(conn, name).await?
+        } else {
+            (0, Vec::new())
+        };
         Ok((Emitted { kept, woken }, queues))
     }
 }

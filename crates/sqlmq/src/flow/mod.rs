@@ -46,8 +46,8 @@ use crate::tx;
 
 pub use crate::domain::{
     AwaitedEvent, BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep,
-    Emitted, FLOW_RETENTION, MAX_RESULT_BYTES, MAX_STEP_RESULT, Resumed, Role, RunJournal, RunStep,
-    RunStepState, StepKind, StepState, WaitingRun,
+    ChildRun, Emitted, FLOW_RETENTION, MAX_RESULT_BYTES, MAX_STEP_RESULT, PARENT_HEADER, Resumed,
+    Role, RunJournal, RunStep, RunStepState, StepKind, StepState, WaitingRun,
 };
 pub use results::DependencyResult;
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::domain::{
-    DONE, KIND_EVENT, KIND_SLEEP, KIND_STEP, MessageId, Receipt, Result, TIMED_OUT, WAITING,
+    DONE, FAILED, JOIN_POLL, KIND_EVENT, KIND_JOIN, KIND_SLEEP, KIND_STEP, MessageId, Receipt,
+    Result, TIMED_OUT, WAITING, child_event,
 };
-use crate::store::{Backend, JournalRow, NewStep};
+use crate::store::{Backend, ChildState, JournalRow, NewStep};
 use crate::tx;
 
 /// How a sleep or an event wait ended for now.
@@ -23,6 +24,8 @@ pub(crate) enum Resolution {
     Over(Option<Vec<u8>>),
     /// Not over: the message is back in the queue until its wake time or its event.
     Suspended,
+    /// A join's child became a dead letter.
+    Failed,
     /// The receipt's lease is gone: nothing was written.
     Lost,
 }
@@ -218,5 +221,66 @@ impl<B: Backend> Queue<B> {
                 .await
             }
         }
+    }
+
+    /// Join at `seq` the child run `child` (`recorded`: the journal's row there): its result
+    /// once it was acked, [`Resolution::Failed`] once it is a dead letter, else suspended until
+    /// its end wakes this run (or [`JOIN_POLL`] passes, to look again).
+    pub(crate) async fn join_at(
+        &self,
+        receipt: Receipt,
+        seq: i32,
+        child: MessageId,
+        recorded: Option<&JournalRow>,
+    ) -> Result<Resolution> {
+        match recorded.map(|r| r.state) {
+            Some(DONE) => return Ok(Resolution::Over(recorded.and_then(|r| r.result.clone()))),
+            Some(FAILED) => return Ok(Resolution::Failed),
+            _ => {}
+        }
+        let (store, name) = (self.store(), child_event(child));
+        let (name, new) = (name.as_str(), recorded.is_none());
+        tx::run(self.conns(), "join", |conn, _| {
+            Box::pin(async move {
+                // The wait first, then the child, read locked: the child's end either sees
+                // this wait (and wakes the run) or is seen here.
+                store
+                    .wait_for_event(conn, name, receipt.id, self.id())
+                    .await?;
+                let (state, result) = match store.child_state(conn, child).await? {
+                    ChildState::Gone => (DONE, store.result_of(conn, child).await?),
+                    ChildState::Dead => (FAILED, None),
+                    ChildState::Pending => (WAITING, None),
+                };
+                if new {
+                    let step = NewStep {
+                        seq,
+                        name,
+                        kind: KIND_JOIN,
+                        state,
+                        wake_in_us: None,
+                        result: result.as_deref(),
+                    };
+                    if !store.record_step(conn, receipt, &step).await? {
+                        return Ok(Resolution::Lost);
+                    }
+                } else if state != WAITING {
+                    store
+                        .finish_step(conn, receipt.id, seq, state, result.as_deref())
+                        .await?;
+                }
+                if state == WAITING {
+                    self.snooze_in(conn, receipt, JOIN_POLL).await?;
+                    return Ok(Resolution::Suspended);
+                }
+                store.unwait(conn, name, receipt.id).await?;
+                Ok(if state == DONE {
+                    Resolution::Over(result)
+                } else {
+                    Resolution::Failed
+                })
+            })
+        })
+        .await
     }
 }

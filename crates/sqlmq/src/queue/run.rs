@@ -186,7 +186,7 @@ impl<B: Backend> Run<B> {
         match resolution {
             Resolution::Over(payload) => Ok(over(payload)),
             Resolution::Suspended => Ok(Resumed::Suspended),
-            Resolution::Lost => Err(self.lost()),
+            Resolution::Lost | Resolution::Failed => Err(self.lost()),
         }
     }
 

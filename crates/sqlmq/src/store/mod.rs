@@ -49,7 +49,7 @@ pub(crate) use body::limits::WHOLE_QUEUE;
 pub(crate) use body::slots::{line_key_of_message, slot_key};
 
 pub(crate) use body::SqlStore;
-pub(crate) use body::durable::{JournalRow, NewStep};
+pub(crate) use body::durable::{ChildState, JournalRow, NewStep};
 pub(crate) use consume::{ack_in_own_transaction, receipts_except};
 pub(crate) use errors::register;
 pub use follow::Follow;

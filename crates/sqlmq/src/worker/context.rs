@@ -359,6 +359,23 @@ impl<B: Backend> JobContext<B> {
         &self.inner.journal
     }
 
+    /// Whether the message is a child run ([`JobContext::spawn`]): its end wakes its parent.
+    pub(crate) fn is_child(&self) -> bool {
+        self.inner.headers.contains_key(crate::flow::PARENT_HEADER)
+    }
+
+    /// Wake the parent joining this child run, which then looks at how it ended (best effort:
+    /// a parent not woken looks again on its own within a minute).
+    pub(crate) async fn wake_parent(&self) {
+        if !self.is_child() {
+            return;
+        }
+        let name = crate::domain::child_event(self.id());
+        if let Err(e) = self.client().wake_waiters(&name).await {
+            tracing::warn!(message = %self.id(), "could not wake the parent run: {e}");
+        }
+    }
+
     pub(crate) fn mark_lost(&self) {
         self.inner.lost.store(true, Ordering::Relaxed);
     }

@@ -20,8 +20,8 @@ use serde::de::DeserializeOwned;
 
 use super::context::JobContext;
 use crate::domain::{
-    DONE, Error, KIND_EVENT, KIND_SLEEP, KIND_STEP, Result, StepKind, check_durable_name,
-    check_durable_size, check_wait,
+    ChildRun, DONE, Error, KIND_EVENT, KIND_JOIN, KIND_SLEEP, KIND_STEP, Message, PARENT_HEADER,
+    Result, StepKind, check_durable_name, check_durable_size, check_wait,
 };
 use crate::queue::Queue;
 use crate::queue::Resolution;
@@ -255,6 +255,65 @@ impl<B: Backend> JobContext<B> {
         payload.map(|p| decode(name, Some(&p))).transpose()
     }
 
+    /// Start a child run: send `message` to `queue` as the step `name` — the send and the
+    /// step's record commit together, so a replayed parent never sends its child twice — with
+    /// the parent's id in its [`PARENT_HEADER`](crate::flow::PARENT_HEADER). Returns the
+    /// child's handle, for [`join`](Self::join).
+    ///
+    /// ```
+    /// # async fn handle(ctx: sqlmq::JobContext) -> anyhow::Result<sqlmq::Outcome> {
+    /// let child = ctx.spawn("thumbnail", "images", sqlmq::Message::new("photo-1.jpg")).await?;
+    /// let result = ctx.join(&child).await?; // suspended until the child is acked
+    /// # Ok(sqlmq::Outcome::Done) }
+    /// ```
+    pub async fn spawn(&self, name: &str, queue: &str, message: Message) -> Result<ChildRun> {
+        let target = self.client().queue(queue).await?;
+        let message = message.header(PARENT_HEADER, self.id().to_string());
+        self.step_in(name, move |conn| {
+            Box::pin(async move {
+                let sent = target.send_in(conn, message).await?;
+                Ok::<_, Error>(ChildRun {
+                    id: sent.id,
+                    queue: target.name().to_owned(),
+                })
+            })
+        })
+        .await
+    }
+
+    /// Wait durably for the child run `child` to end: the result its ack left
+    /// ([`ack_with_result`](Self::ack_with_result); `None` when it left none, was cancelled or
+    /// purged), or [`Error::ChildFailed`] when it became a dead letter. Until then the parent
+    /// is suspended as by [`sleep`](Self::sleep) ([`Error::Suspended`]); the child's end, when
+    /// a worker settles it, wakes the parent at once, and the parent looks again every minute
+    /// should nothing wake it (a child acked by another kind of consumer).
+    ///
+    /// ```
+    /// # async fn handle(ctx: sqlmq::JobContext) -> anyhow::Result<sqlmq::Outcome> {
+    /// let child = ctx.spawn("charge", "payments", sqlmq::Message::new("order-42")).await?;
+    /// match ctx.join(&child).await {
+    ///     Ok(receipt) => println!("charged: {receipt:?}"),
+    ///     Err(sqlmq::Error::ChildFailed { .. }) => println!("the charge failed for good"),
+    ///     Err(e) => return Err(e.into()), // Suspended among them: return it
+    /// }
+    /// # Ok(sqlmq::Outcome::Done) }
+    /// ```
+    pub async fn join(&self, child: &ChildRun) -> Result<Option<Vec<u8>>> {
+        let queue = self.durable_queue()?;
+        let mut journal = self.lock_journal()?;
+        let name = crate::domain::child_event(child.id);
+        let slot = self.place(&mut journal, KIND_JOIN, &name).await?;
+        let resolution = queue
+            .join_at(self.receipt(), slot.seq, child.id, slot.recorded.as_ref())
+            .await
+            .map_err(|e| self.lost_if(e))?;
+        if matches!(resolution, Resolution::Failed) {
+            self.recorded(&mut journal, true, slot.seq, &name, KIND_JOIN)?;
+            return Err(Error::ChildFailed { id: child.id });
+        }
+        self.resolved(&mut journal, slot.seq, &name, KIND_JOIN, resolution)
+    }
+
     /// The queue of a durable call's message.
     fn durable_queue(&self) -> Result<Queue<B>> {
         self.queue().cloned().ok_or_else(|| {
@@ -353,13 +412,14 @@ impl<B: Backend> JobContext<B> {
         kind: i16,
         resolution: Resolution,
     ) -> Result<Option<Vec<u8>>> {
-        let over = match resolution {
-            Resolution::Lost => false,
-            Resolution::Over(_) | Resolution::Suspended => true,
-        };
-        self.recorded(journal, over, seq, name, kind)?;
+        let held = !matches!(resolution, Resolution::Lost);
+        self.recorded(journal, held, seq, name, kind)?;
         match resolution {
             Resolution::Over(payload) => Ok(payload),
+            Resolution::Failed => Err(Error::InvalidArgument(format!(
+                "{} {name:?} failed",
+                StepKind::of_code(kind)
+            ))),
             _ => Err(self.suspend()),
         }
     }

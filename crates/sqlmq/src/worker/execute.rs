@@ -110,7 +110,10 @@ async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> S
         Poll::Pending => Box::pin(supervise(&rt, std::slice::from_ref(&ctx), handler)).await,
     };
     rt.handler_seconds.record(started.elapsed().as_secs_f64());
-    if ctx.in_hand() && !ctx.journaled() && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
+    if ctx.in_hand()
+        && !ctx.journaled()
+        && !ctx.is_child()
+        && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
     {
         return ack(&rt, ctx.receipt()).await;
     }
@@ -207,7 +210,9 @@ pub(super) async fn settle<B: Backend>(
 ) -> Settled {
     let (source, receipt) = (&rt.source, ctx.receipt());
     if ctx.acked() {
-        return Settled::Acked; // committed with the handler's JobTransaction<B>
+        // Committed with the handler's JobTransaction<B>, or by its `ack_with_result`.
+        ctx.wake_parent().await;
+        return Settled::Acked;
     }
     if ctx.lease_lost() {
         return Settled::LeaseLost;
@@ -216,7 +221,9 @@ pub(super) async fn settle<B: Backend>(
         return Settled::Snoozed; // the run put its message back itself (`durable.rs`)
     }
     let result = match finished {
-        Finished::Answer(Ok(Outcome::Done)) if ctx.journaled() => {
+        // A run's journal goes with its ack; a child's ack must have committed before it
+        // wakes its parent: neither goes through the batch acker.
+        Finished::Answer(Ok(Outcome::Done)) if ctx.journaled() || ctx.is_child() => {
             ack_run(source, ctx).await.map(|()| Settled::Acked)
         }
         Finished::Answer(Ok(Outcome::Done)) => return ack(rt, receipt).await,
@@ -249,7 +256,12 @@ pub(super) async fn settle<B: Backend>(
             .map(|_| Settled::Released),
     };
     match result {
-        Ok(settled) => settled,
+        Ok(settled) => {
+            if matches!(settled, Settled::Acked | Settled::DeadLettered) {
+                ctx.wake_parent().await;
+            }
+            settled
+        }
         Err(Error::LeaseLost { .. }) => Settled::LeaseLost,
         Err(e) => {
             tracing::warn!(source = source.name(), message = %receipt.id, "could not settle: {e}");

@@ -693,6 +693,105 @@ pub(crate) async fn a_receive_loop_drives_a_run_by_name<B: TestBackend>() {
     db.drop().await;
 }
 
+pub(crate) async fn a_join_returns_the_childs_result_or_fails_with_its_dead_letter<
+    B: TestBackend,
+>() {
+    let (db, client, parents) = queue::<B>(QueueConfig::default().max_attempts(5)).await;
+    let kids = client
+        .create_queue("kids", QueueConfig::default().max_attempts(1))
+        .await
+        .unwrap();
+    parents.send(Message::new("ok")).await.unwrap();
+    let failing = parents.send(Message::new("fail")).await.unwrap().id;
+    let stop = CancellationToken::new();
+    let joined: Arc<Mutex<Vec<(String, Result<Option<String>, String>, Instant)>>> = Arc::default();
+    let j = joined.clone();
+    let parent_worker = work(&client, &stop, move |d, ctx: JobContext<B>| {
+        let joined = j.clone();
+        async move {
+            let body = String::from_utf8_lossy(&d.body).into_owned();
+            let child = ctx
+                .spawn("child", "kids", Message::new(body.clone()))
+                .await?;
+            // The first attempt fails after the spawn: the replay must not send another.
+            if ctx.attempt() == 1 {
+                return Ok(Outcome::Retry {
+                    after: Duration::ZERO,
+                    reason: "crash".into(),
+                });
+            }
+            let outcome = match ctx.join(&child).await {
+                Ok(r) => Ok(r.map(|r| String::from_utf8(r).unwrap())),
+                Err(Error::ChildFailed { id }) => {
+                    assert_eq!(id, child.id);
+                    Err("failed".to_owned())
+                }
+                Err(e) => return Err(e),
+            };
+            joined.lock().unwrap().push((body, outcome, Instant::now()));
+            Ok(Outcome::Done)
+        }
+    });
+    let child_worker = {
+        let run = Worker::builder(&client)
+            .queue_raw("kids", |d: Delivery, ctx: JobContext<B>| async move {
+                assert!(ctx.headers().contains_key(sqlmq::flow::PARENT_HEADER));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if d.body == b"fail" {
+                    return Ok::<_, Error>(Outcome::DeadLetter("no".into()));
+                }
+                ctx.ack_with_result(format!("\"done {}\"", String::from_utf8_lossy(&d.body)))
+                    .await?;
+                Ok(Outcome::Done)
+            })
+            .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
+            .run(stop.clone());
+        tokio::spawn(async move { run.await.unwrap() })
+    };
+    let started = Instant::now();
+    eventually_async(Duration::from_secs(30), "both parents joined", || async {
+        (joined.lock().unwrap().len() == 2).then_some(())
+    })
+    .await;
+    let mut joined = joined.lock().unwrap().clone();
+    joined.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(joined[0].0, "fail");
+    assert_eq!(joined[0].1, Err("failed".to_owned()));
+    assert_eq!(joined[1].1, Ok(Some("\"done ok\"".to_owned())));
+    // Woken by the children's ends, not by the minute's look.
+    for (body, _, at) in &joined {
+        assert!(
+            at.duration_since(started) < Duration::from_secs(20),
+            "{body} joined late"
+        );
+    }
+    let journal = client.journal(failing).await.unwrap();
+    assert!(
+        journal.steps.is_empty(),
+        "the failed parent's ack forgot its journal"
+    );
+    assert_eq!(
+        kids.stats().await.unwrap().dead,
+        1,
+        "one child each, the replay sent none"
+    );
+    eventually_async(Duration::from_secs(10), "both parents acked", || async {
+        let s = parents.stats().await.unwrap();
+        (s.ready + s.scheduled + s.in_flight == 0).then_some(())
+    })
+    .await;
+    stop.cancel();
+    parent_worker.await.unwrap();
+    child_worker.await.unwrap();
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM sqlmq_messages").await,
+        1,
+        "only the dead child is left: no second child was sent"
+    );
+    check_invariants(&db).await;
+    db.drop().await;
+}
+
 sqlmq_testkit::conformance!(
     async: [
         completed_steps_replay_a_dead_letter_keeps_its_journal_and_the_ack_forgets_it,
@@ -705,5 +804,6 @@ sqlmq_testkit::conformance!(
         racing_emits_and_a_timeout_resolve_to_one_outcome,
         durable_bad_input_is_a_typed_error_and_writes_nothing,
         a_receive_loop_drives_a_run_by_name,
+        a_join_returns_the_childs_result_or_fails_with_its_dead_letter,
     ],
 );

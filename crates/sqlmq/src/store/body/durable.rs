@@ -43,6 +43,9 @@ pub struct DurableSql {
     /// The runs waiting for an event, the longest first (name, n): `message_id, queue name,
     /// since (µs)`.
     pub waiting_runs: &'static str,
+    /// A message's row, read with a shared lock so that its ack in progress is waited for (id):
+    /// a row or none.
+    pub message_locked: &'static str,
 }
 
 /// Mark a waiting journal row done or timed out (state, result, message, seq).
@@ -56,8 +59,21 @@ const UNWAIT: &str = "DELETE FROM {p}event_waits WHERE name = ? AND message_id =
 const UNWAIT_EVENT: &str = "DELETE FROM {p}event_waits WHERE name = ?";
 /// A run no longer waits for anything (message).
 const UNWAIT_ALL: &str = "DELETE FROM {p}event_waits WHERE message_id = ?";
+/// Whether a message is a dead letter (id): a row or none.
+const IS_DEAD: &str = "SELECT 1 FROM {p}dead WHERE id = ?";
 /// What a run waits for (message): `name`.
 const WAITS_OF: &str = "SELECT name FROM {p}event_waits WHERE message_id = ? ORDER BY name";
+
+/// Where a child run stands, for its parent's join.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChildState {
+    /// Still to be handled (or being handled).
+    Pending,
+    /// A dead letter.
+    Dead,
+    /// Gone: acked (or cancelled, purged).
+    Gone,
+}
 
 /// One row of a run's journal.
 #[derive(Clone, Debug)]
@@ -255,6 +271,28 @@ impl<B: Backend> SqlStore<B> {
         rows.iter()
             .map(|r| Ok(r.opt_text_at(0)?.unwrap_or_default()))
             .collect()
+    }
+
+    /// Where message `id` stands, its row read locked (an ack in progress is waited for).
+    pub(crate) async fn child_state(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<ChildState> {
+        let row = self
+            .query(B::DURABLE.message_locked)
+            .arg(id.bytes())
+            .first(conn)
+            .await?;
+        if row.is_none() {
+            return Ok(ChildState::Gone);
+        }
+        let dead = self.query(IS_DEAD).arg(id.bytes()).first(conn).await?;
+        Ok(if dead.is_some() {
+            ChildState::Dead
+        } else {
+            ChildState::Pending
+        })
     }
 
     /// The events runs wait for, the longest awaited first: `(name, runs, since µs)`.

@@ -47,4 +47,5 @@ pub(super) const SQL: DurableSql = DurableSql {
         " FROM {p}event_waits w JOIN {p}queues q ON q.id = w.queue_id \
         WHERE w.name = ? ORDER BY w.since LIMIT ?"
     ),
+    message_locked: "SELECT 1 FROM {p}messages WHERE id = ? LOCK IN SHARE MODE",
 };

@@ -54,4 +54,5 @@ pub(super) const SQL: DurableSql = DurableSql {
         GROUP BY name ORDER BY first LIMIT ?",
     waiting_runs: "SELECT w.message_id, q.name, w.since FROM {p}event_waits w \
         JOIN {p}queues q ON q.id = w.queue_id WHERE w.name = ? ORDER BY w.since LIMIT ?",
+    message_locked: "SELECT 1 FROM {p}messages WHERE id = ?",
 };
