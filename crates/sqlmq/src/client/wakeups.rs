@@ -35,6 +35,8 @@ pub(crate) struct Wake {
 pub(crate) struct Housekeeping {
     pub last: Mutex<HashMap<Subject, Instant>>,
     pub last_prune: Mutex<Instant>,
+    /// Where the next look for journals whose message is gone starts (`None`: the first).
+    pub journal_cursor: Mutex<Option<crate::domain::MessageId>>,
 }
 
 impl Default for Housekeeping {
@@ -42,6 +44,7 @@ impl Default for Housekeeping {
         Housekeeping {
             last: Mutex::default(),
             last_prune: Mutex::new(Instant::now()),
+            journal_cursor: Mutex::default(),
         }
     }
 }
@@ -149,10 +152,22 @@ impl<B: Backend> Client<B> {
         })
         .await?;
         // Events past the same retention, and the journals of runs whose message is gone.
-        let (events, journals) = tx::run(self.conns(), "prune_durable", |conn, _| {
-            Box::pin(store.prune_durable(conn, DEDUP_PRUNE_BATCH))
+        let after = *self
+            .inner
+            .housekeeping
+            .journal_cursor
+            .lock()
+            .expect("poisoned");
+        let (events, journals, next) = tx::run(self.conns(), "prune_durable", |conn, _| {
+            Box::pin(store.prune_durable(conn, after, DEDUP_PRUNE_BATCH))
         })
         .await?;
+        *self
+            .inner
+            .housekeeping
+            .journal_cursor
+            .lock()
+            .expect("poisoned") = next;
         Ok(pruned + flows + events as usize + journals)
     }
 }

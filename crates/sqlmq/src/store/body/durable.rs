@@ -36,8 +36,6 @@ pub struct DurableSql {
     pub scheduled_row: &'static str,
     /// Delete up to n events whose retention ended (n).
     pub prune_events: &'static str,
-    /// Up to n messages with a journal but no message row left (n): `message_id`.
-    pub orphans: &'static str,
     /// The events runs wait for, the longest awaited first (n): `name, runs, since (µs)`.
     pub awaited: &'static str,
     /// The runs waiting for an event, the longest first (name, n): `message_id, queue name,
@@ -59,6 +57,11 @@ const UNWAIT: &str = "DELETE FROM {p}event_waits WHERE name = ? AND message_id =
 const UNWAIT_EVENT: &str = "DELETE FROM {p}event_waits WHERE name = ?";
 /// A run no longer waits for anything (message).
 const UNWAIT_ALL: &str = "DELETE FROM {p}event_waits WHERE message_id = ?";
+/// The next messages with a journal after one (id, n), in order: `message_id`.
+const JOURNALS_AFTER: &str =
+    "SELECT DISTINCT message_id FROM {p}run_steps WHERE message_id > ? ORDER BY message_id LIMIT ?";
+/// Which of these messages exist (`{list}` of ids): `id`.
+const EXISTING: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
 /// Whether a message is a dead letter (id): a row or none.
 const IS_DEAD: &str = "SELECT 1 FROM {p}dead WHERE id = ?";
 /// What a run waits for (message): `name`.
@@ -371,27 +374,49 @@ impl<B: Backend> SqlStore<B> {
         Ok(true)
     }
 
-    /// Delete up to `limit` events whose retention ended, and the journals (with their waits)
-    /// of up to `limit` messages that are gone (acked by hand, cancelled, purged). Returns
-    /// how many rows of each went.
+    /// Delete up to `limit` events whose retention ended, and look at the journals of up to
+    /// `limit` messages after `after` (in id order), forgetting those whose message is gone
+    /// (acked without the journal, cancelled, purged). Returns the events deleted, the
+    /// journals forgotten, and where the next look starts (`None`: back at the beginning).
+    /// Each call reads a bounded page: a million sleeping runs cost the housekeeping no more.
     pub(crate) async fn prune_durable(
         &self,
         conn: &mut B::Connection,
+        after: Option<MessageId>,
         limit: usize,
-    ) -> Result<(u64, usize)> {
+    ) -> Result<(u64, usize, Option<MessageId>)> {
         let events = self
             .query(B::DURABLE.prune_events)
             .arg(limit as i64)
             .run(conn)
             .await?;
+        let start = [0u8; 16];
+        let from: &[u8] = after.as_ref().map_or(&start[..], |id| id.bytes());
         let rows = self
-            .query(B::DURABLE.orphans)
+            .query(JOURNALS_AFTER)
+            .arg(from)
             .arg(limit as i64)
             .rows(conn)
             .await?;
-        for row in &rows {
-            self.forget_run(conn, row.id_at(0)?).await?;
+        let page = rows
+            .iter()
+            .map(|r| r.id_at(0))
+            .collect::<Result<Vec<MessageId>>>()?;
+        let existing = self.fetch_id_list(conn, EXISTING, &page).await?;
+        let existing = existing
+            .iter()
+            .map(|r| r.id_at(0))
+            .collect::<Result<std::collections::HashSet<MessageId>>>()?;
+        let mut forgotten = 0;
+        for id in page.iter().filter(|id| !existing.contains(id)) {
+            self.forget_run(conn, *id).await?;
+            forgotten += 1;
         }
-        Ok((events, rows.len()))
+        let next = if page.len() < limit {
+            None
+        } else {
+            page.last().copied()
+        };
+        Ok((events, forgotten, next))
     }
 }

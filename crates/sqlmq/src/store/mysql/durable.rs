@@ -34,8 +34,6 @@ pub(super) const SQL: DurableSql = DurableSql {
     scheduled_row: "SELECT id, priority, attempts, token FROM {p}scheduled WHERE id = ? FOR UPDATE",
     prune_events: "DELETE FROM {p}events WHERE expires_at < UTC_TIMESTAMP(6) \
         ORDER BY expires_at LIMIT ?",
-    orphans: "SELECT DISTINCT s.message_id FROM {p}run_steps s \
-        LEFT JOIN {p}messages m ON m.id = s.message_id WHERE m.id IS NULL LIMIT ?",
     awaited: concat!(
         "SELECT name, COUNT(*), MIN(",
         micros!("since"),

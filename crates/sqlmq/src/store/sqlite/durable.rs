@@ -48,8 +48,6 @@ pub(super) const SQL: DurableSql = DurableSql {
         now_us!(),
         " ORDER BY expires_at LIMIT ?)"
     ),
-    orphans: "SELECT DISTINCT s.message_id FROM {p}run_steps s \
-        LEFT JOIN {p}messages m ON m.id = s.message_id WHERE m.id IS NULL LIMIT ?",
     awaited: "SELECT name, COUNT(*), MIN(since) AS first FROM {p}event_waits \
         GROUP BY name ORDER BY first LIMIT ?",
     waiting_runs: "SELECT w.message_id, q.name, w.since FROM {p}event_waits w \

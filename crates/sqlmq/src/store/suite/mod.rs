@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `processes.rs` | `store/body/processes.rs` |
 //! | `queues.rs` | `store/body/queues.rs` |
+//! | `durable.rs` | `store/body/durable.rs` |
 //! | `enqueue.rs` | `store/body/enqueue.rs`, `ScriptedSend` |
 //! | `claim.rs` | `Claim` |
 //! | `settle.rs` | `store/body/settle.rs` |
@@ -33,6 +34,7 @@
 mod admin;
 mod claim;
 mod dead;
+mod durable;
 mod enqueue;
 mod group_claim;
 mod group_dead;
