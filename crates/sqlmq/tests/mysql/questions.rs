@@ -60,7 +60,7 @@ pub(crate) async fn pings(client: &Client<MySql>) -> HashMap<u64, u64> {
 }
 
 /// The session status variable `name` of each of `client`'s connections, by connection id.
-async fn session_counter(client: &Client<MySql>, name: &str) -> HashMap<u64, u64> {
+pub(crate) async fn session_counter(client: &Client<MySql>, name: &str) -> HashMap<u64, u64> {
     let pool = client.pool();
     let mut held = Vec::new();
     for _ in 0..pool.size() {
