@@ -51,6 +51,7 @@
 mod args;
 mod backend;
 mod context;
+mod durable;
 mod machine;
 mod measure;
 mod outcome;

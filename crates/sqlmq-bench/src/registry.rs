@@ -12,8 +12,8 @@ use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
 use super::{
-    peers, queue, raw, raw_head, raw_queue, schema, serve, serve_wait, topic, worker, worker_fleet,
-    worker_group,
+    durable, peers, queue, raw, raw_head, raw_queue, schema, serve, serve_wait, topic, worker,
+    worker_fleet, worker_group,
 };
 use sqlmq_cli_common::UsageError;
 
@@ -136,6 +136,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &[],
     },
     Scenario {
+        id: "worker.durable",
+        title: "durable execution: a worker recording 3 steps per message against worker.e2e; sleep and event resume latency; claims of ready work with 100 000 runs asleep (20 000 quick) against none",
+        needs: &["worker.e2e"],
+    },
+    Scenario {
         id: "worker.fleet",
         title: "worker runtime: a fleet of 20 idle worker processes, statements/s and wakeup",
         needs: &[],
@@ -220,6 +225,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "worker.group" => worker_group::group(ctx).await,
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
+        "worker.durable" => durable::durable(ctx).await,
         "worker.fleet" => worker_fleet::fleet(ctx).await,
         "topic.publish" => topic::publish::publish(ctx).await,
         "topic.group" => topic::group::group(ctx).await,

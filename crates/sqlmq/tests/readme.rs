@@ -27,6 +27,11 @@ const SECTIONS: &[(&str, &str)] = &[
     ("docs/guide/src/schedules.md", "# Recurring schedules"),
     ("docs/guide/src/workflows.md", "# Batches and workflows"),
     (
+        "docs/guide/src/durable.md",
+        "# Durable workflows: steps, sleeps, events and child runs",
+    ),
+    ("README.md", "## Durable workflows"),
+    (
         "docs/guide/src/backends.md",
         "# Backends: MySQL/MariaDB and SQLite",
     ),

@@ -47,7 +47,9 @@ impl<B: Backend> Queue<B> {
     }
 
     /// Record the completed step `name` at `seq` with its result (JSON) while `receipt`'s
-    /// lease holds: false when it does not (nothing written).
+    /// lease holds: false when it does not (nothing written). One autocommit statement: one
+    /// round trip. Should its connection fail unseen, the retry finds the row written and
+    /// fails on the unique key — the handler's attempt fails, and its retry replays the step.
     pub(crate) async fn record_done_step(
         &self,
         receipt: Receipt,
@@ -55,7 +57,7 @@ impl<B: Backend> Queue<B> {
         name: &str,
         result: &[u8],
     ) -> Result<bool> {
-        tx::run(self.conns(), "step", |conn, _| {
+        tx::run_own(self.conns(), "step", |conn, _| {
             Box::pin(self.record_done_step_in(conn, receipt, seq, name, result))
         })
         .await
