@@ -95,13 +95,13 @@ impl<B: Backend> Queue<B> {
     ) -> Result<Resolution> {
         let store = self.store();
         match recorded {
-            Some(row) if row.state != WAITING => return Ok(Resolution::Over(None)),
+            Some(row) if row.state != WAITING => Ok(Resolution::Over(None)),
             Some(row) if left(row).is_zero() => {
                 tx::run(self.conns(), "sleep", |conn, _| {
                     Box::pin(store.finish_step(conn, receipt.id, seq, DONE, None))
                 })
                 .await?;
-                return Ok(Resolution::Over(None));
+                Ok(Resolution::Over(None))
             }
             // Delivered before its time (an operator's retry): back to sleep for the rest.
             Some(row) => {

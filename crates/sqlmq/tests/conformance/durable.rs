@@ -17,6 +17,10 @@ use sqlmq_testkit::{TestBackend, Value, check_invariants, eventually_async, queu
 
 /// How often each named step ran.
 type Runs = Arc<Mutex<HashMap<String, u32>>>;
+/// What each run got from its wait.
+type Outcomes = Arc<Mutex<Vec<(MessageId, Option<String>)>>>;
+/// Each parent's body, what its join gave, and when.
+type Joined = Arc<Mutex<Vec<(String, Result<Option<String>, String>, Instant)>>>;
 
 fn ran(runs: &Runs, name: &str) {
     *runs.lock().unwrap().entry(name.to_owned()).or_default() += 1;
@@ -489,7 +493,7 @@ pub(crate) async fn racing_emits_and_a_timeout_resolve_to_one_outcome<B: TestBac
         .map(|s| s.id)
         .collect();
     let stop = CancellationToken::new();
-    let outcomes: Arc<Mutex<Vec<(MessageId, Option<String>)>>> = Arc::default();
+    let outcomes: Outcomes = Arc::default();
     let o = outcomes.clone();
     let worker = work(&client, &stop, move |d, ctx: JobContext<B>| {
         let outcomes = o.clone();
@@ -704,7 +708,7 @@ pub(crate) async fn a_join_returns_the_childs_result_or_fails_with_its_dead_lett
     parents.send(Message::new("ok")).await.unwrap();
     let failing = parents.send(Message::new("fail")).await.unwrap().id;
     let stop = CancellationToken::new();
-    let joined: Arc<Mutex<Vec<(String, Result<Option<String>, String>, Instant)>>> = Arc::default();
+    let joined: Joined = Arc::default();
     let j = joined.clone();
     let parent_worker = work(&client, &stop, move |d, ctx: JobContext<B>| {
         let joined = j.clone();
