@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::Queue;
+use crate::coalesce::{Coalescer, Sink};
 use crate::domain::{
     DONE, FAILED, JOIN_POLL, KIND_EVENT, KIND_JOIN, KIND_SLEEP, KIND_STEP, MessageId, Receipt,
     Result, TIMED_OUT, WAITING, child_event,
@@ -30,6 +31,81 @@ pub(crate) enum Resolution {
     Lost,
 }
 
+/// A step's record waiting for its shared commit.
+pub(crate) struct StepRecord {
+    receipt: Receipt,
+    seq: i32,
+    name: String,
+    result: Vec<u8>,
+}
+
+/// Where a queue handle's step records go: one transaction for all that wait.
+pub(crate) struct Steps<B: Backend>(Queue<B>);
+
+impl<B: Backend> Clone for Steps<B> {
+    fn clone(&self) -> Self {
+        Steps(self.0.clone())
+    }
+}
+
+impl<B: Backend> Sink for Steps<B> {
+    type Item = StepRecord;
+    /// Whether the lease held (the row was written).
+    type Answer = bool;
+
+    async fn write(&self, records: &[StepRecord]) -> Result<Vec<bool>> {
+        let queue = &self.0;
+        tx::run(queue.conns(), "step", |conn, _| {
+            Box::pin(async move {
+                let mut held = Vec::with_capacity(records.len());
+                for r in records {
+                    held.push(
+                        queue
+                            .record_done_step_in(conn, r.receipt, r.seq, &r.name, &r.result)
+                            .await?,
+                    );
+                }
+                Ok(held)
+            })
+        })
+        .await
+    }
+}
+
+/// Where a queue handle's acks of durable runs go: one transaction for all that wait, which
+/// acks them and forgets the journals of those it acked.
+pub(crate) struct RunAcks<B: Backend>(Queue<B>);
+
+impl<B: Backend> Clone for RunAcks<B> {
+    fn clone(&self) -> Self {
+        RunAcks(self.0.clone())
+    }
+}
+
+impl<B: Backend> Sink for RunAcks<B> {
+    type Item = Receipt;
+    /// Whether it was acked (false: its lease was lost; nothing of it changed).
+    type Answer = bool;
+
+    async fn write(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        let queue = &self.0;
+        tx::run(queue.conns(), "ack", |conn, _| {
+            Box::pin(async move {
+                let report = queue.ack_batch_in(conn, receipts).await?;
+                // A lost lease's message belongs to another consumer, its journal with it.
+                let acked: Vec<MessageId> = receipts
+                    .iter()
+                    .filter(|r| !report.lost.contains(r))
+                    .map(|r| r.id)
+                    .collect();
+                queue.store().forget_runs(conn, &acked).await?;
+                Ok(receipts.iter().map(|r| !report.lost.contains(r)).collect())
+            })
+        })
+        .await
+    }
+}
+
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
@@ -47,9 +123,11 @@ impl<B: Backend> Queue<B> {
     }
 
     /// Record the completed step `name` at `seq` with its result (JSON) while `receipt`'s
-    /// lease holds: false when it does not (nothing written). One autocommit statement: one
-    /// round trip. Should its connection fail unseen, the retry finds the row written and
-    /// fails on the unique key — the handler's attempt fails, and its retry replays the step.
+    /// lease holds: false when it does not (nothing written). Records made at about the same
+    /// time by the handle's handlers share one transaction and one commit (`coalesce.rs`): a
+    /// step's record must be durable before the handler goes on, and the commit is its cost.
+    /// Should the shared commit fail — a row of the same place written by another holder of
+    /// its message, say — each record is made again on its own, and only its own fails.
     pub(crate) async fn record_done_step(
         &self,
         receipt: Receipt,
@@ -57,10 +135,36 @@ impl<B: Backend> Queue<B> {
         name: &str,
         result: &[u8],
     ) -> Result<bool> {
-        tx::run_own(self.conns(), "step", |conn, _| {
-            Box::pin(self.record_done_step_in(conn, receipt, seq, name, result))
-        })
-        .await
+        let record = StepRecord {
+            receipt,
+            seq,
+            name: name.to_owned(),
+            result: result.to_vec(),
+        };
+        self.step_coalescer().write(record).await
+    }
+
+    /// Ack a durable run's message and forget its journal, in one transaction shared with the
+    /// other runs' acks waiting at the same time (`coalesce.rs`). [`Error::LeaseLost`] when
+    /// the receipt no longer holds the lease (nothing changed).
+    pub(crate) async fn ack_run(&self, receipt: Receipt) -> Result<()> {
+        let acks = self
+            .run_acks_cell()
+            .get_or_init(|| Coalescer::start(RunAcks(self.detached())));
+        if acks.write(receipt).await? {
+            Ok(())
+        } else {
+            Err(crate::domain::Error::LeaseLost {
+                id: receipt.id,
+                token: receipt.token,
+            })
+        }
+    }
+
+    /// This handle's coalescer of step records (see [`Queue::record_done_step`]).
+    fn step_coalescer(&self) -> &Coalescer<Steps<B>> {
+        self.steps_cell()
+            .get_or_init(|| Coalescer::start(Steps(self.detached())))
     }
 
     /// [`Queue::record_done_step`] in the caller's transaction (with the step's own writes).

@@ -86,6 +86,10 @@ struct Handle<B: Backend> {
     name: String,
     /// Started by the first `send` (it needs a runtime), shared by the handle's clones.
     sends: OnceLock<Coalescer<Queue<B>>>,
+    /// Started by the first durable step's record, shared likewise (`durable.rs`).
+    steps: OnceLock<Coalescer<durable::Steps<B>>>,
+    /// Started by the first ack of a durable run, shared likewise (`durable.rs`).
+    run_acks: OnceLock<Coalescer<durable::RunAcks<B>>>,
     /// Whether the queue has limits, and whether its gate is known to be shut.
     limits: std::sync::Mutex<limits::LimitState>,
 }
@@ -116,6 +120,8 @@ impl<B: Backend> Queue<B> {
                 id,
                 name,
                 sends: OnceLock::new(),
+                steps: OnceLock::new(),
+                run_acks: OnceLock::new(),
                 limits: std::sync::Mutex::new(limits::LimitState::new(limited)),
             }),
         }
@@ -124,15 +130,29 @@ impl<B: Backend> Queue<B> {
     /// This handle's send coalescer; its task works on a handle of its own, so that it ends
     /// when the last clone of this one is dropped.
     fn coalescer(&self) -> &Coalescer<Queue<B>> {
-        self.inner.sends.get_or_init(|| {
-            let own = Queue::new(
-                self.client.clone(),
-                self.id(),
-                self.name().to_owned(),
-                false,
-            );
-            Coalescer::start(own)
-        })
+        self.inner
+            .sends
+            .get_or_init(|| Coalescer::start(self.detached()))
+    }
+
+    /// A handle of its own on this queue, for a coalescer's task (see [`Queue::coalescer`]).
+    fn detached(&self) -> Queue<B> {
+        Queue::new(
+            self.client.clone(),
+            self.id(),
+            self.name().to_owned(),
+            false,
+        )
+    }
+
+    /// The cell of this handle's step coalescer (`durable.rs`).
+    fn steps_cell(&self) -> &OnceLock<Coalescer<durable::Steps<B>>> {
+        &self.inner.steps
+    }
+
+    /// The cell of this handle's coalescer of durable runs' acks (`durable.rs`).
+    fn run_acks_cell(&self) -> &OnceLock<Coalescer<durable::RunAcks<B>>> {
+        &self.inner.run_acks
     }
 
     /// The queue's name.

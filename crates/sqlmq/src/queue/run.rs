@@ -168,14 +168,7 @@ impl<B: Backend> Run<B> {
     /// # Ok(()) }
     /// ```
     pub async fn ack(&self) -> Result<()> {
-        let (queue, receipt) = (&self.queue, self.receipt);
-        crate::tx::run(queue.conns(), "ack", |conn, _| {
-            Box::pin(async move {
-                queue.store().forget_run(conn, receipt.id).await?;
-                queue.ack_in(conn, receipt).await
-            })
-        })
-        .await
+        self.queue.ack_run(self.receipt).await
     }
 
     fn resumed(

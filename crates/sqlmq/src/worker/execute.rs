@@ -270,18 +270,14 @@ pub(super) async fn settle<B: Backend>(
     }
 }
 
-/// Ack a durable run's message and forget its journal, in one transaction.
+/// Ack a durable run's message (or a child run's) and forget its journal, in one transaction
+/// shared with the queue's other runs' acks, committed before this returns (a child's parent
+/// is woken after it). Runs are queue messages.
 async fn ack_run<B: Backend>(source: &Source<B>, ctx: &JobContext<B>) -> crate::Result<()> {
-    let client = source.client();
-    let (store, receipt) = (client.store(), ctx.receipt());
-    crate::tx::run(client.conns(), "ack", |conn, _| {
-        Box::pin(async move {
-            store.forget_run(conn, receipt.id).await?;
-            let report = source.ack_batch_in(conn, &[receipt]).await?;
-            crate::consume::lost_to_error(report)
-        })
-    })
-    .await
+    match source {
+        Source::Queue(queue) => queue.ack_run(ctx.receipt()).await,
+        Source::Group(_) => source.ack(ctx.receipt()).await,
+    }
 }
 
 async fn nack<B: Backend>(

@@ -769,11 +769,6 @@ pub(crate) async fn a_join_returns_the_childs_result_or_fails_with_its_dead_lett
             "{body} joined late"
         );
     }
-    let journal = client.journal(failing).await.unwrap();
-    assert!(
-        journal.steps.is_empty(),
-        "the failed parent's ack forgot its journal"
-    );
     assert_eq!(
         kids.stats().await.unwrap().dead,
         1,
@@ -784,6 +779,11 @@ pub(crate) async fn a_join_returns_the_childs_result_or_fails_with_its_dead_lett
         (s.ready + s.scheduled + s.in_flight == 0).then_some(())
     })
     .await;
+    let journal = client.journal(failing).await.unwrap();
+    assert!(
+        journal.steps.is_empty(),
+        "the failed parent's ack forgot its journal"
+    );
     stop.cancel();
     parent_worker.await.unwrap();
     child_worker.await.unwrap();

@@ -51,6 +51,10 @@ const FINISH: &str =
     "UPDATE {p}run_steps SET state = ?, result = ? WHERE message_id = ? AND seq = ? AND state = 1";
 /// Forget a run's journal (message).
 const FORGET: &str = "DELETE FROM {p}run_steps WHERE message_id = ?";
+/// Forget the journals of runs (`{list}` of ids).
+const FORGET_ALL: &str = "DELETE FROM {p}run_steps WHERE message_id IN ({list})";
+/// The runs no longer wait for anything (`{list}` of ids).
+const UNWAIT_RUNS: &str = "DELETE FROM {p}event_waits WHERE message_id IN ({list})";
 /// A run no longer waits for an event (name, message).
 const UNWAIT: &str = "DELETE FROM {p}event_waits WHERE name = ? AND message_id = ?";
 /// No run waits for an event any more (name): the emit woke them.
@@ -182,6 +186,17 @@ impl<B: Backend> SqlStore<B> {
     pub(crate) async fn forget_run(&self, conn: &mut B::Connection, id: MessageId) -> Result<()> {
         self.query(FORGET).arg(id.bytes()).run(conn).await?;
         self.query(UNWAIT_ALL).arg(id.bytes()).run(conn).await?;
+        Ok(())
+    }
+
+    /// Forget finished runs, their journals and their waits (any number of ids).
+    pub(crate) async fn forget_runs(
+        &self,
+        conn: &mut B::Connection,
+        ids: &[MessageId],
+    ) -> Result<()> {
+        self.exec_id_list(conn, FORGET_ALL, ids).await?;
+        self.exec_id_list(conn, UNWAIT_RUNS, ids).await?;
         Ok(())
     }
 
