@@ -21,8 +21,10 @@ use super::outstanding::Outstanding;
 use super::poll::{self, PollState, ProberConfig};
 use super::schema::{self, SchemaWatch};
 use super::tally::Tally;
-use crate::domain::{Error, GroupMode, Result, TopicConfig};
+use crate::domain::{Error, ErrorClass, GroupMode, Result, TopicConfig};
+use crate::source::Source;
 use crate::store::Backend;
+use crate::topic::Group;
 
 /// A started worker: its tasks, and the signals that stop them (see `shutdown.rs`).
 pub(super) struct Running<B: Backend> {
@@ -53,6 +55,29 @@ pub(super) struct Running<B: Backend> {
 }
 
 impl<B: Backend> WorkerBuilder<B> {
+    /// Resolve the sources and the broadcast members' groups, and register the process.
+    async fn resolve_and_register(
+        &self,
+    ) -> Result<(Vec<Source<B>>, Vec<Group<B>>, Registration<B>)> {
+        let mut sources = Vec::new();
+        for (name, _) in &self.sources {
+            sources.push(name.resolve(&self.client).await?);
+        }
+        let mut groups = Vec::new();
+        for (spec, _) in &self.members {
+            let topic = self.client.topic(&spec.topic).await?;
+            groups.push(topic.group(&spec.group).await?);
+        }
+        let registration = Registration {
+            client: self.client.clone(),
+            sources: sources.clone(),
+            interval: self.heartbeat_interval,
+            schema: SchemaWatch::default(),
+        };
+        registration.register().await?;
+        Ok((sources, groups, registration))
+    }
+
     /// Validate, resolve the sources (an unknown queue or group, or a broadcast group, is an
     /// error here, before anything runs), register the process, and spawn every task. While
     /// the database is unavailable this waits (`Outage::wait_out`); `None` when `shutdown` came
@@ -67,23 +92,21 @@ impl<B: Backend> WorkerBuilder<B> {
             .client
             .outage()
             .wait_out(&shutdown, || async move {
-                let mut sources = Vec::new();
-                for (name, _) in &this.sources {
-                    sources.push(name.resolve(&this.client).await?);
+                // A transient conflict that outlasted the transaction's own retries (a
+                // deadlock; SQLite's "database is locked" while peers start beside a process
+                // killed mid-write) is tried again, as an outage is, not the worker's end.
+                let mut conflicts = 0;
+                loop {
+                    match this.resolve_and_register().await {
+                        Err(e) if is_conflict(&e) && conflicts < START_CONFLICTS => {
+                            conflicts += 1;
+                            tracing::warn!("starting the worker: {e}; trying again");
+                            tokio::time::sleep(std::time::Duration::from_millis(100) * conflicts)
+                                .await;
+                        }
+                        other => return other,
+                    }
                 }
-                let mut groups = Vec::new();
-                for (spec, _) in &this.members {
-                    let topic = this.client.topic(&spec.topic).await?;
-                    groups.push(topic.group(&spec.group).await?);
-                }
-                let registration = Registration {
-                    client: this.client.clone(),
-                    sources: sources.clone(),
-                    interval: this.heartbeat_interval,
-                    schema: SchemaWatch::default(),
-                };
-                registration.register().await?;
-                Ok((sources, groups, registration))
             })
             .await?;
         let Some((sources, groups, registration)) = resolved else {
@@ -234,4 +257,16 @@ impl<B: Backend> WorkerBuilder<B> {
             tally,
         }))
     }
+}
+
+/// Transient conflicts at start tried again before the worker gives up.
+const START_CONFLICTS: u32 = 20;
+
+/// A conflict worth trying again: the server (or SQLite) rolled the work back or timed out a
+/// lock wait; an outage (unreachable, busy, full) is `Outage::wait_out`'s.
+fn is_conflict(e: &Error) -> bool {
+    matches!(
+        e.class(),
+        Some(ErrorClass::RetryTransaction | ErrorClass::RetryStatement)
+    )
 }
