@@ -31,75 +31,73 @@ pub(crate) enum Resolution {
     Lost,
 }
 
-/// A step's record waiting for its shared commit.
-pub(crate) struct StepRecord {
-    receipt: Receipt,
-    seq: i32,
-    name: String,
-    result: Vec<u8>,
+/// A durable write waiting for its shared commit: a step's record, or the ack of a run
+/// (which forgets its journal).
+pub(crate) enum DurableWrite {
+    Step {
+        receipt: Receipt,
+        seq: i32,
+        name: String,
+        result: Vec<u8>,
+    },
+    Ack(Receipt),
 }
 
-/// Where a queue handle's step records go: one transaction for all that wait.
-pub(crate) struct Steps<B: Backend>(Queue<B>);
+/// Where a queue handle's durable writes go: one transaction for all that wait — the step
+/// records first, then the acks, which forget the journals of the runs they acked.
+pub(crate) struct DurableWrites<B: Backend>(Queue<B>);
 
-impl<B: Backend> Clone for Steps<B> {
+impl<B: Backend> Clone for DurableWrites<B> {
     fn clone(&self) -> Self {
-        Steps(self.0.clone())
+        DurableWrites(self.0.clone())
     }
 }
 
-impl<B: Backend> Sink for Steps<B> {
-    type Item = StepRecord;
-    /// Whether the lease held (the row was written).
+impl<B: Backend> Sink for DurableWrites<B> {
+    type Item = DurableWrite;
+    /// Whether the lease held: the row was written, the message acked (false: nothing of it
+    /// changed).
     type Answer = bool;
 
-    async fn write(&self, records: &[StepRecord]) -> Result<Vec<bool>> {
+    async fn write(&self, writes: &[DurableWrite]) -> Result<Vec<bool>> {
         let queue = &self.0;
-        tx::run(queue.conns(), "step", |conn, _| {
+        tx::run(queue.conns(), "durable", |conn, _| {
             Box::pin(async move {
-                let mut held = Vec::with_capacity(records.len());
-                for r in records {
-                    held.push(
-                        queue
-                            .record_done_step_in(conn, r.receipt, r.seq, &r.name, &r.result)
-                            .await?,
-                    );
+                let mut held = vec![true; writes.len()];
+                let mut steps = Vec::new();
+                let mut acks = Vec::new();
+                for (i, w) in writes.iter().enumerate() {
+                    match w {
+                        DurableWrite::Step {
+                            receipt,
+                            seq,
+                            name,
+                            result,
+                        } => steps.push((i, (*receipt, *seq, name.as_str(), result.as_slice()))),
+                        DurableWrite::Ack(receipt) => acks.push((i, *receipt)),
+                    }
+                }
+                if !steps.is_empty() {
+                    let rows: Vec<_> = steps.iter().map(|(_, s)| *s).collect();
+                    let recorded = queue.store().record_done_steps(conn, &rows).await?;
+                    for ((i, _), ok) in steps.iter().zip(recorded) {
+                        held[*i] = ok;
+                    }
+                }
+                if !acks.is_empty() {
+                    let receipts: Vec<Receipt> = acks.iter().map(|(_, r)| *r).collect();
+                    let report = queue.ack_batch_in(conn, &receipts).await?;
+                    // A lost lease's message belongs to another consumer, its journal with it.
+                    let mut acked = Vec::with_capacity(acks.len());
+                    for (i, r) in acks {
+                        held[i] = !report.lost.contains(&r);
+                        if held[i] {
+                            acked.push(r.id);
+                        }
+                    }
+                    queue.store().forget_runs(conn, &acked).await?;
                 }
                 Ok(held)
-            })
-        })
-        .await
-    }
-}
-
-/// Where a queue handle's acks of durable runs go: one transaction for all that wait, which
-/// acks them and forgets the journals of those it acked.
-pub(crate) struct RunAcks<B: Backend>(Queue<B>);
-
-impl<B: Backend> Clone for RunAcks<B> {
-    fn clone(&self) -> Self {
-        RunAcks(self.0.clone())
-    }
-}
-
-impl<B: Backend> Sink for RunAcks<B> {
-    type Item = Receipt;
-    /// Whether it was acked (false: its lease was lost; nothing of it changed).
-    type Answer = bool;
-
-    async fn write(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        let queue = &self.0;
-        tx::run(queue.conns(), "ack", |conn, _| {
-            Box::pin(async move {
-                let report = queue.ack_batch_in(conn, receipts).await?;
-                // A lost lease's message belongs to another consumer, its journal with it.
-                let acked: Vec<MessageId> = receipts
-                    .iter()
-                    .filter(|r| !report.lost.contains(r))
-                    .map(|r| r.id)
-                    .collect();
-                queue.store().forget_runs(conn, &acked).await?;
-                Ok(receipts.iter().map(|r| !report.lost.contains(r)).collect())
             })
         })
         .await
@@ -135,23 +133,24 @@ impl<B: Backend> Queue<B> {
         name: &str,
         result: &[u8],
     ) -> Result<bool> {
-        let record = StepRecord {
+        let record = DurableWrite::Step {
             receipt,
             seq,
             name: name.to_owned(),
             result: result.to_vec(),
         };
-        self.step_coalescer().write(record).await
+        self.durable_writes().write(record).await
     }
 
     /// Ack a durable run's message and forget its journal, in one transaction shared with the
-    /// other runs' acks waiting at the same time (`coalesce.rs`). [`Error::LeaseLost`] when
+    /// other durable writes waiting at the same time (`coalesce.rs`). [`Error::LeaseLost`] when
     /// the receipt no longer holds the lease (nothing changed).
     pub(crate) async fn ack_run(&self, receipt: Receipt) -> Result<()> {
-        let acks = self
-            .run_acks_cell()
-            .get_or_init(|| Coalescer::start(RunAcks(self.detached())));
-        if acks.write(receipt).await? {
+        if self
+            .durable_writes()
+            .write(DurableWrite::Ack(receipt))
+            .await?
+        {
             Ok(())
         } else {
             Err(crate::domain::Error::LeaseLost {
@@ -161,10 +160,10 @@ impl<B: Backend> Queue<B> {
         }
     }
 
-    /// This handle's coalescer of step records (see [`Queue::record_done_step`]).
-    fn step_coalescer(&self) -> &Coalescer<Steps<B>> {
-        self.steps_cell()
-            .get_or_init(|| Coalescer::start(Steps(self.detached())))
+    /// This handle's coalescer of durable writes (see [`Queue::record_done_step`]).
+    fn durable_writes(&self) -> &Coalescer<DurableWrites<B>> {
+        self.durable_cell()
+            .get_or_init(|| Coalescer::start(DurableWrites(self.detached())))
     }
 
     /// [`Queue::record_done_step`] in the caller's transaction (with the step's own writes).

@@ -86,10 +86,9 @@ struct Handle<B: Backend> {
     name: String,
     /// Started by the first `send` (it needs a runtime), shared by the handle's clones.
     sends: OnceLock<Coalescer<Queue<B>>>,
-    /// Started by the first durable step's record, shared likewise (`durable.rs`).
-    steps: OnceLock<Coalescer<durable::Steps<B>>>,
-    /// Started by the first ack of a durable run, shared likewise (`durable.rs`).
-    run_acks: OnceLock<Coalescer<durable::RunAcks<B>>>,
+    /// Started by the first durable write (a step's record, a run's ack), shared likewise
+    /// (`durable.rs`).
+    durable: OnceLock<Coalescer<durable::DurableWrites<B>>>,
     /// Whether the queue has limits, and whether its gate is known to be shut.
     limits: std::sync::Mutex<limits::LimitState>,
 }
@@ -120,8 +119,7 @@ impl<B: Backend> Queue<B> {
                 id,
                 name,
                 sends: OnceLock::new(),
-                steps: OnceLock::new(),
-                run_acks: OnceLock::new(),
+                durable: OnceLock::new(),
                 limits: std::sync::Mutex::new(limits::LimitState::new(limited)),
             }),
         }
@@ -145,14 +143,9 @@ impl<B: Backend> Queue<B> {
         )
     }
 
-    /// The cell of this handle's step coalescer (`durable.rs`).
-    fn steps_cell(&self) -> &OnceLock<Coalescer<durable::Steps<B>>> {
-        &self.inner.steps
-    }
-
-    /// The cell of this handle's coalescer of durable runs' acks (`durable.rs`).
-    fn run_acks_cell(&self) -> &OnceLock<Coalescer<durable::RunAcks<B>>> {
-        &self.inner.run_acks
+    /// The cell of this handle's coalescer of durable writes (`durable.rs`).
+    fn durable_cell(&self) -> &OnceLock<Coalescer<durable::DurableWrites<B>>> {
+        &self.inner.durable
     }
 
     /// The queue's name.

@@ -50,6 +50,21 @@ fn decode<T: DeserializeOwned>(name: &str, bytes: Option<&[u8]>) -> Result<T> {
     })
 }
 
+/// What a step's work gave, and the record of it: [`Error::StepFailed`] when it failed.
+fn step_result<T, E>(name: &str, done: std::result::Result<T, E>) -> Result<(T, Vec<u8>)>
+where
+    T: Serialize,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let value = done.map_err(|e| Error::StepFailed {
+        step: name.to_owned(),
+        source: e.into(),
+    })?;
+    let bytes = serde_json::to_vec(&value)?;
+    check_durable_size(&bytes)?;
+    Ok((value, bytes))
+}
+
 /// The name a sleep is journaled under (sleeps have no name of their own: their position is).
 fn sleep_name(seq: i32) -> String {
     format!("sleep {seq}")
@@ -84,19 +99,11 @@ impl<B: Backend> JobContext<B> {
         Fut: Future<Output = std::result::Result<T, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        check_durable_name("step", name)?;
-        let queue = self.durable_queue()?;
-        let mut journal = self.lock_journal()?;
-        let slot = self.place(&mut journal, KIND_STEP, name).await?;
+        let (queue, mut journal, slot) = self.open_step(name).await?;
         if let Some(row) = slot.recorded {
             return decode(name, row.result.as_deref());
         }
-        let value = work().await.map_err(|e| Error::StepFailed {
-            step: name.to_owned(),
-            source: e.into(),
-        })?;
-        let bytes = serde_json::to_vec(&value)?;
-        check_durable_size(&bytes)?;
+        let (value, bytes) = step_result(name, work().await)?;
         let held = queue
             .record_done_step(self.receipt(), slot.seq, name, &bytes)
             .await?;
@@ -134,21 +141,12 @@ impl<B: Backend> JobContext<B> {
         F: for<'c> FnOnce(&'c mut B::Connection) -> BoxFuture<'c, std::result::Result<T, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        check_durable_name("step", name)?;
-        let queue = self.durable_queue()?;
-        let mut journal = self.lock_journal()?;
-        let slot = self.place(&mut journal, KIND_STEP, name).await?;
+        let (queue, mut journal, slot) = self.open_step(name).await?;
         if let Some(row) = slot.recorded {
             return decode(name, row.result.as_deref());
         }
-        let client = queue.client();
-        let mut tx = tx::begin_for_caller(client.pool()).await?;
-        let value = work(&mut tx).await.map_err(|e| Error::StepFailed {
-            step: name.to_owned(),
-            source: e.into(),
-        })?;
-        let bytes = serde_json::to_vec(&value)?;
-        check_durable_size(&bytes)?;
+        let mut tx = tx::begin_for_caller(queue.client().pool()).await?;
+        let (value, bytes) = step_result(name, work(&mut tx).await)?;
         let held = queue
             .record_done_step_in(&mut tx, self.receipt(), slot.seq, name, &bytes)
             .await?;
@@ -312,6 +310,18 @@ impl<B: Backend> JobContext<B> {
             return Err(Error::ChildFailed { id: child.id });
         }
         self.resolved(&mut journal, slot.seq, &name, KIND_JOIN, resolution)
+    }
+
+    /// A step's queue, the run's journal (held while the step runs) and the step's place.
+    async fn open_step(
+        &self,
+        name: &str,
+    ) -> Result<(Queue<B>, tokio::sync::MutexGuard<'_, Journal>, Slot)> {
+        check_durable_name("step", name)?;
+        let queue = self.durable_queue()?;
+        let mut journal = self.lock_journal()?;
+        let slot = self.place(&mut journal, KIND_STEP, name).await?;
+        Ok((queue, journal, slot))
     }
 
     /// The queue of a durable call's message.

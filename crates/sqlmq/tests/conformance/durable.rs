@@ -30,6 +30,20 @@ fn count(runs: &Runs, name: &str) -> u32 {
     runs.lock().unwrap().get(name).copied().unwrap_or(0)
 }
 
+/// Wait until queue `q` has its one dead letter.
+async fn until_dead<B: TestBackend>(q: &sqlmq::Queue<B>) {
+    eventually_async(Duration::from_secs(30), "the dead letter", || async {
+        (q.stats().await.unwrap().dead == 1).then_some(())
+    })
+    .await;
+}
+
+/// Stop a worker of [`work`] and wait for its end.
+async fn stopped(stop: CancellationToken, worker: tokio::task::JoinHandle<()>) {
+    stop.cancel();
+    worker.await.unwrap();
+}
+
 /// A worker on queue "q" running `handler`, polling briskly.
 fn work<B, F, Fut>(
     client: &Client<B>,
@@ -99,10 +113,7 @@ pub(crate) async fn completed_steps_replay_a_dead_letter_keeps_its_journal_and_t
             Ok(Outcome::Done)
         }
     });
-    eventually_async(Duration::from_secs(30), "the dead letter", || async {
-        (q.stats().await.unwrap().dead == 1).then_some(())
-    })
-    .await;
+    until_dead(&q).await;
     let journal = client.journal(id).await.unwrap();
     let names: Vec<(StepKind, &str, RunStepState)> = journal
         .steps
@@ -143,8 +154,7 @@ pub(crate) async fn completed_steps_replay_a_dead_letter_keeps_its_journal_and_t
     .await;
     assert!(client.journal(id).await.unwrap().steps.is_empty());
     assert_eq!(db.count("run_steps").await, 0);
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     check_invariants(&db).await;
     db.drop().await;
 }
@@ -205,8 +215,7 @@ pub(crate) async fn a_step_in_commits_its_writes_with_its_record_or_not_at_all<B
         (s.ready + s.scheduled + s.in_flight == 0).then_some(())
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     let labels = db
         .query("SELECT label FROM effects ORDER BY label", &[])
         .await;
@@ -263,12 +272,8 @@ pub(crate) async fn a_changed_path_names_unique_and_no_nesting_are_typed_errors<
             Ok(Outcome::DeadLetter("changed".into()))
         }
     });
-    eventually_async(Duration::from_secs(30), "the dead letter", || async {
-        (q.stats().await.unwrap().dead == 1).then_some(())
-    })
-    .await;
-    stop.cancel();
-    worker.await.unwrap();
+    until_dead(&q).await;
+    stopped(stop, worker).await;
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert!(seen[0].contains("used twice"), "{}", seen[0]);
@@ -328,8 +333,7 @@ pub(crate) async fn a_sleep_gives_back_its_slot_spends_no_attempt_and_resumes_af
     assert!(after >= Duration::from_secs(2), "resumed after {after:?}");
     assert_eq!(attempt, 1, "the sleep spent an attempt");
     assert_eq!((count(&runs, "before"), count(&runs, "after")), (1, 1));
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     assert_eq!(q.stats().await.unwrap().dead, 0);
     check_invariants(&db).await;
     db.drop().await;
@@ -386,8 +390,7 @@ pub(crate) async fn an_emit_wakes_the_waiting_run_from_another_client<B: TestBac
     let again = emitter.emit_event("order-1-shipped", &"UPS").await.unwrap();
     assert!(!again.kept);
     assert!(client.awaited_events(10).await.unwrap().is_empty());
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     check_invariants(&db).await;
     db.drop().await;
 }
@@ -422,8 +425,7 @@ pub(crate) async fn an_event_emitted_before_the_wait_counts_and_the_first_emit_w
         (!got.lock().unwrap().is_empty()).then_some(())
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     assert_eq!(
         got.lock().unwrap().as_slice(),
         [Some(1)],
@@ -449,10 +451,7 @@ pub(crate) async fn a_timeout_fires_once_and_a_later_emit_does_not_change_it<B: 
             Ok(Outcome::DeadLetter("look at me".into()))
         }
     });
-    eventually_async(Duration::from_secs(20), "the dead letter", || async {
-        (q.stats().await.unwrap().dead == 1).then_some(())
-    })
-    .await;
+    until_dead(&q).await;
     let late = client.emit_event("never", &"too late").await.unwrap();
     assert_eq!((late.kept, late.woken), (true, 0));
     let journal = client.journal(id).await.unwrap();
@@ -465,8 +464,7 @@ pub(crate) async fn a_timeout_fires_once_and_a_later_emit_does_not_change_it<B: 
         (got.lock().unwrap().len() == 2).then_some(())
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     let got = got.lock().unwrap().clone();
     assert_eq!((got[0].0.clone(), got[1].0.clone()), (None, None));
     assert!(
@@ -548,8 +546,7 @@ pub(crate) async fn racing_emits_and_a_timeout_resolve_to_one_outcome<B: TestBac
         (outcomes.lock().unwrap().len() >= RUNS).then_some(())
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap();
+    stopped(stop, worker).await;
     let outcomes = outcomes.lock().unwrap().clone();
     assert_eq!(outcomes.len(), RUNS, "a run resolved twice: {outcomes:?}");
     for (i, id) in ids.iter().enumerate() {
@@ -596,12 +593,8 @@ pub(crate) async fn durable_bad_input_is_a_typed_error_and_writes_nothing<B: Tes
             Ok(Outcome::DeadLetter("checked".into()))
         }
     });
-    eventually_async(Duration::from_secs(20), "the dead letter", || async {
-        (q.stats().await.unwrap().dead == 1).then_some(())
-    })
-    .await;
-    stop.cancel();
-    worker.await.unwrap();
+    until_dead(&q).await;
+    stopped(stop, worker).await;
     assert_eq!(seen.lock().unwrap().as_slice(), [true; 4]);
     assert!(
         client.journal(id).await.unwrap().steps.is_empty(),

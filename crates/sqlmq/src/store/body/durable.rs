@@ -22,6 +22,13 @@ pub struct DurableSql {
     /// now to wake_at or NULL, result or NULL, lease id, token): one row, or none when the
     /// lease is gone.
     pub record: &'static str,
+    /// The leases of messages, read with a shared lock so that none is taken over before the
+    /// transaction ends (`{list}` of ids): `id, token`.
+    pub leases_locked: &'static str,
+    /// Insert completed steps (`{list}` of [`DurableSql::done_row`]).
+    pub insert_done: &'static str,
+    /// One completed step: message, seq, name, result.
+    pub done_row: &'static str,
     /// Delete an event whose retention ended (name).
     pub drop_expired_event: &'static str,
     /// Emit an event unless one of the name is kept (name, payload, retention µs).
@@ -160,6 +167,50 @@ impl<B: Backend> SqlStore<B> {
             .run(conn)
             .await?;
         Ok(n == 1)
+    }
+
+    /// Record completed steps while their receipts hold the leases, in the caller's
+    /// transaction, in two statements whatever their number: the leases read locked, then one
+    /// insert of the steps whose lease held. Answers, for each, whether it held. A step of a
+    /// place or name already recorded fails the whole with the backend's unique violation.
+    pub(crate) async fn record_done_steps(
+        &self,
+        conn: &mut B::Connection,
+        steps: &[(Receipt, i32, &str, &[u8])],
+    ) -> Result<Vec<bool>> {
+        let ids: Vec<MessageId> = steps.iter().map(|(r, ..)| r.id).collect();
+        let rows = self
+            .fetch_id_list(conn, B::DURABLE.leases_locked, &ids)
+            .await?;
+        let mut tokens = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            tokens.insert(r.id_at(0)?, r.col::<i64>(1)?);
+        }
+        let held: Vec<bool> = steps
+            .iter()
+            .map(|(r, ..)| tokens.get(&r.id) == Some(&(r.token as i64)))
+            .collect();
+        let written: Vec<&(Receipt, i32, &str, &[u8])> = steps
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| **h)
+            .map(|(s, _)| s)
+            .collect();
+        self.insert_values(
+            conn,
+            B::DURABLE.insert_done,
+            B::DURABLE.done_row,
+            4,
+            &written,
+            |q, (r, seq, name, result)| {
+                q.arg(r.id.bytes())
+                    .arg(*seq)
+                    .arg(name.as_bytes())
+                    .arg(*result)
+            },
+        )
+        .await?;
+        Ok(held)
     }
 
     /// End a waiting journal row with `state` and `result`: false when it was not waiting.

@@ -46,4 +46,8 @@ pub(super) const SQL: DurableSql = DurableSql {
         WHERE w.name = ? ORDER BY w.since LIMIT ?"
     ),
     message_locked: "SELECT 1 FROM {p}messages WHERE id = ? LOCK IN SHARE MODE",
+    leases_locked: "SELECT id, token FROM {p}leases WHERE id IN ({list}) LOCK IN SHARE MODE",
+    insert_done: "INSERT INTO {p}run_steps \
+        (message_id, seq, name, kind, state, wake_at, result, recorded_at) VALUES {list}",
+    done_row: "(?, ?, ?, 0, 2, NULL, ?, UTC_TIMESTAMP(6))",
 };

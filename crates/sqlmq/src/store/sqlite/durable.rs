@@ -53,4 +53,8 @@ pub(super) const SQL: DurableSql = DurableSql {
     waiting_runs: "SELECT w.message_id, q.name, w.since FROM {p}event_waits w \
         JOIN {p}queues q ON q.id = w.queue_id WHERE w.name = ? ORDER BY w.since LIMIT ?",
     message_locked: "SELECT 1 FROM {p}messages WHERE id = ?",
+    leases_locked: "SELECT id, token FROM {p}leases WHERE id IN ({list})",
+    insert_done: "INSERT INTO {p}run_steps \
+        (message_id, seq, name, kind, state, wake_at, result, recorded_at) VALUES {list}",
+    done_row: concat!("(?, ?, ?, 0, 2, NULL, ?, ", now_us!(), ")"),
 };
