@@ -137,7 +137,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         id: "worker.durable",
-        title: "durable execution: a worker recording 3 steps per message against worker.e2e; sleep and event resume latency; claims of ready work with 100 000 runs asleep (20 000 quick) against none",
+        title: "durable execution: a worker recording 3 steps per message against worker.e2e; sleep and event resume latency; claims of ready work with 100 000 runs asleep against none",
         needs: &["worker.e2e"],
     },
     Scenario {

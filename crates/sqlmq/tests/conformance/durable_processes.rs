@@ -1,8 +1,9 @@
 //! Durable runs across real worker processes killed with `kill -9` at random moments: a
 //! five-step workflow (each step a `step_in` writing its business row, a durable sleep after
-//! the second) run by three processes, one of them killed and restarted every third of a second or
-//! so. Every step's row is written exactly once, so no completed step ran again after a crash;
-//! every run finishes; nothing is left in flight, dead, or journaled.
+//! the second, resumed on whichever process claims it) run by three processes, one of them
+//! killed and restarted every third of a second or so. Every step's row is written exactly
+//! once, so no completed step ran again after a crash; some runs resumed their sleep on another
+//! process; every run finishes; nothing is left in flight, dead, or journaled.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,8 +39,12 @@ pub(crate) fn child_durable_worker<B: TestBackend>() {
                         Box::pin(async move {
                             B::execute(
                                 conn,
-                                "INSERT INTO effects (run, step) VALUES (?, ?)",
-                                &[Value::from(run), Value::from(step)],
+                                "INSERT INTO effects (run, step, pid) VALUES (?, ?, ?)",
+                                &[
+                                    Value::from(run),
+                                    Value::from(step),
+                                    Value::from(std::process::id()),
+                                ],
                             )
                             .await;
                             // Widen the window a kill can land in.
@@ -77,7 +82,7 @@ pub(crate) async fn every_step_once_across_kill_9_and_every_run_finishes<B: Test
     let db = TestDb::<B>::new().await;
     let client = db.client().await;
     db.exec(
-        "CREATE TABLE effects (run VARCHAR(36) NOT NULL, step INT NOT NULL)",
+        "CREATE TABLE effects (run VARCHAR(36) NOT NULL, step INT NOT NULL, pid INT NOT NULL)",
         &[],
     )
     .await;
@@ -139,6 +144,15 @@ pub(crate) async fn every_step_once_across_kill_9_and_every_run_finishes<B: Test
         db.scalar("SELECT COUNT(DISTINCT run) FROM effects").await,
         RUNS as i64
     );
+    // Runs slept after their second step and resumed wherever the queue handed them out: on
+    // another process for some of them.
+    let moved = db
+        .scalar(
+            "SELECT COUNT(*) FROM effects a JOIN effects b ON b.run = a.run \
+             WHERE a.step = 2 AND b.step = 3 AND a.pid <> b.pid",
+        )
+        .await;
+    assert!(moved > 0, "no run resumed its sleep on another process");
     // Every run's ack forgot its journal.
     assert_eq!(db.count("run_steps").await, 0);
     check_invariants(&db).await;
