@@ -346,7 +346,14 @@ impl<B: Backend> JobContext<B> {
     /// first call, then check the recorded row at this place, if any, is this call.
     async fn place(&self, journal: &mut Journal, kind: i16, name: &str) -> Result<Slot> {
         if journal.rows.is_none() {
-            let rows = self.durable_queue()?.journal_rows(self.id()).await?;
+            // Fencing tokens count a message's claims from 1 and never restart (a redrive keeps
+            // counting): under its first claim a message can have no journal but what this
+            // delivery records, and the read is saved.
+            let rows = if self.receipt().token == 1 {
+                Vec::new()
+            } else {
+                self.durable_queue()?.journal_rows(self.id()).await?
+            };
             if !rows.is_empty() {
                 self.inner_journaled();
             }
