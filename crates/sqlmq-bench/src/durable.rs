@@ -30,11 +30,18 @@ use super::worker::{E2E_BATCH, E2E_CONCURRENCY, Noop};
 
 /// How long each run of the sleep figure sleeps.
 const NAP: Duration = Duration::from_secs(1);
-/// Runs of the sleep and event figures.
+/// Runs of the sleep and event figures (scaled by `--scale`).
 const RUNS: u64 = 200;
-/// Ready messages behind the sleeping runs, and timed claims of them.
+/// Ready messages behind the sleeping runs, timed a claim of [`CLAIM`] at a time (scaled).
 const READY: u64 = 10_000;
 const CLAIM: usize = 10;
+/// Runs asleep behind the ready messages: the aim's count (scaled).
+const SLEEPERS: u64 = 100_000;
+
+/// `n` scaled by `--scale`, at least `min`.
+fn scaled<B: Db>(ctx: &Ctx<B>, n: u64, min: u64) -> u64 {
+    ((n as f64 * ctx.plan.scale).round() as u64).max(min)
+}
 
 /// `worker.durable`.
 pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
@@ -43,8 +50,8 @@ pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
         let steps = steps(ctx, &bar).await?;
         let sleep = sleep(ctx, &bar).await?;
         let event = event(ctx, &bar).await?;
-        // The aim's count, quick or not: putting them to sleep is what takes the time.
-        let sleepers = 100_000;
+        // The aim's count, quick or not (putting them to sleep is what takes the time).
+        let sleepers = scaled(ctx, SLEEPERS, 100);
         let none = claims(ctx, &bar, 0).await?;
         let asleep = claims(ctx, &bar, sleepers).await?;
         anyhow::Ok((steps, sleep, event, none, asleep, sleepers))
@@ -52,6 +59,7 @@ pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
     .await;
     bar.finish();
     let ((n, elapsed, check), sleep, event, none, asleep, sleepers) = run?;
+    let (runs, ready) = (scaled(ctx, RUNS, 10), scaled(ctx, READY, 100));
     Ok(Ran::Ran(vec![
         Figure::rate(
             "worker.durable.steps",
@@ -74,7 +82,7 @@ pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             sleep.summary(),
         )
         .note(format!(
-            "{RUNS} runs, each sleeping {NAP:?} (its message delayed, its slot given back), \
+            "{runs} runs, each sleeping {NAP:?} (its message delayed, its slot given back), \
              resumed by the same worker: time from the due time to the handler past its \
              sleep (aims p50 ≤ 50 ms, p99 ≤ 500 ms with notifications)"
         )),
@@ -84,7 +92,7 @@ pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             event.summary(),
         )
         .note(format!(
-            "{RUNS} runs suspended in wait_for_event, one emit every 20 ms from another \
+            "{runs} runs suspended in wait_for_event, one emit every 20 ms from another \
              client (aim p50 ≤ 50 ms with notifications)"
         )),
         Figure::latency(
@@ -93,7 +101,7 @@ pub async fn durable<B: Db>(ctx: &Ctx<B>) -> Result<Ran> {
             none.summary(),
         )
         .note(format!(
-            "{READY} ready messages, claims of {CLAIM} (each acked after), one consumer"
+            "{ready} ready messages, claims of {CLAIM} (each acked after), one consumer"
         )),
         Figure::latency(
             "worker.durable.claim.asleep",
@@ -178,13 +186,13 @@ where
 
 /// [`RUNS`] runs sleeping [`NAP`]: how late each resumes.
 async fn sleep<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
-    let b = bar.clone();
+    let (b, runs) = (bar.clone(), scaled(ctx, RUNS, 10));
     with_client(ctx, "nap", POOL, |client| async move {
         let queue = client.create_queue("nap", QueueConfig::default()).await?;
-        b.phase("durable sleeps", RUNS);
+        b.phase("durable sleeps", runs);
         let due: Arc<Mutex<HashMap<MessageId, Instant>>> = Arc::default();
         let late = Arc::new(Latencies::default());
-        let resumed = Arc::new(Tracker::new(RUNS));
+        let resumed = Arc::new(Tracker::new(runs));
         let stop = CancellationToken::new();
         let (d, l, r, bb) = (due.clone(), late.clone(), resumed.clone(), b.clone());
         let worker = spawn_worker(&client, "nap", &stop, move |m, ctx| {
@@ -203,12 +211,12 @@ async fn sleep<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
             }
         });
         let sent: Vec<MessageId> = queue
-            .send_batch((0..RUNS).map(|i| Message::new(i.to_string())).collect())
+            .send_batch((0..runs).map(|i| Message::new(i.to_string())).collect())
             .await?
             .into_iter()
             .map(|s| s.id)
             .collect();
-        wait_for(&resumed, RUNS, Duration::from_secs(120)).await?;
+        wait_for(&resumed, runs, Duration::from_secs(120)).await?;
         stop.cancel();
         worker.await??;
         ensure_whole(resumed.check(&sent))?;
@@ -219,12 +227,12 @@ async fn sleep<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
 
 /// [`RUNS`] runs waiting for an event each, woken one by one by emits from another client.
 async fn event<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
-    let b = bar.clone();
+    let (b, runs) = (bar.clone(), scaled(ctx, RUNS, 10));
     with_client(ctx, "evt", POOL, |client| async move {
         let queue = client.create_queue("evt", QueueConfig::default()).await?;
         let emitted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let latency = Arc::new(Latencies::default());
-        let resumed = Arc::new(Tracker::new(RUNS));
+        let resumed = Arc::new(Tracker::new(runs));
         let stop = CancellationToken::new();
         let (e, l, r, bb) = (emitted.clone(), latency.clone(), resumed.clone(), b.clone());
         let worker = spawn_worker(&client, "evt", &stop, move |m, ctx| {
@@ -240,20 +248,20 @@ async fn event<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
                 Ok(Outcome::Done)
             }
         });
-        let names: Vec<String> = (0..RUNS).map(|i| format!("bench-event-{i}")).collect();
+        let names: Vec<String> = (0..runs).map(|i| format!("bench-event-{i}")).collect();
         let sent: Vec<MessageId> = queue
             .send_batch(names.iter().map(|n| Message::new(n.clone())).collect())
             .await?
             .into_iter()
             .map(|s| s.id)
             .collect();
-        b.phase("runs suspended in wait_for_event", RUNS);
+        b.phase("runs suspended in wait_for_event", runs);
         let deadline = Instant::now() + Duration::from_secs(120);
-        while client.awaited_events(RUNS as usize + 1).await?.len() < RUNS as usize {
+        while client.awaited_events(runs as usize + 1).await?.len() < runs as usize {
             anyhow::ensure!(Instant::now() < deadline, "the runs did not all wait");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        b.phase("emits from another client → resumed", RUNS);
+        b.phase("emits from another client → resumed", runs);
         let (emitter, _) = super::worker::producer(ctx, &client, "evt").await?;
         for (i, name) in names.iter().enumerate() {
             emitted
@@ -263,7 +271,7 @@ async fn event<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
             emitter.emit_event(name, &i).await?;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        wait_for(&resumed, RUNS, Duration::from_secs(60)).await?;
+        wait_for(&resumed, runs, Duration::from_secs(60)).await?;
         stop.cancel();
         worker.await??;
         emitter.pool().close().await;
@@ -276,7 +284,7 @@ async fn event<B: Db>(ctx: &Ctx<B>, bar: &Bar) -> Result<Latencies> {
 /// Claims of [`CLAIM`] among [`READY`] ready messages, timed, in a queue where `sleepers` runs
 /// sleep for an hour.
 async fn claims<B: Db>(ctx: &Ctx<B>, bar: &Bar, sleepers: u64) -> Result<Latencies> {
-    let b = bar.clone();
+    let (b, ready) = (bar.clone(), scaled(ctx, READY, 100));
     with_client(ctx, "zzz", POOL, |client| async move {
         let queue = client.create_queue("zzz", QueueConfig::default()).await?;
         if sleepers > 0 {
@@ -313,11 +321,11 @@ async fn claims<B: Db>(ctx: &Ctx<B>, bar: &Bar, sleepers: u64) -> Result<Latenci
             stop.cancel();
             worker.await??;
         }
-        b.phase("ready messages sent", READY);
+        b.phase("ready messages sent", ready);
         queue
-            .send_batch((0..READY).map(|i| Message::new(i.to_string())).collect())
+            .send_batch((0..ready).map(|i| Message::new(i.to_string())).collect())
             .await?;
-        let samples = READY / CLAIM as u64;
+        let samples = ready / CLAIM as u64;
         b.phase(
             &format!("claims of {CLAIM}, {sleepers} runs asleep"),
             samples,

@@ -31,6 +31,7 @@ const SCENARIOS: &[&str] = &[
     "worker.limits",
     "worker.latency",
     "worker.idle",
+    "worker.durable",
     "worker.fleet",
     "topic.publish",
     "topic.group",
@@ -196,7 +197,14 @@ fn check_figures(report: &Value, unavailable: &[&str], unavailable_figures: &[&s
     }
     for f in &figures {
         let value = f["value"].as_f64().unwrap();
-        assert!(value.is_finite() && value > 0.0, "positive figure: {f}");
+        // Memory held above a level measured before is zero when the allocator reuses pages
+        // that earlier scenarios freed: a measurement, not a failure.
+        let held_memory =
+            f["unit"] == "MiB" && f["key"].as_str().is_some_and(|k| !k.ends_with(".peak"));
+        assert!(
+            value.is_finite() && (value > 0.0 || (held_memory && value == 0.0)),
+            "positive figure: {f}"
+        );
         if !f["baseline"].is_null() {
             assert!(f["ratio"].as_f64().is_some_and(|r| r > 0.0), "ratio: {f}");
         }
