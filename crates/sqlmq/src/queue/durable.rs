@@ -13,7 +13,7 @@ use super::Queue;
 use crate::coalesce::{Coalescer, Sink};
 use crate::domain::{
     DONE, FAILED, JOIN_POLL, KIND_EVENT, KIND_JOIN, KIND_SLEEP, KIND_STEP, MessageId, Receipt,
-    Result, TIMED_OUT, WAITING, child_event,
+    Result, TIMED_OUT, WAITING, child_event, micros_of,
 };
 use crate::store::{Backend, ChildState, JournalRow, NewStep};
 use crate::tx;
@@ -102,10 +102,6 @@ impl<B: Backend> Sink for DurableWrites<B> {
         })
         .await
     }
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// The time left to a row's wake time (zero once it passed).
@@ -223,7 +219,7 @@ impl<B: Backend> Queue<B> {
                     name,
                     kind: KIND_SLEEP,
                     state: if duration.is_zero() { DONE } else { WAITING },
-                    wake_in_us: Some(micros(duration)),
+                    wake_in_us: Some(micros_of(duration)),
                     result: None,
                 };
                 let step = &step;
@@ -289,7 +285,7 @@ impl<B: Backend> Queue<B> {
                 .await
             }
             None => {
-                let wake_in_us = Some(micros(timeout));
+                let wake_in_us = Some(micros_of(timeout));
                 tx::run(self.conns(), "event wait", |conn, _| {
                     Box::pin(async move {
                         // The wait first, then the event, read locked: an emit that commits
