@@ -71,7 +71,7 @@ enum Command {
     Pause(cmd::pause::Args),
     /// Hand out a paused queue's messages again.
     Resume(cmd::resume::Args),
-    /// Remove one waiting message.
+    /// Cancel one message: remove it if it waits, stop its handler if it runs.
     Cancel(cmd::cancel::Args),
     /// List a queue's messages in one state (ready, scheduled, blocked, in_flight) or of a
     /// key, without taking them.

@@ -11,6 +11,7 @@
 //! │   ├── MessageNotFound, DependencyNotFound, BatchNotFound
 //! │   └── Deleted           a worker's queue or group was deleted while it ran
 //! ├── LeaseLost             the receipt's lease ended or was taken over: roll back
+//! │   └── Cancelled         the message was cancelled while in flight
 //! ├── Conflict              the message is in flight, the batch sealed
 //! ├── SchemaMismatch        the schema is newer or older than this sqlmq
 //! └── DatabaseError         the database failed; `retryable` says whether trying again can help
@@ -89,6 +90,12 @@ create_exception!(
 );
 create_exception!(
     _sqlmq,
+    Cancelled,
+    LeaseLost,
+    "The message was cancelled while in flight; nothing was changed (roll back)."
+);
+create_exception!(
+    _sqlmq,
     Conflict,
     Error,
     "The message is in flight, or the batch is sealed."
@@ -123,6 +130,7 @@ pub(crate) fn to_py(err: sqlmq::Error) -> PyErr {
         E::BatchNotFound(_) => BatchNotFound::new_err(message),
         E::Deleted { .. } => Deleted::new_err(message),
         E::LeaseLost { .. } => LeaseLost::new_err(message),
+        E::Cancelled { .. } => Cancelled::new_err(message),
         E::MessageInFlight(_) | E::BatchSealed(_) => Conflict::new_err(message),
         E::SchemaTooNew { .. } | E::SchemaOutdated { .. } | E::DowngradeRefused { .. } => {
             SchemaMismatch::new_err(message)
@@ -170,6 +178,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("BatchNotFound", py.get_type::<BatchNotFound>()),
         ("Deleted", py.get_type::<Deleted>()),
         ("LeaseLost", py.get_type::<LeaseLost>()),
+        ("Cancelled", py.get_type::<Cancelled>()),
         ("Conflict", py.get_type::<Conflict>()),
         ("SchemaMismatch", py.get_type::<SchemaMismatch>()),
         ("DatabaseError", py.get_type::<DatabaseError>()),

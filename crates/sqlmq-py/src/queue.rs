@@ -248,12 +248,17 @@ impl Queue {
         })
     }
 
-    /// Remove a message that is not in flight. `MessageNotFound` when there is none;
-    /// `Conflict` when it is in flight.
-    fn cancel(&self, py: Python<'_>, id: &str) -> PyResult<()> {
+    /// Cancel a message in any state: `"removed"` when it was waiting, `"running"` when a
+    /// consumer holds it (its handler is told; its ack fails with `Cancelled`).
+    /// `MessageNotFound` when there is none.
+    fn cancel(&self, py: Python<'_>, id: &str) -> PyResult<&'static str> {
         let id = convert::message_id(id)?;
-        block_on(py, async {
+        let cancelled = block_on(py, async {
             both!(queue &self.inner, q => q.cancel(id).await)
+        })?;
+        Ok(match cancelled {
+            sqlmq::queue::Cancelled::Removed => "removed",
+            sqlmq::queue::Cancelled::Running => "running",
         })
     }
 

@@ -127,6 +127,7 @@ impl From<sqlmq::Error> for ApiError {
             E::BatchSealed(_) => (StatusCode::CONFLICT, "batch_sealed"),
             E::MessageInFlight(_) => (StatusCode::CONFLICT, "message_in_flight"),
             E::LeaseLost { .. } => (StatusCode::CONFLICT, "lease_lost"),
+            E::Cancelled { .. } => (StatusCode::CONFLICT, "cancelled"),
             E::StepMismatch { .. } => (StatusCode::CONFLICT, "step_mismatch"),
             // A step's JSON that does not parse: the request's value (HTTP bodies are JSON, so
             // only a library caller meets it).
@@ -197,6 +198,13 @@ mod tests {
             (sqlmq::Error::UnknownTopic("t".into()), 404),
             (sqlmq::Error::UnknownSchedule("s".into()), 404),
             (sqlmq::Error::MessageInFlight(sqlmq::MessageId::new()), 409),
+            (
+                sqlmq::Error::Cancelled {
+                    id: sqlmq::MessageId::new(),
+                    reason: "r".into(),
+                },
+                409,
+            ),
             (
                 sqlmq::Error::DependencyNotFound(sqlmq::MessageId::new()),
                 422,

@@ -26,7 +26,7 @@ use crate::error::ErrorBody;
         api::queues::list, api::queues::get, api::queues::put, api::queues::delete,
         api::queues::pause, api::queues::resume, api::queues::purge,
         api::messages::send, api::messages::receive, api::messages::ack, api::messages::nack,
-        api::messages::extend, api::messages::cancel, api::browse::list, api::browse::get,
+        api::messages::extend, api::messages::progress, api::messages::cancel, api::browse::list, api::browse::get,
         api::dead::list, api::dead::redrive_handler, api::dead::purge,
         api::batches::create, api::batches::get, api::batches::add, api::batches::seal,
         api::results::result, api::results::dependencies,
@@ -62,7 +62,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "409",
-        "Conflict (message in flight, lease lost, busy member, sealed batch, step mismatch)",
+        "Conflict (message in flight, lease lost, message cancelled, busy member, sealed batch, step mismatch)",
     ),
     ("413", "Body or message too large"),
     ("415", "Body is not application/json"),

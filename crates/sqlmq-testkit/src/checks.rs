@@ -25,21 +25,24 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
         .scalar(
             "SELECT COUNT(*) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
              UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
-             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting) s JOIN sqlmq_messages m ON m.id = s.id",
+             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting \
+             UNION ALL SELECT id FROM sqlmq_cancels) s JOIN sqlmq_messages m ON m.id = s.id",
         )
         .await;
     let distinct = db
         .scalar(
             "SELECT COUNT(DISTINCT id) FROM (SELECT id FROM sqlmq_ready UNION ALL SELECT id FROM sqlmq_scheduled \
              UNION ALL SELECT id FROM sqlmq_leases UNION ALL SELECT id FROM sqlmq_dead \
-             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting) s",
+             UNION ALL SELECT id FROM sqlmq_blocked UNION ALL SELECT id FROM sqlmq_waiting \
+             UNION ALL SELECT id FROM sqlmq_cancels) s",
         )
         .await;
     let rows = db
         .scalar(
             "SELECT (SELECT COUNT(*) FROM sqlmq_ready) + (SELECT COUNT(*) FROM sqlmq_scheduled) + \
              (SELECT COUNT(*) FROM sqlmq_leases) + (SELECT COUNT(*) FROM sqlmq_dead) + \
-             (SELECT COUNT(*) FROM sqlmq_blocked) + (SELECT COUNT(*) FROM sqlmq_waiting)",
+             (SELECT COUNT(*) FROM sqlmq_blocked) + (SELECT COUNT(*) FROM sqlmq_waiting) + \
+             (SELECT COUNT(*) FROM sqlmq_cancels)",
         )
         .await;
     assert_eq!(rows, placed, "state rows without a message");
@@ -51,7 +54,8 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
              m.id IS NULL OR ( \
              NOT EXISTS (SELECT 1 FROM sqlmq_ready r WHERE r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id) \
              AND NOT EXISTS (SELECT 1 FROM sqlmq_scheduled s WHERE s.id = m.id) \
-             AND NOT EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id))",
+             AND NOT EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id) \
+             AND NOT EXISTS (SELECT 1 FROM sqlmq_cancels c WHERE c.id = m.id))",
         )
         .await;
     assert_eq!(headless, 0, "every ordering key needs a live head");
@@ -72,7 +76,8 @@ pub async fn check_invariants_at<B: TestBackend>(url: &str) {
              AND SUBSTR(m.ordering_key, 2) = s.slot_key)) AND ( \
              EXISTS (SELECT 1 FROM sqlmq_ready r WHERE r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id) \
              OR EXISTS (SELECT 1 FROM sqlmq_scheduled c WHERE c.id = m.id) \
-             OR EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id)))",
+             OR EXISTS (SELECT 1 FROM sqlmq_leases l WHERE l.id = m.id) \
+             OR EXISTS (SELECT 1 FROM sqlmq_cancels x WHERE x.id = m.id)))",
         )
         .await;
     assert_eq!(

@@ -1,4 +1,4 @@
-//! `sqlmq cancel`: remove one message that is not in flight.
+//! `sqlmq cancel`: cancel one message in any state.
 
 use anyhow::Result;
 use sqlmq::MessageId;
@@ -17,12 +17,19 @@ pub struct Args {
     id: MessageId,
 }
 
-/// Run `sqlmq cancel`. Fails while a consumer holds the message.
+/// Run `sqlmq cancel`: a waiting message is removed; one in flight is cancelled where it runs
+/// (its handler is told, its ack fails) and removed when the handler ends.
 pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
-    open_queue::<B>(settings, &args.queue)
+    let cancelled = open_queue::<B>(settings, &args.queue)
         .await?
         .cancel(args.id)
         .await?;
-    println!("cancelled {}", args.id);
+    match cancelled {
+        sqlmq::queue::Cancelled::Removed => println!("cancelled {}", args.id),
+        sqlmq::queue::Cancelled::Running => println!(
+            "cancelled {} while in flight: its handler is told, and it is removed when the handler ends",
+            args.id
+        ),
+    }
     Ok(())
 }

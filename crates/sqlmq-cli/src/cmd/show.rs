@@ -44,10 +44,14 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         );
     };
     let journal = queue.client().journal(m.id).await?;
+    let progress = queue.progress(m.id).await?;
     if args.json {
         let mut out = serde_json::to_value(JsonQueued::from(&m))?;
         if !journal.steps.is_empty() {
             out["journal"] = serde_json::to_value(&journal)?;
+        }
+        if let Some(p) = &progress {
+            out["progress"] = p.value.clone();
         }
         return print_json(&out);
     }
@@ -69,6 +73,9 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
     }
     if let Some(owner) = &m.owner {
         println!("owner:       {owner}");
+    }
+    if let Some(p) = &progress {
+        println!("progress:    {} (at {})", p.value, timestamp(p.updated_at));
     }
     if let Some(key) = &m.ordering_key {
         println!("key:         {key}");

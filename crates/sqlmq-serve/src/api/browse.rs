@@ -67,7 +67,7 @@ pub struct MessagesQuery {
 pub struct QueuedMessageOut {
     /// The message id.
     pub id: String,
-    /// `ready`, `scheduled`, `blocked`, `waiting`, `in_flight` or `dead`.
+    /// `ready`, `scheduled`, `blocked`, `waiting`, `in_flight`, `cancelling` or `dead`.
     pub state: String,
     /// Lower is claimed first.
     pub priority: i16,
@@ -106,6 +106,10 @@ pub struct QueuedMessageOut {
     /// The body in base64, when it is not UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_base64: Option<String>,
+    /// In flight: the progress its handler reported last (any JSON), when it did (only a
+    /// message looked up by id says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
 }
 
 impl From<sqlmq::inspect::QueuedMessage> for QueuedMessageOut {
@@ -128,6 +132,7 @@ impl From<sqlmq::inspect::QueuedMessage> for QueuedMessageOut {
             errors: m.errors.into_iter().map(AttemptErrorOut::from).collect(),
             body,
             body_base64,
+            progress: None,
         }
     }
 }
@@ -191,8 +196,13 @@ pub async fn get<B: Backend>(
     Path((name, id)): Path<(String, String)>,
 ) -> ApiResult<Json<QueuedMessageOut>> {
     let id: sqlmq::MessageId = id.parse()?;
-    match state.queue(&name).await?.message(id).await? {
-        Some(m) => Ok(Json(m.into())),
+    let queue = state.queue(&name).await?;
+    match queue.message(id).await? {
+        Some(m) => {
+            let mut out = QueuedMessageOut::from(m);
+            out.progress = queue.progress(id).await?.map(|p| p.value);
+            Ok(Json(out))
+        }
         None => Err(ApiError::not_found(format!(
             "queue {name:?} has no message {id} (never sent here, or acked, cancelled or purged)"
         ))),

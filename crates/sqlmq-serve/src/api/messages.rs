@@ -318,17 +318,54 @@ pub async fn extend<B: Backend>(
     consume::extend(Source::Queue(queue), request).await
 }
 
-/// Remove a waiting message (ready, delayed, blocked behind its key, or dead); 409 while a
-/// consumer holds it.
+/// Cancel a message in any state: 204 when it was waiting (ready, delayed, blocked behind its
+/// key, or dead) and is gone; 202 when a consumer holds it: its handler is told, every
+/// settlement of its receipt fails with 409 `cancelled`, and it is removed when the handler
+/// ends or its lease would have ended, never delivered again.
 #[utoipa::path(delete, operation_id = "message_cancel", path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
     params(("queue" = String, Path, description = "Queue name"),
            ("id" = String, Path, description = "Message id")),
-    responses((status = 204, description = "Removed")))]
+    responses((status = 204, description = "Removed"),
+              (status = 202, description = "In flight: cancelled where it runs")))]
 pub async fn cancel<B: Backend>(
     State(state): State<AppState<B>>,
     Path((name, id)): Path<(String, String)>,
 ) -> ApiResult<axum::http::StatusCode> {
     let id: sqlmq::MessageId = id.parse()?;
-    state.queue(&name).await?.cancel(id).await?;
+    Ok(match state.queue(&name).await?.cancel(id).await? {
+        sqlmq::queue::Cancelled::Removed => axum::http::StatusCode::NO_CONTENT,
+        sqlmq::queue::Cancelled::Running => axum::http::StatusCode::ACCEPTED,
+    })
+}
+
+/// `POST …/progress`: a received message's progress.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressRequest {
+    /// The delivery's receipt (`ID:TOKEN`).
+    pub receipt: String,
+    /// How far its handling got: any JSON of at most 4 KiB, shown with the message until it
+    /// is settled.
+    pub value: serde_json::Value,
+}
+
+/// Report how far the handling of a received message got: kept with the in-flight message
+/// (`progress` of `GET …/messages/{id}`) until it is settled. 409 `lease_lost` or `cancelled`
+/// when the receipt no longer holds its lease.
+#[utoipa::path(post, operation_id = "message_progress", path = "/v1/queues/{queue}/progress", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = ProgressRequest,
+    responses((status = 204, description = "Kept")))]
+pub async fn progress<B: Backend>(
+    State(state): State<AppState<B>>,
+    Path(name): Path<String>,
+    Json(request): Json<ProgressRequest>,
+) -> ApiResult<axum::http::StatusCode> {
+    let receipt: sqlmq::queue::Receipt = request.receipt.parse()?;
+    state
+        .queue(&name)
+        .await?
+        .set_progress(receipt, &request.value)
+        .await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -3,7 +3,7 @@
 //! | file | routes |
 //! |---|---|
 //! | `queues.rs` | `/v1/queues`, `/v1/queues/{queue}` (+ pause, resume, purge) |
-//! | `messages.rs` | send, receive, ack, nack, extend, cancel of a queue |
+//! | `messages.rs` | send, receive, ack, nack, extend, progress, cancel of a queue |
 //! | `batches.rs` | `/v1/batches`, `/v1/batches/{id}` (+ messages, seal): batches and workflows |
 //! | `results.rs` | `/v1/messages/{id}/result`, `/v1/messages/{id}/dependencies` |
 //! | `runs.rs` | durable runs: `/v1/queues/{queue}/runs/{receipt}/…` (steps, sleep, wait, ack), `/v1/messages/{id}/journal`, `/v1/events` |
@@ -72,6 +72,7 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/ack"), post(messages::ack))
         .route(&format!("{q}/nack"), post(messages::nack))
         .route(&format!("{q}/extend"), post(messages::extend))
+        .route(&format!("{q}/progress"), post(messages::progress))
         .route(&format!("{q}/dead"), get(dead::list).delete(dead::purge))
         .route(&format!("{q}/dead/redrive"), post(dead::redrive_handler))
         .route("/v1/batches", post(batches::create))

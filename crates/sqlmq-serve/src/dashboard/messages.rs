@@ -35,8 +35,38 @@ fn when(m: &QueuedMessageOut) -> &str {
     .unwrap_or("")
 }
 
-/// A table of messages (`id` is the table's element id); cancel buttons with full access
-/// (a message a consumer holds cannot be cancelled).
+/// How far a running handler got: a bar when its progress says a fraction (a number from 0 to
+/// 1, or `done` of `total`/`of`), and the JSON itself.
+pub fn progress_cell(value: &serde_json::Value) -> Markup {
+    let fraction = match value {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::Object(o) => {
+            let done = o.get("done").and_then(serde_json::Value::as_f64);
+            let total = o
+                .get("total")
+                .or_else(|| o.get("of"))
+                .and_then(serde_json::Value::as_f64);
+            match (done, total) {
+                (Some(d), Some(t)) if t > 0.0 => Some(d / t),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+    .filter(|f| (0.0..=1.0).contains(f));
+    html! {
+        span.progress-of {
+            @if let Some(f) = fraction {
+                progress max="100" value=(format!("{:.0}", f * 100.0)) { (format!("{:.0} %", f * 100.0)) }
+                " "
+            }
+            code { (value.to_string()) }
+        }
+    }
+}
+
+/// A table of messages (`id` is the table's element id); cancel buttons with full access (a
+/// message a consumer holds is cancelled where it runs).
 pub fn table(id: &str, queue: &str, messages: &[QueuedMessageOut], write: bool) -> Markup {
     let base = format!("/ui/queues/{}", enc(queue));
     html! {
@@ -47,12 +77,16 @@ pub fn table(id: &str, queue: &str, messages: &[QueuedMessageOut], write: bool) 
                 tr {
                     td { a href=(format!("/queues/{}/messages/{}", enc(queue), enc(&m.id))) { code { (m.id) } } }
                     td { (m.state) } td.n { (m.priority) } td.n { (m.attempts) }
-                    td { (when(m)) } td { (key_cell(m)) }
+                    td { (when(m)) @if let Some(p) = &m.progress { br; (progress_cell(p)) } }
+                    td { (key_cell(m)) }
                     td { pre { (preview(&m.body, &m.body_base64)) } }
                     td { @if let Some(e) = m.errors.last() { "#" (e.attempt) " " (e.error) } }
                     @if write {
                         td {
-                            @if m.state != "in_flight" {
+                            @if m.state == "in_flight" {
+                                (action(&format!("{base}/messages/{}/delete", enc(&m.id)), "Cancel",
+                                    Some(&format!("Stop the handler of message {} and remove it for good?", m.id)), &[]))
+                            } @else {
                                 (action(&format!("{base}/messages/{}/delete", enc(&m.id)), "Cancel",
                                     Some(&format!("Remove message {} for good?", m.id)), &[]))
                             }
@@ -74,7 +108,19 @@ pub async fn section<B: Backend>(
     write: bool,
 ) -> sqlmq::Result<Markup> {
     let page = queue.browse(state, after, PAGE).await?;
-    let messages: Vec<QueuedMessageOut> = page.messages.into_iter().map(Into::into).collect();
+    let mut messages: Vec<QueuedMessageOut> = page.messages.into_iter().map(Into::into).collect();
+    if state == MessageState::InFlight {
+        // Running handlers' progress: one read for the page (kept for those that report).
+        let progress: std::collections::HashMap<String, serde_json::Value> = queue
+            .progress_all(PAGE)
+            .await?
+            .into_iter()
+            .map(|p| (p.id.to_string(), p.value))
+            .collect();
+        for m in &mut messages {
+            m.progress = progress.get(&m.id).cloned();
+        }
+    }
     let here = format!("/queues/{}", enc(&q.name));
     Ok(html! {
         h2 { "Messages" }

@@ -7,7 +7,7 @@ use maud::{Markup, html};
 use sqlmq::Backend;
 use sqlmq::flow::{RunJournal, RunStepState, StepKind};
 
-use super::layout::{Nav, enc, page, preview};
+use super::layout::{Nav, action, enc, page, preview};
 use super::{Page, PageContext, respond};
 use crate::api::browse::QueuedMessageOut;
 use crate::body::rfc3339;
@@ -56,7 +56,10 @@ fn state_class(state: RunStepState) -> &'static str {
 
 async fn render<B: Backend>(cx: PageContext<B>, queue: String, id: String) -> Page {
     let message_id: sqlmq::MessageId = id.parse()?;
-    let message = cx.state.queue(&queue).await?.message(message_id).await?;
+    let handle = cx.state.queue(&queue).await?;
+    let message = handle.message(message_id).await?;
+    let progress = handle.progress(message_id).await?;
+    let write = cx.access.can_write();
     let journal = cx.state.client.journal(message_id).await?;
     let body = html! {
         h1 { "Message " code { (id) } }
@@ -67,6 +70,11 @@ async fn render<B: Backend>(cx: PageContext<B>, queue: String, id: String) -> Pa
                     " · priority " (m.priority) " · sent " (m.enqueued_at)
                     @if let Some(t) = &m.run_at { " · due " (t) }
                     @if let Some(t) = &m.lease_until { " · lease until " (t) } }
+                @if let Some(p) = &progress { p #progress { "progress " (super::messages::progress_cell(&p.value)) " · at " (rfc3339(p.updated_at)) } }
+                @if write && m.state == "in_flight" {
+                    (action(&format!("/ui/queues/{}/messages/{}/delete", enc(&queue), enc(&m.id)), "Cancel",
+                        Some(&format!("Stop the handler of message {} and remove it for good?", m.id)), &[]))
+                }
                 pre { (preview(&m.body, &m.body_base64)) }
                 @for e in &m.errors { p.err { "attempt " (e.attempt) " at " (e.at) ": " (e.error) } }
             }

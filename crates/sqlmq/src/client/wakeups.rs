@@ -69,6 +69,9 @@ pub(crate) enum Subject {
     Group(i32),
     /// The schedules: woken when this client creates, changes or resumes one.
     Schedules,
+    /// A queue's cancels of in-flight messages, by queue id: woken by local cancels and by
+    /// cancels the follower of the database's commits saw (`worker/cancel.rs`).
+    Cancels(i32),
 }
 
 impl<B: Backend> Client<B> {
@@ -94,8 +97,13 @@ impl<B: Backend> Client<B> {
         match subject {
             Subject::Queue(id) => self.inner.wake.waitroom.call(Watched::Queue(id)),
             Subject::Topic(id) => self.inner.wake.waitroom.call_topic(id),
-            Subject::Group(_) | Subject::Schedules => {}
+            Subject::Group(_) | Subject::Schedules | Subject::Cancels(_) => {}
         }
+    }
+
+    /// Wake this process's watcher of the queue's cancels (`worker/cancel.rs`).
+    pub(crate) fn notify_cancel(&self, queue_id: i32) {
+        self.notify_local(Subject::Cancels(queue_id));
     }
 
     /// Whether `subject`'s housekeeping is due (last run `interval` ago or never); if so, the

@@ -10,7 +10,9 @@ macro_rules! consume_methods {
         impl<B: $crate::store::Backend> $ty<B> {
             /// Ack: the message is done (deleted from a queue; recorded as consumed in a
             /// group). Fails with [`Error::LeaseLost`](crate::Error::LeaseLost), changing
-            /// nothing, when the receipt no longer holds the lease.
+            /// nothing, when the receipt no longer holds the lease, and with
+            /// [`Error::Cancelled`](crate::Error::Cancelled) when its message was cancelled
+            /// while in flight.
             ///
             /// ```no_run
             #[doc = concat!("# async fn f(x: sqlmq::", $ex, ", d: sqlmq::Delivery) -> sqlmq::Result<()> {")]
@@ -18,7 +20,9 @@ macro_rules! consume_methods {
             /// # Ok(()) }
             /// ```
             pub async fn ack(&self, receipt: $crate::domain::Receipt) -> $crate::Result<()> {
-                $crate::consume::lost_to_error(self.consumer().ack_batch(&[receipt]).await?)
+                let consumer = self.consumer();
+                let lost = $crate::consume::lost_to_error(consumer.ack_batch(&[receipt]).await?);
+                consumer.explained(lost).await
             }
 
             /// Ack many receipts in one transaction. Receipts that no longer hold their lease

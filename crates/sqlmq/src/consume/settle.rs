@@ -287,7 +287,26 @@ impl<'a, B: Backend> Consumer<'a, B> {
 
     /// Ack one receipt inside the caller's transaction.
     pub(crate) async fn ack_in(&self, conn: &mut B::Connection, receipt: Receipt) -> Result<()> {
-        lost_to_error(self.ack_batch_in(conn, &[receipt]).await?)
+        let lost = lost_to_error(self.ack_batch_in(conn, &[receipt]).await?);
+        self.explained(lost).await
+    }
+
+    /// `result`, where it is a lost lease of a queue message cancelled in flight, as
+    /// [`Error::Cancelled`]. Asked only on the failure path: a settlement finds no lease
+    /// whether it was cancelled or lost (`store/body/running.rs`).
+    pub(crate) async fn explained<T>(&self, result: Result<T>) -> Result<T> {
+        let (Err(Error::LeaseLost { id, token }), SourceId::Queue(_)) = (&result, self.id) else {
+            return result;
+        };
+        let (id, token) = (*id, *token);
+        let reason = async {
+            let mut conn = self.client.conns().read().await?;
+            self.client.store().cancel_reason(&mut conn, id).await
+        };
+        match reason.await {
+            Ok(Some(reason)) => Err(Error::Cancelled { id, reason }),
+            _ => Err(Error::LeaseLost { id, token }),
+        }
     }
 
     /// Count `acked` messages settled for good (acked, or taken).
@@ -321,15 +340,16 @@ impl<'a, B: Backend> Consumer<'a, B> {
                 tx::run_in::<B, _, _>(conn, |conn, _| {
                     Box::pin(self.fail_on(conn, receipt, failure))
                 })
-                .await?
+                .await
             }
             None => {
                 tx::run(self.client.conns(), self.names().op_fail, |conn, _| {
                     Box::pin(self.fail_on(conn, receipt, failure))
                 })
-                .await?
+                .await
             }
         };
+        let outcome = self.explained(outcome).await?;
         let names = self.names();
         let counter = match (failure, outcome) {
             (_, NackOutcome::DeadLettered) => names.dead_lettered,
@@ -364,10 +384,11 @@ impl<'a, B: Backend> Consumer<'a, B> {
         if held[0] {
             Ok(())
         } else {
-            Err(Error::LeaseLost {
+            self.explained(Err(Error::LeaseLost {
                 id: receipt.id,
                 token: receipt.token,
-            })
+            }))
+            .await
         }
     }
 

@@ -30,6 +30,9 @@ pub enum MessageState {
     Dead,
     /// Waiting for its dependencies to be acked, or for its batch to finish (a callback).
     Waiting,
+    /// Cancelled while a consumer held it: removed when its handler ends or its lease would
+    /// have ended, never delivered again.
+    Cancelling,
 }
 
 impl MessageState {
@@ -60,6 +63,7 @@ impl MessageState {
             MessageState::InFlight => "in_flight",
             MessageState::Dead => "dead",
             MessageState::Waiting => "waiting",
+            MessageState::Cancelling => "cancelling",
         }
     }
 
@@ -72,6 +76,7 @@ impl MessageState {
             MessageState::InFlight,
             MessageState::Dead,
             MessageState::Waiting,
+            MessageState::Cancelling,
         ]
         .get(usize::try_from(code).ok()?)
         .copied()
@@ -95,9 +100,10 @@ impl FromStr for MessageState {
             "in_flight" | "in-flight" => MessageState::InFlight,
             "dead" => MessageState::Dead,
             "waiting" => MessageState::Waiting,
+            "cancelling" => MessageState::Cancelling,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "state must be ready, scheduled, blocked, in_flight, waiting or dead, got {s:?}"
+                    "state must be ready, scheduled, blocked, in_flight, waiting, cancelling or dead, got {s:?}"
                 )));
             }
         })

@@ -127,6 +127,23 @@ pub enum Error {
         token: u64,
     },
 
+    /// The message was cancelled while a consumer held it ([`Queue::cancel`](crate::Queue::cancel),
+    /// or its deadline): no settlement of its receipt takes effect, and it is never delivered
+    /// again. Inside `ack_in`, roll the transaction back. A worker's handler sees it coming
+    /// through [`JobContext::cancelled`](crate::JobContext::cancelled).
+    ///
+    /// ```
+    /// let e = sqlmq::Error::Cancelled { id: sqlmq::MessageId::new(), reason: "by operator".into() };
+    /// assert!(e.to_string().contains("cancelled"));
+    /// ```
+    #[error("message {id} was cancelled while in flight: {reason}")]
+    Cancelled {
+        /// The message.
+        id: MessageId,
+        /// Why (the cancel's reason).
+        reason: String,
+    },
+
     /// A durable run suspended itself — a [`sleep`](crate::JobContext::sleep) or an
     /// [`event wait`](crate::JobContext::wait_for_event) that is not over: its message is back
     /// in the queue until then, and the handler should return this error as it is (`?`). The

@@ -63,6 +63,9 @@ pub struct MaintenanceReport {
     pub released: usize,
     /// Expired leases whose messages had no attempts left.
     pub dead_lettered: usize,
+    /// Messages cancelled in flight whose leases ended (their handlers ignored the cancel or
+    /// died): removed.
+    pub cancelled: usize,
 }
 
 /// What `migrate` did.

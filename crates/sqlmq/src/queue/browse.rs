@@ -46,6 +46,11 @@ impl<B: Backend> Queue<B> {
                 "dead letters are listed by dead_letters, not browse".into(),
             ));
         }
+        if state == MessageState::Cancelling {
+            return Err(Error::InvalidArgument(
+                "messages cancelled in flight are not browsed: look one up by id".into(),
+            ));
+        }
         check_limit(limit)?;
         let after = after.map(|a| After::decode(state, a)).transpose()?;
         let mut conn = self.conns().read().await?;

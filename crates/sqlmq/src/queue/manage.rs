@@ -2,7 +2,10 @@
 
 use super::Queue;
 use crate::client::Subject;
-use crate::domain::{DeadLetter, Error, MaintenanceReport, MessageId, QueueStats, Result};
+use crate::domain::{
+    CANCELLED_BY_REQUEST, Cancelled, DeadLetter, Error, MaintenanceReport, MessageId, Progress,
+    QueueStats, Receipt, Result, progress_text,
+};
 use crate::store::Backend;
 use crate::store::rows::PurgeScope;
 use crate::tx;
@@ -51,22 +54,128 @@ impl<B: Backend> Queue<B> {
         }
     }
 
-    /// Remove a message that is waiting (ready, delayed, blocked behind its key, or dead).
-    /// Fails with [`Error::MessageInFlight`] while a consumer holds it and
-    /// [`Error::MessageNotFound`] when it is not in this queue.
+    /// Cancel a message in any state. A waiting one (ready, delayed, blocked behind its key,
+    /// or dead) is removed: [`Cancelled::Removed`]. One a consumer holds is cancelled where it
+    /// runs ([`Cancelled::Running`]): a worker's handler sees
+    /// [`JobContext::cancelled`](crate::JobContext::cancelled) fire within a second (at once
+    /// with notifications), every settlement of its receipt fails with
+    /// [`Error::Cancelled`], and the message is removed when its handler ends or its lease
+    /// would have ended — never delivered again; its ordering key and concurrency slot stay
+    /// held until then. Cancelling it again is harmless. [`Error::MessageNotFound`] when it is
+    /// not in this queue.
     ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue, id: sqlmq::MessageId) -> sqlmq::Result<()> {
     /// q.cancel(id).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn cancel(&self, id: MessageId) -> Result<()> {
+    pub async fn cancel(&self, id: MessageId) -> Result<Cancelled> {
+        self.cancel_for(id, CANCELLED_BY_REQUEST).await
+    }
+
+    /// [`Queue::cancel`] with the reason an in-flight message's handler is given.
+    pub(crate) async fn cancel_for(&self, id: MessageId, reason: &str) -> Result<Cancelled> {
         self.client.require_schema()?;
         let store = self.store();
-        tx::run(self.conns(), "cancel", |conn, _| {
-            Box::pin(store.cancel(conn, self.id(), id))
+        let cancelled = tx::run(self.conns(), "cancel", |conn, _| {
+            Box::pin(store.cancel(conn, self.id(), id, reason))
+        })
+        .await?;
+        if cancelled == Cancelled::Running {
+            self.client.notify_cancel(self.id());
+        }
+        Ok(cancelled)
+    }
+
+    /// End the cancel of `receipt` now (its handler gave up): the message is removed, its key
+    /// and slot move on. False when it had ended already.
+    pub(crate) async fn end_cancel(&self, receipt: Receipt) -> Result<bool> {
+        let store = self.store();
+        tx::run(self.conns(), "end_cancel", |conn, _| {
+            Box::pin(store.end_cancel(conn, self.id(), receipt))
         })
         .await
+    }
+
+    /// The progress the handler of in-flight message `id` reported last, while its delivery
+    /// holds the lease (`None` otherwise: not reported, or the message is not in flight).
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue, id: sqlmq::MessageId) -> sqlmq::Result<()> {
+    /// if let Some(p) = q.progress(id).await? { println!("{}", p.value) }
+    /// # Ok(()) }
+    /// ```
+    pub async fn progress(&self, id: MessageId) -> Result<Option<Progress>> {
+        self.client.require_schema()?;
+        let mut conn = self.conns().read().await?;
+        match self.store().progress_of(&mut conn, id).await? {
+            Some((value, at)) => Progress::decode(id, &value, at).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The progress of up to `limit` of this queue's in-flight messages, by id.
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
+    /// for p in q.progress_all(100).await? { println!("{}: {}", p.id, p.value) }
+    /// # Ok(()) }
+    /// ```
+    pub async fn progress_all(&self, limit: usize) -> Result<Vec<Progress>> {
+        self.client.require_schema()?;
+        let mut conn = self.conns().read().await?;
+        let rows = self
+            .store()
+            .queue_progress(&mut conn, self.id(), limit)
+            .await?;
+        rows.iter()
+            .map(|(id, value, at)| Progress::decode(*id, value, *at))
+            .collect()
+    }
+
+    /// Store `value` as the progress of `receipt`'s delivery: kept until the delivery ends,
+    /// and shown by [`Queue::progress`], `sqlmq show`, the HTTP API and the dashboard. A
+    /// worker's handler calls [`JobContext::progress`](crate::JobContext::progress), which
+    /// limits how often it is written; this writes every call. JSON of at most
+    /// [`MAX_PROGRESS`](crate::worker::MAX_PROGRESS) bytes; [`Error::LeaseLost`] (or
+    /// [`Error::Cancelled`]) when the receipt no longer holds the lease.
+    ///
+    /// ```no_run
+    /// # async fn f(q: sqlmq::Queue, d: sqlmq::Delivery) -> sqlmq::Result<()> {
+    /// q.set_progress(d.receipt(), &serde_json::json!({"done": 40, "of": 100})).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_progress(&self, receipt: Receipt, value: &serde_json::Value) -> Result<()> {
+        self.client.require_schema()?;
+        let text = progress_text(value)?;
+        let store = self.store();
+        let held = tx::run(self.conns(), "progress", |conn, _| {
+            Box::pin(store.set_progress(conn, receipt, text.as_bytes()))
+        })
+        .await?;
+        if held {
+            return Ok(());
+        }
+        let lost = Err(Error::LeaseLost {
+            id: receipt.id,
+            token: receipt.token,
+        });
+        self.consumer().explained(lost).await
+    }
+
+    /// Forget the progress of `id` (its delivery ended).
+    pub(crate) async fn clear_progress(&self, id: MessageId) -> Result<()> {
+        let store = self.store();
+        tx::run(self.conns(), "clear_progress", |conn, _| {
+            Box::pin(store.clear_progress(conn, id))
+        })
+        .await
+    }
+
+    /// The receipts of this queue's messages cancelled in flight (a plain read).
+    pub(crate) async fn cancelled_receipts(&self) -> Result<Vec<Receipt>> {
+        let mut conn = self.conns().read().await?;
+        self.store().cancelled_receipts(&mut conn, self.id()).await
     }
 
     /// Delete every message of the queue except dead letters, in-flight ones included (their
@@ -246,6 +355,7 @@ impl<B: Backend> Queue<B> {
                 break;
             }
         }
+        report.cancelled = self.end_ended_cancels().await?;
         Ok(report)
     }
 
@@ -258,6 +368,41 @@ impl<B: Backend> Queue<B> {
         }
         self.maintain().await?;
         self.client.prune_dedup_if_due().await?;
+        // A plain read first: nearly always nothing is left over.
+        let store = self.store();
+        let mut conn = self.conns().read().await?;
+        let stale = store
+            .stale_progress(&mut conn, self.id(), MAINTENANCE_BATCH)
+            .await?;
+        drop(conn);
+        if !stale.is_empty() {
+            tx::run(self.conns(), "prune_progress", |conn, _| {
+                Box::pin(store.delete_progress(conn, &stale))
+            })
+            .await?;
+        }
         Ok(())
+    }
+
+    /// End the cancels of in-flight messages whose leases have ended: their handlers ignored
+    /// the cancel, or died. Returns how many.
+    async fn end_ended_cancels(&self) -> Result<usize> {
+        let store = self.store();
+        let mut total = 0;
+        loop {
+            let mut conn = self.conns().read().await?;
+            if !store.any_ended_cancel(&mut conn, self.id()).await? {
+                return Ok(total);
+            }
+            drop(conn);
+            let ended = tx::run(self.conns(), "end_cancels", |conn, _| {
+                Box::pin(store.end_ended_cancels(conn, self.id(), MAINTENANCE_BATCH))
+            })
+            .await?;
+            total += ended;
+            if ended < MAINTENANCE_BATCH {
+                return Ok(total);
+            }
+        }
     }
 }

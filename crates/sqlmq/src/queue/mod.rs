@@ -49,8 +49,8 @@ mod resend;
 mod run;
 
 pub use crate::domain::{
-    AckReport, Backoff, DeadLetter, Delivery, Message, MessageId, NackOutcome, QueueConfig,
-    QueueStats, RateLimit, Receipt, Sent,
+    AckReport, Backoff, Cancelled, DeadLetter, Delivery, Message, MessageId, NackOutcome, QueueConfig,
+    Progress, QueueStats, RateLimit, Receipt, Sent,
 };
 
 pub(crate) use durable::Resolution;

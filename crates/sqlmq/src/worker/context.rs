@@ -82,6 +82,10 @@ struct Inner<B: Backend> {
     journaled: AtomicBool,
     /// The run's journal as this delivery knows it.
     journal: tokio::sync::Mutex<super::durable::Journal>,
+    /// Fired when the message is cancelled while this handler runs (`cancel.rs`).
+    cancel: tokio_util::sync::CancellationToken,
+    /// When the progress was last written, and a value not written yet (`progress.rs`).
+    progress: std::sync::Mutex<super::progress::Progress>,
 }
 
 impl<B: Backend> std::fmt::Debug for JobContext<B> {
@@ -120,6 +124,8 @@ impl<B: Backend> JobContext<B> {
                 suspended: AtomicBool::new(false),
                 journaled: AtomicBool::new(false),
                 journal: tokio::sync::Mutex::default(),
+                cancel: tokio_util::sync::CancellationToken::new(),
+                progress: std::sync::Mutex::default(),
             }),
         }
     }
@@ -334,7 +340,60 @@ impl<B: Backend> JobContext<B> {
     /// Whether the message still awaits its settling by this worker: its lease not found lost,
     /// its ack not committed by a job transaction, its run not suspended.
     pub(crate) fn in_hand(&self) -> bool {
-        !self.lease_lost() && !self.acked() && !self.suspended()
+        !self.lease_lost() && !self.acked() && !self.suspended() && !self.is_cancelled()
+    }
+
+    /// Wait until the message is cancelled while this handler runs
+    /// ([`Queue::cancel`](crate::Queue::cancel)): from another process within about a quarter
+    /// of a second, at once with notifications or from this process. Once it fired, no
+    /// settlement of the message takes effect (its ack fails with
+    /// [`Error::Cancelled`]): stop, and return anything — the worker removes the message,
+    /// without a retry. A handler that ignores it runs on, its result discarded, and the
+    /// message is removed when its lease would have ended.
+    ///
+    /// ```
+    /// # async fn handler(ctx: sqlmq::JobContext) -> anyhow::Result<sqlmq::Outcome> {
+    /// for chunk in 0..1000 {
+    ///     tokio::select! {
+    ///         () = ctx.cancelled() => return Ok(sqlmq::Outcome::Done),
+    ///         () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {} // one chunk of work
+    ///     }
+    /// }
+    /// Ok(sqlmq::Outcome::Done)
+    /// # }
+    /// ```
+    pub fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.inner.cancel.cancelled()
+    }
+
+    /// Whether the message was cancelled while this handler runs (see
+    /// [`cancelled`](Self::cancelled)).
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) -> anyhow::Result<()> {
+    /// if ctx.is_cancelled() { anyhow::bail!("cancelled") }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// The token [`cancelled`](Self::cancelled) waits on, to hand to code that takes a
+    /// [`CancellationToken`](crate::worker::CancellationToken).
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) {
+    /// let token = ctx.cancellation_token();
+    /// tokio::spawn(async move { token.cancelled().await; /* stop a child task */ });
+    /// # }
+    /// ```
+    pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    /// The progress of this job, for `progress.rs`.
+    pub(crate) fn progress_state(&self) -> &std::sync::Mutex<super::progress::Progress> {
+        &self.inner.progress
     }
 
     /// Whether the run suspended itself (a durable sleep or event wait).
@@ -420,7 +479,8 @@ impl<B: Backend> JobTransaction<B> {
     }
 
     /// Ack the message (a batch's messages) in this transaction, then commit. On
-    /// [`Error::LeaseLost`] the transaction is rolled back: none of its writes happen.
+    /// [`Error::LeaseLost`] or [`Error::Cancelled`] the transaction is rolled back: none of
+    /// its writes happen.
     ///
     /// ```
     /// # async fn f(tx: sqlmq::worker::JobTransaction) -> sqlmq::Result<()> { tx.commit().await }
@@ -467,10 +527,22 @@ async fn settle_all_in<B: Backend>(jobs: &[JobContext<B>], conn: &mut B::Connect
             for job in jobs.iter().filter(|j| j.journaled()) {
                 store.forget_run(conn, job.id()).await?;
             }
-            for job in jobs.iter().filter(|j| report.lost.contains(&j.receipt())) {
-                job.mark_lost();
+            let lost: Vec<&JobContext<B>> = jobs
+                .iter()
+                .filter(|j| report.lost.contains(&j.receipt()))
+                .collect();
+            let result = source
+                .consumer()
+                .explained(crate::consume::lost_to_error(report))
+                .await;
+            for job in lost {
+                match &result {
+                    // Cancelled in flight: the worker ends the cancel when the handler returns.
+                    Err(Error::Cancelled { id, .. }) if *id == job.id() => job.inner.cancel.cancel(),
+                    _ => job.mark_lost(),
+                }
             }
-            crate::consume::lost_to_error(report)
+            result
         }
         Origin::Member { group, member } => {
             let positions = jobs

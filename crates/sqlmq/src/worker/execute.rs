@@ -36,6 +36,9 @@ pub(crate) struct SourceRuntime<B: Backend> {
     pub outstanding: Arc<Outstanding>,
     /// Becomes true when the shutdown grace period is over: stop handlers now.
     pub kill: watch::Receiver<bool>,
+    /// The watcher of a queue's cancels that fires running jobs' tokens (`cancel.rs`); none
+    /// for a consumer group.
+    pub cancels: Option<Arc<super::cancel::CancelWatch>>,
     /// `sqlmq_handler_seconds{queue|group}`, resolved once: the recorder is installed before workers
     /// start, and a handle per message would allocate its labels each time.
     pub handler_seconds: metrics::Histogram,
@@ -62,6 +65,8 @@ pub(crate) enum Settled {
     LeaseLost,
     /// Settling failed; the message comes back when its lease ends.
     Unsettled,
+    /// Cancelled while the handler ran: removed.
+    Cancelled,
 }
 
 /// How the handler ended (for a batch: every message's end).
@@ -115,9 +120,13 @@ async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> S
         && !ctx.is_child()
         && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
     {
-        return ack(&rt, ctx.receipt()).await;
+        let settled = ack(&rt, ctx.receipt()).await;
+        ctx.clear_progress().await;
+        return settled;
     }
-    Box::pin(settle(&rt, &ctx, finished)).await
+    let settled = Box::pin(settle(&rt, &ctx, finished)).await;
+    ctx.clear_progress().await;
+    settled
 }
 
 /// Hand the ack to the batch acker, in the span of an ack.
@@ -149,6 +158,14 @@ pub(super) async fn supervise<B: Backend>(
     // connections in its own transactions (`JobContext::begin`), and then nothing moves until
     // the pool's acquire timeout ends the wait.
     let mut extending: Option<Extension<'_>> = None;
+    // Cancels reach the jobs' tokens while they run (queues only).
+    let _watched: Vec<_> = match &rt.cancels {
+        Some(watch) => jobs
+            .iter()
+            .map(|j| watch.register(j.receipt(), j.cancellation_token()))
+            .collect(),
+        None => Vec::new(),
+    };
     loop {
         let idle = extending.is_none() && jobs.iter().any(JobContext::in_hand);
         tokio::select! {
@@ -186,8 +203,8 @@ async fn extend_all<B: Backend>(rt: &SourceRuntime<B>, jobs: &[JobContext<B>]) -
         Ok(live) => {
             for (job, live) in held.into_iter().zip(live) {
                 // Acked meanwhile by the handler's job transaction (the extension ran beside
-                // it): nothing was lost.
-                if !live && !job.acked() {
+                // it): nothing was lost. A cancelled job's lease is gone on purpose.
+                if !live && !job.acked() && !job.is_cancelled() {
                     tracing::warn!(source = rt.source.name(), message = %job.receipt().id,
                         "lease lost while the handler runs: its result will be discarded");
                     job.mark_lost();
@@ -213,6 +230,9 @@ pub(super) async fn settle<B: Backend>(
         // Committed with the handler's JobTransaction<B>, or by its `ack_with_result`.
         ctx.wake_parent().await;
         return Settled::Acked;
+    }
+    if ctx.is_cancelled() {
+        return end_cancel(source, ctx).await;
     }
     if ctx.lease_lost() {
         return Settled::LeaseLost;
@@ -263,11 +283,25 @@ pub(super) async fn settle<B: Backend>(
             settled
         }
         Err(Error::LeaseLost { .. }) => Settled::LeaseLost,
+        Err(Error::Cancelled { .. }) => end_cancel(source, ctx).await,
         Err(e) => {
             tracing::warn!(source = source.name(), message = %receipt.id, "could not settle: {e}");
             Settled::Unsettled
         }
     }
+}
+
+/// The handler of a message cancelled in flight ended (whatever it answered): remove the
+/// message now rather than when its lease would have ended, so that its key and slot move on.
+async fn end_cancel<B: Backend>(source: &Source<B>, ctx: &JobContext<B>) -> Settled {
+    let Source::Queue(queue) = source else {
+        return Settled::LeaseLost; // only queue messages are cancelled in flight
+    };
+    if let Err(e) = queue.end_cancel(ctx.receipt()).await {
+        // Housekeeping ends it when its lease would have ended.
+        tracing::warn!(source = source.name(), message = %ctx.id(), "could not end the cancel: {e}");
+    }
+    Settled::Cancelled
 }
 
 /// Ack a durable run's message (or a child run's) and forget its journal, in one transaction

@@ -33,6 +33,8 @@
 //! | `consumer.rs` | one source's claim loop (batch claims sized to free slots) |
 //! | `broadcast.rs` | broadcast members: a task per partition, retries in place, checkpoints |
 //! | `execute.rs` | one message: panic capture, lease extension, timeout, settlement |
+//! | `cancel.rs` | a queue's cancels of running messages reaching their handlers' tokens |
+//! | `progress.rs` | [`JobContext::progress`]: rate-limited writes, cleared at settlement |
 //! | `acker.rs` | the batch acker |
 //! | `outstanding.rs` | a source's running handlers and uncommitted acks: when "drained" is true |
 //! | `budget.rs` | the message budget (`max_messages`) shared by every loop |
@@ -47,6 +49,7 @@ mod batch;
 mod broadcast;
 mod budget;
 mod builder;
+mod cancel;
 mod consumer;
 mod context;
 mod durable;
@@ -56,6 +59,7 @@ mod liveness;
 mod outstanding;
 mod pipeline;
 mod poll;
+mod progress;
 mod schema;
 mod shutdown;
 mod start;
@@ -72,6 +76,7 @@ pub use context::{JobContext, JobTransaction};
 pub use handler::{Handler, Outcome};
 pub use tally::WorkerReport;
 
+pub use crate::domain::MAX_PROGRESS;
 pub use crate::job::Job;
 
 use crate::client::Client;

@@ -28,11 +28,13 @@ pub struct WorkerReport {
     pub lease_lost: u64,
     /// Could not be settled (database unavailable); they come back when their leases end.
     pub unsettled: u64,
+    /// Cancelled while their handlers ran ([`Queue::cancel`](crate::Queue::cancel)): removed.
+    pub cancelled: u64,
 }
 
 #[derive(Default)]
 pub(crate) struct Tally {
-    counts: [AtomicU64; 7],
+    counts: [AtomicU64; 8],
 }
 
 impl Tally {
@@ -48,6 +50,7 @@ impl Tally {
             Settled::Released => 4,
             Settled::LeaseLost => 5,
             Settled::Unsettled => 6,
+            Settled::Cancelled => 7,
         };
         self.counts[i].fetch_add(n, Ordering::Relaxed);
     }
@@ -62,6 +65,7 @@ impl Tally {
             released: c(4),
             lease_lost: c(5),
             unsettled: c(6),
+            cancelled: c(7),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! One message in `consume`: run the command with the body on its stdin. The worker runtime
 //! around it extends the lease while the command runs, acks on `Outcome::Done`, nacks with the
 //! returned error text (the end of stderr and the exit status), and at the end of the shutdown
-//! grace period drops the handler, which kills the command's whole process group.
+//! grace period drops the handler, which kills the command's whole process group. A message
+//! cancelled while its command runs (`sqlmq cancel`) sends the group SIGTERM, then SIGKILL
+//! when the grace period passes.
 
 use sqlmq::telemetry::{TRACEPARENT, TRACESTATE};
 use std::os::unix::process::ExitStatusExt;
@@ -28,6 +30,8 @@ pub struct CommandHandler {
     pub exec: Arc<str>,
     /// Print one line per message.
     pub verbose: bool,
+    /// How long a cancelled message's command may take to exit after SIGTERM.
+    pub grace: Duration,
 }
 
 impl<B: Backend> Handler<Delivery, B> for CommandHandler {
@@ -36,7 +40,7 @@ impl<B: Backend> Handler<Delivery, B> for CommandHandler {
     async fn handle(&self, delivery: Delivery, ctx: JobContext<B>) -> Result<Outcome, String> {
         let started = Instant::now();
         let (id, attempt) = (delivery.id, delivery.attempt);
-        let result = run(&self.exec, &ctx, delivery).await;
+        let result = run(&self.exec, &ctx, delivery, self.grace).await;
         if self.verbose {
             let what = match &result {
                 Ok(_) => "exit 0".to_owned(),
@@ -53,6 +57,7 @@ async fn run<B: Backend>(
     exec: &str,
     ctx: &JobContext<B>,
     delivery: Delivery,
+    grace: Duration,
 ) -> Result<Outcome, String> {
     let mut child = command(exec, ctx, &delivery)
         .spawn()
@@ -60,7 +65,24 @@ async fn run<B: Backend>(
     let guard = GroupGuard(child.id());
     let writer = feed_stdin(&mut child, delivery.body);
     let reader = collect_stderr(&mut child);
-    let status = child.wait().await;
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = ctx.cancelled() => {
+            // Cancelled: ask the whole group to stop, and make it after the grace period.
+            if let Some(pid) = child.id() {
+                signal_group(pid, libc::SIGTERM);
+            }
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    if let Some(pid) = child.id() {
+                        signal_group(pid, libc::SIGKILL);
+                    }
+                    child.wait().await
+                }
+            }
+        }
+    };
     guard.disarm();
     let stderr = drain(reader).await.unwrap_or_default();
     let _ = drain(writer).await;
@@ -226,11 +248,16 @@ async fn drain<T>(task: JoinHandle<T>) -> Option<T> {
 
 /// SIGKILL the command's process group (sh and everything it started).
 fn kill_group(pid: u32) {
+    signal_group(pid, libc::SIGKILL);
+}
+
+/// Send `signal` to the command's process group.
+fn signal_group(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) has no memory effects. The group id is the child's pid (it was spawned
-    // with process_group(0)) and the child is not reaped yet (the guard is disarmed once it is),
-    // so the id is not reused.
+    // with process_group(0)) and the child is not reaped yet (the guard is disarmed once it is,
+    // and `Child::id` is None once it was), so the id is not reused.
     unsafe {
-        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        libc::kill(-(pid as libc::pid_t), signal);
     }
 }
 

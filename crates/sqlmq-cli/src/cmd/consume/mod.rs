@@ -87,7 +87,8 @@ pub struct ExecOptions {
     #[arg(long, value_name = "DUR", default_value = "24h", value_parser = parse_duration)]
     timeout: Duration,
     /// On SIGTERM/SIGINT, how long running commands may finish before they are killed (and
-    /// their messages released for an immediate retry)
+    /// their messages released for an immediate retry); also how long the command of a
+    /// cancelled message has after its SIGTERM before SIGKILL
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
     grace: Duration,
 }
@@ -215,6 +216,7 @@ pub async fn run_exec<B: Backend>(
     let handler = CommandHandler {
         exec: Arc::from(exec),
         verbose: settings.verbose > 0,
+        grace: options.grace,
     };
     let mut worker = Worker::builder(&client);
     for source in sources {

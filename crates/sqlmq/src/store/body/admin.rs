@@ -2,10 +2,9 @@
 
 use std::collections::HashMap;
 
-use super::flows::{DELETE_WAITING, Ending};
-use super::slots::line_key;
+use super::flows::DELETE_WAITING;
 use super::{Columns, SqlStore, Statement};
-use crate::domain::{Error, MessageId, Result};
+use crate::domain::{Cancelled, Error, MessageId, Result};
 use crate::store::Backend;
 use crate::store::rows::{PurgeScope, QueueCounts};
 use crate::store::statements::{MAX_LIST, bucket, padded};
@@ -87,14 +86,17 @@ impl<B: Backend> SqlStore<B> {
         })
     }
 
-    /// Remove a message that is not in flight (`MessageInFlight` otherwise,
-    /// `MessageNotFound` when it is not in this queue). Its key, if any, moves on.
+    /// Cancel a message in any state: a waiting one is removed and its key moves on
+    /// ([`Cancelled::Removed`]); an in-flight one has its lease moved to `cancels`
+    /// ([`Cancelled::Running`], `running.rs`), or stays so when it was cancelled already.
+    /// `MessageNotFound` when it is not in this queue.
     pub(crate) async fn cancel(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
         id: MessageId,
-    ) -> Result<()> {
+        reason: &str,
+    ) -> Result<Cancelled> {
         let row = self
             .query(B::ADMIN.lock_message)
             .arg(id.bytes())
@@ -128,19 +130,16 @@ impl<B: Backend> SqlStore<B> {
             || self.exec_id_list(conn, B::ADMIN.delete_dead, &[id]).await? == 1
             || self.exec_id_list(conn, DELETE_WAITING, &[id]).await? == 1;
         if !removed {
-            return Err(Error::MessageInFlight(id));
+            if self.cancel_lease(conn, queue_id, id, reason).await?
+                || self.is_cancelling(conn, id).await?
+            {
+                return Ok(Cancelled::Running);
+            }
+            return Err(Error::MessageNotFound(id));
         }
-        self.exec_id_list(conn, B::SETTLE.delete_messages, &[id])
+        self.forget_message(conn, queue_id, id, key, was_head)
             .await?;
-        let Some(key) = key else { return Ok(()) };
-        let (tracked, line) = line_key(&key);
-        if let (true, Some(line)) = (was_head, line) {
-            self.release_key(conn, queue_id, line, id).await?;
-        }
-        if tracked {
-            self.end_flow(conn, vec![(id, Ending::Cancelled)]).await?;
-        }
-        Ok(())
+        Ok(Cancelled::Removed)
     }
 
     /// Delete up to `limit` messages of each state in `scope`. Returns how many went; rows

@@ -32,7 +32,7 @@ fn slot(state: MessageState) -> usize {
         MessageState::Ready => 0,
         MessageState::Scheduled => 1,
         MessageState::Blocked => 2,
-        MessageState::InFlight | MessageState::Dead => 3,
+        MessageState::InFlight | MessageState::Dead | MessageState::Cancelling => 3,
         MessageState::Waiting => 4,
     }
 }

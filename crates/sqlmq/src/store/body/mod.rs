@@ -27,6 +27,7 @@
 //! | `processes.rs` | the process registry |
 //! | `schedules.rs` | recurring schedules' rows, the fire's compare-and-set |
 //! | `durable.rs` | durable runs' journals, events and their waiters |
+//! | `running.rs` | in-flight messages: cancels, progress |
 //! | `migrate.rs` | the migration loop's primitives: the version table, the lock, one migration |
 //! | `topics.rs` | topic rows and partitions |
 //! | `groups.rs` | consumer group rows and cursors |
@@ -59,6 +60,7 @@ mod migrate;
 mod probe;
 mod processes;
 pub(crate) mod queues;
+mod running;
 mod retention;
 mod schedules;
 pub(crate) mod settle;
@@ -75,6 +77,7 @@ pub(crate) use db::Query;
 pub use db::{Bind, Driver, Get, Refusal, Run};
 pub use dead::DeadSql;
 pub use durable::DurableSql;
+pub use running::RunningSql;
 pub use enqueue::EnqueueSql;
 pub use flows::FlowSql;
 pub use group_claim::GroupClaimSql;
@@ -194,6 +197,8 @@ pub trait Dialect: Driver + Types {
     const MIGRATE: MigrateSql;
     /// Durable runs' journals and events.
     const DURABLE: DurableSql;
+    /// Cancels of running messages and their progress.
+    const RUNNING: RunningSql;
 
     /// The GRANT statements giving `role` to `user`@`host` on the connection's database: none
     /// by default (a backend without users).
@@ -314,6 +319,7 @@ macro_rules! statement_tables {
         const FLOWS: $crate::store::body::FlowSql = flows::SQL;
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
         const DURABLE: $crate::store::body::DurableSql = durable::SQL;
+        const RUNNING: $crate::store::body::RunningSql = running::SQL;
         const TOPICS: $crate::store::body::TopicSql = topics::SQL;
         const GROUPS: $crate::store::body::GroupSql = groups::SQL;
         const STREAM: $crate::store::body::StreamSql = stream::SQL;

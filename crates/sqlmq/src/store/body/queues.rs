@@ -34,6 +34,9 @@ pub(crate) const BY_NAME: &str = concat!(queue_columns!(), " WHERE q.name = ?");
 pub(crate) const BY_ID: &str = concat!(queue_columns!(), " WHERE q.id = ?");
 const ALL: &str = concat!(queue_columns!(), " ORDER BY q.name");
 const DELETE: &str = "DELETE FROM {p}queues WHERE id = ?";
+/// The cancels and progress rows left by a deleted queue's in-flight messages (queue).
+const DELETE_CANCELS: &str = "DELETE FROM {p}cancels WHERE queue_id = ?";
+const DELETE_PROGRESS: &str = "DELETE FROM {p}progress WHERE queue_id = ?";
 const DELETE_LIMITS: &str = "DELETE FROM {p}queue_limits WHERE queue_id = ?";
 const DELETE_DELIVERIES: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ?";
 const DELETE_SLOTS: &str = "DELETE FROM {p}key_slots WHERE queue_id = ?";
@@ -149,6 +152,8 @@ impl<B: Backend> SqlStore<B> {
         self.query(DELETE_DELIVERIES).arg(id).run(conn).await?;
         self.query(DELETE_SLOTS).arg(id).run(conn).await?;
         self.query(DELETE_LIMITS).arg(id).run(conn).await?;
+        self.query(DELETE_CANCELS).arg(id).run(conn).await?;
+        self.query(DELETE_PROGRESS).arg(id).run(conn).await?;
         self.query(DELETE).arg(id).run(conn).await?;
         Ok(())
     }

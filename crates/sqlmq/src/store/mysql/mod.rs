@@ -36,6 +36,7 @@ pub(crate) mod claim;
 pub(crate) mod connect;
 pub(crate) mod dead;
 pub(crate) mod durable;
+pub(crate) mod running;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
 pub(crate) mod flows;

@@ -633,6 +633,40 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 14,
+        description: "control of running messages",
+        // A cancelled in-flight message's lease, moved out of `leases` so that every ack of
+        // its receipt fails as it does for a lost lease, kept until the lease would have
+        // ended (the handler may still run: its key and slot stay held); and the progress
+        // its handler reports (`store/body/running.rs`).
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}cancels (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            token BIGINT NOT NULL,
+            lease_until DATETIME(6) NOT NULL,
+            cancelled_at DATETIME(6) NOT NULL,
+            reason VARBINARY(1024) NOT NULL,
+            PRIMARY KEY (id),
+            KEY expiry (queue_id, lease_until)
+        ) ENGINE=InnoDB",
+            "CREATE TABLE IF NOT EXISTS {p}progress (
+            id BINARY(16) NOT NULL,
+            queue_id INT NOT NULL,
+            token BIGINT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at DATETIME(6) NOT NULL,
+            PRIMARY KEY (id),
+            KEY queue (queue_id, id)
+        ) ENGINE=InnoDB",
+        ],
+        reverse: Some(Reverse {
+            drops: &["progress", "cancels"],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]

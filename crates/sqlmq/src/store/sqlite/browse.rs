@@ -93,15 +93,15 @@ pub(super) const SQL: BrowseSql = BrowseSql {
     find: concat!(
         "SELECT m.id, CASE WHEN r.id IS NOT NULL THEN 0 WHEN s.id IS NOT NULL THEN 1 ",
         "WHEN b.id IS NOT NULL THEN 2 WHEN l.id IS NOT NULL THEN 3 WHEN d.id IS NOT NULL THEN 4 ",
-        "WHEN w.id IS NOT NULL THEN 5 END, ",
+        "WHEN w.id IS NOT NULL THEN 5 WHEN c.id IS NOT NULL THEN 6 END, ",
         "m.priority, COALESCE(r.attempts, s.attempts, b.attempts, l.attempts, d.attempts, w.attempts, 0), ",
-        "COALESCE(s.run_at, b.run_at), l.lease_until, l.claimed_at, d.died_at, l.owner, ",
+        "COALESCE(s.run_at, b.run_at), COALESCE(l.lease_until, c.lease_until), l.claimed_at, d.died_at, l.owner, ",
         message_columns!(),
         "0 FROM {p}messages m ",
         "LEFT JOIN {p}ready r ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id ",
         "LEFT JOIN {p}scheduled s ON s.id = m.id LEFT JOIN {p}blocked b ON b.id = m.id ",
         "LEFT JOIN {p}leases l ON l.id = m.id LEFT JOIN {p}dead d ON d.id = m.id ",
-        "LEFT JOIN {p}waiting w ON w.id = m.id ",
+        "LEFT JOIN {p}waiting w ON w.id = m.id LEFT JOIN {p}cancels c ON c.id = m.id ",
         "WHERE m.id = ? AND m.queue_id = ?"
     ),
     by_key: "SELECT head_id FROM {p}key_heads WHERE queue_id = ? AND ordering_key = ? \

@@ -564,6 +564,35 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             procedures: &[],
         }),
     },
+    Migration {
+        version: 14,
+        description: "control of running messages",
+        // As on MySQL (`store/mysql/schema.rs`).
+        statements: &[
+            "CREATE TABLE IF NOT EXISTS {p}cancels (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            lease_until INTEGER NOT NULL,
+            cancelled_at INTEGER NOT NULL,
+            reason BLOB NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}cancels_expiry ON {p}cancels (queue_id, lease_until)",
+            "CREATE TABLE IF NOT EXISTS {p}progress (
+            id BLOB NOT NULL PRIMARY KEY,
+            queue_id INTEGER NOT NULL,
+            token INTEGER NOT NULL,
+            value BLOB NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}progress_queue ON {p}progress (queue_id, id)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["progress", "cancels"],
+            disposable: &[],
+            procedures: &[],
+        }),
+    },
 ];
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::{
     wait_past,
 };
 use crate::Client;
-use crate::domain::{Error, Message, MessageId};
+use crate::domain::{Cancelled, Error, Message, MessageId, Receipt};
 use crate::store::rows::{PurgeScope, QueueCounts};
 use crate::store::statements::MAX_LIST;
 
@@ -133,16 +133,21 @@ async fn oldest_ready_age<B: SuiteBackend>() {
 }
 
 /// Cancel `id` in queue `q`, in a transaction.
-async fn cancel<B: SuiteBackend>(client: &Client<B>, q: i32, id: MessageId) -> crate::Result<()> {
+async fn cancel<B: SuiteBackend>(
+    client: &Client<B>,
+    q: i32,
+    id: MessageId,
+) -> crate::Result<Cancelled> {
     let mut tx = client.begin().await.unwrap();
-    let done = client.store().cancel(&mut tx, q, id).await;
+    let done = client.store().cancel(&mut tx, q, id, "test").await;
     tx.commit().await.unwrap();
     done
 }
 
 /// Cancel removes a message that is ready, delayed, blocked behind its key or dead, and lets
-/// its key move on when it was the head; a message in flight is refused and kept; an unknown
-/// id, another queue's, or one cancelled already is not found.
+/// its key move on when it was the head; a message in flight has its lease moved to `cancels`
+/// (kept until the cancel ends, which removes it); an unknown id, another queue's, or one
+/// cancelled already is not found.
 async fn cancel_in_each_state<B: SuiteBackend>() {
     let (db, client) = fixture::<B>().await;
     let (q, other) = (queue(&client, "q").await, queue(&client, "other").await);
@@ -157,17 +162,42 @@ async fn cancel_in_each_state<B: SuiteBackend>() {
     put(&client, q, &delayed_key).await;
     let messages_before = db.count("messages").await;
 
-    for (id, missing) in [(MessageId::new(), true), (o.id(), true), (s.leased, false)] {
-        match (cancel(&client, q, id).await, missing) {
-            (Err(Error::MessageNotFound(got)), true)
-            | (Err(Error::MessageInFlight(got)), false) => {
-                assert_eq!(got, id)
-            }
-            (other, _) => panic!("{id}: {other:?}"),
+    for id in [MessageId::new(), o.id()] {
+        match cancel(&client, q, id).await {
+            Err(Error::MessageNotFound(got)) => assert_eq!(got, id),
+            other => panic!("{id}: {other:?}"),
         }
     }
+    // In flight: its lease moves to `cancels`, the message stays; a second cancel is harmless.
+    for _ in 0..2 {
+        assert_eq!(
+            cancel(&client, q, s.leased).await.unwrap(),
+            Cancelled::Running
+        );
+    }
     assert_eq!(db.count("messages").await, messages_before);
-    assert_eq!(ids_in(&db, "leases").await, [s.leased]);
+    assert_eq!(db.count("leases").await, 0);
+    assert_eq!(ids_in(&db, "cancels").await, [s.leased]);
+    let mut conn = client.pool().acquire().await.unwrap();
+    let cancelled = client.store().cancelled_receipts(&mut conn, q).await.unwrap();
+    assert_eq!(
+        client.store().cancel_reason(&mut conn, s.leased).await.unwrap().as_deref(),
+        Some("test")
+    );
+    drop(conn);
+    assert_eq!(cancelled.len(), 1);
+    let stale = Receipt {
+        id: s.leased,
+        token: cancelled[0].token + 1,
+    };
+    for (receipt, ends) in [(stale, false), (cancelled[0], true), (cancelled[0], false)] {
+        let mut tx = client.begin().await.unwrap();
+        let ended = client.store().end_cancel(&mut tx, q, receipt).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(ended, ends, "{receipt:?}");
+    }
+    assert_eq!(db.count("cancels").await, 0);
+    assert_eq!(db.count("messages").await, messages_before - 1);
 
     cancel(&client, q, s.ready[0].id()).await.unwrap();
     cancel(&client, q, s.scheduled.id()).await.unwrap();
@@ -203,7 +233,7 @@ async fn cancel_in_each_state<B: SuiteBackend>() {
     assert_eq!(db.count("dead").await, 0);
     assert_eq!(
         ids_in(&db, "messages").await,
-        sorted(vec![s.leased, s.ready[1].id(), delayed_key[1].id(), o.id()])
+        sorted(vec![s.ready[1].id(), delayed_key[1].id(), o.id()])
     );
     db.drop().await;
 }
