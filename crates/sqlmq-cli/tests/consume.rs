@@ -210,6 +210,54 @@ fn commands_outliving_the_grace_period_are_killed_and_released() {
     );
 }
 
+/// Guarantee: `sqlmq cancel` of a message whose command runs sends the command's process group
+/// SIGTERM (SIGKILL after the grace period for one that ignores it), and the message is removed,
+/// never run again; the worker goes on.
+#[test]
+fn cancelling_a_running_message_terminates_its_command() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "x"]);
+    let polite = db.ok(&["send", "x", "polite"]).trim().to_owned();
+    let stubborn = db.ok(&["send", "x", "stubborn"]).trim().to_owned();
+    let worker = db.spawn(&[
+        "consume",
+        "x",
+        "--concurrency",
+        "2",
+        "--grace",
+        "1s",
+        "--exec",
+        // `polite` leaves on SIGTERM; `stubborn` ignores it and runs on until killed.
+        r#"body=$(cat); echo "$body" >> started;
+           if [ "$body" = polite ]; then trap 'echo "$body" >> terminated; exit 7' TERM; else trap '' TERM; fi;
+           i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "$body" >> finished"#,
+    ]);
+    eventually(Duration::from_secs(10), "both commands running", || {
+        (lines(&db.path("started")).len() == 2).then_some(())
+    });
+    for id in [&polite, &stubborn] {
+        let said = db.ok(&["cancel", "x", id]);
+        assert!(said.contains("while in flight"), "{said}");
+    }
+    eventually(Duration::from_secs(10), "the polite command's exit", || {
+        (lines(&db.path("terminated")) == ["polite"]).then_some(())
+    });
+    eventually(Duration::from_secs(15), "both messages gone", || {
+        (db.stats("x") == Stats::default()).then_some(())
+    });
+    for id in [&polite, &stubborn] {
+        let shown = db.run(&["show", "x", id]);
+        assert!(!shown.status.success(), "{id} is still there");
+    }
+    worker.signal(libc::SIGTERM);
+    let out = worker.wait(Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("2 cancelled while running"), "{stderr}");
+    assert_eq!(lines(&db.path("started")).len(), 2, "never run again");
+    assert!(!db.path("finished").exists(), "no command ran to its end");
+}
+
 /// A queue deleted under `consume` stops it with a clear error (it ran on silently, claiming
 /// from an id that no longer named anything).
 #[test]

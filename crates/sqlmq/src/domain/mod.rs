@@ -93,8 +93,8 @@ pub use record::{Published, Record, StreamRecord, partition_for_key};
 pub use reports::{
     AckReport, GroupMaintenance, MaintenanceReport, MigrationReport, NackOutcome, RetentionReport,
 };
-pub use running::{Cancelled, MAX_PROGRESS, Progress};
 pub(crate) use running::{CANCELLED_BY_REQUEST, progress_text};
+pub use running::{Cancelled, MAX_PROGRESS, Progress};
 pub use schedule::{
     CATCH_UP_GRACE, CatchUp, FIRE_TIME_HEADER, SCHEDULE_HEADER, Schedule, ScheduleConfig,
     ScheduleTarget, Timing,

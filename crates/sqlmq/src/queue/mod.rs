@@ -49,8 +49,8 @@ mod resend;
 mod run;
 
 pub use crate::domain::{
-    AckReport, Backoff, Cancelled, DeadLetter, Delivery, Message, MessageId, NackOutcome, QueueConfig,
-    Progress, QueueStats, RateLimit, Receipt, Sent,
+    AckReport, Backoff, Cancelled, DeadLetter, Delivery, Message, MessageId, NackOutcome, Progress,
+    QueueConfig, QueueStats, RateLimit, Receipt, Sent,
 };
 
 pub(crate) use durable::Resolution;

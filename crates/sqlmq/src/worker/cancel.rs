@@ -41,7 +41,11 @@ pub(crate) struct Watched<'a> {
 
 impl Drop for Watched<'_> {
     fn drop(&mut self) {
-        self.watch.running.lock().expect("poisoned").remove(&self.id);
+        self.watch
+            .running
+            .lock()
+            .expect("poisoned")
+            .remove(&self.id);
     }
 }
 

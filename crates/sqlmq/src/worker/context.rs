@@ -538,7 +538,9 @@ async fn settle_all_in<B: Backend>(jobs: &[JobContext<B>], conn: &mut B::Connect
             for job in lost {
                 match &result {
                     // Cancelled in flight: the worker ends the cancel when the handler returns.
-                    Err(Error::Cancelled { id, .. }) if *id == job.id() => job.inner.cancel.cancel(),
+                    Err(Error::Cancelled { id, .. }) if *id == job.id() => {
+                        job.inner.cancel.cancel()
+                    }
                     _ => job.mark_lost(),
                 }
             }

@@ -142,7 +142,9 @@ impl<B: Backend> WorkerBuilder<B> {
                 outstanding,
                 kill: kill_rx.clone(),
                 cancels: match source {
-                    crate::source::Source::Queue(q) => Some(super::cancel::CancelWatch::start(q.clone())),
+                    crate::source::Source::Queue(q) => {
+                        Some(super::cancel::CancelWatch::start(q.clone()))
+                    }
                     crate::source::Source::Group(_) => None,
                 },
                 handler_seconds: metrics::histogram!(crate::telemetry::catalogue::HANDLER_SECONDS.name(), label => value),

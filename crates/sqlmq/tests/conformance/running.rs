@@ -56,42 +56,51 @@ pub(crate) async fn a_cancel_from_another_client_reaches_the_handler_and_its_ack
     let cancelled_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let stop = CancellationToken::new();
     let (s, seen2, at) = (started.clone(), seen.clone(), cancelled_at.clone());
-    let worker = work(&client, &stop, Duration::from_secs(30), move |_d, ctx: JobContext<B>| {
-        let (started, seen, at) = (s.clone(), seen2.clone(), at.clone());
-        async move {
-            started.fetch_add(1, Ordering::SeqCst);
-            // A long loop that looks at the token between chunks of work.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while !ctx.is_cancelled() && Instant::now() < deadline {
-                tokio::select! {
-                    () = ctx.cancelled() => {}
-                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+    let worker = work(
+        &client,
+        &stop,
+        Duration::from_secs(30),
+        move |_d, ctx: JobContext<B>| {
+            let (started, seen, at) = (s.clone(), seen2.clone(), at.clone());
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                // A long loop that looks at the token between chunks of work.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !ctx.is_cancelled() && Instant::now() < deadline {
+                    tokio::select! {
+                        () = ctx.cancelled() => {}
+                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
                 }
+                let waited = at.lock().unwrap().expect("cancelled before").elapsed();
+                // Its effects in the job transaction: the ack fails, nothing is written.
+                let mut tx = ctx.begin().await?;
+                B::execute(
+                    &mut *tx,
+                    "INSERT INTO effects (id) VALUES (?)",
+                    &[Value::from(ctx.id().to_string())],
+                )
+                .await;
+                let committed = tx.commit().await.map_err(|e| match e {
+                    Error::Cancelled { .. } => "cancelled".to_owned(),
+                    other => other.to_string(),
+                });
+                *seen.lock().unwrap() = Some((waited, committed));
+                Ok(Outcome::Done)
             }
-            let waited = at.lock().unwrap().expect("cancelled before").elapsed();
-            // Its effects in the job transaction: the ack fails, nothing is written.
-            let mut tx = ctx.begin().await?;
-            B::execute(
-                &mut *tx,
-                "INSERT INTO effects (id) VALUES (?)",
-                &[Value::from(ctx.id().to_string())],
-            )
-            .await;
-            let committed = tx.commit().await.map_err(|e| match e {
-                Error::Cancelled { .. } => "cancelled".to_owned(),
-                other => other.to_string(),
-            });
-            *seen.lock().unwrap() = Some((waited, committed));
-            Ok(Outcome::Done)
-        }
-    });
+        },
+    );
     until_started(&started, 1).await;
     // Another client, as another process would.
     let other = db.client().await;
     let other_q = other.queue("q").await.unwrap();
     *cancelled_at.lock().unwrap() = Some(Instant::now());
     assert_eq!(other_q.cancel(id).await.unwrap(), Cancelled::Running);
-    let m = other_q.message(id).await.unwrap().expect("kept until the handler ends");
+    let m = other_q
+        .message(id)
+        .await
+        .unwrap()
+        .expect("kept until the handler ends");
     assert!(
         matches!(m.state, MessageState::Cancelling | MessageState::InFlight),
         "{:?}",
@@ -102,7 +111,10 @@ pub(crate) async fn a_cancel_from_another_client_reaches_the_handler_and_its_ack
             seen.lock().unwrap().clone()
         })
         .await;
-    assert!(waited < Duration::from_secs(1), "the token fired after {waited:?}");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the token fired after {waited:?}"
+    );
     assert_eq!(committed, Err("cancelled".to_owned()));
     assert_eq!(db.scalar("SELECT COUNT(*) FROM effects").await, 0);
     // Removed by the worker when the handler ended, long before the lease would have ended.
@@ -169,61 +181,77 @@ pub(crate) async fn a_handler_that_ignores_the_cancel_is_abandoned_at_its_lease_
     assert_eq!(started.load(Ordering::SeqCst), 1);
     // ...until the lease would have ended: then the message is gone, never retried, and the
     // slot moves on.
-    eventually_async(Duration::from_secs(30), "the cancelled message to go", || async {
-        other_q.maintain().await.unwrap();
-        other_q.message(id).await.unwrap().is_none().then_some(())
-    })
+    eventually_async(
+        Duration::from_secs(30),
+        "the cancelled message to go",
+        || async {
+            other_q.maintain().await.unwrap();
+            other_q.message(id).await.unwrap().is_none().then_some(())
+        },
+    )
     .await;
     assert!(cancelled.elapsed() >= lease - Duration::from_millis(200));
     eventually_async(Duration::from_secs(30), "the next message", || async {
         other_q.message(next).await.unwrap().is_none().then_some(())
     })
     .await;
-    let acked = eventually_async(Duration::from_secs(30), "the stubborn handler's ack", || async {
-        ack.lock().unwrap().take()
-    })
+    let acked = eventually_async(
+        Duration::from_secs(30),
+        "the stubborn handler's ack",
+        || async { ack.lock().unwrap().take() },
+    )
     .await;
     // Cancelled while its cancel lasts; once housekeeping ended it, a lost lease.
     assert!(
-        matches!(acked, Err(Error::Cancelled { .. } | Error::LeaseLost { .. })),
+        matches!(
+            acked,
+            Err(Error::Cancelled { .. } | Error::LeaseLost { .. })
+        ),
         "{acked:?}"
     );
     stop.cancel();
     worker.await.unwrap();
-    assert_eq!(started.load(Ordering::SeqCst), 2, "the cancelled one ran once");
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        2,
+        "the cancelled one ran once"
+    );
     assert_eq!(q.stats().await.unwrap().dead, 0);
     check_invariants(&db).await;
     other.pool().close().await;
     db.drop().await;
 }
 
-pub(crate) async fn progress_shows_while_the_handler_runs_and_goes_with_its_ack<
-    B: TestBackend,
->() {
+pub(crate) async fn progress_shows_while_the_handler_runs_and_goes_with_its_ack<B: TestBackend>() {
     let (db, client, q) = queue::<B>(QueueConfig::default()).await;
     let id = q.send(Message::new("report")).await.unwrap().id;
     let go = Arc::new(tokio::sync::Notify::new());
     let stop = CancellationToken::new();
     let g = go.clone();
-    let worker = work(&client, &stop, Duration::from_secs(30), move |_d, ctx: JobContext<B>| {
-        let go = g.clone();
-        async move {
-            let released = go.notified();
-            // Many reports: written at most once a second, the latest winning.
-            for done in 1..=50 {
-                ctx.progress(serde_json::json!({"done": done, "of": 100}))
-                    .await?;
-                tokio::time::sleep(Duration::from_millis(10)).await;
+    let worker = work(
+        &client,
+        &stop,
+        Duration::from_secs(30),
+        move |_d, ctx: JobContext<B>| {
+            let go = g.clone();
+            async move {
+                let released = go.notified();
+                // Many reports: written at most once a second, the latest winning.
+                for done in 1..=50 {
+                    ctx.progress(serde_json::json!({"done": done, "of": 100}))
+                        .await?;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let oversized = serde_json::Value::String("x".repeat(sqlmq::worker::MAX_PROGRESS));
+                assert!(matches!(
+                    ctx.progress(oversized).await,
+                    Err(Error::PayloadTooLarge { .. })
+                ));
+                released.await;
+                Ok(Outcome::Done)
             }
-            let oversized = serde_json::Value::String("x".repeat(sqlmq::worker::MAX_PROGRESS));
-            assert!(matches!(
-                ctx.progress(oversized).await,
-                Err(Error::PayloadTooLarge { .. })
-            ));
-            released.await;
-            Ok(Outcome::Done)
-        }
-    });
+        },
+    );
     let other = db.client().await;
     let other_q = other.queue("q").await.unwrap();
     let last = eventually_async(Duration::from_secs(30), "the last progress", || async {
@@ -238,9 +266,11 @@ pub(crate) async fn progress_shows_while_the_handler_runs_and_goes_with_its_ack<
         q.message(id).await.unwrap().is_none().then_some(())
     })
     .await;
-    eventually_async(Duration::from_secs(10), "the progress row to go", || async {
-        (db.scalar("SELECT COUNT(*) FROM sqlmq_progress").await == 0).then_some(())
-    })
+    eventually_async(
+        Duration::from_secs(10),
+        "the progress row to go",
+        || async { (db.scalar("SELECT COUNT(*) FROM sqlmq_progress").await == 0).then_some(()) },
+    )
     .await;
     assert_eq!(other_q.progress(id).await.unwrap(), None);
     stop.cancel();

@@ -269,7 +269,7 @@ pub async fn run_exec<B: Backend>(
 /// The final line printed to stderr.
 fn summary(what: &str, r: &WorkerReport, took: Duration) -> String {
     let nacked = r.retried + r.snoozed + r.dead_lettered;
-    let processed = r.acked + nacked + r.released + r.lease_lost + r.unsettled;
+    let processed = r.acked + nacked + r.released + r.lease_lost + r.unsettled + r.cancelled;
     let mut text = format!(
         "{what}: {processed} processed in {}: {} acked, {nacked} nacked ({} \
          dead-lettered), {} lost leases",
@@ -283,6 +283,9 @@ fn summary(what: &str, r: &WorkerReport, took: Duration) -> String {
     }
     if r.unsettled > 0 {
         text.push_str(&format!(", {} not settled (errors)", r.unsettled));
+    }
+    if r.cancelled > 0 {
+        text.push_str(&format!(", {} cancelled while running", r.cancelled));
     }
     text
 }

@@ -179,9 +179,18 @@ async fn cancel_in_each_state<B: SuiteBackend>() {
     assert_eq!(db.count("leases").await, 0);
     assert_eq!(ids_in(&db, "cancels").await, [s.leased]);
     let mut conn = client.pool().acquire().await.unwrap();
-    let cancelled = client.store().cancelled_receipts(&mut conn, q).await.unwrap();
+    let cancelled = client
+        .store()
+        .cancelled_receipts(&mut conn, q)
+        .await
+        .unwrap();
     assert_eq!(
-        client.store().cancel_reason(&mut conn, s.leased).await.unwrap().as_deref(),
+        client
+            .store()
+            .cancel_reason(&mut conn, s.leased)
+            .await
+            .unwrap()
+            .as_deref(),
         Some("test")
     );
     drop(conn);
@@ -192,7 +201,11 @@ async fn cancel_in_each_state<B: SuiteBackend>() {
     };
     for (receipt, ends) in [(stale, false), (cancelled[0], true), (cancelled[0], false)] {
         let mut tx = client.begin().await.unwrap();
-        let ended = client.store().end_cancel(&mut tx, q, receipt).await.unwrap();
+        let ended = client
+            .store()
+            .end_cancel(&mut tx, q, receipt)
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
         assert_eq!(ended, ends, "{receipt:?}");
     }
