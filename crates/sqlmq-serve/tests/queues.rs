@@ -373,11 +373,35 @@ async fn send_receive_ack_nack_extend() {
         404,
         "message_not_found",
     );
+    // An in-flight message: its progress shows with it; cancelled where it runs (202), its
+    // receipt then holds nothing.
     let held = again["messages"][0]["id"].as_str().unwrap().to_owned();
+    let receipt = again["messages"][0]["receipt"].as_str().unwrap().to_owned();
+    let (status, _) = s
+        .post(
+            "/v1/queues/jobs/progress",
+            json!({"receipt": receipt, "value": {"done": 3, "of": 4}}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let (_, shown) = s.get(&format!("/v1/queues/jobs/messages/{held}")).await;
+    assert_eq!(shown["progress"], json!({"done": 3, "of": 4}), "{shown}");
+    assert_eq!(
+        s.delete(&format!("/v1/queues/jobs/messages/{held}"))
+            .await
+            .0,
+        202
+    );
+    let (_, shown) = s.get(&format!("/v1/queues/jobs/messages/{held}")).await;
+    assert_eq!(shown["state"], "cancelling", "{shown}");
     assert_error(
-        &s.delete(&format!("/v1/queues/jobs/messages/{held}")).await,
+        &s.post(
+            "/v1/queues/jobs/progress",
+            json!({"receipt": receipt, "value": 4}),
+        )
+        .await,
         409,
-        "message_in_flight",
+        "cancelled",
     );
     assert_error(
         &s.delete("/v1/queues/jobs/messages/zzz").await,
