@@ -258,7 +258,7 @@ pub(crate) async fn pause_stops_delivery_at_once_and_resume_restarts_it<B: TestB
     db.drop().await;
 }
 
-pub(crate) async fn cancel_waiting_but_not_in_flight<B: TestBackend>() {
+pub(crate) async fn cancel_waiting_and_in_flight<B: TestBackend>() {
     let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
     let a = q.send(Message::new("a")).await.unwrap().id;
     let b = q
@@ -272,9 +272,15 @@ pub(crate) async fn cancel_waiting_but_not_in_flight<B: TestBackend>() {
     let d = q.receive(10, LEASE).await.unwrap();
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].id, c);
-    assert!(matches!(q.cancel(c).await, Err(Error::MessageInFlight(_))));
+    // In flight: cancelled where it runs; its ack then fails, and it is never delivered again.
+    assert_eq!(q.cancel(c).await.unwrap(), sqlmq::queue::Cancelled::Running);
     assert!(matches!(q.cancel(a).await, Err(Error::MessageNotFound(_))));
     check_invariants(&db).await;
+    assert!(
+        matches!(q.ack(d[0].receipt()).await, Err(Error::Cancelled { id, .. }) if id == c),
+        "the ack of a cancelled message"
+    );
+    assert!(q.receive(10, LEASE).await.unwrap().is_empty());
     db.drop().await;
 }
 
@@ -518,5 +524,5 @@ pub(crate) async fn stats_count_each_message_once_while_messages_move<B: TestBac
 }
 
 sqlmq_testkit::conformance!(
-    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_but_not_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, resending_a_stored_id_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message, stats_count_each_message_once_while_messages_move]
+    async: [send_receive_ack, priorities_then_fifo, nack_retries_then_dead_letters_with_history_and_redrive_brings_back, backoff_delays_the_retry, delayed_messages_are_not_delivered_early, stale_tokens_are_rejected_and_change_nothing, an_expired_lease_cannot_be_acked_even_before_it_is_released, extend_keeps_the_message, lease_expiry_on_the_last_attempt_dead_letters, pause_stops_delivery_at_once_and_resume_restarts_it, cancel_waiting_and_in_flight, purge_removes_everything_but_dead_letters, idempotent_send_returns_the_original, resending_a_stored_id_returns_the_original, idempotency_keys_expire_with_their_window, concurrent_senders_of_one_key_store_one_message, stats_count_each_message_once_while_messages_move]
 );
