@@ -104,11 +104,11 @@ impl<B: Backend> JobContext<B> {
             p.pending = None;
             std::mem::take(&mut p.stored)
         };
-        if let (true, Some(queue)) = (stored, self.queue()) {
-            if let Err(e) = queue.clear_progress(self.id()).await {
-                // Housekeeping removes what is left over.
-                tracing::debug!(message = %self.id(), "progress not cleared: {e}");
-            }
+        if let (true, Some(queue)) = (stored, self.queue())
+            && let Err(e) = queue.clear_progress(self.id()).await
+        {
+            // Housekeeping removes what is left over.
+            tracing::debug!(message = %self.id(), "progress not cleared: {e}");
         }
     }
 }

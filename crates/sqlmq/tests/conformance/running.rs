@@ -15,6 +15,9 @@ use sqlmq::worker::CancellationToken;
 use sqlmq::{Client, Delivery, Error, JobContext, Message, Outcome, QueueConfig, Worker};
 use sqlmq_testkit::{TestBackend, Value, check_invariants, eventually_async, queue};
 
+/// How long the handler waited for its token after the cancel, and what its commit gave.
+type Ended = Arc<Mutex<Option<(Duration, Result<(), String>)>>>;
+
 /// A worker on queue "q" running `handler` with `lease`, polling briskly.
 fn work<B, F, Fut>(
     client: &Client<B>,
@@ -52,7 +55,7 @@ pub(crate) async fn a_cancel_from_another_client_reaches_the_handler_and_its_ack
         .await;
     let id = q.send(Message::new("long")).await.unwrap().id;
     let started = Arc::new(AtomicU32::new(0));
-    let seen: Arc<Mutex<Option<(Duration, Result<(), String>)>>> = Arc::default();
+    let seen: Ended = Arc::default();
     let cancelled_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let stop = CancellationToken::new();
     let (s, seen2, at) = (started.clone(), seen.clone(), cancelled_at.clone());
