@@ -69,8 +69,8 @@ pub(crate) enum Subject {
     Group(i32),
     /// The schedules: woken when this client creates, changes or resumes one.
     Schedules,
-    /// A queue's cancels of in-flight messages, by queue id: woken by local cancels and by
-    /// cancels the follower of the database's commits saw (`worker/cancel.rs`).
+    /// A queue's cancels of in-flight messages, by queue id: woken by local cancels
+    /// (`worker/cancel.rs`).
     Cancels(i32),
 }
 

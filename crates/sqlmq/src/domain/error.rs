@@ -127,8 +127,8 @@ pub enum Error {
         token: u64,
     },
 
-    /// The message was cancelled while a consumer held it ([`Queue::cancel`](crate::Queue::cancel),
-    /// or its deadline): no settlement of its receipt takes effect, and it is never delivered
+    /// The message was cancelled while a consumer held it ([`Queue::cancel`](crate::Queue::cancel)):
+    /// no settlement of its receipt takes effect, and it is never delivered
     /// again. Inside `ack_in`, roll the transaction back. A worker's handler sees it coming
     /// through [`JobContext::cancelled`](crate::JobContext::cancelled).
     ///

@@ -58,7 +58,7 @@ impl<B: Backend> Queue<B> {
     /// or dead) is removed: [`Cancelled::Removed`]. One a consumer holds is cancelled where it
     /// runs ([`Cancelled::Running`]): a worker's handler sees
     /// [`JobContext::cancelled`](crate::JobContext::cancelled) fire within a second (at once
-    /// with notifications), every settlement of its receipt fails with
+    /// in this process), every settlement of its receipt fails with
     /// [`Error::Cancelled`], and the message is removed when its handler ends or its lease
     /// would have ended — never delivered again; its ordering key and concurrency slot stay
     /// held until then. Cancelling it again is harmless. [`Error::MessageNotFound`] when it is
@@ -70,15 +70,10 @@ impl<B: Backend> Queue<B> {
     /// # Ok(()) }
     /// ```
     pub async fn cancel(&self, id: MessageId) -> Result<Cancelled> {
-        self.cancel_for(id, CANCELLED_BY_REQUEST).await
-    }
-
-    /// [`Queue::cancel`] with the reason an in-flight message's handler is given.
-    pub(crate) async fn cancel_for(&self, id: MessageId, reason: &str) -> Result<Cancelled> {
         self.client.require_schema()?;
         let store = self.store();
         let cancelled = tx::run(self.conns(), "cancel", |conn, _| {
-            Box::pin(store.cancel(conn, self.id(), id, reason))
+            Box::pin(store.cancel(conn, self.id(), id, CANCELLED_BY_REQUEST))
         })
         .await?;
         if cancelled == Cancelled::Running {
@@ -147,7 +142,11 @@ impl<B: Backend> Queue<B> {
     /// ```
     pub async fn set_progress(&self, receipt: Receipt, value: &serde_json::Value) -> Result<()> {
         self.client.require_schema()?;
-        let text = progress_text(value)?;
+        self.write_progress(receipt, &progress_text(value)?).await
+    }
+
+    /// Store a checked progress text (`progress_text`) for `receipt`'s delivery.
+    pub(crate) async fn write_progress(&self, receipt: Receipt, text: &str) -> Result<()> {
         let store = self.store();
         let held = tx::run(self.conns(), "progress", |conn, _| {
             Box::pin(store.set_progress(conn, receipt, text.as_bytes()))

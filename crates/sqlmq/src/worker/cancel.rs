@@ -3,9 +3,9 @@
 //! A cancel moves the message's lease into `cancels` (`store/body/running.rs`). While any
 //! handler of the queue runs past its first poll, the watcher reads the queue's cancels — an
 //! index range that is empty nearly always — every [`CANCEL_POLL`], and at once when this
-//! process cancelled one or the follower of the database's commits saw a cancel, and fires the
-//! cancellation token of each running job it names (same message, same fencing token). Idle, it
-//! reads nothing.
+//! process cancelled one, and fires the cancellation token of each running job it names (same
+//! message, same fencing token). Idle, it reads nothing. (The follower of the database's commits
+//! does not watch `cancels`: another process's cancel waits for the next read.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,8 +19,8 @@ use crate::domain::{MessageId, Receipt};
 use crate::queue::Queue;
 use crate::store::Backend;
 
-/// How often the cancels of a queue with running handlers are read: a cancel reaches its
-/// handler within about this much without notifications.
+/// How often the cancels of a queue with running handlers are read: another process's cancel
+/// reaches its handler within about this much.
 pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(250);
 /// How often an idle watcher looks whether its worker is gone.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
@@ -98,6 +98,10 @@ async fn run<B: Backend>(queue: Queue<B>, watch: Weak<CancelWatch>) {
             continue;
         }
         drop(w);
+        // Listening before the read: a local cancel committed while it runs is not missed.
+        let woken = local.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
         match queue.cancelled_receipts().await {
             Ok(cancelled) if !cancelled.is_empty() => match watch.upgrade() {
                 Some(w) => w.fire(&cancelled),
@@ -106,6 +110,6 @@ async fn run<B: Backend>(queue: Queue<B>, watch: Weak<CancelWatch>) {
             Ok(_) => {}
             Err(e) => tracing::debug!(queue = queue.name(), "reading cancels: {e}"),
         }
-        let _ = tokio::time::timeout(CANCEL_POLL, local.notified()).await;
+        let _ = tokio::time::timeout(CANCEL_POLL, woken).await;
     }
 }

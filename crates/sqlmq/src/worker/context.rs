@@ -85,7 +85,7 @@ struct Inner<B: Backend> {
     /// Fired when the message is cancelled while this handler runs (`cancel.rs`).
     cancel: tokio_util::sync::CancellationToken,
     /// When the progress was last written, and a value not written yet (`progress.rs`).
-    progress: std::sync::Mutex<super::progress::Progress>,
+    progress: std::sync::Mutex<super::progress::ProgressState>,
 }
 
 impl<B: Backend> std::fmt::Debug for JobContext<B> {
@@ -345,7 +345,7 @@ impl<B: Backend> JobContext<B> {
 
     /// Wait until the message is cancelled while this handler runs
     /// ([`Queue::cancel`](crate::Queue::cancel)): from another process within about a quarter
-    /// of a second, at once with notifications or from this process. Once it fired, no
+    /// of a second, at once from this process. Once it fired, no
     /// settlement of the message takes effect (its ack fails with
     /// [`Error::Cancelled`]): stop, and return anything — the worker removes the message,
     /// without a retry. A handler that ignores it runs on, its result discarded, and the
@@ -392,7 +392,7 @@ impl<B: Backend> JobContext<B> {
     }
 
     /// The progress of this job, for `progress.rs`.
-    pub(crate) fn progress_state(&self) -> &std::sync::Mutex<super::progress::Progress> {
+    pub(crate) fn progress_state(&self) -> &std::sync::Mutex<super::progress::ProgressState> {
         &self.inner.progress
     }
 

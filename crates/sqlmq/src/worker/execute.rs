@@ -115,16 +115,15 @@ async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> S
         Poll::Pending => Box::pin(supervise(&rt, std::slice::from_ref(&ctx), handler)).await,
     };
     rt.handler_seconds.record(started.elapsed().as_secs_f64());
-    if ctx.in_hand()
+    let settled = if ctx.in_hand()
         && !ctx.journaled()
         && !ctx.is_child()
         && matches!(finished, Finished::Answer(Ok(Outcome::Done)))
     {
-        let settled = ack(&rt, ctx.receipt()).await;
-        ctx.clear_progress().await;
-        return settled;
-    }
-    let settled = Box::pin(settle(&rt, &ctx, finished)).await;
+        ack(&rt, ctx.receipt()).await
+    } else {
+        Box::pin(settle(&rt, &ctx, finished)).await
+    };
     ctx.clear_progress().await;
     settled
 }

@@ -14,13 +14,14 @@ pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One job's progress as the worker holds it.
 #[derive(Default)]
-pub(crate) struct Progress {
+pub(crate) struct ProgressState {
     /// When it was last written.
     written: Option<Instant>,
-    /// A value reported since, not written yet (a write is scheduled for it).
+    /// A value reported since, not written yet (its checked JSON text; a write is scheduled
+    /// for it).
     pending: Option<String>,
     /// Whether anything was written: its settlement clears it.
-    pub(crate) stored: bool,
+    stored: bool,
 }
 
 impl<B: Backend> JobContext<B> {
@@ -51,7 +52,7 @@ impl<B: Backend> JobContext<B> {
                 Some(at) if now.duration_since(at) < PROGRESS_INTERVAL => {
                     // Written within the interval: keep the latest, and write it when the
                     // interval ends (one write scheduled at a time).
-                    if p.pending.replace(text).is_none() {
+                    if p.pending.replace(text.clone()).is_none() {
                         let ctx = self.clone();
                         tokio::spawn(async move {
                             tokio::time::sleep_until((at + PROGRESS_INTERVAL).into()).await;
@@ -66,7 +67,7 @@ impl<B: Backend> JobContext<B> {
                 }
             }
         }
-        match queue.set_progress(self.receipt(), &value).await {
+        match queue.write_progress(self.receipt(), &text).await {
             Err(e @ (Error::LeaseLost { .. } | Error::Cancelled { .. })) => Err(e),
             Err(e) => {
                 // Progress is for people watching: a failed write is not the handler's
@@ -89,10 +90,7 @@ impl<B: Backend> JobContext<B> {
         let (Some(queue), true) = (self.queue(), self.in_hand()) else {
             return;
         };
-        let Ok(value) = serde_json::from_str(&text) else {
-            return;
-        };
-        if let Err(e) = queue.set_progress(self.receipt(), &value).await {
+        if let Err(e) = queue.write_progress(self.receipt(), &text).await {
             tracing::debug!(message = %self.id(), "progress not written: {e}");
         }
     }

@@ -131,7 +131,7 @@ impl<B: Backend> SqlStore<B> {
             || self.exec_id_list(conn, DELETE_WAITING, &[id]).await? == 1;
         if !removed {
             if self.cancel_lease(conn, queue_id, id, reason).await?
-                || self.is_cancelling(conn, id).await?
+                || self.cancel_reason(conn, id).await?.is_some()
             {
                 return Ok(Cancelled::Running);
             }

@@ -53,6 +53,17 @@ const STALE_PROGRESS: &str = "SELECT p.id FROM {p}progress p LEFT JOIN {p}leases
 /// Forget progress rows by id (`{list}`).
 const DELETE_PROGRESS: &str = "DELETE FROM {p}progress WHERE id IN ({list})";
 
+/// A cancel's `id, token` row as the receipt it withdrew.
+fn receipt_of<R: Columns>(row: &R) -> Result<Receipt>
+where
+    R::Database: super::Types,
+{
+    Ok(Receipt {
+        id: row.id_at(0)?,
+        token: row.col::<i64>(1)? as u64,
+    })
+}
+
 impl<B: Backend> SqlStore<B> {
     /// Cancel the in-flight message `id` of `queue_id` (its row locked by the caller): move its
     /// lease to `cancels`. False when it is not in flight.
@@ -77,15 +88,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(true)
     }
 
-    /// Whether `id` has a cancel not ended yet (in any queue).
-    pub(crate) async fn is_cancelling(
-        &self,
-        conn: &mut B::Connection,
-        id: MessageId,
-    ) -> Result<bool> {
-        Ok(self.cancel_reason(conn, id).await?.is_some())
-    }
-
     /// Why `id` was cancelled, while its cancel has not ended.
     pub(crate) async fn cancel_reason(
         &self,
@@ -104,14 +106,7 @@ impl<B: Backend> SqlStore<B> {
         queue_id: i32,
     ) -> Result<Vec<Receipt>> {
         let rows = self.query(CANCELLED).arg(queue_id).rows(conn).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Receipt {
-                    id: r.id_at(0)?,
-                    token: r.col::<i64>(1)? as u64,
-                })
-            })
-            .collect()
+        rows.iter().map(receipt_of).collect()
     }
 
     /// End the cancel of `receipt`: the message is removed for good, its key moves on and its
@@ -163,11 +158,7 @@ impl<B: Backend> SqlStore<B> {
             .await?;
         let mut ended = 0;
         for r in &rows {
-            let receipt = Receipt {
-                id: r.id_at(0)?,
-                token: r.col::<i64>(1)? as u64,
-            };
-            if self.end_cancel(conn, queue_id, receipt).await? {
+            if self.end_cancel(conn, queue_id, receipt_of(r)?).await? {
                 ended += 1;
             }
         }
