@@ -283,14 +283,17 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: SqlStore<B>, url: Strin
                 Followed::Live => {
                     notes.set(NotificationStatus::Live);
                     // What committed before the follower caught up: probe everything once.
+                    client.notify_all_cancels();
                     let _ = notes.news.send(Change::Any);
                 }
                 Followed::Change(change) => {
                     match change {
                         Change::Queue(id) => client.notify_local(Subject::Queue(id)),
                         Change::Topic(id) => client.notify_local(Subject::Topic(id)),
+                        Change::Cancel(id) => client.notify_cancel(id),
+                        Change::Any => client.notify_all_cancels(),
                         // For the probers, which look when it comes due.
-                        Change::Due { .. } | Change::Any => {}
+                        Change::Due { .. } => {}
                     }
                     let _ = notes.news.send(change);
                 }

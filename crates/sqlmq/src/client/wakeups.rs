@@ -69,8 +69,8 @@ pub(crate) enum Subject {
     Group(i32),
     /// The schedules: woken when this client creates, changes or resumes one.
     Schedules,
-    /// A queue's cancels of in-flight messages, by queue id: woken by local cancels
-    /// (`worker/cancel.rs`).
+    /// A queue's cancels of in-flight messages, by queue id: woken by local cancels and by
+    /// those the follower of the database's commits saw (`worker/cancel.rs`).
     Cancels(i32),
 }
 
@@ -104,6 +104,17 @@ impl<B: Backend> Client<B> {
     /// Wake this process's watcher of the queue's cancels (`worker/cancel.rs`).
     pub(crate) fn notify_cancel(&self, queue_id: i32) {
         self.notify_local(Subject::Cancels(queue_id));
+    }
+
+    /// Wake every watcher of cancels in this process: a commit whose place is not known (the
+    /// SQLite follower's news) may have been a cancel.
+    pub(crate) fn notify_all_cancels(&self) {
+        let local = self.inner.wake.local.lock().expect("poisoned");
+        for (subject, notify) in local.iter() {
+            if matches!(subject, Subject::Cancels(_)) {
+                notify.notify_waiters();
+            }
+        }
     }
 
     /// Whether `subject`'s housekeeping is due (last run `interval` ago or never); if so, the

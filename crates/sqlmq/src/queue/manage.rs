@@ -58,7 +58,7 @@ impl<B: Backend> Queue<B> {
     /// or dead) is removed: [`Cancelled::Removed`]. One a consumer holds is cancelled where it
     /// runs ([`Cancelled::Running`]): a worker's handler sees
     /// [`JobContext::cancelled`](crate::JobContext::cancelled) fire within a second (at once
-    /// in this process), every settlement of its receipt fails with
+    /// with notifications or in this process), every settlement of its receipt fails with
     /// [`Error::Cancelled`], and the message is removed when its handler ends or its lease
     /// would have ended — never delivered again; its ordering key and concurrency slot stay
     /// held until then. Cancelling it again is harmless. [`Error::MessageNotFound`] when it is

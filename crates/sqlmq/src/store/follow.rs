@@ -19,6 +19,9 @@ pub enum Change {
     /// A queue, by id, got a delayed message that comes due at `at_us` (the database's clock,
     /// microseconds since the Unix epoch): waiting consumers of the queue should look then.
     Due { queue: i32, at_us: i64 },
+    /// A queue, by id, had an in-flight message cancelled: its workers' cancel watchers should
+    /// read its cancels (`worker/cancel.rs`). Nothing became claimable.
+    Cancel(i32),
     /// Something changed, it is not known where: every source should be probed.
     Any,
 }
@@ -30,6 +33,7 @@ impl Change {
         match self {
             Change::Queue(id) | Change::Due { queue: id, .. } => queue(id),
             Change::Topic(id) => topic(id),
+            Change::Cancel(_) => false,
             Change::Any => true,
         }
     }

@@ -2,10 +2,11 @@
 //!
 //! A cancel moves the message's lease into `cancels` (`store/body/running.rs`). While any
 //! handler of the queue runs past its first poll, the watcher reads the queue's cancels — an
-//! index range that is empty nearly always — every [`CANCEL_POLL`], and at once when this
-//! process cancelled one, and fires the cancellation token of each running job it names (same
-//! message, same fencing token). Idle, it reads nothing. (The follower of the database's commits
-//! does not watch `cancels`: another process's cancel waits for the next read.)
+//! index range that is empty nearly always — when this process cancelled one, when the follower
+//! of the database's commits saw a cancel (MySQL: a row inserted into `cancels`; SQLite: any
+//! commit), and otherwise every [`CANCEL_POLL`] — or, while notifications are live, every
+//! [`NOTIFIED_CEILING`], which only covers a lost notification. It fires the cancellation token
+//! of each running job it names (same message, same fencing token). Idle, it reads nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -15,12 +16,13 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Subject;
+use crate::client::notifications::NOTIFIED_CEILING;
 use crate::domain::{MessageId, Receipt};
 use crate::queue::Queue;
 use crate::store::Backend;
 
-/// How often the cancels of a queue with running handlers are read: another process's cancel
-/// reaches its handler within about this much.
+/// How often the cancels of a queue with running handlers are read while notifications are not
+/// live: another process's cancel reaches its handler within about this much.
 pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(250);
 /// How often an idle watcher looks whether its worker is gone.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
@@ -110,6 +112,11 @@ async fn run<B: Backend>(queue: Queue<B>, watch: Weak<CancelWatch>) {
             Ok(_) => {}
             Err(e) => tracing::debug!(queue = queue.name(), "reading cancels: {e}"),
         }
-        let _ = tokio::time::timeout(CANCEL_POLL, woken).await;
+        let pause = if queue.client().notifications().is_live() {
+            NOTIFIED_CEILING
+        } else {
+            CANCEL_POLL
+        };
+        let _ = tokio::time::timeout(pause, woken).await;
     }
 }

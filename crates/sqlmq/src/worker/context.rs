@@ -345,7 +345,7 @@ impl<B: Backend> JobContext<B> {
 
     /// Wait until the message is cancelled while this handler runs
     /// ([`Queue::cancel`](crate::Queue::cancel)): from another process within about a quarter
-    /// of a second, at once from this process. Once it fired, no
+    /// of a second, at once with notifications (the binary log) or from this process. Once it fired, no
     /// settlement of the message takes effect (its ack fails with
     /// [`Error::Cancelled`]): stop, and return anything — the worker removes the message,
     /// without a retry. A handler that ignores it runs on, its result discarded, and the

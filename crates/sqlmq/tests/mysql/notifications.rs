@@ -1,7 +1,7 @@
 //! Notifications from the binary log, on a private `mariadbd` started with `--log-bin
 //! --binlog-format=ROW`: a send through another client wakes a waiting long poll and an idle
 //! worker whose probes are far too slow to find it in time, a delayed message when it comes
-//! due; across a log rotation, a follower
+//! due, a cancel of a running message its handler; across a log rotation, a follower
 //! killed on the server, and the server killed and restarted under it. An idle worker costs at
 //! most one statement a second, counted by the server. Without the binary log, or without the
 //! grant, notifications say why they are off and waiting still works.
@@ -261,6 +261,74 @@ async fn an_idle_worker_costs_at_most_one_statement_a_second_and_wakes_on_a_send
     .await;
     stop.cancel();
     worker.await.unwrap().unwrap();
+}
+
+/// A cancel from another client reaches the running handler through the binary log: while
+/// notifications are live the worker reads cancels only every 3 s on its own, and each of three
+/// cancels reaches its handler in well under a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_client_reaches_the_running_handler_through_the_log() {
+    let server = binlog_server().await;
+    let url = server.url("app");
+    let admin = Client::<MySql>::open(&url).await.unwrap();
+    let q = admin.queue("q").await.unwrap();
+    let client = Client::<MySql>::open(&url).await.unwrap();
+    let started = Recorder::default();
+    let fired = Recorder::default();
+    let stop = CancellationToken::new();
+    let (s, f) = (started.clone(), fired.clone());
+    let worker = tokio::spawn(
+        Worker::builder(&client)
+            .queue_raw(
+                "q",
+                move |d: sqlmq::Delivery, ctx: sqlmq::JobContext<MySql>| {
+                    let (started, fired) = (s.clone(), f.clone());
+                    async move {
+                        started.0.lock().unwrap().push(d.id);
+                        // Runs until cancelled (at most a minute).
+                        tokio::select! {
+                            () = ctx.cancelled() => fired.0.lock().unwrap().push(d.id),
+                            () = tokio::time::sleep(Duration::from_secs(60)) => {}
+                        }
+                        Ok::<_, String>(sqlmq::Outcome::Done)
+                    }
+                },
+            )
+            .concurrency(1)
+            .run(stop.clone()),
+    );
+    live(&client).await;
+    let mut took = Vec::new();
+    for i in 0..3 {
+        let id = q.send(Message::new(format!("{i}"))).await.unwrap().id;
+        eventually_async(Duration::from_secs(30), "the handler running", || async {
+            started.0.lock().unwrap().contains(&id).then_some(())
+        })
+        .await;
+        // Past the handler's first poll: its token is registered with the watcher.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let cancelled = std::time::Instant::now();
+        assert_eq!(
+            q.cancel(id).await.unwrap(),
+            sqlmq::queue::Cancelled::Running
+        );
+        eventually_async(Duration::from_secs(30), "the token fired", || async {
+            fired.0.lock().unwrap().contains(&id).then_some(())
+        })
+        .await;
+        took.push(cancelled.elapsed());
+        eventually_async(Duration::from_secs(30), "the message gone", || async {
+            q.message(id).await.unwrap().is_none().then_some(())
+        })
+        .await;
+    }
+    eprintln!("cancel to token through the binary log: {took:?}");
+    for t in &took {
+        assert!(*t < Duration::from_secs(1), "a cancel took {t:?}: {took:?}");
+    }
+    stop.cancel();
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!(report.cancelled, 3, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,13 +1,14 @@
 //! Following MySQL's/MariaDB's binary log: the rows sqlmq's commits write, read as a replica
-//! reads them, from one connection, so that waiting consumers wake when another process sends.
+//! reads them, from one connection, so that waiting consumers wake when another process sends
+//! (and running handlers learn at once of a cancel).
 //!
 //! The server must write row events (`log_bin` on, `binlog_format=ROW`), and the user needs
 //! `REPLICATION SLAVE` (to stream the log) and `BINLOG MONITOR` on MariaDB or `REPLICATION
 //! CLIENT` on MySQL (to learn where the log ends). The follower registers as a replica with a
-//! random server id of its own. Only four tables matter: a row inserted into `ready` (a
+//! random server id of its own. Only five tables matter: a row inserted into `ready` (a
 //! message became claimable), one inserted into `scheduled` (a delayed message: when it comes
-//! due), an updated `queues` row (a resume) and an updated `topic_partitions` row (records got
-//! offsets). The queue's or topic's id (and a delayed message's time) is all the follower
+//! due), an updated `queues` row (a resume), an updated `topic_partitions` row (records got
+//! offsets) and a row inserted into `cancels` (an in-flight message cancelled). The queue's or topic's id (and a delayed message's time) is all the follower
 //! reads of a row. Changes are reported at their
 //! transaction's commit event, in commit order.
 //!
@@ -51,6 +52,8 @@ enum Watched {
     Queues,
     /// `topic_partitions`: updated rows.
     Partitions,
+    /// `cancels`: inserted rows (an in-flight message cancelled).
+    Cancels,
 }
 
 impl Follow for sqlx::MySql {
@@ -93,6 +96,7 @@ impl Follow for sqlx::MySql {
             ("scheduled", Watched::Scheduled),
             ("queues", Watched::Queues),
             ("topic_partitions", Watched::Partitions),
+            ("cancels", Watched::Cancels),
         ]
         .into_iter()
         .map(|(t, w)| (format!("{}{t}", store.prefix()), w))
@@ -145,7 +149,7 @@ impl Follow for sqlx::MySql {
                     let wanted = matches!(
                         (table, &rows),
                         (
-                            Watched::Ready | Watched::Scheduled,
+                            Watched::Ready | Watched::Scheduled | Watched::Cancels,
                             RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_)
                         ) | (
                             Watched::Queues | Watched::Partitions,
@@ -160,6 +164,8 @@ impl Follow for sqlx::MySql {
                         let change = match table {
                             Watched::Ready | Watched::Queues => int(&after, 0).map(Change::Queue),
                             Watched::Partitions => int(&after, 0).map(Change::Topic),
+                            // (id, queue_id, …)
+                            Watched::Cancels => int(&after, 1).map(Change::Cancel),
                             // (id, queue_id, priority, run_at, …)
                             Watched::Scheduled => int(&after, 1)
                                 .zip(micros(&after, 3))
