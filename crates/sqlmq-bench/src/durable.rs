@@ -39,7 +39,7 @@ const CLAIM: usize = 10;
 const SLEEPERS: u64 = 100_000;
 
 /// `n` scaled by `--scale`, at least `min`.
-fn scaled<B: Db>(ctx: &Ctx<B>, n: u64, min: u64) -> u64 {
+pub(crate) fn scaled<B: Db>(ctx: &Ctx<B>, n: u64, min: u64) -> u64 {
     ((n as f64 * ctx.plan.scale).round() as u64).max(min)
 }
 
@@ -345,7 +345,7 @@ async fn claims<B: Db>(ctx: &Ctx<B>, bar: &Bar, sleepers: u64) -> Result<Latenci
 }
 
 /// Every run resumed once.
-fn ensure_whole(check: super::track::Check) -> Result<()> {
+pub(crate) fn ensure_whole(check: super::track::Check) -> Result<()> {
     anyhow::ensure!(
         check.duplicates + check.losses + check.unexpected == 0,
         "runs lost or resumed twice: {} lost, {} twice",
@@ -356,7 +356,7 @@ fn ensure_whole(check: super::track::Check) -> Result<()> {
 }
 
 /// Wait until `tracker` has seen `n` messages, at most `limit`.
-async fn wait_for(tracker: &Tracker<MessageId>, n: u64, limit: Duration) -> Result<()> {
+pub(crate) async fn wait_for(tracker: &Tracker<MessageId>, n: u64, limit: Duration) -> Result<()> {
     let deadline = Instant::now() + limit;
     while tracker.delivered() < n {
         anyhow::ensure!(

@@ -37,6 +37,8 @@
 //! | `serve_wait.rs` | `serve.wait`: what waiting HTTP long polls cost, their wakeup latency, memory |
 //! | `worker.rs` | the worker runtime: throughput, latency, idle cost and the poll trade-off |
 //! | `worker_group.rs` | `worker.group`: `worker.e2e`'s worker on a cluster group |
+//! | `durable.rs` | `worker.durable`: recorded steps against `worker.e2e`, sleep and event resume, claims beside sleeping runs |
+//! | `running.rs` | `worker.running`: handlers reporting progress against none, cancel → token |
 //! | `queue/` | sqlmq queue scenarios |
 //! | `topic/` | sqlmq topic scenarios: publish until sequenced, consumer group drain |
 //! | `peers/` | PostgreSQL, RabbitMQ, Redis Streams |
@@ -63,6 +65,7 @@ mod raw_head;
 mod raw_queue;
 mod registry;
 mod report;
+mod running;
 mod schema;
 mod scratch;
 mod serve;

@@ -12,8 +12,8 @@ use super::context::Ctx;
 use super::outcome::Outcome;
 use super::report::Planned;
 use super::{
-    durable, peers, queue, raw, raw_head, raw_queue, schema, serve, serve_wait, topic, worker,
-    worker_fleet, worker_group,
+    durable, peers, queue, raw, raw_head, raw_queue, running, schema, serve, serve_wait, topic,
+    worker, worker_fleet, worker_group,
 };
 use sqlmq_cli_common::UsageError;
 
@@ -141,6 +141,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["worker.e2e"],
     },
     Scenario {
+        id: "worker.running",
+        title: "control of running jobs: a worker whose handlers report progress every 100 ms against one whose handlers report nothing; cancel by another client → handler's token",
+        needs: &[],
+    },
+    Scenario {
         id: "worker.fleet",
         title: "worker runtime: a fleet of 20 idle worker processes, statements/s and wakeup",
         needs: &[],
@@ -226,6 +231,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "worker.latency" => worker::latency(ctx).await,
         "worker.idle" => worker::idle(ctx).await,
         "worker.durable" => durable::durable(ctx).await,
+        "worker.running" => running::running(ctx).await,
         "worker.fleet" => worker_fleet::fleet(ctx).await,
         "topic.publish" => topic::publish::publish(ctx).await,
         "topic.group" => topic::group::group(ctx).await,

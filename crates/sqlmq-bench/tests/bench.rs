@@ -32,6 +32,7 @@ const SCENARIOS: &[&str] = &[
     "worker.latency",
     "worker.idle",
     "worker.durable",
+    "worker.running",
     "worker.fleet",
     "topic.publish",
     "topic.group",
