@@ -124,7 +124,7 @@ async fn run<B: Backend>(rt: Arc<SourceRuntime<B>>, mut delivery: Delivery) -> S
     } else {
         Box::pin(settle(&rt, &ctx, finished)).await
     };
-    ctx.clear_progress().await;
+    ctx.clear_progress();
     settled
 }
 

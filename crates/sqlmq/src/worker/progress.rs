@@ -1,11 +1,14 @@
-//! A running handler's progress ([`JobContext::progress`]): written at most once per
-//! [`PROGRESS_INTERVAL`], the latest value of a quicker series written when the interval ends,
-//! and forgotten when the message is settled.
+//! A running handler's progress ([`JobContext::progress`]): kept in memory by the call, written
+//! by a task of the job's own — at most once per [`PROGRESS_INTERVAL`], the latest value of a
+//! quicker series when the interval ends — and forgotten, off the handler's slot, when the
+//! message is settled. The handler never waits for the database: a write costs its slot
+//! nothing, and the bench's handlers reporting every 100 ms keep their pace
+//! (`worker.running.progress`).
 
 use std::time::{Duration, Instant};
 
 use super::context::JobContext;
-use crate::domain::{Error, Result, progress_text};
+use crate::domain::{Result, progress_text};
 use crate::store::Backend;
 
 /// Least time between two writes of one job's progress: a handler may report as often as it
@@ -17,9 +20,10 @@ pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) struct ProgressState {
     /// When it was last written.
     written: Option<Instant>,
-    /// A value reported since, not written yet (its checked JSON text; a write is scheduled
-    /// for it).
+    /// The latest value reported and not written yet (its checked JSON text).
     pending: Option<String>,
+    /// Whether the job's writer task runs (one at a time).
+    writing: bool,
     /// Whether anything was written: its settlement clears it.
     stored: bool,
 }
@@ -28,9 +32,9 @@ impl<B: Backend> JobContext<B> {
     /// Report how far the handler got: `value` (JSON of at most
     /// [`MAX_PROGRESS`](crate::worker::MAX_PROGRESS) bytes) is kept with the in-flight message
     /// and shown by `sqlmq show`, the HTTP API and the dashboard until the message is settled.
-    /// Call it as often as you like: it is written at most once a second (the latest value
-    /// when the second ends), so a report costs nothing most of the time. Queue messages only
-    /// (elsewhere it is ignored).
+    /// Call it as often as you like: it never waits for the database — the value is written in
+    /// the background, at most once a second (the latest value when the second ends). Fails
+    /// only on a value too large. Queue messages only (elsewhere it is ignored).
     ///
     /// ```
     /// # async fn f(ctx: sqlmq::JobContext) -> sqlmq::Result<()> {
@@ -42,71 +46,74 @@ impl<B: Backend> JobContext<B> {
     /// ```
     pub async fn progress(&self, value: serde_json::Value) -> Result<()> {
         let text = progress_text(&value)?;
-        let Some(queue) = self.queue() else {
+        if self.queue().is_none() {
             return Ok(());
-        };
-        let now = Instant::now();
-        {
-            let mut p = self.progress_state().lock().expect("poisoned");
-            match p.written {
-                Some(at) if now.duration_since(at) < PROGRESS_INTERVAL => {
-                    // Written within the interval: keep the latest, and write it when the
-                    // interval ends (one write scheduled at a time).
-                    if p.pending.replace(text.clone()).is_none() {
-                        let ctx = self.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep_until((at + PROGRESS_INTERVAL).into()).await;
-                            ctx.write_pending().await;
-                        });
-                    }
-                    return Ok(());
-                }
-                _ => {
-                    p.written = Some(now);
-                    p.stored = true;
-                }
-            }
         }
-        match queue.write_progress(self.receipt(), &text).await {
-            Err(e @ (Error::LeaseLost { .. } | Error::Cancelled { .. })) => Err(e),
-            Err(e) => {
-                // Progress is for people watching: a failed write is not the handler's
-                // failure.
-                tracing::debug!(message = %self.id(), "progress not written: {e}");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
+        let mut p = self.progress_state().lock().expect("poisoned");
+        p.pending = Some(text);
+        if !p.writing {
+            p.writing = true;
+            tokio::spawn(self.clone().progress_writer());
         }
+        Ok(())
     }
 
-    /// Write the value reported within the last interval, unless the job was settled since.
-    async fn write_pending(&self) {
-        let text = {
-            let mut p = self.progress_state().lock().expect("poisoned");
-            let Some(text) = p.pending.take() else { return };
-            p.written = Some(Instant::now());
-            text
-        };
-        let (Some(queue), true) = (self.queue(), self.in_hand()) else {
+    /// The job's writer: writes the latest pending value once its interval allows, until none
+    /// is pending or the job is settled.
+    async fn progress_writer(self) {
+        let Some(queue) = self.queue().cloned() else {
             return;
         };
-        if let Err(e) = queue.write_progress(self.receipt(), &text).await {
-            tracing::debug!(message = %self.id(), "progress not written: {e}");
+        loop {
+            let next = self
+                .progress_state()
+                .lock()
+                .expect("poisoned")
+                .written
+                .map(|at| at + PROGRESS_INTERVAL);
+            if let Some(at) = next {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            let text = {
+                let mut p = self.progress_state().lock().expect("poisoned");
+                match (p.pending.take(), self.in_hand()) {
+                    (Some(text), true) => {
+                        p.written = Some(Instant::now());
+                        p.stored = true;
+                        text
+                    }
+                    _ => {
+                        p.writing = false;
+                        return;
+                    }
+                }
+            };
+            // Progress is for people watching: a failed write is not the handler's failure
+            // (a cancel or a lost lease reaches it by its own way).
+            if let Err(e) = queue.write_progress(self.receipt(), &text).await {
+                tracing::debug!(message = %self.id(), "progress not written: {e}");
+            }
         }
     }
 
-    /// Forget the progress once the message is settled, if any was written.
-    pub(crate) async fn clear_progress(&self) {
+    /// Forget the progress once the message is settled, if any was written: in the background,
+    /// so that the job's slot is free at once (a read shows progress only while its delivery
+    /// holds the lease, so the row is invisible meanwhile; housekeeping removes what a failed
+    /// delete leaves).
+    pub(crate) fn clear_progress(&self) {
         let stored = {
             let mut p = self.progress_state().lock().expect("poisoned");
             p.pending = None;
             std::mem::take(&mut p.stored)
         };
-        if let (true, Some(queue)) = (stored, self.queue())
-            && let Err(e) = queue.clear_progress(self.id()).await
-        {
-            // Housekeeping removes what is left over.
-            tracing::debug!(message = %self.id(), "progress not cleared: {e}");
-        }
+        let (true, Some(queue)) = (stored, self.queue().cloned()) else {
+            return;
+        };
+        let id = self.id();
+        tokio::spawn(async move {
+            if let Err(e) = queue.clear_progress(id).await {
+                tracing::debug!(message = %id, "progress not cleared: {e}");
+            }
+        });
     }
 }
