@@ -27,10 +27,13 @@ impl Message {
     /// messages of the key. `concurrency_key`: at most the queue's concurrency limit of the key
     /// in flight. `idempotency_key`: a second send of the key within the queue's dedup window
     /// answers the first. `headers`: str to str. `depends_on`: ids of messages that must be acked
-    /// first.
+    /// first. `deadline`: a timezone-aware `datetime` after which it is never delivered (a
+    /// worker stops a handler still running then; it becomes a dead letter). `run_timeout`:
+    /// seconds each attempt may run, past which a worker stops it and dead-letters it.
     #[new]
     #[pyo3(signature = (body, *, id=None, priority=0, delay=None, ordering_key=None,
-        concurrency_key=None, idempotency_key=None, headers=None, depends_on=None))]
+        concurrency_key=None, idempotency_key=None, headers=None, depends_on=None,
+        deadline=None, run_timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         body: &Bound<'_, PyAny>,
@@ -42,6 +45,8 @@ impl Message {
         idempotency_key: Option<String>,
         headers: Option<BTreeMap<String, String>>,
         depends_on: Option<Vec<String>>,
+        deadline: Option<std::time::SystemTime>,
+        run_timeout: Option<f64>,
     ) -> PyResult<Message> {
         let mut m = sqlmq::Message::new(convert::body(body)?).priority(priority);
         if let Some(id) = id {
@@ -68,6 +73,12 @@ impl Message {
                 .map(|id| convert::message_id(id))
                 .collect::<PyResult<Vec<_>>>()?;
             m = m.depends_on(ids);
+        }
+        if let Some(at) = deadline {
+            m = m.deadline(at);
+        }
+        if let Some(t) = run_timeout {
+            m = m.run_timeout(convert::seconds("run_timeout", t)?);
         }
         Ok(Message { inner: m })
     }

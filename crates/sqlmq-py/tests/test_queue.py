@@ -69,6 +69,19 @@ def test_failures_are_retried_then_dead_lettered_and_redriven(client):
     assert q.receive(1, lease=30)[0].attempt == 1
 
 
+def test_a_message_past_its_deadline_is_dead_lettered_not_delivered(client):
+    q = client.create_queue("jobs")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    q.send(sqlmq.Message(b"late", deadline=now - datetime.timedelta(seconds=1)))
+    q.send(sqlmq.Message(b"on time", deadline=now + datetime.timedelta(hours=1), run_timeout=30))
+    got = q.receive(10, lease=30)
+    assert [d.body for d in got] == [b"on time"]
+    (dead,) = q.dead_letters()
+    assert dead[1:] == (1, "deadline passed")
+    with pytest.raises(sqlmq.InvalidInput):
+        q.send(sqlmq.Message(b"x", run_timeout=0))
+
+
 def test_a_lease_that_ended_cannot_ack_or_extend(client):
     q = client.create_queue("jobs")
     q.send(b"slow")

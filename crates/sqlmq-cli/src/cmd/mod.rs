@@ -98,6 +98,23 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     }
 }
 
+/// clap value parser for a time ahead: RFC 3339 (`2026-11-22T10:00:00Z`), or a duration from
+/// now (`10m`, `1h 30m`).
+pub fn parse_deadline(text: &str) -> Result<SystemTime, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return Ok(t);
+    }
+    match humantime::parse_duration(text) {
+        Ok(ahead) => SystemTime::now()
+            .checked_add(ahead)
+            .ok_or_else(|| format!("{text} from now is out of range")),
+        Err(_) => Err(format!(
+            "expected an RFC 3339 time (2026-11-22T10:00:00Z) or a duration from now (10m), \
+             got {text:?}"
+        )),
+    }
+}
+
 /// clap value parser for durations such as `30s`, `1m 30s`, `250ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text)
@@ -157,6 +174,11 @@ mod tests {
         assert!(elapsed >= Duration::from_secs(600) && elapsed < Duration::from_secs(660));
         assert!(parse_time("2026-11-22T10:00:00Z").is_ok());
         assert!(parse_time("yesterday").is_err());
+        let ahead = parse_deadline("10m").unwrap();
+        let left = ahead.duration_since(SystemTime::now()).unwrap();
+        assert!(left > Duration::from_secs(590) && left <= Duration::from_secs(600));
+        assert!(parse_deadline("2026-11-22T10:00:00Z").is_ok());
+        assert!(parse_deadline("tomorrow").is_err());
     }
 
     proptest::proptest! {

@@ -67,6 +67,10 @@ pub struct JsonQueued<'a> {
     ordering_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     concurrency_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_timeout_ms: Option<u64>,
     headers: &'a BTreeMap<String, String>,
     errors: &'a [AttemptError],
     #[serde(flatten)]
@@ -88,6 +92,8 @@ impl<'a> From<&'a QueuedMessage> for JsonQueued<'a> {
             died_at: m.died_at.map(json_time),
             ordering_key: m.ordering_key.as_deref(),
             concurrency_key: m.concurrency_key.as_deref(),
+            deadline: m.deadline.map(json_time),
+            run_timeout_ms: m.run_timeout.map(|t| t.as_millis() as u64),
             headers: &m.headers,
             errors: &m.errors,
             body: JsonBody::new(&m.body),

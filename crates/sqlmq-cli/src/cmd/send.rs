@@ -42,6 +42,14 @@ pub struct Args {
     /// Header KEY=VALUE (repeatable)
     #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
     headers: Vec<(String, String)>,
+    /// Deadline: never delivered after this time (RFC 3339, or a duration from now such as 10m);
+    /// a worker stops a handler still running then, and the message becomes a dead letter
+    #[arg(long, value_name = "TIME", value_parser = super::parse_deadline)]
+    deadline: Option<std::time::SystemTime>,
+    /// Each attempt may run this long (e.g. 30s); past it a worker stops the handler and the
+    /// message becomes a dead letter, never retried
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    run_timeout: Option<Duration>,
     /// Deliver only after this message was acked (repeatable; any queue)
     #[arg(long = "depends-on", value_name = "ID", value_parser = super::parse_message_id)]
     depends_on: Vec<sqlmq::MessageId>,
@@ -71,6 +79,12 @@ impl Args {
         }
         if let Some(k) = &self.idempotency_key {
             m = m.idempotency_key(k);
+        }
+        if let Some(at) = self.deadline {
+            m = m.deadline(at);
+        }
+        if let Some(t) = self.run_timeout {
+            m = m.run_timeout(t);
         }
         for (k, v) in &self.headers {
             m = m.header(k, v);

@@ -65,11 +65,15 @@ pub async fn run<B: Backend>(settings: &Settings, args: Args) -> Result<()> {
         ("claimed:", m.claimed_at),
         ("lease until:", m.lease_until),
         ("died:", m.died_at),
+        ("deadline:", m.deadline),
     ];
     for (label, t) in times {
         if let Some(t) = t {
             println!("{label:<12} {}", timestamp(t));
         }
+    }
+    if let Some(t) = m.run_timeout {
+        println!("run timeout: {}", humantime::format_duration(t));
     }
     if let Some(owner) = &m.owner {
         println!("owner:       {owner}");

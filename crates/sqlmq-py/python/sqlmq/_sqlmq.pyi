@@ -201,6 +201,8 @@ class Message:
         idempotency_key: Optional[str] = None,
         headers: Optional[Dict[str, str]] = None,
         depends_on: Optional[List[str]] = None,
+        deadline: Optional[datetime.datetime] = None,
+        run_timeout: Optional[float] = None,
     ) -> None: ...
     @property
     def id(self) -> str: ...

@@ -96,6 +96,12 @@ pub struct QueuedMessageOut {
     /// Its concurrency key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency_key: Option<String>,
+    /// Its deadline (RFC 3339), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// How long each attempt may run (milliseconds), if limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_timeout_ms: Option<u64>,
     /// Headers.
     pub headers: BTreeMap<String, String>,
     /// The errors of its failed attempts, oldest first.
@@ -128,6 +134,8 @@ impl From<sqlmq::inspect::QueuedMessage> for QueuedMessageOut {
             died_at: m.died_at.map(rfc3339),
             ordering_key: m.ordering_key,
             concurrency_key: m.concurrency_key,
+            deadline: m.deadline.map(rfc3339),
+            run_timeout_ms: m.run_timeout.map(|t| t.as_millis() as u64),
             headers: m.headers,
             errors: m.errors.into_iter().map(AttemptErrorOut::from).collect(),
             body,

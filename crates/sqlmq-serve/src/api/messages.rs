@@ -59,6 +59,15 @@ macro_rules! message_request {
             pub idempotency_key: Option<String>,
             /// Use this message id (a UUID) instead of a generated one.
             pub id: Option<String>,
+            /// Never delivered after this time (RFC 3339): a claim that finds it later makes
+            /// it a dead letter ("deadline passed"), and a worker stops a handler still running
+            /// then.
+            #[schema(example = "2026-11-22T10:00:00Z")]
+            pub deadline: Option<String>,
+            /// Each attempt may run this many milliseconds from its claim; past it a worker
+            /// stops the handler and the message becomes a dead letter, never retried.
+            #[schema(minimum = 1, maximum = 31622400000_u64)]
+            pub run_timeout_ms: Option<u64>,
             /// Deliver only after every one of these messages (ids, of any queue) was acked; a
             /// dependency that becomes a dead letter holds it until redriven and acked, one
             /// that is cancelled cancels it. Each must still be stored (not acked yet, or
@@ -81,6 +90,8 @@ macro_rules! message_request {
                     concurrency_key: self.concurrency_key.take(),
                     idempotency_key: self.idempotency_key.take(),
                     id: self.id.take(),
+                    deadline: self.deadline.take(),
+                    run_timeout_ms: self.run_timeout_ms.take(),
                     depends_on: self.depends_on.take(),
                 }
                 .into_message()
@@ -102,6 +113,8 @@ pub(crate) struct MessageFields {
     pub(crate) concurrency_key: Option<String>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) id: Option<String>,
+    pub(crate) deadline: Option<String>,
+    pub(crate) run_timeout_ms: Option<u64>,
     pub(crate) depends_on: Option<Vec<String>>,
 }
 
@@ -131,6 +144,20 @@ impl MessageFields {
         }
         if let Some(ids) = self.depends_on {
             m = m.depends_on(ids_of("depends_on", &ids)?);
+        }
+        if let Some(text) = self.deadline {
+            let at = humantime::parse_rfc3339_weak(&text).map_err(|_| {
+                ApiError::invalid(format!(
+                    "deadline: expected an RFC 3339 time (2026-11-22T10:00:00Z), got {text:?}"
+                ))
+            })?;
+            m = m.deadline(at);
+        }
+        if let Some(ms) = self.run_timeout_ms {
+            if ms == 0 {
+                return Err(ApiError::invalid("run_timeout_ms must be at least 1"));
+            }
+            m = m.run_timeout(at_most_a_year("run_timeout_ms", ms)?);
         }
         Ok(m)
     }

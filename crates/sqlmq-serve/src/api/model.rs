@@ -95,6 +95,12 @@ pub struct DeliveryOut {
     pub enqueued_at: String,
     /// When the lease ends unless extended (RFC 3339).
     pub lease_expires_at: String,
+    /// The message's deadline (RFC 3339), if it has one: settle it before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// How long each attempt may run (milliseconds), if limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_timeout_ms: Option<u64>,
     /// Topic records: the partition.
     pub partition: Option<u32>,
     /// Topic records: the offset.
@@ -118,6 +124,8 @@ impl From<sqlmq::Delivery> for DeliveryOut {
             idempotency_key: d.idempotency_key,
             enqueued_at: rfc3339(d.enqueued_at),
             lease_expires_at: rfc3339(d.lease_expires_at),
+            deadline: d.deadline.map(rfc3339),
+            run_timeout_ms: d.run_timeout.map(|t| t.as_millis() as u64),
             partition: d.partition,
             offset: d.offset,
         }

@@ -150,6 +150,12 @@ pub struct QueuedMessage {
     pub headers: BTreeMap<String, String>,
     /// The body.
     pub body: Vec<u8>,
+    /// Its deadline, if it has one (database clock; see
+    /// [`Message::deadline`](crate::Message::deadline)).
+    pub deadline: Option<SystemTime>,
+    /// How long each attempt may run, if limited (see
+    /// [`Message::run_timeout`](crate::Message::run_timeout)).
+    pub run_timeout: Option<std::time::Duration>,
     /// The errors of its failed attempts, oldest first (the most recent 20).
     pub errors: Vec<AttemptError>,
 }

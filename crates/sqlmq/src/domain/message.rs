@@ -35,6 +35,9 @@ pub struct Message {
     pub(crate) headers: BTreeMap<String, String>,
     pub(crate) depends_on: Vec<MessageId>,
     pub(crate) flow: Option<FlowPart>,
+    /// The deadline, from the send's commit (database clock).
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) run_timeout: Option<Duration>,
 }
 
 impl Message {
@@ -56,6 +59,8 @@ impl Message {
             headers: BTreeMap::new(),
             depends_on: Vec::new(),
             flow: None,
+            deadline: None,
+            run_timeout: None,
         }
     }
 
@@ -129,6 +134,48 @@ impl Message {
             .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO);
         self.delay(delay)
+    }
+
+    /// Give the message a deadline: no claim delivers it after `at` — the claim that finds it
+    /// late makes it a dead letter with the reason "deadline passed" instead — and a worker
+    /// stops a handler still running at `at` (its [`JobContext::cancelled`] fires, then its
+    /// future is dropped) and dead-letters the message, never to retry it. Converted to a
+    /// time from now on this machine's clock, then kept on the database's, as
+    /// [`Message::run_at`] is.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// let m = sqlmq::Message::new("quote").deadline(SystemTime::now() + Duration::from_secs(60));
+    /// # let _ = m;
+    /// ```
+    ///
+    /// [`JobContext::cancelled`]: crate::JobContext::cancelled
+    pub fn deadline(mut self, at: SystemTime) -> Message {
+        let left = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        self.deadline = Some(left);
+        self
+    }
+
+    /// Let each attempt run at most `timeout`, counted from its claim (database clock): a
+    /// worker stops a handler still running then, as at a [deadline](Message::deadline), and
+    /// dead-letters the message with the reason, never to retry it (the worker's own
+    /// [`timeout`](crate::worker::WorkerBuilder::timeout), by contrast, fails the attempt and
+    /// retries it). Between 1 ms and 10 years.
+    ///
+    /// ```
+    /// let m = sqlmq::Message::new("resize").run_timeout(std::time::Duration::from_secs(30));
+    /// # let _ = m;
+    /// ```
+    pub fn run_timeout(mut self, timeout: Duration) -> Message {
+        self.run_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether the message has a deadline or a run timeout, kept in columns of its row.
+    pub(crate) fn timed(&self) -> bool {
+        self.deadline.is_some() || self.run_timeout.is_some()
     }
 
     /// Strict FIFO among messages with the same key: none is handed out while an earlier one with
@@ -274,6 +321,11 @@ pub struct Delivery {
     /// When this lease ends unless extended (database clock); for a taken message, which holds
     /// no lease, when it was taken.
     pub lease_expires_at: SystemTime,
+    /// The message's deadline (database clock; see [`Message::deadline`]): it is not
+    /// delivered after it, and a worker stops its handler at it.
+    pub deadline: Option<SystemTime>,
+    /// How long each attempt may run (see [`Message::run_timeout`]).
+    pub run_timeout: Option<Duration>,
     /// Topic records: the partition (None for queue messages).
     pub partition: Option<u32>,
     /// Topic records: the offset in the partition (None for queue messages).
@@ -281,6 +333,8 @@ pub struct Delivery {
     /// Whether the message's end is recorded in the flow tables (a batch's message, a
     /// dependency or a dependant): its stored key carries the flow mark.
     pub(crate) tracked: bool,
+    /// When the claim took it (database clock): its attempt's run timeout counts from here.
+    pub(crate) claimed_at: SystemTime,
 }
 
 impl Delivery {

@@ -21,10 +21,12 @@
 //! | `flow.rs` | [`Batch`], [`BatchId`], [`BatchStatus`]: batches, workflows, results |
 //! | `durable.rs` | [`Emitted`], [`MAX_STEP_RESULT`]: durable execution's limits |
 //! | `settle.rs` | claims that end without an ack: why, and what becomes of them |
+//! | `deadline.rs` | when a delivery's time is up (its deadline, its run timeout), and why |
 //! | `json_time.rs`, `millis.rs` | JSON's one form of times (RFC 3339 UTC, milliseconds) and durations (whole milliseconds) |
 
 mod backoff;
 mod browse;
+mod deadline;
 mod durable;
 mod error;
 mod flow;
@@ -54,6 +56,7 @@ mod trace;
 pub use backoff::Backoff;
 pub(crate) use browse::After;
 pub use browse::{MessagePage, MessageState, QueuedMessage};
+pub(crate) use deadline::{DEADLINE_PASSED, overdue, time_up};
 pub use durable::{
     AwaitedEvent, ChildRun, Emitted, MAX_STEP_RESULT, PARENT_HEADER, Resumed, RunJournal, RunStep,
     RunStepState, StepKind, WaitingRun,

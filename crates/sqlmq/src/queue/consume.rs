@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::Queue;
 use crate::client::{Maintain, Watched};
 use crate::consume::{check_claim, check_take};
-use crate::domain::{Delivery, Result, TAKEN_TOKEN};
+use crate::domain::{DEADLINE_PASSED, Delivery, Result, TAKEN_TOKEN, overdue};
 use crate::store::Backend;
 use crate::store::rows::ClaimRequest;
 use crate::telemetry;
@@ -151,6 +151,11 @@ impl<B: Backend> Queue<B> {
             tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(B::claim_in(store, conn, request)))
                 .await?;
         self.consumer().record_claim(started, claimed.len());
+        let (late, claimed): (Vec<_>, Vec<_>) = claimed.into_iter().partition(overdue);
+        for d in late {
+            self.dead_letter_in(conn, d.receipt(), DEADLINE_PASSED)
+                .await?;
+        }
         Ok(claimed)
     }
 
@@ -206,8 +211,22 @@ impl<B: Backend> Queue<B> {
     }
 
     /// The claim itself, without housekeeping (the worker runs maintenance as a service).
+    /// Messages whose deadline passed before the claim are dead-lettered, not handed out.
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
-        telemetry::receive(&self.name(), n, self.claim_untraced(n, lease)).await
+        let claimed = telemetry::receive(&self.name(), n, self.claim_untraced(n, lease)).await?;
+        if !claimed.iter().any(overdue) {
+            return Ok(claimed);
+        }
+        let (late, claimed): (Vec<_>, Vec<_>) = claimed.into_iter().partition(overdue);
+        for d in late {
+            // Not handed out either way: when this fails, its lease ends and a later claim
+            // finds it overdue again.
+            if let Err(e) = self.dead_letter(d.receipt(), DEADLINE_PASSED).await {
+                tracing::warn!(queue = %self.name(), message = %d.id,
+                    "could not dead-letter a message past its deadline: {e}");
+            }
+        }
+        Ok(claimed)
     }
 
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {

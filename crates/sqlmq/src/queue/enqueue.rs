@@ -55,6 +55,19 @@ pub(crate) async fn send<B: Backend>(
     // Ids sent before (or twice in this batch) are no-ops returning the original.
     let known = insert_messages::<B>(store, conn, queue_id, msgs, &fresh, budget).await?;
     mark_known(known, &mut out, &mut fresh);
+    let timed: Vec<_> = fresh
+        .iter()
+        .map(|&i| &msgs[i])
+        .filter(|m| m.timed())
+        .map(|m| {
+            (
+                m.id,
+                m.deadline.map(micros_of),
+                m.run_timeout.map(micros_of),
+            )
+        })
+        .collect();
+    store.set_timing(conn, &timed).await?;
 
     let mut placed = Vec::new();
     let mut keyed = Vec::new();

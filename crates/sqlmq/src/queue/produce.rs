@@ -336,6 +336,18 @@ impl<B: Backend> Queue<B> {
                     m.delay
                 )));
             }
+            if m.deadline.is_some_and(|d| d > MAX_DELAY) {
+                return Err(Error::InvalidArgument(
+                    "a deadline more than 10 years away".into(),
+                ));
+            }
+            if let Some(t) = m.run_timeout
+                && (t < Duration::from_millis(1) || t > MAX_DELAY)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "run timeout {t:?}: between 1 ms and 10 years"
+                )));
+            }
             if let Some(k) = &m.ordering_key {
                 validate_key("ordering key", k)?;
             }

@@ -395,7 +395,8 @@ pub struct Migration {
     pub reverse: Option<Reverse>,
 }
 
-/// The reverse of a migration that only created tables and stored procedures: drop them again.
+/// The reverse of a migration that created tables, stored procedures (MySQL) or triggers
+/// (SQLite), and added columns: drop them again.
 pub struct Reverse {
     /// The tables the migration created (without the prefix), dropped in this order.
     pub drops: &'static [&'static str],
@@ -405,6 +406,9 @@ pub struct Reverse {
     pub disposable: &'static [&'static str],
     /// The stored procedures the migration created (without the prefix): code, no rows.
     pub procedures: &'static [&'static str],
+    /// The columns the migration added to earlier tables (table without the prefix, column):
+    /// dropped, and the reverse refused while one holds a value.
+    pub columns: &'static [(&'static str, &'static str)],
 }
 
 /// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads

@@ -167,7 +167,7 @@ pub(crate) async fn claim<B: Backend>(
     // 3. Leases.
     let lease_us = micros_of(req.lease);
     let until_us = now_us.saturating_add(lease_us);
-    let deliveries = deliveries(found, &again, until_us);
+    let deliveries = deliveries(found, &again, now_us, until_us);
     store
         .insert_group_leases(
             conn,
@@ -249,8 +249,9 @@ async fn cursors_with_work<B: Backend>(
         .collect())
 }
 
-/// The deliveries of `found`: the next attempt, and a token one above the record's last.
-fn deliveries(found: Vec<LoggedRow>, again: &[Again], until_us: i64) -> Vec<Delivery> {
+/// The deliveries of `found` claimed at `now_us`: the next attempt, and a token one above the
+/// record's last.
+fn deliveries(found: Vec<LoggedRow>, again: &[Again], now_us: i64, until_us: i64) -> Vec<Delivery> {
     let previous: HashMap<(i32, i64), (i32, i64)> = again
         .iter()
         .map(|a| ((a.partition, a.offset), (a.attempts, a.token)))
@@ -274,9 +275,12 @@ fn deliveries(found: Vec<LoggedRow>, again: &[Again], until_us: i64) -> Vec<Deli
                 body: r.body,
                 enqueued_at: time_from_micros(r.published_us),
                 lease_expires_at: time_from_micros(until_us),
+                deadline: None,
+                run_timeout: None,
                 partition: Some(r.partition as u32),
                 offset: Some(r.offset),
                 tracked: false,
+                claimed_at: time_from_micros(now_us),
             }
         })
         .collect()

@@ -379,6 +379,8 @@ async fn handle<B: Backend>(
             Finished::Answer(Err(error)) => (error, None),
             Finished::Panicked(text) => (format!("handler panicked: {text}"), None),
             Finished::TimedOut => (format!("handler timed out after {:?}", rt.timeout), None),
+            // (records carry no deadline: never supervised to one)
+            Finished::TimeUp => ("time up".to_owned(), None),
             Finished::Killed => {
                 rt.tally.add(Settled::Released, 1);
                 return Handled::Stopped;
@@ -421,9 +423,12 @@ async fn run_handler<B: Backend>(
         body: record.body.clone(),
         enqueued_at: record.published_at,
         lease_expires_at: SystemTime::now() + rt.timeout,
+        deadline: None,
+        run_timeout: None,
         partition: Some(record.partition),
         offset: Some(record.offset),
         tracked: false,
+        claimed_at: SystemTime::now(),
     };
     let ctx = JobContext::for_member(rt.group.clone(), rt.member.clone(), &mut delivery);
     // The handler's span continues the trace the record was published in (`telemetry/mod.rs`).

@@ -86,6 +86,28 @@ struct Inner<B: Backend> {
     cancel: tokio_util::sync::CancellationToken,
     /// When the progress was last written, and a value not written yet (`progress.rs`).
     progress: std::sync::Mutex<super::progress::ProgressState>,
+    /// When this attempt must stop (its message's deadline or run timeout), on this process's
+    /// clock and the database's, and the reason recorded then.
+    time_up: Option<Stop>,
+}
+
+/// When an attempt must stop, and why.
+pub(crate) struct Stop {
+    /// On this process's monotonic clock: the claim's time up plus the allowance.
+    pub at: tokio::time::Instant,
+    /// On the database's clock.
+    pub wall: std::time::SystemTime,
+    pub reason: String,
+}
+
+impl Stop {
+    fn of(delivery: &Delivery) -> Option<Stop> {
+        crate::domain::time_up(delivery).map(|up| Stop {
+            at: tokio::time::Instant::now() + up.after,
+            wall: delivery.claimed_at + up.after,
+            reason: up.reason,
+        })
+    }
 }
 
 impl<B: Backend> std::fmt::Debug for JobContext<B> {
@@ -126,6 +148,7 @@ impl<B: Backend> JobContext<B> {
                 journal: tokio::sync::Mutex::default(),
                 cancel: tokio_util::sync::CancellationToken::new(),
                 progress: std::sync::Mutex::default(),
+                time_up: Stop::of(delivery),
             }),
         }
     }
@@ -376,6 +399,28 @@ impl<B: Backend> JobContext<B> {
     /// ```
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancel.is_cancelled()
+    }
+
+    /// When this attempt will be stopped, on the database's clock: the earlier of its message's
+    /// [deadline](crate::Message::deadline) and its claim plus its
+    /// [run timeout](crate::Message::run_timeout); `None` without either. Then
+    /// [`cancelled`](Self::cancelled) fires, the handler is dropped and the message becomes a
+    /// dead letter.
+    ///
+    /// ```
+    /// # fn f(ctx: sqlmq::JobContext) {
+    /// if let Some(at) = ctx.deadline() {
+    ///     println!("must be done by {at:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Option<std::time::SystemTime> {
+        self.inner.time_up.as_ref().map(|stop| stop.wall)
+    }
+
+    /// When and why this attempt must stop, for the worker (`execute.rs`).
+    pub(crate) fn stop(&self) -> Option<&Stop> {
+        self.inner.time_up.as_ref()
     }
 
     /// The token [`cancelled`](Self::cancelled) waits on, to hand to code that takes a

@@ -75,6 +75,8 @@ pub(super) enum Finished {
     Answer(Answer),
     Panicked(String),
     TimedOut,
+    /// A message's deadline or run timeout came (for a batch: the earliest of them).
+    TimeUp,
     Killed,
 }
 
@@ -139,8 +141,10 @@ async fn ack<B: Backend>(rt: &SourceRuntime<B>, receipt: crate::domain::Receipt)
 }
 
 /// Wait for a handler that did not finish at once: extend the leases of its messages (one, or
-/// a batch) every third of the lease, stop it at its timeout or at the end of the shutdown
-/// grace period. One timer at a time: the next of the extension and the timeout.
+/// a batch) every third of the lease, stop it at its timeout, at its messages' deadline or
+/// run timeout (their cancellation fires first, for what the handler started beside it), or
+/// at the end of the shutdown grace period. One timer at a time: the next of the extension
+/// and the stops.
 pub(super) async fn supervise<B: Backend>(
     rt: &SourceRuntime<B>,
     jobs: &[JobContext<B>],
@@ -149,6 +153,12 @@ pub(super) async fn supervise<B: Backend>(
     let mut kill = rt.kill.clone();
     let now = tokio::time::Instant::now();
     let deadline = now + rt.timeout;
+    // The earliest message's time up; past the worker's timeout it changes nothing.
+    let time_up = jobs
+        .iter()
+        .filter_map(|j| j.stop().map(|s| s.at))
+        .min()
+        .filter(|at| *at < deadline);
     // Extend when a third of the lease has passed: two more chances before it ends.
     let period = rt.lease / 3;
     let mut extend_at = now + period;
@@ -173,6 +183,12 @@ pub(super) async fn supervise<B: Backend>(
                 Err(payload) => Finished::Panicked(panic_text(payload)),
             },
             () = tokio::time::sleep_until(deadline) => return Finished::TimedOut,
+            () = tokio::time::sleep_until(time_up.unwrap_or(deadline)), if time_up.is_some() => {
+                for job in jobs.iter().filter(|j| j.stop().is_some_and(|s| s.at <= tokio::time::Instant::now())) {
+                    job.cancellation_token().cancel();
+                }
+                return Finished::TimeUp;
+            },
             () = tokio::time::sleep_until(extend_at), if idle => {
                 extending = Some(Box::pin(extend_all(rt, jobs)));
             },
@@ -230,7 +246,8 @@ pub(super) async fn settle<B: Backend>(
         ctx.wake_parent().await;
         return Settled::Acked;
     }
-    if ctx.is_cancelled() {
+    // A time up fires the cancellation itself: it is settled below, as a dead letter.
+    if ctx.is_cancelled() && !matches!(finished, Finished::TimeUp) {
         return end_cancel(source, ctx).await;
     }
     if ctx.lease_lost() {
@@ -273,6 +290,7 @@ pub(super) async fn settle<B: Backend>(
             .nack(receipt, Some(Duration::ZERO), KILLED_AT_SHUTDOWN)
             .await
             .map(|_| Settled::Released),
+        Finished::TimeUp => time_up(source, ctx).await,
     };
     match result {
         Ok(settled) => {
@@ -289,6 +307,22 @@ pub(super) async fn settle<B: Backend>(
         }
     }
 }
+
+/// The handler was stopped at a message's time up: that message becomes a dead letter with the
+/// reason, never retried; the others of its batch, whose time was not up, fail this attempt.
+async fn time_up<B: Backend>(source: &Source<B>, ctx: &JobContext<B>) -> crate::Result<Settled> {
+    match ctx.stop() {
+        Some(stop) if stop.at <= tokio::time::Instant::now() => source
+            .dead_letter(ctx.receipt(), &stop.reason)
+            .await
+            .map(|()| Settled::DeadLettered),
+        _ => nack(source, ctx, STOPPED_WITH_BATCH).await,
+    }
+}
+
+/// The failure recorded for a batch's message stopped because another's time was up.
+const STOPPED_WITH_BATCH: &str = "stopped with its batch: another message's deadline or run \
+    timeout came";
 
 /// The handler of a message cancelled in flight ended (whatever it answered): remove the
 /// message now rather than when its lease would have ended, so that its key and slot move on.

@@ -25,6 +25,7 @@
 //! | `worker`, `worker_processes` | the worker runtime, liveness, graceful shutdown |
 //! | `batch_worker` | batch handlers: a whole claim per call, its effects committed with its acks in one transaction, the outcome for every message the handler left, a lost lease failing the whole commit, leases kept while a batch runs |
 //! | `broadcast_worker` | broadcast members on the worker: order, retries in place, member dead letters, checkpoints |
+//! | `deadlines` | a message past its deadline is never delivered (the claim that finds it late dead-letters it, in its own transaction or the caller's); a worker stops a handler at its message's deadline or run timeout (its cancellation fires), dead-letters it and never retries it; a run timeout counts per attempt |
 //! | `durable` | durable execution: a completed step never runs again, a `step_in`'s writes commit with its record, a sleep holds no slot and spends no attempt, an emit wakes its waiting run, a timeout fires once, racing emits and a timeout resolve to one outcome, typed errors |
 //! | `durable_processes` | a five-step durable workflow on three worker processes killed with `kill -9` at random: every step's writes once, every run finished |
 //! | `running` | control of running messages: a cancel from another client reaches the running handler within a second, its ack fails and rolls back, the message is removed and never delivered again (at its lease's end when the handler ignores it, its slot held until then); progress visible while the handler runs, gone after its ack |
@@ -39,6 +40,7 @@ mod browse;
 mod competing_consumers;
 mod concurrency_keys;
 mod concurrent_sends;
+mod deadlines;
 mod durable;
 mod durable_processes;
 mod exactly_once;

@@ -9,8 +9,8 @@ use crate::store::Backend;
 
 /// The browsing statements. Each returns the columns [`decode`] reads: `id, state (0 ready,
 /// 1 scheduled, 2 blocked, 3 in flight, 4 dead, 5 waiting), priority, attempts, run_at, lease_until,
-/// claimed_at, died_at (µs or NULL), owner, ordering_key, headers, body, created (µs), errors,
-/// position` — the position being the number the state orders by (priority, due time, lease
+/// claimed_at, died_at (µs or NULL), owner, ordering_key, headers, body, created (µs), deadline
+/// (µs or NULL), run timeout (µs or NULL), errors, position` — the position being the number the state orders by (priority, due time, lease
 /// end, or the place in its key's line).
 pub struct BrowseSql {
     /// The first page of a state (queue, n), in the order of: ready, scheduled, blocked, in
@@ -54,7 +54,7 @@ where
     let Some(state) = row.col::<Option<i64>>(1)?.and_then(MessageState::from_code) else {
         return Ok(None);
     };
-    let errors: Option<Vec<u8>> = row.col(13)?;
+    let errors: Option<Vec<u8>> = row.col(15)?;
     let (ordering_key, concurrency_key, _) = split_key(row.opt_text_at(9)?);
     let message = QueuedMessage {
         id: row.id_at(0)?,
@@ -71,9 +71,13 @@ where
         headers: row.headers_at(10)?,
         body: row.col(11)?,
         enqueued_at: time_from_micros(row.col(12)?),
+        deadline: opt_time(row, 13)?,
+        run_timeout: row
+            .col::<Option<i64>>(14)?
+            .map(|us| std::time::Duration::from_micros(us.max(0) as u64)),
         errors: parse_errors(errors.as_deref().map(String::from_utf8_lossy).as_deref()),
     };
-    Ok(Some((message, row.col(14)?)))
+    Ok(Some((message, row.col(16)?)))
 }
 
 /// Looking at a queue's messages: plain reads that take no lock and no lease, each a bounded

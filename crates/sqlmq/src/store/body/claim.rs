@@ -8,7 +8,8 @@ use super::{Columns, Types};
 use crate::domain::{Delivery, Result, micros_of, time_from_micros};
 
 /// The deliveries of a claim read's `rows` (`id, priority, attempts, token, ordering_key,
-/// idempotency_key, headers, body, enqueued (µs), the database's now (µs)`), leased for
+/// idempotency_key, headers, body, enqueued (µs), the database's now (µs), deadline (µs),
+/// run timeout (µs)`), leased for
 /// `lease` from that now: each is its next attempt, under the next fencing token.
 pub(crate) fn deliveries<R: Columns>(rows: &[R], lease: Duration) -> Result<Vec<Delivery>>
 where
@@ -31,9 +32,14 @@ where
             body: row.col(7)?,
             enqueued_at: time_from_micros(row.col(8)?),
             lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
+            deadline: row.col::<Option<i64>>(10)?.map(time_from_micros),
+            run_timeout: row
+                .col::<Option<i64>>(11)?
+                .map(|us| Duration::from_micros(us.max(0) as u64)),
             partition: None,
             offset: None,
             tracked,
+            claimed_at: time_from_micros(now_us),
         });
     }
     Ok(claimed)

@@ -41,6 +41,11 @@ pub trait Driver: Database {
     /// Whether a server error says that a table does not exist.
     fn is_missing_table(db: &dyn sqlx::error::DatabaseError) -> bool;
 
+    /// Whether a server error says that a column added is there already, or that a column
+    /// dropped or read is not: a migration's column change that an interrupted or concurrent
+    /// run made.
+    fn is_column_change_done(db: &dyn sqlx::error::DatabaseError) -> bool;
+
     /// Called when a connection failed with an I/O error (the MySQL backend pings the
     /// connections that were idle since before it).
     fn connection_failed() {}

@@ -36,6 +36,9 @@ pub struct EnqueueSql {
     /// [`EnqueueSql::stored`] for the resolver of an unknown COMMIT: it waits for the row locks
     /// of a transaction whose COMMIT may still be in flight (on a server).
     pub stored_locking: &'static str,
+    /// Give a message its deadline and run timeout: deadline (µs from now, or NULL), run
+    /// timeout (µs, or NULL), id.
+    pub set_timing: &'static str,
 }
 
 pub(crate) const INSERT_READY: &str =
@@ -157,6 +160,24 @@ impl<B: Backend> SqlStore<B> {
                 .arg(m.body.as_slice());
         }
         q.run(conn).await?;
+        Ok(())
+    }
+
+    /// Give messages just inserted their deadlines and run timeouts: `(id, deadline (µs from
+    /// now), run timeout (µs))`, one statement each (few messages have them).
+    pub(crate) async fn set_timing(
+        &self,
+        conn: &mut B::Connection,
+        timed: &[(MessageId, Option<i64>, Option<i64>)],
+    ) -> Result<()> {
+        for (id, deadline_us, run_timeout_us) in timed {
+            self.query(B::ENQUEUE.set_timing)
+                .arg(*deadline_us)
+                .arg(*run_timeout_us)
+                .arg(id.bytes())
+                .run(conn)
+                .await?;
+        }
         Ok(())
     }
 

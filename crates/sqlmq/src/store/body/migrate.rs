@@ -31,6 +31,14 @@ const SELECT_VERSION: &str = "SELECT MAX(version) FROM {p}schema_migrations";
 /// Forget a reversed version.
 const DELETE_VERSION: &str = "DELETE FROM {p}schema_migrations WHERE version = ?";
 
+/// Whether `err` says a column change was made already (see `Db::is_column_change_done`).
+fn column_change_done<B: Backend>(err: &Error) -> bool {
+    matches!(err, Error::Database {
+        source: sqlx::Error::Database(db),
+        ..
+    } if B::is_column_change_done(db.as_ref()))
+}
+
 /// `result`, with a table that does not exist — before the migration that creates it, or after
 /// a reverse dropped it — read as `absent`.
 fn absent_table<B: Backend, T>(result: Result<T>, absent: T) -> Result<T> {
@@ -108,7 +116,14 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<()> {
         crate::failpoints::migration_step("migrate", migration.version, 0).await;
         for (i, statement) in migration.statements.iter().enumerate() {
-            B::run_text(conn, self.st.get(statement)).await?;
+            match B::run_text(conn, self.st.get(statement)).await {
+                // A column added by an interrupted or concurrent run: there is no `ADD COLUMN
+                // IF NOT EXISTS` on MySQL.
+                Err(e) if statement.starts_with("ALTER TABLE") && column_change_done::<B>(&e) => {}
+                other => {
+                    other?;
+                }
+            }
             crate::failpoints::migration_step("migrate", migration.version, i + 1).await;
         }
         self.query(B::MIGRATE.record_version)
@@ -159,6 +174,25 @@ impl<B: Backend> SqlStore<B> {
                 )));
             }
         }
+        for (table, column) in reverse.columns {
+            // Names are the migration's own constants, never input.
+            let any = AssertSqlSafe(format!(
+                "SELECT 1 FROM {prefix}{table} WHERE {column} IS NOT NULL LIMIT 1"
+            ));
+            let row = absent_table::<B, _>(B::first(conn, sqlx::query(any)).await, None);
+            // A column gone already (a reverse that was interrupted) holds nothing.
+            let row = match row {
+                Err(e) if column_change_done::<B>(&e) => None,
+                other => other?,
+            };
+            if row.is_some() {
+                return Ok(Some(format!(
+                    "column {column} of {prefix}{table} (added by migration {}, {}) holds \
+                     values that would be lost; settle, purge or delete those messages first",
+                    migration.version, migration.description
+                )));
+            }
+        }
         Ok(None)
     }
 
@@ -187,9 +221,19 @@ impl<B: Backend> SqlStore<B> {
                     .flat_map(|r| r.drops)
                     .map(|table| format!("DROP TABLE IF EXISTS {prefix}{table}")),
             );
+        let columns = migration.reverse.iter().flat_map(|r| r.columns);
+        let drops = columns
+            .map(|(table, column)| format!("ALTER TABLE {prefix}{table} DROP COLUMN {column}"))
+            .chain(drops);
         for (i, drop) in drops.enumerate() {
             // Names are the migration's own constants, never input.
-            B::run_text(conn, AssertSqlSafe(drop).into_sql_str()).await?;
+            match B::run_text(conn, AssertSqlSafe(drop).into_sql_str()).await {
+                // Dropped by a reverse that was interrupted.
+                Err(e) if column_change_done::<B>(&e) => {}
+                other => {
+                    other?;
+                }
+            }
             crate::failpoints::migration_step("reverse", migration.version, i + 1).await;
         }
         Ok(())
@@ -226,7 +270,8 @@ pub(crate) mod checks {
         assert_eq!(&found[..released.len()], released, "{found:#x?}");
     }
 
-    /// A reverse drops exactly the tables its migration created, newest first.
+    /// A reverse drops exactly the tables its migration created, newest first, the procedures
+    /// it created and the columns it added.
     pub(crate) fn reverses_drop_what_was_created(migrations: &[Migration]) {
         for m in migrations {
             let mut created: Vec<&str> = m
@@ -252,6 +297,17 @@ pub(crate) mod checks {
                 .map(|s| s.split('(').next().unwrap_or_default())
                 .collect();
             assert_eq!(reverse.procedures, procedures, "migration {}", m.version);
+            let columns: Vec<(&str, &str)> = m
+                .statements
+                .iter()
+                .filter_map(|s| s.strip_prefix("ALTER TABLE {p}"))
+                .filter_map(|s| {
+                    let (table, rest) = s.split_once(' ')?;
+                    let column = rest.strip_prefix("ADD COLUMN ")?.split(' ').next()?;
+                    Some((table, column))
+                })
+                .collect();
+            assert_eq!(reverse.columns, columns, "migration {}", m.version);
             assert!(reverse.disposable.iter().all(|t| created.contains(t)));
         }
     }

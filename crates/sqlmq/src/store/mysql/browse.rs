@@ -10,7 +10,9 @@ macro_rules! message_columns {
         concat!(
             "m.ordering_key, m.headers, m.body, ",
             micros!("m.created_at"),
-            ", m.errors, "
+            ", ",
+            micros!("m.deadline_at"),
+            ", m.run_timeout_us, m.errors, "
         )
     };
 }

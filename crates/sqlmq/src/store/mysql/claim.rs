@@ -5,7 +5,7 @@
 //! so the scan stops after n unlocked rows, takes one lock per row and never sorts — joined to
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and an
 //! insert into `leases`. In a transaction of its own that is one prepared `CALL
-//! {p}claim_plain(…)` (`claim_plain.sql`, see `procedures.rs`), one statement and one round
+//! {p}claim_timed(…)` (`claim_timed.sql`, see `procedures.rs`), one statement and one round
 //! trip, answering one result set with the claim read's columns; where the server refuses it,
 //! and in the caller's transaction, two text scripts (see `script.rs`): the read, then the
 //! moves with the COMMIT. Nothing stays open while a handler runs.
@@ -39,14 +39,17 @@ pub(crate) const CLAIM: &str = concat!(
     micros!("m.created_at"),
     ", ",
     micros!("UTC_TIMESTAMP(6)"),
+    ", ",
+    micros!("m.deadline_at"),
+    ", m.run_timeout_us",
     " FROM {p}ready r FORCE INDEX (PRIMARY) STRAIGHT_JOIN {p}messages m ON m.id = r.id ",
     "WHERE r.queue_id = ? AND NOT EXISTS ",
     "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
     "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
 );
-/// The internal procedure's call (schema version 10, `claim_plain.sql`): queue, n, lease (µs),
+/// The internal procedure's call (schema version 15, `claim_timed.sql`): queue, n, lease (µs),
 /// owner. It answers one result set with the claim read's columns, before its COMMIT.
-const CALL_CLAIM_PLAIN: &str = "CALL {p}claim_plain(?, ?, ?, ?)";
+const CALL_CLAIM: &str = "CALL {p}claim_timed(?, ?, ?, ?)";
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
     VALUES {list}";
@@ -141,7 +144,7 @@ impl MySqlStore {
                 // The final answer came: the claim committed.
                 Ok(rows) => return deliveries(&rows, lease),
                 Err(e) if procedures::refused(&e) => {
-                    procedures::give_up(&self.state.claim, "claim", 10, &e);
+                    procedures::give_up(&self.state.claim, "claim", 15, &e);
                 }
                 // The procedure may have begun its transaction: end it.
                 Err(e) => return Err(rolled_back(conn, e).await),
@@ -166,7 +169,7 @@ impl MySqlStore {
         conn: &mut MySqlConnection,
         request: &ClaimRequest<'_>,
     ) -> Result<Vec<sqlx::mysql::MySqlRow>> {
-        Ok(sqlx::query(self.st.get(CALL_CLAIM_PLAIN))
+        Ok(sqlx::query(self.st.get(CALL_CLAIM))
             .bind(request.queue_id)
             .bind(request.n as i32)
             .bind(micros_of(request.lease))

@@ -23,6 +23,9 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     // in flight on the lost connection (an ack's deletes, a send's inserts), then answers.
     stored_locking: "SELECT id FROM {p}messages FORCE INDEX (PRIMARY) WHERE id IN ({list}) \
         LOCK IN SHARE MODE",
+    set_timing: "UPDATE {p}messages SET \
+        deadline_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND), run_timeout_us = ? \
+        WHERE id = ?",
 };
 
 pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

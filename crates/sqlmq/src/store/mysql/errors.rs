@@ -125,6 +125,13 @@ impl Driver for sqlx::MySql {
             .is_some_and(|e| e.number() == 1146)
     }
 
+    /// ER_DUP_FIELDNAME (an added column exists), ER_CANT_DROP_FIELD_OR_KEY (a dropped one
+    /// does not), ER_BAD_FIELD_ERROR (a column read is not there).
+    fn is_column_change_done(db: &dyn DatabaseError) -> bool {
+        db.try_downcast_ref::<MySqlDatabaseError>()
+            .is_some_and(|e| matches!(e.number(), 1060 | 1091 | 1054))
+    }
+
     fn connection_failed() {
         super::connect::connection_failed();
     }

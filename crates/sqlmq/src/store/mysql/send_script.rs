@@ -62,6 +62,7 @@ fn is_plain(m: &Message) -> bool {
         && m.concurrency_key.is_none()
         && m.delay.is_zero()
         && !m.tracked()
+        && !m.timed()
 }
 
 impl MySqlStore {

@@ -7,7 +7,8 @@ use crate::store::body::BrowseSql;
 /// The columns every statement ends with, from the message row.
 macro_rules! message_columns {
     () => {
-        "m.ordering_key, m.headers, m.body, m.created_at, m.errors, "
+        "m.ordering_key, m.headers, m.body, m.created_at, m.deadline_at, m.run_timeout_us, \
+        m.errors, "
     };
 }
 

@@ -30,6 +30,7 @@ const CLAIM: &str = concat!(
     "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
     "m.headers, m.body, m.created_at, ",
     now_us!(),
+    ", m.deadline_at, m.run_timeout_us",
     " FROM {p}ready r JOIN {p}messages m ON m.id = r.id ",
     "WHERE r.queue_id = ?1 AND NOT EXISTS ",
     "(SELECT 1 FROM {p}queues q WHERE q.id = ?1 AND q.paused <> 0) ",

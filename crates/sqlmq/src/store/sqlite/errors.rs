@@ -69,4 +69,13 @@ impl Driver for sqlx::Sqlite {
     fn is_missing_table(db: &dyn DatabaseError) -> bool {
         code(db).is_some_and(|c| c & 0xff == 1) && db.message().starts_with("no such table")
     }
+
+    /// `SQLITE_ERROR` with SQLite's messages for an added column that exists and a dropped one
+    /// that does not.
+    fn is_column_change_done(db: &dyn DatabaseError) -> bool {
+        let message = db.message();
+        code(db).is_some_and(|c| c & 0xff == 1)
+            && (message.starts_with("duplicate column name")
+                || message.starts_with("no such column"))
+    }
 }

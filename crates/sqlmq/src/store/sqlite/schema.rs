@@ -141,6 +141,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ],
             disposable: &["probe"],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -163,6 +164,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &["processes"],
             disposable: &["processes"],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -293,6 +295,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -317,6 +320,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &["member_dead"],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -340,6 +344,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &["schedules"],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -393,6 +398,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ],
             disposable: &["group_deliveries", "queue_deliveries"],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -468,6 +474,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -479,6 +486,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -490,6 +498,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -501,6 +510,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -512,6 +522,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -524,6 +535,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &[],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -562,6 +574,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &["event_waits", "events", "run_steps"],
             disposable: &[],
             procedures: &[],
+            columns: &[],
         }),
     },
     Migration {
@@ -591,6 +604,22 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             drops: &["progress", "cancels"],
             disposable: &[],
             procedures: &[],
+            columns: &[],
+        }),
+    },
+    Migration {
+        version: 15,
+        description: "deadlines",
+        // As on MySQL (`store/mysql/schema.rs`): times in µs since the epoch.
+        statements: &[
+            "ALTER TABLE {p}messages ADD COLUMN deadline_at INTEGER NULL",
+            "ALTER TABLE {p}messages ADD COLUMN run_timeout_us INTEGER NULL",
+        ],
+        reverse: Some(Reverse {
+            drops: &[],
+            disposable: &[],
+            procedures: &[],
+            columns: &[("messages", "deadline_at"), ("messages", "run_timeout_us")],
         }),
     },
 ];

@@ -218,9 +218,12 @@ fn placeholder(id: MessageId) -> crate::domain::Delivery {
         body: Vec::new(),
         enqueued_at: std::time::SystemTime::UNIX_EPOCH,
         lease_expires_at: std::time::SystemTime::UNIX_EPOCH,
+        deadline: None,
+        run_timeout: None,
         partition: Some(0),
         offset: Some(0),
         tracked: false,
+        claimed_at: std::time::SystemTime::UNIX_EPOCH,
     }
 }
 

@@ -527,9 +527,12 @@ pub(crate) async fn lease_at<B: SuiteBackend>(
             body: r.body,
             enqueued_at: time_from_micros(r.published_us),
             lease_expires_at: time_from_micros(until_us),
+            deadline: None,
+            run_timeout: None,
             partition: Some(r.partition as u32),
             offset: Some(r.offset),
             tracked: false,
+            claimed_at: time_from_micros(now),
         })
         .collect();
     let leases = NewGroupLeases {
