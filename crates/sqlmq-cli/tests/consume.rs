@@ -259,6 +259,55 @@ fn cancelling_a_running_message_terminates_its_command() {
     assert!(!db.path("finished").exists(), "no command ran to its end");
 }
 
+/// A message's run timeout or deadline stops its command as a cancel does (SIGTERM to its
+/// group, SIGKILL after `--grace`) and makes it a dead letter with the reason, never run again;
+/// `show` tells a waiting message's deadline and run timeout.
+#[test]
+fn a_run_timeout_or_deadline_terminates_the_command_and_dead_letters_the_message() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "x", "--max-attempts", "5"]);
+    let timed = db
+        .ok(&["send", "x", "timed", "--run-timeout", "1s"])
+        .trim()
+        .to_owned();
+    let due = db
+        .ok(&["send", "x", "due", "--deadline", "2s"])
+        .trim()
+        .to_owned();
+    let shown = db.ok(&["show", "x", &timed]);
+    assert!(shown.contains("run timeout: 1s"), "{shown}");
+    let shown = db.ok(&["show", "x", &due]);
+    assert!(shown.contains("deadline:"), "{shown}");
+    let worker = db.spawn(&[
+        "consume",
+        "x",
+        "--concurrency",
+        "2",
+        "--grace",
+        "1s",
+        "--exec",
+        r#"body=$(cat); echo "$body" >> started;
+           trap 'echo "$body" >> terminated; exit 7' TERM;
+           i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo "$body" >> finished"#,
+    ]);
+    eventually(Duration::from_secs(30), "both messages dead", || {
+        (db.stats("x").dead == 2).then_some(())
+    });
+    let mut terminated = lines(&db.path("terminated"));
+    terminated.sort();
+    assert_eq!(terminated, ["due", "timed"]);
+    let dead = db.ok(&["show", "x", &timed]);
+    assert!(dead.contains("run timeout of 1s exceeded"), "{dead}");
+    let dead = db.ok(&["show", "x", &due]);
+    assert!(dead.contains("deadline passed"), "{dead}");
+    worker.signal(libc::SIGTERM);
+    let out = worker.wait(Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(lines(&db.path("started")).len(), 2, "never run again");
+    assert!(!db.path("finished").exists(), "no command ran to its end");
+}
+
 /// A queue deleted under `consume` stops it with a clear error (it ran on silently, claiming
 /// from an id that no longer named anything).
 #[test]

@@ -504,6 +504,52 @@ async fn send_receive_ack_nack_extend() {
     s.finish().await;
 }
 
+/// Deadlines over HTTP: a message sent past its deadline is dead-lettered by the receive that
+/// finds it, never handed out; one on time is delivered with its deadline and run timeout, and
+/// shown with them; bad values are 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_are_sent_shown_and_kept() {
+    let s = TestServer::start().await;
+    s.queue("jobs").await;
+    let (st, sent) = s
+        .post(
+            "/v1/queues/jobs/messages",
+            json!({"messages": [
+                {"body": "late", "deadline": "2020-01-01T00:00:00Z"},
+                {"body": "on time", "deadline": "2031-01-01T00:00:00Z", "run_timeout_ms": 30000},
+            ]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{sent}");
+    let on_time = sent["messages"][1]["id"].as_str().unwrap().to_owned();
+    let (_, shown) = s.get(&format!("/v1/queues/jobs/messages/{on_time}")).await;
+    assert_eq!(shown["deadline"], "2031-01-01T00:00:00.000Z", "{shown}");
+    assert_eq!(shown["run_timeout_ms"], 30000, "{shown}");
+    let (_, got) = s.post("/v1/queues/jobs/receive", json!({"max": 10})).await;
+    let msgs = got["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 1, "{got}");
+    assert_eq!(msgs[0]["body"], "on time");
+    assert_eq!(msgs[0]["deadline"], "2031-01-01T00:00:00.000Z");
+    assert_eq!(msgs[0]["run_timeout_ms"], 30000);
+    let (_, dead) = s.get("/v1/queues/jobs/dead?limit=10").await;
+    let list = dead["dead_letters"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{dead}");
+    assert_eq!(list[0]["errors"][0]["error"], "deadline passed");
+    for bad in [
+        json!({"body": "a", "deadline": "tomorrow"}),
+        json!({"body": "a", "deadline": "2999-01-01T00:00:00Z"}),
+        json!({"body": "a", "run_timeout_ms": 0}),
+        json!({"body": "a", "run_timeout_ms": u64::MAX}),
+    ] {
+        assert_error(
+            &s.post("/v1/queues/jobs/messages", json!({ "messages": [bad] }))
+                .await,
+            422,
+            "invalid_argument",
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_request_body_is_413() {
     let s = TestServer::with(common::test_config().max_body_bytes(64 * 1024)).await;

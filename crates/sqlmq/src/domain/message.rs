@@ -35,8 +35,8 @@ pub struct Message {
     pub(crate) headers: BTreeMap<String, String>,
     pub(crate) depends_on: Vec<MessageId>,
     pub(crate) flow: Option<FlowPart>,
-    /// The deadline, from the send's commit (database clock).
-    pub(crate) deadline: Option<Duration>,
+    /// The deadline, kept as given (compared with the database's clock).
+    pub(crate) deadline: Option<SystemTime>,
     pub(crate) run_timeout: Option<Duration>,
 }
 
@@ -139,9 +139,10 @@ impl Message {
     /// Give the message a deadline: no claim delivers it after `at` — the claim that finds it
     /// late makes it a dead letter with the reason "deadline passed" instead — and a worker
     /// stops a handler still running at `at` (its [`JobContext::cancelled`] fires, then its
-    /// future is dropped) and dead-letters the message, never to retry it. Converted to a
-    /// time from now on this machine's clock, then kept on the database's, as
-    /// [`Message::run_at`] is.
+    /// future is dropped, or after [`time_up_grace`]) and dead-letters the message, never to
+    /// retry it. Kept as given, and compared with the database's clock.
+    ///
+    /// [`time_up_grace`]: crate::worker::WorkerBuilder::time_up_grace
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
@@ -151,10 +152,7 @@ impl Message {
     ///
     /// [`JobContext::cancelled`]: crate::JobContext::cancelled
     pub fn deadline(mut self, at: SystemTime) -> Message {
-        let left = at
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO);
-        self.deadline = Some(left);
+        self.deadline = Some(at);
         self
     }
 
@@ -436,6 +434,13 @@ pub(crate) fn micros_of(d: Duration) -> i64 {
 /// and a wrapped conversion would read back as a short one.
 pub(crate) fn millis_of(d: Duration) -> i64 {
     d.min(MAX_DATE_SPAN).as_millis() as i64
+}
+
+/// `t` in microseconds since the Unix epoch, as the SQL layer takes times (the inverse of
+/// [`time_from_micros`]; 0 before the epoch).
+pub(crate) fn micros_of_time(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.

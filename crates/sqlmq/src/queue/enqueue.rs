@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::resend::{PendingRow, mark_known, pending_ids, skip_known};
-use crate::domain::{Message, MessageId, Result, Role, Sent, micros_of};
+use crate::domain::{Message, MessageId, Result, Role, Sent, micros_of, micros_of_time};
 use crate::store::rows::{Entry, FlowItem, Keyed, MessageRow, SendBatch};
 use crate::store::statements::{MAX_LIST, run_within, split_into_buckets};
 use crate::store::{Backend, SqlStore, line_key_of_message};
@@ -62,7 +62,7 @@ pub(crate) async fn send<B: Backend>(
         .map(|m| {
             (
                 m.id,
-                m.deadline.map(micros_of),
+                m.deadline.map(micros_of_time),
                 m.run_timeout.map(micros_of),
             )
         })

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::Queue;
 use crate::client::Subject;
@@ -336,7 +336,9 @@ impl<B: Backend> Queue<B> {
                     m.delay
                 )));
             }
-            if m.deadline.is_some_and(|d| d > MAX_DELAY) {
+            if m.deadline
+                .is_some_and(|at| at > SystemTime::now() + MAX_DELAY)
+            {
                 return Err(Error::InvalidArgument(
                     "a deadline more than 10 years away".into(),
                 ));

@@ -42,6 +42,7 @@ pub struct WorkerBuilder<B: Backend = crate::DefaultBackend> {
     pub(super) per_queue_concurrency: HashMap<String, usize>,
     pub(super) lease: Duration,
     pub(super) timeout: Duration,
+    pub(super) time_up_grace: Duration,
     pub(super) max_batch: usize,
     pub(super) claimers: usize,
     pub(super) poll_floor: Duration,
@@ -483,6 +484,20 @@ impl<B: Backend> WorkerBuilder<B> {
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// How long a handler whose message's [deadline](crate::Message::deadline) or
+    /// [run timeout](crate::Message::run_timeout) came may take to return after its
+    /// cancellation fired, before it is dropped (default none: dropped at once). Its message
+    /// becomes a dead letter either way; this is time to clean up, such as a command's
+    /// SIGTERM before its SIGKILL (`sqlmq consume --exec` gives it `--grace`).
+    ///
+    /// ```no_run
+    /// # fn f(b: sqlmq::worker::WorkerBuilder) { b.time_up_grace(std::time::Duration::from_secs(5)); }
+    /// ```
+    pub fn time_up_grace(mut self, grace: Duration) -> Self {
+        self.time_up_grace = grace;
         self
     }
 

@@ -31,6 +31,8 @@ pub(crate) struct SourceRuntime<B: Backend> {
     pub handler: SourceHandler<B>,
     pub lease: Duration,
     pub timeout: Duration,
+    /// How long a handler may take to return after its time was up (`time_up_grace`).
+    pub time_up_grace: Duration,
     pub acker: Acker,
     /// Handlers running and acks not committed yet (for `stop_when_drained`).
     pub outstanding: Arc<Outstanding>,
@@ -187,6 +189,8 @@ pub(super) async fn supervise<B: Backend>(
                 for job in jobs.iter().filter(|j| j.stop().is_some_and(|s| s.at <= tokio::time::Instant::now())) {
                     job.cancellation_token().cancel();
                 }
+                // Whatever it answers in its grace, its message is dead-lettered.
+                let _ = tokio::time::timeout(rt.time_up_grace, &mut handler).await;
                 return Finished::TimeUp;
             },
             () = tokio::time::sleep_until(extend_at), if idle => {

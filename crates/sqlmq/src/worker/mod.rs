@@ -116,6 +116,7 @@ impl Worker {
             per_queue_concurrency: Default::default(),
             lease: WorkerBuilder::DEFAULT_LEASE,
             timeout: WorkerBuilder::DEFAULT_TIMEOUT,
+            time_up_grace: Duration::ZERO,
             max_batch: WorkerBuilder::DEFAULT_MAX_BATCH,
             claimers: WorkerBuilder::DEFAULT_CLAIMERS,
             poll_floor: WorkerBuilder::DEFAULT_POLL_FLOOR,

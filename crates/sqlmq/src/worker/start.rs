@@ -138,6 +138,7 @@ impl<B: Backend> WorkerBuilder<B> {
                 handler,
                 lease: self.lease,
                 timeout: self.timeout,
+                time_up_grace: self.time_up_grace,
                 acker,
                 outstanding,
                 kill: kill_rx.clone(),

@@ -2,8 +2,8 @@
 //! around it extends the lease while the command runs, acks on `Outcome::Done`, nacks with the
 //! returned error text (the end of stderr and the exit status), and at the end of the shutdown
 //! grace period drops the handler, which kills the command's whole process group. A message
-//! cancelled while its command runs (`sqlmq cancel`) sends the group SIGTERM, then SIGKILL
-//! when the grace period passes.
+//! cancelled while its command runs (`sqlmq cancel`), or whose deadline or run timeout comes,
+//! sends the group SIGTERM, then SIGKILL when the grace period passes.
 
 use sqlmq::telemetry::{TRACEPARENT, TRACESTATE};
 use std::os::unix::process::ExitStatusExt;

@@ -237,6 +237,9 @@ pub async fn run_exec<B: Backend>(
         .max_batch(batch)
         .lease(options.lease)
         .timeout(options.timeout)
+        // A message's deadline or run timeout: SIGTERM to the command's group, SIGKILL after
+        // the grace period (`command.rs`), as for a cancel.
+        .time_up_grace(options.grace)
         .shutdown_grace(options.grace)
         .kill_on(signals.kill.clone());
     if let Some(n) = stop.max_messages {

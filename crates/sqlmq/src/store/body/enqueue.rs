@@ -36,8 +36,8 @@ pub struct EnqueueSql {
     /// [`EnqueueSql::stored`] for the resolver of an unknown COMMIT: it waits for the row locks
     /// of a transaction whose COMMIT may still be in flight (on a server).
     pub stored_locking: &'static str,
-    /// Give a message its deadline and run timeout: deadline (µs from now, or NULL), run
-    /// timeout (µs, or NULL), id.
+    /// Give a message its deadline and run timeout: deadline (µs since the epoch, or NULL),
+    /// run timeout (µs, or NULL), id.
     pub set_timing: &'static str,
 }
 
@@ -163,8 +163,8 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
-    /// Give messages just inserted their deadlines and run timeouts: `(id, deadline (µs from
-    /// now), run timeout (µs))`, one statement each (few messages have them).
+    /// Give messages just inserted their deadlines and run timeouts: `(id, deadline (µs since
+    /// the epoch), run timeout (µs))`, one statement each (few messages have them).
     pub(crate) async fn set_timing(
         &self,
         conn: &mut B::Connection,

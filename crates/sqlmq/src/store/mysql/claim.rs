@@ -24,7 +24,7 @@ use super::procedures;
 use super::script::{Lit, Script, rolled_back};
 use super::settle::DELETE_MESSAGES;
 use super::{MySqlStore, micros};
-use crate::domain::{Delivery, Result, micros_of};
+use crate::domain::{Delivery, Result, micros_of, micros_of_time};
 use crate::store::Claim;
 use crate::store::body::claim::deliveries;
 use crate::store::body::slots::stored_key_of;
@@ -55,13 +55,6 @@ const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     VALUES {list}";
 const LEASE_ROW: &str =
     "(?,?,?,?,?,?,DATE_ADD('1970-01-01 00:00:00', INTERVAL ? MICROSECOND),UTC_TIMESTAMP(6),?)";
-
-/// A lease's end in microseconds since the epoch.
-fn lease_until_us(d: &Delivery) -> i64 {
-    d.lease_expires_at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |x| x.as_micros() as i64)
-}
 
 impl Claim for sqlx::MySql {
     /// One round trip: the procedure's call; or, where the server refuses it, two (see
@@ -211,7 +204,7 @@ impl MySqlStore {
                         Lit::Int(d.token as i64),
                         Lit::Int(d.attempt.into()),
                         key.as_deref().map(str::as_bytes).into(),
-                        Lit::Int(lease_until_us(d)),
+                        Lit::Int(micros_of_time(d.lease_expires_at)),
                         Lit::Bytes(owner.as_bytes()),
                     ]
                 })

@@ -24,7 +24,7 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     stored_locking: "SELECT id FROM {p}messages FORCE INDEX (PRIMARY) WHERE id IN ({list}) \
         LOCK IN SHARE MODE",
     set_timing: "UPDATE {p}messages SET \
-        deadline_at = DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND), run_timeout_us = ? \
+        deadline_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), run_timeout_us = ? \
         WHERE id = ?",
 };
 

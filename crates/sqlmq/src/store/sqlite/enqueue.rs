@@ -31,11 +31,7 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     stored: STORED,
     // One writer: no COMMIT can be in flight on another connection.
     stored_locking: STORED,
-    set_timing: concat!(
-        "UPDATE {p}messages SET deadline_at = ",
-        now_us!(),
-        " + ?, run_timeout_us = ? WHERE id = ?"
-    ),
+    set_timing: "UPDATE {p}messages SET deadline_at = ?, run_timeout_us = ? WHERE id = ?",
 };
 
 const STORED: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
