@@ -105,6 +105,40 @@ fn on_success_is_sent_once_after_the_last_ack_while_consumers_are_killed() {
     );
 }
 
+/// `batch list`: the unfinished batches first, then the finished ones; `--state` keeps one.
+#[test]
+fn batch_list_shows_unfinished_batches_first() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "jobs"]);
+    let created = |args: &[&str]| -> String {
+        let out: serde_json::Value = serde_json::from_str(&db.ok(args)).unwrap();
+        out["id"].as_str().unwrap().to_owned()
+    };
+    let done = created(&["batch", "create", "jobs", "a", "--json"]);
+    db.ok(&["recv", "jobs", "--ack"]);
+    let open = created(&["batch", "create", "jobs", "b", "--open", "--json"]);
+    let listed = db.json(&["batch", "list", "--json"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [open.as_str(), done.as_str()], "{listed}");
+    let table = db.ok(&["batch", "list"]);
+    assert!(
+        table.find(&open).unwrap() < table.find(&done).unwrap(),
+        "{table}"
+    );
+    assert!(table.contains("finished"), "{table}");
+    let finished = db.ok(&["batch", "list", "--state", "finished"]);
+    assert!(
+        finished.contains(&done) && !finished.contains(&open),
+        "{finished}"
+    );
+    db.fails(&["batch", "list", "--limit", "0"], 1, "1 to 1000");
+}
+
 #[test]
 fn a_poison_member_sends_on_failure_and_on_complete_once() {
     let db = TestDb::new();

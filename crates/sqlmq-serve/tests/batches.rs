@@ -373,6 +373,67 @@ async fn a_dead_member_fires_on_failure_and_an_open_batch_takes_members_until_se
     s.finish().await;
 }
 
+/// `GET /v1/batches` and the dashboard's batches page: an operator finds batches without
+/// knowing their ids — the unfinished first, then the latest finished, or one state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_listed_unfinished_first_over_http_and_on_the_dashboard() {
+    let s = TestServer::start().await;
+    s.queue("jobs").await;
+    let (_, done) = s
+        .post(
+            "/v1/batches",
+            json!({"members": [{"queue": "jobs", "body": "x"}]}),
+        )
+        .await;
+    let got = receive_n(&s, "jobs", 1).await;
+    ack(&s, "jobs", json!({"receipts": [got[0]["receipt"]]})).await;
+    let (_, open) = s
+        .post(
+            "/v1/batches",
+            json!({"members": [{"queue": "jobs", "body": "y"}], "open": true}),
+        )
+        .await;
+    let (done, open) = (done["id"].as_str().unwrap(), open["id"].as_str().unwrap());
+    let (st, list) = s.get("/v1/batches").await;
+    assert_eq!(st, 200, "{list}");
+    let listed: Vec<(&str, &str)> = list["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["id"].as_str().unwrap(), b["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [(open, "open"), (done, "finished")], "{list}");
+    assert_eq!(list["batches"][1]["succeeded"], 1);
+    assert_eq!(list["batches"][0]["steps"], json!([]));
+    let (_, finished) = s.get("/v1/batches?state=finished&limit=5").await;
+    assert_eq!(
+        finished["batches"].as_array().unwrap().len(),
+        1,
+        "{finished}"
+    );
+    assert_eq!(finished["batches"][0]["id"], done);
+    assert_error(
+        &s.get("/v1/batches?state=lost").await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(&s.get("/v1/batches?limit=0").await, 422, "invalid_argument");
+
+    let (st, html) = page(&s, "/batches".to_owned()).await;
+    assert_eq!(st, 200);
+    assert!(html.contains("id=\"batches\""), "{html}");
+    let (at_open, at_done) = (html.find(open).unwrap(), html.find(done).unwrap());
+    assert!(at_open < at_done, "unfinished first");
+    assert!(html.contains(&format!("href=\"/batches/{open}\"")));
+    let (_, html) = page(&s, "/batches?state=finished".to_owned()).await;
+    assert!(html.contains(done) && !html.contains(open), "{html}");
+    let (_, html) = page(&s, "/".to_owned()).await;
+    assert!(
+        html.contains(open) && html.contains("All batches"),
+        "the overview lists them"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depends_on_through_the_send_route() {
     let s = TestServer::start().await;

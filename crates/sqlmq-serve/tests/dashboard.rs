@@ -722,6 +722,28 @@ async fn a_workflow_batch_page_shows_its_graph_and_seals_an_open_batch() {
     );
     b.screenshot(&shots.join("batch.png")).await;
 
+    // The batches page: found without their ids, unfinished first, each a link to its page.
+    b.goto(&s.url("/batches")).await;
+    let rows = b.find_all("#batches tr td:first-child a").await;
+    assert_eq!(rows.len(), 2, "the workflow and the open batch");
+    let listed = b.text("#batches").await;
+    let (at_open, at_workflow) = (listed.find(&open).unwrap(), listed.find(&id).unwrap());
+    assert!(at_open < at_workflow, "the open batch is newer: {listed}");
+    assert_eq!(
+        b.find_all("#batches .progress").await.len(),
+        2,
+        "a bar each"
+    );
+    b.screenshot(&shots.join("batches.png")).await;
+    b.click(&b.find(&format!("#batches a[href='/batches/{id}']")).await)
+        .await;
+    eventually(
+        Duration::from_secs(5),
+        "the batch page from the list",
+        || async { b.source().await.contains("id=\"workflow\"").then_some(()) },
+    )
+    .await;
+
     // The open batch: sealed with its button, after the confirmation.
     b.goto(&s.url(&format!("/batches/{open}"))).await;
     assert_eq!(b.text("#batch-state").await, "open");

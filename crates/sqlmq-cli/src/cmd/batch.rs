@@ -36,6 +36,19 @@ pub enum BatchCommand {
         #[arg(value_parser = parse_batch_id)]
         id: BatchId,
     },
+    /// List batches and workflows with their progress: the unfinished ones first, then those
+    /// finished most recently (kept 7 days)
+    List {
+        /// Only batches in this state
+        #[arg(long, value_enum)]
+        state: Option<StateArg>,
+        /// Most batches to list (1 to 1000)
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a batch's progress and each member's state
     Show {
         /// Batch id
@@ -45,6 +58,24 @@ pub enum BatchCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A batch's state, as `--state` takes it.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum StateArg {
+    Open,
+    Sealed,
+    Finished,
+}
+
+impl From<StateArg> for sqlmq::flow::BatchState {
+    fn from(s: StateArg) -> Self {
+        match s {
+            StateArg::Open => sqlmq::flow::BatchState::Open,
+            StateArg::Sealed => sqlmq::flow::BatchState::Sealed,
+            StateArg::Finished => sqlmq::flow::BatchState::Finished,
+        }
+    }
 }
 
 /// Arguments of `sqlmq batch create`.
@@ -138,6 +169,46 @@ pub async fn run<B: Backend>(settings: &Settings, command: BatchCommand) -> Resu
             let client = settings.connect::<B>().await?;
             client.seal_batch(id).await?;
             println!("sealed batch {id}");
+            Ok(())
+        }
+        BatchCommand::List { state, limit, json } => {
+            let client = settings.connect::<B>().await?;
+            let batches = client.batches(state.map(Into::into), limit).await?;
+            if json {
+                return print_json(&batches);
+            }
+            let rows: Vec<Vec<String>> = batches
+                .iter()
+                .map(|b| {
+                    vec![
+                        b.id.to_string(),
+                        label(&b.state),
+                        format!("{}/{}", b.succeeded + b.dead + b.cancelled, b.members),
+                        b.succeeded.to_string(),
+                        b.dead.to_string(),
+                        b.cancelled.to_string(),
+                        timestamp(b.created_at),
+                        b.finished_at.map(timestamp).unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                println!("no batches");
+            } else {
+                print_table(
+                    &[
+                        "BATCH",
+                        "STATE",
+                        "FINISHED",
+                        "SUCCEEDED",
+                        "DEAD",
+                        "CANCELLED",
+                        "CREATED",
+                        "ENDED",
+                    ],
+                    &rows,
+                );
+            }
             Ok(())
         }
         BatchCommand::Show { id, json } => {

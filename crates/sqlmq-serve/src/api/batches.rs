@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlmq::Backend;
 use utoipa::ToSchema;
 
 use super::messages::{MAX_SEND_BATCH, OutgoingMessage, SendResponse, message_request};
 use crate::body::rfc3339;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
+use crate::extract::{Json, Query};
 use crate::state::AppState;
 
 message_request! {
@@ -341,6 +341,73 @@ pub async fn create<B: Backend>(
                 .collect(),
         }),
     ))
+}
+
+/// `GET /v1/batches`: which batches, and how many.
+#[derive(Deserialize, ToSchema, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct BatchListQuery {
+    /// `open`, `sealed` or `finished`; without it, the unfinished ones (open, then sealed)
+    /// followed by the ones finished most recently.
+    pub state: Option<String>,
+    /// Most batches to return (default 100, at most 1 000).
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    pub limit: Option<usize>,
+}
+
+impl BatchListQuery {
+    /// The state asked for, and the limit.
+    pub(crate) fn checked(&self) -> ApiResult<(Option<sqlmq::flow::BatchState>, usize)> {
+        let state = match self.state.as_deref() {
+            None | Some("") => None,
+            Some("open") => Some(sqlmq::flow::BatchState::Open),
+            Some("sealed") => Some(sqlmq::flow::BatchState::Sealed),
+            Some("finished") => Some(sqlmq::flow::BatchState::Finished),
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "state must be open, sealed or finished, got {other:?}"
+                )));
+            }
+        };
+        match self.limit.unwrap_or(100) {
+            n @ 1..=1000 => Ok((state, n)),
+            n => Err(ApiError::invalid(format!(
+                "limit must be 1..=1000, got {n}"
+            ))),
+        }
+    }
+}
+
+/// A list of batches, each with its counts (`steps` empty: `GET /v1/batches/{id}` has them).
+#[derive(Serialize, ToSchema)]
+pub struct BatchListResponse {
+    /// The batches, the newest first (unfinished ones before finished ones).
+    pub batches: Vec<BatchOut>,
+}
+
+/// Batches and workflows with their counts, the newest first: the unfinished ones, then those
+/// finished most recently (kept 7 days), or those of one `state`.
+#[utoipa::path(get, operation_id = "batch_list", path = "/v1/batches", tag = "batches",
+    params(BatchListQuery),
+    responses((status = 200, description = "Batches, each without its steps", body = BatchListResponse)))]
+pub async fn list<B: Backend>(
+    State(state): State<AppState<B>>,
+    Query(query): Query<BatchListQuery>,
+) -> ApiResult<Json<BatchListResponse>> {
+    Ok(Json(listed(&state, &query).await?))
+}
+
+/// The batches `query` asks for.
+pub(crate) async fn listed<B: Backend>(
+    state: &AppState<B>,
+    query: &BatchListQuery,
+) -> ApiResult<BatchListResponse> {
+    let (which, limit) = query.checked()?;
+    let batches = state.client.batches(which, limit).await?;
+    Ok(BatchListResponse {
+        batches: batches.into_iter().map(BatchOut::from).collect(),
+    })
 }
 
 /// A batch's progress, by id.

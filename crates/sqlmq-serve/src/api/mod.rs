@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `queues.rs` | `/v1/queues`, `/v1/queues/{queue}` (+ pause, resume, purge) |
 //! | `messages.rs` | send, receive, ack, nack, extend, progress, cancel of a queue |
-//! | `batches.rs` | `/v1/batches`, `/v1/batches/{id}` (+ messages, seal): batches and workflows |
+//! | `batches.rs` | `/v1/batches` (create, list), `/v1/batches/{id}` (+ messages, seal): batches and workflows |
 //! | `results.rs` | `/v1/messages/{id}/result`, `/v1/messages/{id}/dependencies` |
 //! | `runs.rs` | durable runs: `/v1/queues/{queue}/runs/{receipt}/…` (steps, sleep, wait, ack), `/v1/messages/{id}/journal`, `/v1/events` |
 //! | `browse.rs` | a queue's messages looked at: by state, by key, one by id |
@@ -75,7 +75,7 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/progress"), post(messages::progress))
         .route(&format!("{q}/dead"), get(dead::list).delete(dead::purge))
         .route(&format!("{q}/dead/redrive"), post(dead::redrive_handler))
-        .route("/v1/batches", post(batches::create))
+        .route("/v1/batches", post(batches::create).get(batches::list))
         .route("/v1/batches/{id}", get(batches::get))
         .route("/v1/batches/{id}/messages", post(batches::add))
         .route("/v1/batches/{id}/seal", post(batches::seal))

@@ -219,25 +219,66 @@ fn legend() -> Markup {
 }
 
 /// The progress bar: acked, dead and cancelled members, the rest pending.
-fn progress(b: &BatchOut) -> Markup {
-    let pct = |n: u64| {
-        if b.members == 0 {
-            0.0
-        } else {
-            n as f64 * 100.0 / b.members as f64
-        }
-    };
+/// The share of `b`'s members that `n` is, in percent.
+fn pct(b: &BatchOut, n: u64) -> f64 {
+    if b.members == 0 {
+        0.0
+    } else {
+        n as f64 * 100.0 / b.members as f64
+    }
+}
+
+/// A bar of `b`'s finished members: succeeded, dead and cancelled, each its share.
+fn bar(b: &BatchOut) -> Markup {
     let finished = b.succeeded + b.dead + b.cancelled;
     html! {
-        div.progress #progress title=(format!("{finished} of {} members finished", b.members)) {
+        div.progress title=(format!("{finished} of {} members finished", b.members)) {
             @for (n, colour, what) in [(b.succeeded, "#2e9d4a", "succeeded"), (b.dead, "#b3261e", "dead"), (b.cancelled, "#9aa1b0", "cancelled")] {
                 @if n > 0 {
-                    span style=(format!("width:{:.2}%;background:{colour}", pct(n))) title=(format!("{n} {what}")) {}
+                    span style=(format!("width:{:.2}%;background:{colour}", pct(b, n))) title=(format!("{n} {what}")) {}
                 }
             }
         }
+    }
+}
+
+fn progress(b: &BatchOut) -> Markup {
+    let finished = b.succeeded + b.dead + b.cancelled;
+    html! {
+        div #progress { (bar(b)) }
         p.muted { (finished) " of " (b.members) " members finished"
-            @if b.members > 0 { " (" (format!("{:.0}", pct(finished))) "%)" } }
+            @if b.members > 0 { " (" (format!("{:.0}", pct(b, finished))) "%)" } }
+    }
+}
+
+/// `b`'s state as the API spells it.
+fn state_text(state: BatchStateOut) -> &'static str {
+    match state {
+        BatchStateOut::Open => "open",
+        BatchStateOut::Sealed => "sealed",
+        BatchStateOut::Finished => "finished",
+    }
+}
+
+/// A table of batches with their progress, each linking to its page.
+pub fn table(batches: &[BatchOut]) -> Markup {
+    html! {
+        table #batches {
+            tr { th { "batch" } th { "state" } th { "progress" } th { "members" } th { "succeeded" }
+                 th { "dead" } th { "cancelled" } th { "created" } th { "finished" } }
+            @for b in batches {
+                tr {
+                    td { a href=(format!("/batches/{}", enc(&b.id))) { code { (b.id) } } }
+                    td { span.badge { (state_text(b.state)) } }
+                    td style="min-width:10em" { (bar(b)) }
+                    td { (b.members) } td { (b.succeeded) }
+                    td { @if b.dead > 0 { b.bad { (b.dead) } } @else { "0" } }
+                    td { (b.cancelled) } td { (b.created_at) }
+                    td { (b.finished_at.as_deref().unwrap_or("—")) }
+                }
+            }
+            @if batches.is_empty() { tr { td colspan="9" .muted { "No batches." } } }
+        }
     }
 }
 
@@ -276,11 +317,7 @@ async fn render<B: Backend>(cx: PageContext<B>, id: String) -> Page {
             results.insert(s.id.as_str(), preview(&text, &b64));
         }
     }
-    let state = match b.state {
-        BatchStateOut::Open => "open",
-        BatchStateOut::Sealed => "sealed",
-        BatchStateOut::Finished => "finished",
-    };
+    let state = state_text(b.state);
     let graph = graph(&b.steps);
     let body = html! {
         h1 { "Batch " code { (b.id) } " " span.badge #batch-state { (state) } }
@@ -352,10 +389,12 @@ pub async fn show<B: Backend>(cx: PageContext<B>, Path(id): Path<String>) -> Res
     respond(render(cx, id).await)
 }
 
-/// `?id=`: the batch to open.
+/// `?id=`: the batch to open; else `?state=` and `?limit=` of the list.
 #[derive(Deserialize, Default)]
 pub struct Lookup {
     id: Option<String>,
+    state: Option<String>,
+    limit: Option<usize>,
 }
 
 /// The form that looks a batch up by id.
@@ -368,7 +407,8 @@ pub fn lookup_form() -> Markup {
     }
 }
 
-/// `GET /batches?id=…`: to the batch's page; without an id, the lookup form.
+/// `GET /batches?id=…`: to the batch's page; without an id, the batches — unfinished first,
+/// then those finished most recently, or those of one `state` — and the lookup form.
 pub async fn lookup<B: Backend>(
     cx: PageContext<B>,
     axum::extract::Query(lookup): axum::extract::Query<Lookup>,
@@ -380,11 +420,40 @@ pub async fn lookup<B: Backend>(
         .filter(|id| !id.is_empty())
     {
         Some(id) => Redirect::to(&format!("/batches/{}", enc(id))).into_response(),
-        None => {
-            let body = html! { h1 { "Batches" } p { "A batch's id is what creating it returned." } (lookup_form()) };
-            respond(Ok(page("Batches", Nav::None, cx.chrome(), body)))
-        }
+        None => respond(list(cx, lookup).await),
     }
+}
+
+/// The states the list filters by, as links.
+const FILTERS: [(&str, &str); 4] = [
+    ("", "all"),
+    ("open", "open"),
+    ("sealed", "sealed"),
+    ("finished", "finished"),
+];
+
+async fn list<B: Backend>(cx: PageContext<B>, lookup: Lookup) -> Page {
+    let query = crate::api::batches::BatchListQuery {
+        state: lookup.state.clone(),
+        limit: lookup.limit,
+    };
+    let listed = crate::api::batches::listed(&cx.state, &query).await?;
+    let current = lookup.state.as_deref().unwrap_or_default();
+    let body = html! {
+        h1 { "Batches and workflows" }
+        p { a href="/" { "← overview" } }
+        p #filters {
+            @for (i, (state, name)) in FILTERS.iter().enumerate() {
+                @if i > 0 { " · " }
+                @if *state == current { b { (name) } }
+                @else { a href=(format!("/batches?state={state}")) { (name) } }
+            }
+        }
+        (table(&listed.batches))
+        p.muted { "Unfinished batches first, then the ones finished most recently (kept 7 days)." }
+        (lookup_form())
+    };
+    Ok(page("Batches", Nav::None, cx.chrome(), body))
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ fn traffic_chart(h: &History) -> Markup {
     )
 }
 
+/// Batches the overview lists (the batches page has the rest).
+const OVERVIEW_BATCHES: usize = 10;
+
 /// `GET /`.
 pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
     let state = &cx.state;
@@ -104,6 +107,14 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
         groups.extend(crate::api::groups::all(state, &t.name).await?);
     }
     let processes = state.client.processes().await?;
+    // The unfinished batches first, then the latest finished: ten.
+    let batches: Vec<crate::api::batches::BatchOut> = state
+        .client
+        .batches(None, OVERVIEW_BATCHES)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
     let snapshot = state.snapshot();
     let (alerts, chart) = {
         let h = state.history.lock().expect("poisoned");
@@ -121,7 +132,9 @@ pub async fn show<B: Backend>(cx: PageContext<B>) -> Page {
         (alerts::list(&alerts))
         (chart)
         h2 { "Queues" } (queues_table(&queues))
-        h2 { "Batches and workflows" } (super::batch::lookup_form())
+        h2 { "Batches and workflows" }
+        (super::batch::table(&batches))
+        p { a href="/batches" { "All batches →" } } (super::batch::lookup_form())
         h2 { "Topics by volume" } (topics_table(&topics))
         h2 { "Consumer groups" } (groups_table(&groups))
     };

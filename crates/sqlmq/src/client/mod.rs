@@ -177,6 +177,13 @@ impl Client {
     /// ```
     pub const MAX_NAME_LEN: usize = crate::domain::MAX_NAME_LEN;
 
+    /// Most batches one [`Client::batches`] call lists: 1 000.
+    ///
+    /// ```
+    /// assert_eq!(sqlmq::Client::MAX_BATCH_LIST, 1000);
+    /// ```
+    pub const MAX_BATCH_LIST: usize = 1000;
+
     /// Options for a client.
     ///
     /// ```

@@ -217,6 +217,53 @@ impl<B: Backend> Client<B> {
         .ok_or(Error::BatchNotFound(id))
     }
 
+    /// Batches and workflows with their counts (their steps: [`Client::batch`]), the newest
+    /// first, up to `limit` (1 to [`Client::MAX_BATCH_LIST`]): of one `state`, or with `None`
+    /// the unfinished ones (open, then sealed) followed by the ones finished most recently —
+    /// finished ones are kept for the flow retention ([`FLOW_RETENTION`]). For an operator who
+    /// does not know a batch's id.
+    ///
+    /// ```no_run
+    /// # async fn f(client: sqlmq::Client) -> sqlmq::Result<()> {
+    /// for b in client.batches(None, 50).await? {
+    ///     println!("{} {:?}: {} of {} done, {} dead", b.id, b.state, b.succeeded, b.members, b.dead);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn batches(
+        &self,
+        state: Option<BatchState>,
+        limit: usize,
+    ) -> Result<Vec<BatchStatus>> {
+        self.require_schema()?;
+        if limit == 0 || limit > Client::MAX_BATCH_LIST {
+            return Err(Error::InvalidArgument(format!(
+                "a list of batches holds 1 to {} batches, not {limit}",
+                Client::MAX_BATCH_LIST
+            )));
+        }
+        let states = match state {
+            Some(state) => vec![state],
+            None => vec![BatchState::Open, BatchState::Sealed, BatchState::Finished],
+        };
+        let store = self.store();
+        tx::snapshot(self.conns(), |conn, _| {
+            let states = states.clone();
+            Box::pin(async move {
+                let mut found = Vec::new();
+                for state in states {
+                    let left = limit - found.len();
+                    if left == 0 {
+                        break;
+                    }
+                    found.extend(store.batches(conn, state, left).await?);
+                }
+                Ok(found)
+            })
+        })
+        .await
+    }
+
     /// The queue named `queue`, and `messages` checked as new members of batch `id`.
     async fn new_members(
         &self,

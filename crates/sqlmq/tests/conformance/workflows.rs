@@ -73,6 +73,62 @@ async fn drain<B: TestBackend>(client: &Client<B>, name: &str, quiet: Duration) 
     got
 }
 
+pub(crate) async fn batches_are_listed_unfinished_first_then_the_latest_finished<B: TestBackend>() {
+    let (db, client) = setup::<B>(&[("q", QueueConfig::default())]).await;
+    // Two finished (the second later), one sealed with a member pending, two open.
+    let mut finished = Vec::new();
+    for _ in 0..2 {
+        let b = Batch::new().add("q", Message::new("x"));
+        finished.push(client.create_batch(b).await.unwrap().id);
+        let got = drain(&client, "q", Duration::from_millis(200)).await;
+        assert_eq!(got.len(), 1);
+    }
+    let sealed = client
+        .create_batch(Batch::new().add("q", Message::new("pending")))
+        .await
+        .unwrap()
+        .id;
+    let open: Vec<_> = [0, 1].iter().map(|_| Batch::new().open()).collect();
+    let mut opened = Vec::new();
+    for b in open {
+        opened.push(client.create_batch(b).await.unwrap().id);
+    }
+    let ids = |list: &[sqlmq::flow::BatchStatus]| list.iter().map(|b| b.id).collect::<Vec<_>>();
+    let all = client.batches(None, 100).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        vec![opened[1], opened[0], sealed, finished[1], finished[0]],
+        "open (newest first), sealed, then finished (latest end first)"
+    );
+    assert!(all.iter().all(|b| b.steps.is_empty()));
+    let s = &all[2];
+    assert_eq!(
+        (s.state, s.members, s.pending, s.succeeded),
+        (BatchState::Sealed, 1, 1, 0)
+    );
+    let f = &all[3];
+    assert_eq!(
+        (f.state, f.members, f.succeeded),
+        (BatchState::Finished, 1, 1)
+    );
+    assert!(f.finished_at.is_some());
+    assert_eq!(
+        ids(&client.batches(None, 3).await.unwrap()),
+        vec![opened[1], opened[0], sealed]
+    );
+    let done = client.batches(Some(BatchState::Finished), 1).await.unwrap();
+    assert_eq!(ids(&done), vec![finished[1]]);
+    let only_open = client.batches(Some(BatchState::Open), 10).await.unwrap();
+    assert_eq!(ids(&only_open), vec![opened[1], opened[0]]);
+    for bad in [0, 1001] {
+        assert!(matches!(
+            client.batches(None, bad).await,
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    db.drop().await;
+}
+
 pub(crate) async fn on_success_is_sent_once_after_the_last_ack_across_clients<B: TestBackend>() {
     let (db, client) = setup::<B>(&[
         ("q", QueueConfig::default()),
@@ -923,5 +979,6 @@ sqlmq_testkit::conformance!(
         results_are_kept_for_the_configured_retention,
         callbacks_to_topics_are_published_once,
         a_dependant_sent_while_its_dependency_is_acked_is_never_stranded,
+        batches_are_listed_unfinished_first_then_the_latest_finished,
     ]
 );

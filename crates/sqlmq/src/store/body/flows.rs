@@ -108,6 +108,15 @@ const MARK: &str = "UPDATE {p}messages SET ordering_key = ? WHERE id = ?";
 const MARK_LEASE: &str = "UPDATE {p}leases SET ordering_key = ? WHERE id = ?";
 const BATCH: &str = "SELECT state, members, pending, succeeded, dead, cancelled, created_us, \
     finished_us FROM {p}batches WHERE id = ?";
+/// Batches of one state (state, n), the newest first: unfinished ones by their creation,
+/// finished ones by their end (`finished`'s order, read backwards). Columns: id, then
+/// [`BATCH`]'s.
+const BATCHES_UNFINISHED: &str = "SELECT id, state, members, pending, succeeded, dead, cancelled, \
+    created_us, finished_us FROM {p}batches WHERE state = ? ORDER BY created_us DESC, id DESC \
+    LIMIT ?";
+const BATCHES_FINISHED: &str = "SELECT id, state, members, pending, succeeded, dead, cancelled, \
+    created_us, finished_us FROM {p}batches WHERE state = 2 ORDER BY finished_us DESC, id DESC \
+    LIMIT ?";
 const STEPS: &str = "SELECT n.id, q.name, n.step, n.role, n.state, n.held, \
     CASE WHEN w.id IS NULL THEN 0 ELSE 1 END, CASE WHEN r.id IS NULL THEN 0 ELSE 1 END \
     FROM {p}flow_nodes n JOIN {p}queues q ON q.id = n.queue_id \
@@ -170,6 +179,26 @@ struct Ends {
     succeeded: i64,
     dead: i64,
     cancelled: i64,
+}
+
+/// A batch's counts from `row`'s [`BATCH`] columns, from column `at` on (no steps).
+fn counts<R: Columns>(row: &R, id: BatchId, at: usize) -> Result<BatchStatus>
+where
+    R::Database: super::Types,
+{
+    let count = |i: usize| -> Result<u64> { Ok(row.col::<i64>(at + i)?.max(0) as u64) };
+    Ok(BatchStatus {
+        id,
+        state: BatchState::from_code(row.col(at)?),
+        members: count(1)?,
+        pending: count(2)?,
+        succeeded: count(3)?,
+        dead: count(4)?,
+        cancelled: count(5)?,
+        created_at: time_from_micros(row.col(at + 6)?),
+        finished_at: row.col::<Option<i64>>(at + 7)?.map(time_from_micros),
+        steps: Vec::new(),
+    })
 }
 
 impl<B: Backend> SqlStore<B> {
@@ -771,6 +800,24 @@ impl<B: Backend> SqlStore<B> {
         Ok(sealed)
     }
 
+    /// Up to `n` batches in `state`, the newest first, with their counts (no steps).
+    pub(crate) async fn batches(
+        &self,
+        conn: &mut B::Connection,
+        state: BatchState,
+        n: usize,
+    ) -> Result<Vec<BatchStatus>> {
+        let query = match state {
+            BatchState::Open => self.query(BATCHES_UNFINISHED).arg(0_i16),
+            BatchState::Sealed => self.query(BATCHES_UNFINISHED).arg(1_i16),
+            BatchState::Finished => self.query(BATCHES_FINISHED),
+        };
+        let rows = query.arg(n as i64).rows(conn).await?;
+        rows.iter()
+            .map(|row| counts(row, BatchId::from_slice(row.id_at(0)?.bytes())?, 1))
+            .collect()
+    }
+
     /// A batch's counts and messages.
     pub(crate) async fn batch_status(
         &self,
@@ -780,19 +827,7 @@ impl<B: Backend> SqlStore<B> {
         let Some(row) = self.query(BATCH).arg(id.bytes()).first(conn).await? else {
             return Ok(None);
         };
-        let count = |i: usize| -> Result<u64> { Ok(row.col::<i64>(i)?.max(0) as u64) };
-        let mut status = BatchStatus {
-            id,
-            state: BatchState::from_code(row.col(0)?),
-            members: count(1)?,
-            pending: count(2)?,
-            succeeded: count(3)?,
-            dead: count(4)?,
-            cancelled: count(5)?,
-            created_at: time_from_micros(row.col(6)?),
-            finished_at: row.col::<Option<i64>>(7)?.map(time_from_micros),
-            steps: Vec::new(),
-        };
+        let mut status = counts(&row, id, 0)?;
         let mut deps: HashMap<MessageId, Vec<MessageId>> = HashMap::new();
         for r in self.query(STEP_EDGES).arg(id.bytes()).rows(conn).await? {
             deps.entry(r.id_at(0)?).or_default().push(r.id_at(1)?);
