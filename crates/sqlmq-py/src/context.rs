@@ -89,6 +89,40 @@ impl JobContext {
         awaitable(py, async move { ctx!(&inner, c => c.extend(lease).await) })
     }
 
+    /// Whether the message was cancelled (`Queue.cancel`, `sqlmq cancel`, the dashboard) or its
+    /// deadline or run timeout came while the handler runs: stop, and return anything — the
+    /// worker removes (or dead-letters) the message; its ack no longer counts.
+    #[getter]
+    fn cancelled(&self) -> bool {
+        ctx!(&self.inner, c => c.is_cancelled())
+    }
+
+    /// When this attempt will be stopped (UTC): the earlier of its message's deadline and its
+    /// claim plus its run timeout; None without either.
+    #[getter]
+    fn deadline(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        ctx!(&self.inner, c => c.deadline())
+            .map(|at| convert::datetime(py, at))
+            .transpose()
+    }
+
+    /// Report how far the handler got: any JSON value (at most 4 KiB once encoded), shown by
+    /// `sqlmq show`, the API and the dashboard while the message is in flight. Never waits for
+    /// the database: written in the background at most once a second.
+    fn progress(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text: String = py
+            .import("json")?
+            .call_method1("dumps", (value,))?
+            .extract()?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| crate::errors::InvalidInput::new_err(format!("progress: {e}")))?;
+        let inner = self.inner.clone();
+        block_on(
+            py,
+            async move { ctx!(&inner, c => c.progress(value).await) },
+        )
+    }
+
     fn __repr__(&self) -> String {
         format!("JobContext({}, attempt {})", self.source(), self.attempt())
     }

@@ -252,6 +252,21 @@ impl Delivery {
         convert::datetime(py, self.inner.lease_expires_at)
     }
 
+    /// The message's deadline (UTC), if it has one: settle it before.
+    #[getter]
+    fn deadline(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.inner
+            .deadline
+            .map(|at| convert::datetime(py, at))
+            .transpose()
+    }
+
+    /// Seconds each attempt may run, if limited.
+    #[getter]
+    fn run_timeout(&self) -> Option<f64> {
+        self.inner.run_timeout.map(|t| t.as_secs_f64())
+    }
+
     /// A topic record's partition (None for a queue's message).
     #[getter]
     fn partition(&self) -> Option<u32> {

@@ -4,6 +4,7 @@ after a number of messages."""
 
 import asyncio
 import threading
+import time
 
 import sqlmq
 
@@ -121,6 +122,34 @@ def test_run_async_inside_an_application_loop(client):
 
     assert asyncio.run(main()).acked == 2
     assert sorted(seen) == [b"a", b"b"]
+
+
+def test_a_run_timeout_cancels_the_handler_and_dead_letters_the_message(client):
+    q = client.create_queue("jobs", max_attempts=5)
+    q.send(sqlmq.Message(b"slow", run_timeout=0.5))
+    seen = {}
+    worker = sqlmq.Worker(client, poll_interval=(0.01, 0.05))
+
+    @worker.queue("jobs")
+    def handle(d, ctx):
+        seen["deadline"], seen["run_timeout"] = ctx.deadline, d.run_timeout
+        for i in range(1000):
+            if ctx.cancelled:
+                seen["stopped_at"] = i
+                return
+            ctx.progress({"done": i, "of": 1000})
+            time.sleep(0.01)
+
+    report = worker.run(max_messages=1)
+    assert report.dead_lettered == 1
+    ((_, tries, error),) = q.dead_letters()
+    assert (tries, error) == (1, "run timeout of 500ms exceeded")
+    assert seen["run_timeout"] == 0.5
+    assert seen["deadline"].tzinfo is not None
+    deadline = time.monotonic() + 5
+    while "stopped_at" not in seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert 10 < seen["stopped_at"] < 1000, seen
 
 
 def test_unknown_queues_and_bad_handlers_are_refused(client):
