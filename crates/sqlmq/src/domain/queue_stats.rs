@@ -28,7 +28,7 @@ pub struct QueueStats {
     pub blocked: u64,
     /// Waiting for their dependencies to be acked, or for their batch to finish (callbacks).
     pub waiting: u64,
-    /// Claimed and not yet acked.
+    /// Claimed and not yet acked (cancelled ones included until their handler ends).
     pub in_flight: u64,
     /// Dead letters.
     pub dead: u64,

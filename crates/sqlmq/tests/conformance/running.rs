@@ -182,6 +182,11 @@ pub(crate) async fn a_handler_that_ignores_the_cancel_is_abandoned_at_its_lease_
     // The concurrency slot stays held while the handler may still run: "next" waits...
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(started.load(Ordering::SeqCst), 1);
+    let stats = other_q.stats().await.unwrap();
+    assert_eq!(
+        stats.in_flight, 1,
+        "a cancelling message counts in flight: {stats:?}"
+    );
     // ...until the lease would have ended: then the message is gone, never retried, and the
     // slot moves on.
     eventually_async(

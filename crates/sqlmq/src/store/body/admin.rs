@@ -30,14 +30,16 @@ pub struct AdminSql {
     pub purge_by_id: [&'static str; 4],
 }
 
-/// Per-queue row counts of each state table.
-const COUNTS: [&str; 6] = [
+/// Per-queue row counts of each state table (a message cancelled in flight counts in flight
+/// while its handler may still run).
+const COUNTS: [&str; 7] = [
     "SELECT queue_id, COUNT(*) FROM {p}ready GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}scheduled GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}blocked GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}leases GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}dead GROUP BY queue_id",
     "SELECT queue_id, COUNT(*) FROM {p}waiting GROUP BY queue_id",
+    "SELECT queue_id, COUNT(*) FROM {p}cancels GROUP BY queue_id",
 ];
 /// Take up to n of a queue's `waiting` rows (queue, n): `id`.
 const PURGE_WAITING: &str = "SELECT id FROM {p}waiting WHERE queue_id = ? LIMIT ?";
@@ -62,7 +64,8 @@ impl<B: Backend> SqlStore<B> {
                     2 => entry.blocked = n,
                     3 => entry.in_flight = n,
                     4 => entry.dead = n,
-                    _ => entry.waiting = n,
+                    5 => entry.waiting = n,
+                    _ => entry.in_flight += n,
                 }
             }
         }
