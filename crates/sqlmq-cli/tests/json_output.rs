@@ -227,6 +227,7 @@ fn every_json_command_prints_times_and_durations_in_one_form() {
             vec!["batch", "show"],
             vec!["batch", "show", &batch, "--json"],
         ),
+        (vec!["batch", "list"], vec!["batch", "list", "--json"]),
         (vec!["topic", "list"], vec!["topic", "list", "--json"]),
         (
             vec!["topic", "describe"],
