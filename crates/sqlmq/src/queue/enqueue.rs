@@ -40,13 +40,7 @@ pub(crate) async fn send<B: Backend>(
         messages: msgs,
         budget,
     } = *batch;
-    let mut out: Vec<Sent> = msgs
-        .iter()
-        .map(|m| Sent {
-            id: m.id,
-            duplicate: false,
-        })
-        .collect();
+    let mut out: Vec<Sent> = msgs.iter().map(|m| Sent::new(m.id)).collect();
     let mut fresh =
         check_idempotency::<B>(store, conn, queue_id, dedup_window, msgs, &mut out).await?;
     if fresh.is_empty() {
@@ -206,21 +200,31 @@ async fn check_idempotency<B: Backend>(
         let mut stale = Vec::new();
         let mut to_record = Vec::new();
         let mut new_keys = Vec::new();
+        let mut moved = false;
         for &i in &keyed {
             match existing.get(key_of(i)) {
                 Some(&(id, _)) if ours.contains(&id) => new_keys.push(i), // recorded earlier
-                Some(&(id, true)) => {
-                    out[i] = Sent {
-                        id,
-                        duplicate: true,
+                Some(&(id, _)) if msgs[i].replace => {
+                    match replace(store, conn, queue_id, id, &msgs[i]).await? {
+                        Replaced::Waiting => out[i] = Sent::replaced(id),
+                        Replaced::Gone => to_record.push(i),
+                        // After the last look, recording fails as a lost race does.
+                        Replaced::Moved if attempt >= DEDUP_RACE_RETRIES => to_record.push(i),
+                        Replaced::Moved => moved = true,
                     }
                 }
+                Some(&(id, true)) => out[i] = Sent::duplicate_of(id),
                 Some(&(_, false)) => {
                     stale.push(key_of(i));
                     to_record.push(i);
                 }
                 None => to_record.push(i),
             }
+        }
+        if moved {
+            // A concurrent sender gave a replacing key to a message of its own: look again
+            // (what was replaced meanwhile is replaced again, harmlessly).
+            continue;
         }
         store.forget_keys(conn, queue_id, &stale).await?;
         let records: Vec<(&str, MessageId)> =
@@ -240,12 +244,45 @@ async fn check_idempotency<B: Backend>(
         }
     };
     for (dup, first) in in_batch_dups {
-        out[dup] = Sent {
-            id: out[first].id,
-            duplicate: true,
-        };
+        out[dup] = Sent::duplicate_of(out[first].id);
     }
     fresh.append(&mut new_keys);
     fresh.sort_unstable();
     Ok(fresh)
+}
+
+/// What a replacing send found of the message its key names.
+enum Replaced {
+    /// It waited: replaced.
+    Waiting,
+    /// It no longer waits (claimed, dead, gone): the key was freed for a new message.
+    Gone,
+    /// The key names another message already: a concurrent sender moved it.
+    Moved,
+}
+
+/// Replace message `id`, which `m`'s key names, with `m` if it still waits; else free the key.
+async fn replace<B: Backend>(
+    store: &SqlStore<B>,
+    conn: &mut B::Connection,
+    queue_id: i32,
+    id: MessageId,
+    m: &Message,
+) -> Result<Replaced> {
+    let headers = (!m.headers.is_empty())
+        .then(|| serde_json::to_string(&m.headers))
+        .transpose()?;
+    let content = (m.body.as_slice(), headers.as_deref());
+    if store
+        .replace_waiting(conn, queue_id, id, content, micros_of(m.delay))
+        .await?
+    {
+        return Ok(Replaced::Waiting);
+    }
+    let key = m.idempotency_key.as_deref().unwrap_or_default();
+    Ok(if store.unrecord_key(conn, queue_id, key, id).await? {
+        Replaced::Gone
+    } else {
+        Replaced::Moved
+    })
 }

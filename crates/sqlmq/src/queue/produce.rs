@@ -125,8 +125,12 @@ impl<B: Backend> Queue<B> {
                     |conn, _| {
                         Box::pin(async move {
                             let sent = self.send_with(conn, messages, budget).await?;
-                            *written.lock().expect("poisoned") =
-                                sent.iter().filter(|s| !s.duplicate).map(|s| s.id).collect();
+                            // (a replaced message was stored before: it proves nothing)
+                            *written.lock().expect("poisoned") = sent
+                                .iter()
+                                .filter(|s| !s.duplicate && !s.replaced)
+                                .map(|s| s.id)
+                                .collect();
                             Ok(sent)
                         })
                     },
@@ -261,14 +265,7 @@ impl<B: Backend> Queue<B> {
             },
         )
         .await;
-        let written = || {
-            ids.iter()
-                .map(|&id| Sent {
-                    id,
-                    duplicate: false,
-                })
-                .collect()
-        };
+        let written = || ids.iter().map(|&id| Sent::new(id)).collect();
         match ran {
             Ok(OneShot::Unsure) => Ok(None),
             Ok(OneShot::Written) => Ok(Some(written())),
@@ -322,6 +319,18 @@ impl<B: Backend> Queue<B> {
     /// Reject bad input before anything is written.
     pub(crate) fn check_messages(&self, messages: &[Message]) -> Result<()> {
         self.client.require_schema()?;
+        let mut replacing = std::collections::HashSet::new();
+        for key in messages
+            .iter()
+            .filter(|m| m.replace)
+            .filter_map(|m| m.idempotency_key.as_deref())
+        {
+            if !replacing.insert(key) {
+                return Err(Error::InvalidArgument(format!(
+                    "one send replaces by key {key:?} once; it holds two messages with it"
+                )));
+            }
+        }
         let limit = self.client.max_payload_bytes();
         for m in messages {
             if m.body.len() > limit {
@@ -363,6 +372,14 @@ impl<B: Backend> Queue<B> {
             }
             if let Some(k) = &m.idempotency_key {
                 validate_key("idempotency key", k)?;
+            }
+            if m.replace && (m.ordering_key.is_some() || m.concurrency_key.is_some() || m.tracked())
+            {
+                return Err(Error::InvalidArgument(
+                    "a replacing message has no ordering or concurrency key, batch or \
+                     dependencies"
+                        .into(),
+                ));
             }
             check_headers(&m.headers)?;
             if m.tracked() {

@@ -29,6 +29,7 @@
 //! | `durable` | durable execution: a completed step never runs again, a `step_in`'s writes commit with its record, a sleep holds no slot and spends no attempt, an emit wakes its waiting run, a timeout fires once, racing emits and a timeout resolve to one outcome, typed errors |
 //! | `durable_processes` | a five-step durable workflow on three worker processes killed with `kill -9` at random: every step's writes once, every run finished |
 //! | `running` | control of running messages: a cancel from another client reaches the running handler within a second, its ack fails and rolls back, the message is removed and never delivered again (at its lease's end when the handler ignores it, its slot held until then); progress visible while the handler runs, gone after its ack |
+//! | `uniqueness` | replacing sends take their key's waiting message's place, concurrent ones leave one waiting message per key; a debounced key is delivered once after its sends stop, with the last body |
 //! | `workflows` | batches: every callback sent once, by the end that finishes the batch; dependencies: a step runs after its dependencies' acks and reads their results, a dead one holds, a cancelled one cancels |
 //! | `late_committer` | (shared) producer B of the late-committer scenarios |
 
@@ -58,6 +59,7 @@ mod topic_groups;
 mod topic_publish;
 mod topic_stress;
 mod topic_worker;
+mod uniqueness;
 mod upgrade;
 mod worker;
 mod worker_processes;

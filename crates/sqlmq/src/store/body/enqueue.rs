@@ -39,7 +39,19 @@ pub struct EnqueueSql {
     /// Give a message its deadline and run timeout: deadline (µs since the epoch, or NULL),
     /// run timeout (µs, or NULL), id.
     pub set_timing: &'static str,
+    /// A message's `ready` row, locked (waiting for a claim that holds it) where the backend
+    /// locks rows (id, queue): `priority, attempts, token`.
+    pub waiting_ready: &'static str,
+    /// The same of its `scheduled` row (id, queue).
+    pub waiting_scheduled: &'static str,
 }
+
+/// Forget a recorded key if it still names this message (queue, key, id): the key moves on.
+const UNRECORD_KEY: &str =
+    "DELETE FROM {p}dedup WHERE queue_id = ? AND idempotency_key = ? AND id = ?";
+/// A replacement's body and headers (body, headers, id).
+const REPLACE_CONTENT: &str = "UPDATE {p}messages SET body = ?, headers = ? WHERE id = ?";
+const DELETE_SCHEDULED_ONE: &str = "DELETE FROM {p}scheduled WHERE id = ?";
 
 pub(crate) const INSERT_READY: &str =
     "INSERT INTO {p}ready (queue_id, priority, id, attempts, token) VALUES {list}";
@@ -179,6 +191,85 @@ impl<B: Backend> SqlStore<B> {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Forget that `key` names message `id` (when it still does): the key is free to name
+    /// another. False when it names another already (a concurrent sender moved it).
+    pub(crate) async fn unrecord_key(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        key: &str,
+        id: MessageId,
+    ) -> Result<bool> {
+        let n = self
+            .query(UNRECORD_KEY)
+            .arg(queue_id)
+            .arg(key.as_bytes())
+            .arg(id.bytes())
+            .run(conn)
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Replace waiting message `id` of `queue_id`: lock its `ready` or `scheduled` row (a
+    /// claim holding it is waited for), give it `body` and `headers`, and put it back in line
+    /// due `delay_us` from now with its priority, attempts and token. False, changing nothing,
+    /// when it does not wait there (claimed, dead, blocked, gone).
+    pub(crate) async fn replace_waiting(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        id: MessageId,
+        (body, headers): (&[u8], Option<&str>),
+        delay_us: i64,
+    ) -> Result<bool> {
+        let ready = self
+            .query(B::ENQUEUE.waiting_ready)
+            .arg(id.bytes())
+            .arg(queue_id)
+            .first(conn)
+            .await?;
+        let (row, in_ready) = match ready {
+            Some(row) => (row, true),
+            None => match self
+                .query(B::ENQUEUE.waiting_scheduled)
+                .arg(id.bytes())
+                .arg(queue_id)
+                .first(conn)
+                .await?
+            {
+                Some(row) => (row, false),
+                None => return Ok(false),
+            },
+        };
+        let entry = Entry {
+            id,
+            priority: row.col(0)?,
+            attempts: row.col(1)?,
+            token: row.col(2)?,
+        };
+        if in_ready {
+            self.query(super::admin::CANCEL_READY)
+                .arg(queue_id)
+                .arg(entry.priority)
+                .arg(id.bytes())
+                .run(conn)
+                .await?;
+        } else {
+            self.query(DELETE_SCHEDULED_ONE)
+                .arg(id.bytes())
+                .run(conn)
+                .await?;
+        }
+        self.query(REPLACE_CONTENT)
+            .arg(body)
+            .arg(headers.map(str::as_bytes))
+            .arg(id.bytes())
+            .run(conn)
+            .await?;
+        self.place(conn, queue_id, &[(entry, delay_us)]).await?;
+        Ok(true)
     }
 
     /// Which of `ids` are stored messages (a plain read that sees the transaction's own rows).

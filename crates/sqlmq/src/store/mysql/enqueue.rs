@@ -26,6 +26,12 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     set_timing: "UPDATE {p}messages SET \
         deadline_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), run_timeout_us = ? \
         WHERE id = ?",
+    waiting_ready: "SELECT r.priority, r.attempts, r.token FROM {p}messages m FORCE INDEX (PRIMARY) \
+        STRAIGHT_JOIN {p}ready r FORCE INDEX (PRIMARY) \
+        ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id \
+        WHERE m.id = ? AND m.queue_id = ? FOR UPDATE",
+    waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled FORCE INDEX (PRIMARY) \
+        WHERE id = ? AND queue_id = ? FOR UPDATE",
 };
 
 pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

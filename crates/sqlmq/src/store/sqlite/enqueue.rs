@@ -32,6 +32,12 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     // One writer: no COMMIT can be in flight on another connection.
     stored_locking: STORED,
     set_timing: "UPDATE {p}messages SET deadline_at = ?, run_timeout_us = ? WHERE id = ?",
+    // One writer at a time: the transaction holds the database, nothing to lock.
+    waiting_ready: "SELECT r.priority, r.attempts, r.token FROM {p}messages m JOIN {p}ready r \
+        ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id \
+        WHERE m.id = ? AND m.queue_id = ?",
+    waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled \
+        WHERE id = ? AND queue_id = ?",
 };
 
 const STORED: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
