@@ -53,6 +53,39 @@ fn send_recv_ack_round_trip_shows_in_queue_counts() {
 
 /// Guarantee: bodies are kept byte for byte (stdin, non-UTF-8 shown as base64), and
 /// `recv --ack` settles what it printed.
+/// `send --replace KEY` takes the key's waiting message's place; `--debounce` delays it.
+#[test]
+fn a_replacing_send_takes_the_waiting_messages_place() {
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "q"]);
+    let first = db
+        .ok(&["send", "q", "1", "--replace", "k"])
+        .trim()
+        .to_owned();
+    let second = db.ok(&["send", "q", "2", "--replace", "k"]);
+    assert_eq!(second.trim(), format!("{first} (replaced)"));
+    let sent = db.json(&[
+        "send",
+        "q",
+        "d",
+        "--replace",
+        "d",
+        "--debounce",
+        "1h",
+        "--json",
+    ]);
+    assert_eq!(sent[0]["replaced"], false, "{sent}");
+    let stats = db.stats("q");
+    assert_eq!((stats.ready, stats.scheduled), (1, 1));
+    let got = db.json(&["recv", "q", "-n", "10", "--json"]);
+    assert_eq!(got.as_array().unwrap().len(), 1, "{got}");
+    assert_eq!(
+        (&got[0]["id"], &got[0]["body"]),
+        (&serde_json::json!(first), &serde_json::json!("2"))
+    );
+    db.fails(&["send", "q", "x", "--debounce", "1s"], 2, "--replace");
+}
+
 #[test]
 fn binary_bodies_from_stdin_and_recv_ack() {
     let db = TestDb::new();

@@ -30,10 +30,13 @@ impl Message {
     /// first. `deadline`: a timezone-aware `datetime` after which it is never delivered (a
     /// worker stops a handler still running then; it becomes a dead letter). `run_timeout`:
     /// seconds each attempt may run, past which a worker stops it and dead-letters it.
+    /// `replace_key`: replace the key's waiting message (body, headers, due time), or once that
+    /// one was claimed send anew under the key. `debounce`: with `replace_key`, deliver once,
+    /// after the key has had no send for this many seconds.
     #[new]
     #[pyo3(signature = (body, *, id=None, priority=0, delay=None, ordering_key=None,
         concurrency_key=None, idempotency_key=None, headers=None, depends_on=None,
-        deadline=None, run_timeout=None))]
+        deadline=None, run_timeout=None, replace_key=None, debounce=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         body: &Bound<'_, PyAny>,
@@ -47,6 +50,8 @@ impl Message {
         depends_on: Option<Vec<String>>,
         deadline: Option<std::time::SystemTime>,
         run_timeout: Option<f64>,
+        replace_key: Option<String>,
+        debounce: Option<f64>,
     ) -> PyResult<Message> {
         let mut m = sqlmq::Message::new(convert::body(body)?).priority(priority);
         if let Some(id) = id {
@@ -80,6 +85,16 @@ impl Message {
         if let Some(t) = run_timeout {
             m = m.run_timeout(convert::seconds("run_timeout", t)?);
         }
+        match (replace_key, debounce) {
+            (Some(key), None) => m = m.replacing(key),
+            (Some(key), Some(quiet)) => m = m.debounce(key, convert::seconds("debounce", quiet)?),
+            (None, Some(_)) => {
+                return Err(crate::errors::InvalidInput::new_err(
+                    "debounce needs a replace_key",
+                ));
+            }
+            (None, None) => {}
+        }
         Ok(Message { inner: m })
     }
 
@@ -103,17 +118,22 @@ pub(crate) fn message(value: &Bound<'_, PyAny>) -> PyResult<sqlmq::Message> {
 }
 
 /// What a send did: the message's `id`, and whether it was a `duplicate` (its id or idempotency
-/// key was sent already: nothing new was written).
+/// key was sent already: nothing new was written) or `replaced` its key's waiting message (`id`
+/// is that message's).
 #[pyclass(module = "sqlmq._sqlmq", frozen, get_all)]
 pub(crate) struct Sent {
     id: String,
     duplicate: bool,
+    replaced: bool,
 }
 
 #[pymethods]
 impl Sent {
     fn __repr__(&self) -> String {
-        format!("Sent(id={}, duplicate={})", self.id, self.duplicate)
+        format!(
+            "Sent(id={}, duplicate={}, replaced={})",
+            self.id, self.duplicate, self.replaced
+        )
     }
 }
 
@@ -122,6 +142,7 @@ impl From<sqlmq::queue::Sent> for Sent {
         Sent {
             id: s.id.to_string(),
             duplicate: s.duplicate,
+            replaced: s.replaced,
         }
     }
 }

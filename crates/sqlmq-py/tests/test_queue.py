@@ -82,6 +82,20 @@ def test_a_message_past_its_deadline_is_dead_lettered_not_delivered(client):
         q.send(sqlmq.Message(b"x", run_timeout=0))
 
 
+def test_a_replacing_send_takes_the_waiting_messages_place(client):
+    q = client.create_queue("jobs")
+    first = q.send(sqlmq.Message(b"1", replace_key="k"))
+    second = q.send(sqlmq.Message(b"2", replace_key="k"))
+    assert (second.id, second.replaced, second.duplicate) == (first.id, True, False)
+    debounced = q.send(sqlmq.Message(b"d", replace_key="d", debounce=3600))
+    assert not debounced.replaced
+    got = q.receive(10, lease=30)
+    assert [(d.id, d.body) for d in got] == [(first.id, b"2")]
+    assert q.stats().scheduled == 1
+    with pytest.raises(sqlmq.InvalidInput):
+        sqlmq.Message(b"x", debounce=1)
+
+
 def test_a_lease_that_ended_cannot_ack_or_extend(client):
     q = client.create_queue("jobs")
     q.send(b"slow")

@@ -550,6 +550,54 @@ async fn deadlines_are_sent_shown_and_kept() {
     }
 }
 
+/// `replace_key` and `debounce_ms`: a replacing send takes its key's waiting message's place;
+/// a debounced one waits; bad combinations are 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_and_debounced_sends() {
+    let s = TestServer::start().await;
+    s.queue("jobs").await;
+    let send = |body: Value| {
+        let s = &s;
+        async move {
+            let (st, v) = s
+                .post("/v1/queues/jobs/messages", json!({ "messages": [body] }))
+                .await;
+            assert_eq!(st, 200, "{v}");
+            v["messages"][0].clone()
+        }
+    };
+    let first = send(json!({"body": "1", "replace_key": "k"})).await;
+    assert_eq!(first["replaced"], false);
+    let second = send(json!({"body": "2", "replace_key": "k"})).await;
+    assert_eq!(
+        (&second["id"], &second["replaced"]),
+        (&first["id"], &json!(true))
+    );
+    let later = send(json!({"body": "d", "replace_key": "d", "debounce_ms": 3600000})).await;
+    assert_eq!(later["replaced"], false);
+    let (_, q) = s.get("/v1/queues/jobs").await;
+    assert_eq!(
+        (q["ready"].as_u64(), q["scheduled"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let (_, got) = s.post("/v1/queues/jobs/receive", json!({"max": 10})).await;
+    assert_eq!(got["messages"].as_array().unwrap().len(), 1, "{got}");
+    assert_eq!(got["messages"][0]["body"], "2");
+    for bad in [
+        json!({"body": "a", "replace_key": "k", "idempotency_key": "k"}),
+        json!({"body": "a", "debounce_ms": 10}),
+        json!({"body": "a", "replace_key": "k", "debounce_ms": 10, "delay_ms": 10}),
+        json!({"body": "a", "replace_key": "k", "ordering_key": "o"}),
+    ] {
+        assert_error(
+            &s.post("/v1/queues/jobs/messages", json!({ "messages": [bad] }))
+                .await,
+            422,
+            "invalid_argument",
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_request_body_is_413() {
     let s = TestServer::with(common::test_config().max_body_bytes(64 * 1024)).await;

@@ -37,8 +37,16 @@ pub struct Args {
     #[arg(long, value_name = "KEY", conflicts_with = "ordering_key")]
     concurrency_key: Option<String>,
     /// Idempotency key: sending the same key again is a no-op that returns the first id
-    #[arg(long = "id", value_name = "IDEMPOTENCY_KEY", conflicts_with = "batch")]
+    #[arg(long = "id", value_name = "IDEMPOTENCY_KEY", conflicts_with_all = ["batch", "replace"])]
     idempotency_key: Option<String>,
+    /// Replace the waiting message of this key (its body, headers and due time), or, once it
+    /// was claimed, send anew under the key
+    #[arg(long, value_name = "KEY", conflicts_with = "batch")]
+    replace: Option<String>,
+    /// With --replace: deliver once, after the key has had no send for this long (e.g. 5s)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "replace",
+        conflicts_with = "delay")]
+    debounce: Option<Duration>,
     /// Header KEY=VALUE (repeatable)
     #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_header)]
     headers: Vec<(String, String)>,
@@ -56,7 +64,7 @@ pub struct Args {
     /// Send every non-empty line of stdin as one message, all in one transaction
     #[arg(long)]
     batch: bool,
-    /// Print [{"id", "duplicate"}] as JSON
+    /// Print [{"id", "duplicate", "replaced"}] as JSON
     #[arg(long)]
     json: bool,
 }
@@ -79,6 +87,12 @@ impl Args {
         }
         if let Some(k) = &self.idempotency_key {
             m = m.idempotency_key(k);
+        }
+        if let Some(k) = &self.replace {
+            m = match self.debounce {
+                Some(quiet) => m.debounce(k, quiet),
+                None => m.replacing(k),
+            };
         }
         if let Some(at) = self.deadline {
             m = m.deadline(at);
@@ -167,19 +181,22 @@ fn lines(input: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// One id per line (`(duplicate)` when the idempotency key was known), or JSON.
+/// One id per line (`(duplicate)` when the idempotency key was known, `(replaced)` when it
+/// replaced its key's waiting message), or JSON.
 fn print_sent(sent: &[Sent], json: bool) -> Result<()> {
     if json {
         #[derive(Serialize)]
         struct Row {
             id: String,
             duplicate: bool,
+            replaced: bool,
         }
         let rows: Vec<Row> = sent
             .iter()
             .map(|s| Row {
                 id: s.id.to_string(),
                 duplicate: s.duplicate,
+                replaced: s.replaced,
             })
             .collect();
         return print_json(&rows);
@@ -187,6 +204,8 @@ fn print_sent(sent: &[Sent], json: bool) -> Result<()> {
     for s in sent {
         if s.duplicate {
             println!("{} (duplicate)", s.id);
+        } else if s.replaced {
+            println!("{} (replaced)", s.id);
         } else {
             println!("{}", s.id);
         }

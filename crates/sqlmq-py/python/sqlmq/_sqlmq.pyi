@@ -203,6 +203,8 @@ class Message:
         depends_on: Optional[List[str]] = None,
         deadline: Optional[datetime.datetime] = None,
         run_timeout: Optional[float] = None,
+        replace_key: Optional[str] = None,
+        debounce: Optional[float] = None,
     ) -> None: ...
     @property
     def id(self) -> str: ...
@@ -210,6 +212,7 @@ class Message:
 class Sent:
     id: str
     duplicate: bool
+    replaced: bool
 
 class Receipt:
     """Proof of a claim; ``str(receipt)`` is ``ID:TOKEN``."""

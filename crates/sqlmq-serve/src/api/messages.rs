@@ -57,6 +57,15 @@ macro_rules! message_request {
             /// Sending a message with the same key again within the queue's window is a no-op
             /// that returns the original id (1 to 128 bytes).
             pub idempotency_key: Option<String>,
+            /// Replace the waiting message of this key (its body, headers and due time; the
+            /// answer's `replaced` is true with its id), or, once that one was claimed, send
+            /// anew under the key (1 to 128 bytes; not with `idempotency_key`, `ordering_key`,
+            /// `concurrency_key`, nor in a batch).
+            pub replace_key: Option<String>,
+            /// With `replace_key`: deliver once, after the key has had no send for this many
+            /// milliseconds (not with `delay_ms`).
+            #[schema(minimum = 0, maximum = 31622400000_u64)]
+            pub debounce_ms: Option<u64>,
             /// Use this message id (a UUID) instead of a generated one.
             pub id: Option<String>,
             /// Never delivered after this time (RFC 3339): a claim that finds it later makes
@@ -89,6 +98,8 @@ macro_rules! message_request {
                     ordering_key: self.ordering_key.take(),
                     concurrency_key: self.concurrency_key.take(),
                     idempotency_key: self.idempotency_key.take(),
+                    replace_key: self.replace_key.take(),
+                    debounce_ms: self.debounce_ms.take(),
                     id: self.id.take(),
                     deadline: self.deadline.take(),
                     run_timeout_ms: self.run_timeout_ms.take(),
@@ -112,6 +123,8 @@ pub(crate) struct MessageFields {
     pub(crate) ordering_key: Option<String>,
     pub(crate) concurrency_key: Option<String>,
     pub(crate) idempotency_key: Option<String>,
+    pub(crate) replace_key: Option<String>,
+    pub(crate) debounce_ms: Option<u64>,
     pub(crate) id: Option<String>,
     pub(crate) deadline: Option<String>,
     pub(crate) run_timeout_ms: Option<u64>,
@@ -137,7 +150,27 @@ impl MessageFields {
             m = m.concurrency_key(k);
         }
         if let Some(k) = self.idempotency_key {
+            if self.replace_key.is_some() {
+                return Err(ApiError::invalid(
+                    "a message has an idempotency_key or a replace_key, not both",
+                ));
+            }
             m = m.idempotency_key(k);
+        }
+        match (self.replace_key, self.debounce_ms) {
+            (Some(k), None) => m = m.replacing(k),
+            (Some(k), Some(ms)) => {
+                if self.delay_ms.is_some() {
+                    return Err(ApiError::invalid(
+                        "debounce_ms is the delay of a debounced message: not with delay_ms",
+                    ));
+                }
+                m = m.debounce(k, at_most_a_year("debounce_ms", ms)?);
+            }
+            (None, Some(_)) => {
+                return Err(ApiError::invalid("debounce_ms needs a replace_key"));
+            }
+            (None, None) => {}
         }
         for (k, v) in self.headers.unwrap_or_default() {
             m = m.header(k, v);
@@ -203,6 +236,8 @@ pub struct SentOut {
     pub id: String,
     /// True when its idempotency key was already known: nothing was written.
     pub duplicate: bool,
+    /// True when it replaced its `replace_key`'s waiting message: `id` is that message's.
+    pub replaced: bool,
 }
 
 /// The sent messages, in the order given.
@@ -220,6 +255,7 @@ impl From<Vec<sqlmq::queue::Sent>> for SendResponse {
                 .map(|s| SentOut {
                     id: s.id.to_string(),
                     duplicate: s.duplicate,
+                    replaced: s.replaced,
                 })
                 .collect(),
         }
