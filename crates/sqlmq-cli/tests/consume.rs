@@ -308,6 +308,54 @@ fn a_run_timeout_or_deadline_terminates_the_command_and_dead_letters_the_message
     assert!(!db.path("finished").exists(), "no command ran to its end");
 }
 
+/// `--metrics-listen`: the worker's own counters for Prometheus, per queue.
+#[test]
+fn metrics_listen_serves_the_workers_counters() {
+    use std::io::{Read, Write};
+    let db = TestDb::new();
+    db.ok(&["queue", "create", "x"]);
+    for i in 0..5 {
+        db.ok(&["send", "x", &format!("m{i}")]);
+    }
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let worker = db.spawn(&[
+        "consume",
+        "x",
+        "--metrics-listen",
+        &addr,
+        "--exec",
+        "cat > /dev/null",
+    ]);
+    let scrape = || -> Option<String> {
+        let mut conn = std::net::TcpStream::connect(&addr).ok()?;
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        conn.read_to_string(&mut text).ok()?;
+        Some(text)
+    };
+    let text = eventually(Duration::from_secs(30), "5 acks in the metrics", || {
+        scrape().filter(|t| t.contains("sqlmq_messages_acked_total{queue=\"x\"} 5"))
+    });
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("# HELP sqlmq_messages_claimed_total"),
+        "{text}"
+    );
+    worker.signal(libc::SIGTERM);
+    let out = worker.wait(Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("metrics at http://{addr}/metrics")),
+        "{stderr}"
+    );
+}
+
 /// A queue deleted under `consume` stops it with a clear error (it ran on silently, claiming
 /// from an id that no longer named anything).
 #[test]

@@ -35,6 +35,7 @@
 //! | `snapshot` | the background refresher of database gauges ([`Snapshot`]) |
 //! | `history` | the last hour of snapshots for charts |
 //! | `gauges` | `/metrics` rendering, [`install_prometheus_recorder`] |
+//! | `process_metrics` | a worker process's own `/metrics` ([`serve_process_metrics`]) |
 //! | `dashboard/` | the HTML pages and their actions, SVG charts |
 //! | `openapi` | the OpenAPI 3.1 document ([`openapi`]) |
 //! | `state` | [`AppState`], shared by every handler |
@@ -61,6 +62,7 @@ mod http1;
 mod longpoll;
 mod openapi;
 mod panic;
+mod process_metrics;
 mod server;
 mod snapshot;
 mod state;
@@ -77,6 +79,7 @@ pub use gauges::{install_prometheus_recorder, render_gauges};
 pub use handles::HANDLE_TTL;
 pub use longpoll::{POLL_CEILING, POLL_FLOOR};
 pub use openapi::openapi;
+pub use process_metrics::serve_process_metrics;
 pub use server::{ServeError, Server, router, shutdown_on_signals};
 pub use snapshot::{RATE_WINDOW, Snapshot};
 pub use state::{AppState, Traffic};

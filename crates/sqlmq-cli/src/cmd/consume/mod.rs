@@ -91,6 +91,11 @@ pub struct ExecOptions {
     /// cancelled message has after its SIGTERM before SIGKILL
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
     grace: Duration,
+    /// Serve this process's metrics (claims, acks, retries, dead letters, handler times per
+    /// queue) for Prometheus at http://ADDR/metrics; no token: bind where only the scraper
+    /// reaches
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl ExecOptions {
@@ -212,6 +217,12 @@ pub async fn run_exec<B: Backend>(
             Patience::Unbounded,
         )
         .await?;
+    if let Some(addr) = options.metrics_listen {
+        let (bound, _task) = sqlmq_serve::serve_process_metrics(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for --metrics-listen"))?;
+        eprintln!("sqlmq {command}: metrics at http://{bound}/metrics");
+    }
     let signals = shutdown::listen()?;
     let handler = CommandHandler {
         exec: Arc::from(exec),
