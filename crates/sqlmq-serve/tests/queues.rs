@@ -504,6 +504,13 @@ async fn send_receive_ack_nack_extend() {
     s.finish().await;
 }
 
+/// A send of the one message `bad` to `queue`: 422 `invalid_argument`.
+async fn refused(s: &TestServer, queue: &str, bad: Value) {
+    let path = format!("/v1/queues/{queue}/messages");
+    let answer = s.post(&path, json!({ "messages": [bad] })).await;
+    assert_error(&answer, 422, "invalid_argument");
+}
+
 /// Deadlines over HTTP: a message sent past its deadline is dead-lettered by the receive that
 /// finds it, never handed out; one on time is delivered with its deadline and run timeout, and
 /// shown with them; bad values are 422.
@@ -541,12 +548,7 @@ async fn deadlines_are_sent_shown_and_kept() {
         json!({"body": "a", "run_timeout_ms": 0}),
         json!({"body": "a", "run_timeout_ms": u64::MAX}),
     ] {
-        assert_error(
-            &s.post("/v1/queues/jobs/messages", json!({ "messages": [bad] }))
-                .await,
-            422,
-            "invalid_argument",
-        );
+        refused(&s, "jobs", bad).await;
     }
 }
 
@@ -589,12 +591,7 @@ async fn replacing_and_debounced_sends() {
         json!({"body": "a", "replace_key": "k", "debounce_ms": 10, "delay_ms": 10}),
         json!({"body": "a", "replace_key": "k", "ordering_key": "o"}),
     ] {
-        assert_error(
-            &s.post("/v1/queues/jobs/messages", json!({ "messages": [bad] }))
-                .await,
-            422,
-            "invalid_argument",
-        );
+        refused(&s, "jobs", bad).await;
     }
 }
 

@@ -10,28 +10,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sqlmq::queue::Backoff;
 use sqlmq::worker::CancellationToken;
-use sqlmq::{Client, Delivery, Error, JobContext, Message, Outcome, QueueConfig, Worker};
+use sqlmq::{Error, JobContext, Message, Outcome, QueueConfig};
 use sqlmq_testkit::{TestBackend, check_invariants, eventually_async, queue};
 
-/// A worker on queue "q" running `handler`, polling briskly.
-fn work<B, F, Fut>(
-    client: &Client<B>,
-    stop: &CancellationToken,
-    handler: F,
-) -> tokio::task::JoinHandle<sqlmq::worker::WorkerReport>
-where
-    B: TestBackend,
-    F: Fn(Delivery, JobContext<B>) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<Outcome, Error>> + Send + 'static,
-{
-    let run = Worker::builder(client)
-        .queue_raw("q", handler)
-        .concurrency(4)
-        .lease(Duration::from_secs(30))
-        .poll_interval(Duration::from_millis(5), Duration::from_millis(50))
-        .run(stop.clone());
-    tokio::spawn(async move { run.await.unwrap() })
-}
+use crate::running::work;
+
+/// The workers' lease: long, the tests stop handlers well before it ends.
+const LEASE: Duration = Duration::from_secs(30);
 
 /// The one dead letter's last error, once there is one.
 async fn dead_reason<B: TestBackend>(q: &sqlmq::Queue<B>) -> String {
@@ -128,7 +113,7 @@ pub(crate) async fn a_running_handler_is_stopped_at_its_run_timeout_and_never_re
     let stop = CancellationToken::new();
     let (s, f, t) = (started.clone(), fired.clone(), told.clone());
     let began = Instant::now();
-    let worker = work(&client, &stop, move |_d, ctx: JobContext<B>| {
+    let worker = work(&client, &stop, LEASE, move |_d, ctx: JobContext<B>| {
         let (started, fired, told) = (s.clone(), f.clone(), t.clone());
         async move {
             started.fetch_add(1, Ordering::SeqCst);
@@ -189,7 +174,7 @@ pub(crate) async fn a_deadline_stops_a_running_handler_and_a_run_timeout_counts_
     let attempts = Arc::new(AtomicU32::new(0));
     let stop = CancellationToken::new();
     let a = attempts.clone();
-    let worker = work(&client, &stop, move |d, _ctx: JobContext<B>| {
+    let worker = work(&client, &stop, LEASE, move |d, _ctx: JobContext<B>| {
         let attempts = a.clone();
         async move {
             if d.body == b"doomed" {

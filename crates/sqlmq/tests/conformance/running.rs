@@ -18,8 +18,9 @@ use sqlmq_testkit::{TestBackend, Value, check_invariants, eventually_async, queu
 /// How long the handler waited for its token after the cancel, and what its commit gave.
 type Ended = Arc<Mutex<Option<(Duration, Result<(), String>)>>>;
 
-/// A worker on queue "q" running `handler` with `lease`, polling briskly.
-fn work<B, F, Fut>(
+/// A worker on queue "q" running `handler` with `lease`, polling briskly (shared with
+/// `deadlines.rs`).
+pub(crate) fn work<B, F, Fut>(
     client: &Client<B>,
     stop: &CancellationToken,
     lease: Duration,
