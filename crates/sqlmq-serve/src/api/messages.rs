@@ -68,7 +68,7 @@ macro_rules! message_request {
             pub debounce_ms: Option<u64>,
             /// Use this message id (a UUID) instead of a generated one.
             pub id: Option<String>,
-            /// Never delivered after this time (RFC 3339): a claim that finds it later makes
+            /// Never delivered after this time (RFC 3339 in UTC, `…Z`): a claim that finds it later makes
             /// it a dead letter ("deadline passed"), and a worker stops a handler still running
             /// then.
             #[schema(example = "2026-11-22T10:00:00Z")]

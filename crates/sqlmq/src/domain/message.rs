@@ -143,7 +143,8 @@ impl Message {
     /// late makes it a dead letter with the reason "deadline passed" instead — and a worker
     /// stops a handler still running at `at` (its [`JobContext::cancelled`] fires, then its
     /// future is dropped, or after [`time_up_grace`]) and dead-letters the message, never to
-    /// retry it. Kept as given, and compared with the database's clock.
+    /// retry it. Kept as given, and compared with the database's clock. ([`Queue::take_in`](crate::Queue::take_in),
+    /// receive-and-delete, does not look at it.)
     ///
     /// [`time_up_grace`]: crate::worker::WorkerBuilder::time_up_grace
     ///
@@ -225,13 +226,15 @@ impl Message {
 
     /// Replace the waiting message of `key`: while a message sent with this key (by
     /// `replacing` or [`idempotency_key`](Message::idempotency_key)) still waits — ready or
-    /// delayed, not yet claimed — this send takes its place: its body, headers and due time
-    /// (now, or after this message's [`delay`](Message::delay)) become this message's, its id,
-    /// priority and attempts stay, and [`Sent::replaced`] is true with that id. Once it was
-    /// claimed (or is gone), this one is sent as a new message and the key names it. Concurrent
-    /// senders of one key leave one waiting message, the last one's. graphile-worker's
-    /// `job_key` "replace". Not with an ordering or concurrency key, nor in a batch or with
-    /// dependencies. 1 to 128 bytes.
+    /// delayed (a retry's backoff included), not in flight — this send takes its place: its
+    /// body, headers, due time (now, or after this message's [`delay`](Message::delay)),
+    /// deadline and run timeout become this message's, its id, priority, attempts and errors
+    /// stay, and [`Sent::replaced`] is true with that id. Once it was claimed (or is gone),
+    /// this one is sent as a new message and the key names it. Concurrent senders of one key
+    /// leave one waiting message, the last one's. The key is remembered for the queue's dedup
+    /// window from the message's due time: a message that waits longer than that is not
+    /// replaced any more. graphile-worker's `job_key` "replace". Not with an ordering or
+    /// concurrency key, nor in a batch or with dependencies. 1 to 128 bytes.
     ///
     /// ```
     /// // The latest settings win: one sync per account waits, whatever the sends.

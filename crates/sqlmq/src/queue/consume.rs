@@ -4,6 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Queue;
+
+/// Claims made again after one that found only messages past their deadline.
+const OVERDUE_RECLAIMS: usize = 4;
 use crate::client::{Maintain, Watched};
 use crate::consume::{check_claim, check_take};
 use crate::domain::{DEADLINE_PASSED, Delivery, Result, TAKEN_TOKEN, overdue};
@@ -213,20 +216,28 @@ impl<B: Backend> Queue<B> {
     /// The claim itself, without housekeeping (the worker runs maintenance as a service).
     /// Messages whose deadline passed before the claim are dead-lettered, not handed out.
     pub(crate) async fn claim(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {
-        let claimed = telemetry::receive(&self.name(), n, self.claim_untraced(n, lease)).await?;
-        if !claimed.iter().any(overdue) {
-            return Ok(claimed);
-        }
-        let (late, claimed): (Vec<_>, Vec<_>) = claimed.into_iter().partition(overdue);
-        for d in late {
-            // Not handed out either way: when this fails, its lease ends and a later claim
-            // finds it overdue again.
-            if let Err(e) = self.dead_letter(d.receipt(), DEADLINE_PASSED).await {
-                tracing::warn!(queue = %self.name(), message = %d.id,
-                    "could not dead-letter a message past its deadline: {e}");
+        // A claim that found only overdue messages claims again (a few times): an empty answer
+        // would send a worker idle with live messages behind them.
+        for _ in 0..OVERDUE_RECLAIMS {
+            let claimed =
+                telemetry::receive(&self.name(), n, self.claim_untraced(n, lease)).await?;
+            if !claimed.iter().any(overdue) {
+                return Ok(claimed);
+            }
+            let (late, live): (Vec<_>, Vec<_>) = claimed.into_iter().partition(overdue);
+            for d in late {
+                // Not handed out either way: when this fails, its lease ends and a later
+                // claim finds it overdue again.
+                if let Err(e) = self.dead_letter(d.receipt(), DEADLINE_PASSED).await {
+                    tracing::warn!(queue = %self.name(), message = %d.id,
+                        "could not dead-letter a message past its deadline: {e}");
+                }
+            }
+            if !live.is_empty() {
+                return Ok(live);
             }
         }
-        Ok(claimed)
+        Ok(Vec::new())
     }
 
     async fn claim_untraced(&self, n: usize, lease: Duration) -> Result<Vec<Delivery>> {

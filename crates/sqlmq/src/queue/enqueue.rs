@@ -205,7 +205,7 @@ async fn check_idempotency<B: Backend>(
             match existing.get(key_of(i)) {
                 Some(&(id, _)) if ours.contains(&id) => new_keys.push(i), // recorded earlier
                 Some(&(id, _)) if msgs[i].replace => {
-                    match replace(store, conn, queue_id, id, &msgs[i]).await? {
+                    match replace(store, conn, queue_id, id, &msgs[i], dedup_window).await? {
                         Replaced::Waiting => out[i] = Sent::replaced(id),
                         Replaced::Gone => to_record.push(i),
                         // After the last look, recording fails as a lost race does.
@@ -227,12 +227,25 @@ async fn check_idempotency<B: Backend>(
             continue;
         }
         store.forget_keys(conn, queue_id, &stale).await?;
-        let records: Vec<(&str, MessageId)> =
-            to_record.iter().map(|&i| (key_of(i), msgs[i].id)).collect();
-        match store
-            .record_keys(conn, queue_id, &records, dedup_window)
-            .await
-        {
+        // One statement per window: a replacing key is kept its message's delay longer.
+        let window_of = |i: usize| key_window(&msgs[i], dedup_window);
+        let mut windows: Vec<std::time::Duration> =
+            to_record.iter().map(|&i| window_of(i)).collect();
+        windows.sort_unstable();
+        windows.dedup();
+        let mut recorded = Ok(());
+        for window in windows {
+            let records: Vec<(&str, MessageId)> = to_record
+                .iter()
+                .filter(|&&i| window_of(i) == window)
+                .map(|&i| (key_of(i), msgs[i].id))
+                .collect();
+            recorded = store.record_keys(conn, queue_id, &records, window).await;
+            if recorded.is_err() {
+                break;
+            }
+        }
+        match recorded {
             Ok(()) => {
                 new_keys.extend(to_record);
                 break new_keys;
@@ -261,25 +274,47 @@ enum Replaced {
     Moved,
 }
 
-/// Replace message `id`, which `m`'s key names, with `m` if it still waits; else free the key.
+/// How long `m`'s key is remembered: the queue's dedup window, from the message's due time for
+/// a replacing one (a debounced message waits its delay, and its key must name it until it is
+/// delivered, and a window beyond, as for any key).
+fn key_window(m: &Message, dedup_window: std::time::Duration) -> std::time::Duration {
+    if m.replace {
+        dedup_window.saturating_add(m.delay)
+    } else {
+        dedup_window
+    }
+}
+
+/// Replace message `id`, which `m`'s key names, with `m` if it still waits (its content, due
+/// time, deadline and run timeout, and how long its key is kept); else free the key.
 async fn replace<B: Backend>(
     store: &SqlStore<B>,
     conn: &mut B::Connection,
     queue_id: i32,
     id: MessageId,
     m: &Message,
+    dedup_window: std::time::Duration,
 ) -> Result<Replaced> {
     let headers = (!m.headers.is_empty())
         .then(|| serde_json::to_string(&m.headers))
         .transpose()?;
     let content = (m.body.as_slice(), headers.as_deref());
+    let key = m.idempotency_key.as_deref().unwrap_or_default();
     if store
         .replace_waiting(conn, queue_id, id, content, micros_of(m.delay))
         .await?
     {
+        let timing = (
+            id,
+            m.deadline.map(micros_of_time),
+            m.run_timeout.map(micros_of),
+        );
+        store.set_timing(conn, &[timing]).await?;
+        store
+            .extend_key(conn, queue_id, key, key_window(m, dedup_window))
+            .await?;
         return Ok(Replaced::Waiting);
     }
-    let key = m.idempotency_key.as_deref().unwrap_or_default();
     Ok(if store.unrecord_key(conn, queue_id, key, id).await? {
         Replaced::Gone
     } else {

@@ -119,6 +119,10 @@ impl<B: Backend> Queue<B> {
                 // in the batch is in the table whether or not the batch committed).
                 let written: Mutex<Vec<MessageId>> = Mutex::default();
                 let written = &written;
+                // Whether the last attempt replaced a waiting message: a change no read can
+                // tell committed from rolled back.
+                let replaced = AtomicBool::new(false);
+                let replaced = &replaced;
                 tx::run_resolving(
                     self.conns(),
                     "send",
@@ -131,17 +135,19 @@ impl<B: Backend> Queue<B> {
                                 .filter(|s| !s.duplicate && !s.replaced)
                                 .map(|s| s.id)
                                 .collect();
+                            replaced.store(sent.iter().any(|s| s.replaced), Ordering::Relaxed);
                             Ok(sent)
                         })
                     },
                     // A lost connection during COMMIT: the batch is all or nothing, so it
                     // committed iff any id it wrote is in the table (nothing written: the
-                    // answer is the same either way).
+                    // answer is the same either way — but for a replacement only, which is
+                    // sent again: replacing twice leaves the same message).
                     |conn, _| {
                         Box::pin(async move {
                             let written = written.lock().expect("poisoned").clone();
                             if written.is_empty() {
-                                return Ok(true);
+                                return Ok(!replaced.load(Ordering::Relaxed));
                             }
                             Ok(store.count_stored_messages(conn, &written).await? > 0)
                         })

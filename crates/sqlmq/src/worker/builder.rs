@@ -489,7 +489,8 @@ impl<B: Backend> WorkerBuilder<B> {
 
     /// How long a handler whose message's [deadline](crate::Message::deadline) or
     /// [run timeout](crate::Message::run_timeout) came may take to return after its
-    /// cancellation fired, before it is dropped (default none: dropped at once). Its message
+    /// cancellation fired, before it is dropped (default none: dropped at once; at most half
+    /// the [lease](WorkerBuilder::lease), which is no longer extended then). Its message
     /// becomes a dead letter either way; this is time to clean up, such as a command's
     /// SIGTERM before its SIGKILL (`sqlmq consume --exec` gives it `--grace`).
     ///

@@ -189,8 +189,14 @@ pub(super) async fn supervise<B: Backend>(
                 for job in jobs.iter().filter(|j| j.stop().is_some_and(|s| s.at <= tokio::time::Instant::now())) {
                     job.cancellation_token().cancel();
                 }
-                // Whatever it answers in its grace, its message is dead-lettered.
-                let _ = tokio::time::timeout(rt.time_up_grace, &mut handler).await;
+                // Whatever it answers in its grace, its message is dead-lettered. The leases
+                // are no longer extended (the jobs are cancelled): the grace ends well before
+                // them, and at once when the worker is killed.
+                let grace = rt.time_up_grace.min(rt.lease / 2);
+                tokio::select! {
+                    _ = tokio::time::timeout(grace, &mut handler) => {},
+                    true = async { kill.wait_for(|k| *k).await.is_ok() } => {},
+                }
                 return Finished::TimeUp;
             },
             () = tokio::time::sleep_until(extend_at), if idle => {

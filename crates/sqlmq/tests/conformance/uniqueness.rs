@@ -145,7 +145,10 @@ pub(crate) async fn concurrent_replacing_senders_leave_one_waiting_message<B: Te
 }
 
 pub(crate) async fn debounce_delivers_once_after_the_key_is_quiet<B: TestBackend>() {
-    let (db, _client, q) = queue::<B>(QueueConfig::default()).await;
+    // A dedup window shorter than the quiet time: the key must still name the waiting
+    // message when the window has passed since the first send.
+    let config = QueueConfig::default().dedup_window(Duration::from_millis(100));
+    let (db, _client, q) = queue::<B>(config).await;
     let quiet = Duration::from_millis(600);
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -162,6 +165,15 @@ pub(crate) async fn debounce_delivers_once_after_the_key_is_quiet<B: TestBackend
     }
     let last_send = Instant::now() - Duration::from_millis(100);
     assert!(ids.iter().all(|id| *id == ids[0]), "one message all along");
+    let plain = q
+        .send(Message::new("x").idempotency_key("doc-42"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (plain.id, plain.duplicate),
+        (ids[0], true),
+        "the key is kept while it waits"
+    );
     let got = eventually_async(Duration::from_secs(30), "the debounced message", || async {
         let got = q.receive(10, LEASE).await.unwrap();
         (!got.is_empty()).then_some(got)

@@ -44,6 +44,8 @@ pub struct EnqueueSql {
     pub waiting_ready: &'static str,
     /// The same of its `scheduled` row (id, queue).
     pub waiting_scheduled: &'static str,
+    /// Keep a recorded key at least this long from now (µs, queue, key).
+    pub extend_key: &'static str,
 }
 
 /// Forget a recorded key if it still names this message (queue, key, id): the key moves on.
@@ -212,7 +214,25 @@ impl<B: Backend> SqlStore<B> {
         Ok(n > 0)
     }
 
-    /// Replace waiting message `id` of `queue_id`: lock its `ready` or `scheduled` row (a
+    /// Keep recorded `key` of `queue_id` at least `window` from now: a replaced message waits
+    /// on, and its key must keep naming it.
+    pub(crate) async fn extend_key(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        key: &str,
+        window: Duration,
+    ) -> Result<()> {
+        self.query(B::ENQUEUE.extend_key)
+            .arg(micros_of(window))
+            .arg(queue_id)
+            .arg(key.as_bytes())
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Replace waiting message `id` of `queue_id`: lock its `scheduled` or `ready` row (a
     /// claim holding it is waited for), give it `body` and `headers`, and put it back in line
     /// due `delay_us` from now with its priority, attempts and token. False, changing nothing,
     /// when it does not wait there (claimed, dead, blocked, gone).
@@ -224,22 +244,24 @@ impl<B: Backend> SqlStore<B> {
         (body, headers): (&[u8], Option<&str>),
         delay_us: i64,
     ) -> Result<bool> {
-        let ready = self
-            .query(B::ENQUEUE.waiting_ready)
+        // `scheduled` first: due messages move from there to `ready` (housekeeping's
+        // promotion), so a message promoted between the two reads is found in the second.
+        let scheduled = self
+            .query(B::ENQUEUE.waiting_scheduled)
             .arg(id.bytes())
             .arg(queue_id)
             .first(conn)
             .await?;
-        let (row, in_ready) = match ready {
-            Some(row) => (row, true),
+        let (row, in_ready) = match scheduled {
+            Some(row) => (row, false),
             None => match self
-                .query(B::ENQUEUE.waiting_scheduled)
+                .query(B::ENQUEUE.waiting_ready)
                 .arg(id.bytes())
                 .arg(queue_id)
                 .first(conn)
                 .await?
             {
-                Some(row) => (row, false),
+                Some(row) => (row, true),
                 None => return Ok(false),
             },
         };

@@ -32,6 +32,9 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
         WHERE m.id = ? AND m.queue_id = ? FOR UPDATE",
     waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled FORCE INDEX (PRIMARY) \
         WHERE id = ? AND queue_id = ? FOR UPDATE",
+    extend_key: "UPDATE {p}dedup SET expires_at = \
+        GREATEST(expires_at, DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)) \
+        WHERE queue_id = ? AND idempotency_key = ?",
 };
 
 pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \

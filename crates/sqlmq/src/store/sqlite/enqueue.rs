@@ -38,6 +38,11 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
         WHERE m.id = ? AND m.queue_id = ?",
     waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled \
         WHERE id = ? AND queue_id = ?",
+    extend_key: concat!(
+        "UPDATE {p}dedup SET expires_at = MAX(expires_at, ",
+        now_us!(),
+        " + ?) WHERE queue_id = ? AND idempotency_key = ?"
+    ),
 };
 
 const STORED: &str = "SELECT id FROM {p}messages WHERE id IN ({list})";
