@@ -341,7 +341,7 @@ impl Sent {
     }
 
     /// A send that replaced waiting message `id`.
-    pub(crate) fn replaced(id: MessageId) -> Sent {
+    pub(crate) fn in_place_of(id: MessageId) -> Sent {
         Sent {
             id,
             duplicate: false,

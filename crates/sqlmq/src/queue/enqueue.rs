@@ -206,7 +206,7 @@ async fn check_idempotency<B: Backend>(
                 Some(&(id, _)) if ours.contains(&id) => new_keys.push(i), // recorded earlier
                 Some(&(id, _)) if msgs[i].replace => {
                     match replace(store, conn, queue_id, id, &msgs[i], dedup_window).await? {
-                        Replaced::Waiting => out[i] = Sent::replaced(id),
+                        Replaced::Waiting => out[i] = Sent::in_place_of(id),
                         Replaced::Gone => to_record.push(i),
                         // After the last look, recording fails as a lost race does.
                         Replaced::Moved if attempt >= DEDUP_RACE_RETRIES => to_record.push(i),
