@@ -163,17 +163,18 @@ async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
     let latest = admin.migrate().await.unwrap().to_version;
     // `sqlmq_send` (version 8), the library's own `sqlmq_send_plain` (version 9),
     // `sqlmq_claim_plain` and `sqlmq_ack_plain` (version 10), `sqlmq_ack_group_one`
-    // (version 11), `sqlmq_ack` (version 12).
+    // (version 11), `sqlmq_ack` (version 12), `sqlmq_claim_timed` (version 15).
     let routines = || {
         db.scalar(
             "SELECT COUNT(*) FROM information_schema.routines \
              WHERE routine_schema = DATABASE() AND routine_name IN \
              ('sqlmq_send', 'sqlmq_send_plain', 'sqlmq_claim_plain', 'sqlmq_ack_plain', \
-             'sqlmq_ack_group_one', 'sqlmq_ack')",
+             'sqlmq_ack_group_one', 'sqlmq_ack', 'sqlmq_claim_timed')",
         )
     };
-    assert_eq!(routines().await, 6);
-    // Versions after the SQL contract's ack (12) add no routine.
+    assert_eq!(routines().await, 7);
+    // Of the versions after the SQL contract's ack (12), 15 adds the claim that answers
+    // deadlines.
     const ACK: i64 = 12;
     let after: Vec<i64> = (ACK + 1..=latest).rev().collect();
     assert_eq!(admin.migrate_to(ACK).await.unwrap().reverted, after);
@@ -189,7 +190,7 @@ async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
         admin.migrate().await.unwrap().applied,
         (ACK - 4..=latest).collect::<Vec<i64>>()
     );
-    assert_eq!(routines().await, 6);
+    assert_eq!(routines().await, 7);
     admin.pool().close().await;
     db.drop().await;
 }
