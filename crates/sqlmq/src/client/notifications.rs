@@ -325,7 +325,10 @@ async fn follow<B: Backend>(weak: Weak<Inner<B>>, store: SqlStore<B>, url: Strin
                 pause
             }
         };
-        drop(inner);
+        // Watchers of cancels that wait on notifications (reading on their own only every
+        // `NOTIFIED_CEILING`) go back to reading on their own at once: what was cancelled while
+        // the stream was down is not announced again before it is back.
+        Client { inner }.notify_all_cancels();
         tokio::time::sleep(pause).await;
     }
 }
