@@ -84,33 +84,29 @@ pub fn parse_start_at(text: &str) -> Result<sqlmq::topic::StartAt, String> {
 /// clap value parser for a point in time: RFC 3339 (`2026-11-22T10:00:00Z`), or a duration
 /// meaning that long ago (`10m`, `1h 30m`).
 pub fn parse_time(text: &str) -> Result<SystemTime, String> {
-    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
-        return Ok(t);
-    }
-    match humantime::parse_duration(text) {
-        Ok(ago) => SystemTime::now()
-            .checked_sub(ago)
-            .ok_or_else(|| format!("{text} ago is out of range")),
-        Err(_) => Err(format!(
-            "expected an RFC 3339 time (2026-11-22T10:00:00Z) or a duration ago (10m), got \
-             {text:?}"
-        )),
-    }
+    time_or_duration(text, "ago", |d| SystemTime::now().checked_sub(d))
 }
 
 /// clap value parser for a time ahead: RFC 3339 (`2026-11-22T10:00:00Z`), or a duration from
 /// now (`10m`, `1h 30m`).
 pub fn parse_deadline(text: &str) -> Result<SystemTime, String> {
+    time_or_duration(text, "from now", |d| SystemTime::now().checked_add(d))
+}
+
+/// `text` as an RFC 3339 time, or as a duration `away` (its words: "ago", "from now") from now.
+fn time_or_duration(
+    text: &str,
+    words: &str,
+    away: impl Fn(Duration) -> Option<SystemTime>,
+) -> Result<SystemTime, String> {
     if let Ok(t) = humantime::parse_rfc3339_weak(text) {
         return Ok(t);
     }
     match humantime::parse_duration(text) {
-        Ok(ahead) => SystemTime::now()
-            .checked_add(ahead)
-            .ok_or_else(|| format!("{text} from now is out of range")),
+        Ok(d) => away(d).ok_or_else(|| format!("{text} {words} is out of range")),
         Err(_) => Err(format!(
-            "expected an RFC 3339 time (2026-11-22T10:00:00Z) or a duration from now (10m), \
-             got {text:?}"
+            "expected an RFC 3339 time (2026-11-22T10:00:00Z) or a duration {words} (10m), got \
+             {text:?}"
         )),
     }
 }

@@ -206,9 +206,7 @@ impl News {
 /// database's makes the probe look early (it finds nothing yet) or late (the slow probe finds
 /// it), never wrong.
 fn local_instant(at_us: i64) -> Instant {
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64);
+    let now_us = crate::domain::micros_of_time(std::time::SystemTime::now());
     Instant::now() + Duration::from_micros(at_us.saturating_sub(now_us).max(0) as u64)
 }
 

@@ -517,6 +517,12 @@ pub(crate) fn micros_of_time(t: SystemTime) -> i64 {
         .map_or(0, |d| d.as_micros() as i64)
 }
 
+/// A duration the SQL layer returns in microseconds; a negative one (a difference of times
+/// that a clock step made) reads as zero.
+pub(crate) fn duration_from_micros(us: i64) -> Duration {
+    Duration::from_micros(us.max(0) as u64)
+}
+
 /// Convert microseconds since the Unix epoch (as the SQL layer returns them) to a `SystemTime`.
 pub(crate) fn time_from_micros(us: i64) -> SystemTime {
     if us >= 0 {

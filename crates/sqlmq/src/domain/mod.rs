@@ -80,8 +80,9 @@ pub(crate) use json_time::from_micros as json_time_of;
 pub use lag::{GroupLag, MemberLag, PartitionInfo, PartitionLag, TopicStats};
 pub use message::{AttemptError, DeadLetter, Delivery, Message, Sent};
 pub(crate) use message::{
-    MAX_ERROR_HISTORY, TAKEN_TOKEN, append_error, check_headers, encode_errors, error_json,
-    micros_of, micros_of_time, millis_of, parse_errors, time_from_micros,
+    MAX_ERROR_HISTORY, TAKEN_TOKEN, append_error, check_headers, duration_from_micros,
+    encode_errors, error_json, micros_of, micros_of_time, millis_of, parse_errors,
+    time_from_micros,
 };
 pub use name::validate_name;
 pub(crate) use name::{

@@ -4,9 +4,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Queue;
-
-/// Claims made again after one that found only messages past their deadline.
-const OVERDUE_RECLAIMS: usize = 4;
 use crate::client::{Maintain, Watched};
 use crate::consume::{check_claim, check_take};
 use crate::domain::{DEADLINE_PASSED, Delivery, Result, TAKEN_TOKEN, overdue};
@@ -14,6 +11,9 @@ use crate::store::Backend;
 use crate::store::rows::ClaimRequest;
 use crate::telemetry;
 use crate::tx;
+
+/// Claims made again after one that found only messages past their deadline.
+const OVERDUE_RECLAIMS: usize = 4;
 
 /// The limits of a claim, the same on every backend (declared on the default backend's
 /// `Queue` so that `Queue::MAX_RECEIVE` needs no type annotation).

@@ -106,7 +106,7 @@ impl<B: Backend> Sink for DurableWrites<B> {
 
 /// The time left to a row's wake time (zero once it passed).
 fn left(row: &JournalRow) -> Duration {
-    Duration::from_micros(row.wake_in_us.unwrap_or(0).max(0) as u64)
+    crate::domain::duration_from_micros(row.wake_in_us.unwrap_or(0))
 }
 
 impl<B: Backend> Queue<B> {

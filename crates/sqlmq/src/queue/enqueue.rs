@@ -53,13 +53,7 @@ pub(crate) async fn send<B: Backend>(
         .iter()
         .map(|&i| &msgs[i])
         .filter(|m| m.timed())
-        .map(|m| {
-            (
-                m.id,
-                m.deadline.map(micros_of_time),
-                m.run_timeout.map(micros_of),
-            )
-        })
+        .map(|m| timing(m.id, m))
         .collect();
     store.set_timing(conn, &timed).await?;
 
@@ -264,6 +258,15 @@ async fn check_idempotency<B: Backend>(
     Ok(fresh)
 }
 
+/// Message `id`'s deadline and run timeout as `m` gives them, for `SqlStore::set_timing`.
+fn timing(id: MessageId, m: &Message) -> (MessageId, Option<i64>, Option<i64>) {
+    (
+        id,
+        m.deadline.map(micros_of_time),
+        m.run_timeout.map(micros_of),
+    )
+}
+
 /// What a replacing send found of the message its key names.
 enum Replaced {
     /// It waited: replaced.
@@ -304,12 +307,7 @@ async fn replace<B: Backend>(
         .replace_waiting(conn, queue_id, id, content, micros_of(m.delay))
         .await?
     {
-        let timing = (
-            id,
-            m.deadline.map(micros_of_time),
-            m.run_timeout.map(micros_of),
-        );
-        store.set_timing(conn, &[timing]).await?;
+        store.set_timing(conn, &[timing(id, m)]).await?;
         store
             .extend_key(conn, queue_id, key, key_window(m, dedup_window))
             .await?;

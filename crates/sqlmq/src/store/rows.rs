@@ -395,8 +395,8 @@ pub struct Migration {
     pub reverse: Option<Reverse>,
 }
 
-/// The reverse of a migration that created tables, stored procedures (MySQL) or triggers
-/// (SQLite), and added columns: drop them again.
+/// The reverse of a migration that created tables and stored procedures and added columns:
+/// drop them again.
 pub struct Reverse {
     /// The tables the migration created (without the prefix), dropped in this order.
     pub drops: &'static [&'static str],

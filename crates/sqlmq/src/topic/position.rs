@@ -22,9 +22,7 @@ pub(crate) async fn offsets_at<B: Backend>(
             StartAt::Latest => p.next_offset,
             StartAt::Offset(o) => o.clamp(p.low_offset, p.next_offset),
             StartAt::Time(t) => {
-                let us = t
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as i64);
+                let us = crate::domain::micros_of_time(t);
                 offset_for_time::<B>(store, conn, topic_id, p, us).await?
             }
         };

@@ -101,6 +101,11 @@ pub(crate) struct Stop {
 }
 
 impl Stop {
+    /// Whether the stop has come.
+    pub fn is_up(&self) -> bool {
+        self.at <= tokio::time::Instant::now()
+    }
+
     fn of(delivery: &Delivery) -> Option<Stop> {
         crate::domain::time_up(delivery).map(|up| Stop {
             at: tokio::time::Instant::now() + up.after,

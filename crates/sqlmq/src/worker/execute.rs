@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::acker::Acker;
 use super::batch::DynBatchHandler;
-use super::context::JobContext;
+use super::context::{JobContext, Stop};
 use super::handler::{Answer, DynHandler, Outcome};
 use super::outstanding::Outstanding;
 use crate::domain::Delivery;
@@ -186,7 +186,7 @@ pub(super) async fn supervise<B: Backend>(
             },
             () = tokio::time::sleep_until(deadline) => return Finished::TimedOut,
             () = tokio::time::sleep_until(time_up.unwrap_or(deadline)), if time_up.is_some() => {
-                for job in jobs.iter().filter(|j| j.stop().is_some_and(|s| s.at <= tokio::time::Instant::now())) {
+                for job in jobs.iter().filter(|j| j.stop().is_some_and(Stop::is_up)) {
                     job.cancellation_token().cancel();
                 }
                 // Whatever it answers in its grace, its message is dead-lettered. The leases
@@ -322,7 +322,7 @@ pub(super) async fn settle<B: Backend>(
 /// reason, never retried; the others of its batch, whose time was not up, fail this attempt.
 async fn time_up<B: Backend>(source: &Source<B>, ctx: &JobContext<B>) -> crate::Result<Settled> {
     match ctx.stop() {
-        Some(stop) if stop.at <= tokio::time::Instant::now() => source
+        Some(stop) if stop.is_up() => source
             .dead_letter(ctx.receipt(), &stop.reason)
             .await
             .map(|()| Settled::DeadLettered),

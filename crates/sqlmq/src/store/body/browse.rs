@@ -3,7 +3,8 @@
 use super::slots::split_key;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{
-    After, MessageId, MessageState, QueuedMessage, Result, parse_errors, time_from_micros,
+    After, MessageId, MessageState, QueuedMessage, Result, duration_from_micros, parse_errors,
+    time_from_micros,
 };
 use crate::store::Backend;
 
@@ -72,9 +73,7 @@ where
         body: row.col(11)?,
         enqueued_at: time_from_micros(row.col(12)?),
         deadline: opt_time(row, 13)?,
-        run_timeout: row
-            .col::<Option<i64>>(14)?
-            .map(|us| std::time::Duration::from_micros(us.max(0) as u64)),
+        run_timeout: row.col::<Option<i64>>(14)?.map(duration_from_micros),
         errors: parse_errors(errors.as_deref().map(String::from_utf8_lossy).as_deref()),
     };
     Ok(Some((message, row.col(16)?)))

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::slots::split_key;
 use super::{Columns, Types};
-use crate::domain::{Delivery, Result, micros_of, time_from_micros};
+use crate::domain::{Delivery, Result, duration_from_micros, micros_of, time_from_micros};
 
 /// The deliveries of a claim read's `rows` (`id, priority, attempts, token, ordering_key,
 /// idempotency_key, headers, body, enqueued (µs), the database's now (µs), deadline (µs),
@@ -33,9 +33,7 @@ where
             enqueued_at: time_from_micros(row.col(8)?),
             lease_expires_at: time_from_micros(now_us.saturating_add(lease_us)),
             deadline: row.col::<Option<i64>>(10)?.map(time_from_micros),
-            run_timeout: row
-                .col::<Option<i64>>(11)?
-                .map(|us| Duration::from_micros(us.max(0) as u64)),
+            run_timeout: row.col::<Option<i64>>(11)?.map(duration_from_micros),
             partition: None,
             offset: None,
             tracked,

@@ -420,13 +420,28 @@ impl<B: Backend> SqlStore<B> {
         queue_id: i32,
         id: MessageId,
     ) -> Result<bool> {
+        let Some(entry) = self.take_scheduled(conn, id).await? else {
+            return Ok(false);
+        };
+        self.place(conn, queue_id, &[(entry, 0)]).await?;
+        Ok(true)
+    }
+
+    /// Take delayed message `id` out of `scheduled` (its row locked first), to put it back in
+    /// line: its place there, or `None` when it is not delayed. Shared with a replacing send
+    /// (`enqueue.rs`).
+    pub(crate) async fn take_scheduled(
+        &self,
+        conn: &mut B::Connection,
+        id: MessageId,
+    ) -> Result<Option<Entry>> {
         let Some(row) = self
             .query(B::DURABLE.scheduled_row)
             .arg(id.bytes())
             .first(conn)
             .await?
         else {
-            return Ok(false);
+            return Ok(None);
         };
         let entry = Entry {
             id: row.id_at(0)?,
@@ -436,8 +451,7 @@ impl<B: Backend> SqlStore<B> {
         };
         self.exec_id_list(conn, B::MAINTAIN.delete_scheduled, &[id])
             .await?;
-        self.place(conn, queue_id, &[(entry, 0)]).await?;
-        Ok(true)
+        Ok(Some(entry))
     }
 
     /// Delete up to `limit` events whose retention ended, and look at the journals of up to

@@ -42,8 +42,6 @@ pub struct EnqueueSql {
     /// A message's `ready` row, locked (waiting for a claim that holds it) where the backend
     /// locks rows (id, queue): `priority, attempts, token`.
     pub waiting_ready: &'static str,
-    /// The same of its `scheduled` row (id, queue).
-    pub waiting_scheduled: &'static str,
     /// Keep a recorded key at least this long from now (µs, queue, key).
     pub extend_key: &'static str,
 }
@@ -53,7 +51,6 @@ const UNRECORD_KEY: &str =
     "DELETE FROM {p}dedup WHERE queue_id = ? AND idempotency_key = ? AND id = ?";
 /// A replacement's body and headers (body, headers, id).
 const REPLACE_CONTENT: &str = "UPDATE {p}messages SET body = ?, headers = ? WHERE id = ?";
-const DELETE_SCHEDULED_ONE: &str = "DELETE FROM {p}scheduled WHERE id = ?";
 
 pub(crate) const INSERT_READY: &str =
     "INSERT INTO {p}ready (queue_id, priority, id, attempts, token) VALUES {list}";
@@ -232,8 +229,9 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
-    /// Replace waiting message `id` of `queue_id`: lock its `scheduled` or `ready` row (a
-    /// claim holding it is waited for), give it `body` and `headers`, and put it back in line
+    /// Replace waiting message `id` of `queue_id` (the queue its key belongs to): lock its
+    /// `scheduled` or `ready` row (a claim holding it is waited for), give it `body` and
+    /// `headers`, and put it back in line
     /// due `delay_us` from now with its priority, attempts and token. False, changing nothing,
     /// when it does not wait there (claimed, dead, blocked, gone).
     pub(crate) async fn replace_waiting(
@@ -246,44 +244,33 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<bool> {
         // `scheduled` first: due messages move from there to `ready` (housekeeping's
         // promotion), so a message promoted between the two reads is found in the second.
-        let scheduled = self
-            .query(B::ENQUEUE.waiting_scheduled)
-            .arg(id.bytes())
-            .arg(queue_id)
-            .first(conn)
-            .await?;
-        let (row, in_ready) = match scheduled {
-            Some(row) => (row, false),
-            None => match self
-                .query(B::ENQUEUE.waiting_ready)
-                .arg(id.bytes())
-                .arg(queue_id)
-                .first(conn)
-                .await?
-            {
-                Some(row) => (row, true),
-                None => return Ok(false),
-            },
+        let entry = match self.take_scheduled(conn, id).await? {
+            Some(entry) => entry,
+            None => {
+                let Some(row) = self
+                    .query(B::ENQUEUE.waiting_ready)
+                    .arg(id.bytes())
+                    .arg(queue_id)
+                    .first(conn)
+                    .await?
+                else {
+                    return Ok(false);
+                };
+                let entry = Entry {
+                    id,
+                    priority: row.col(0)?,
+                    attempts: row.col(1)?,
+                    token: row.col(2)?,
+                };
+                self.query(super::admin::CANCEL_READY)
+                    .arg(queue_id)
+                    .arg(entry.priority)
+                    .arg(id.bytes())
+                    .run(conn)
+                    .await?;
+                entry
+            }
         };
-        let entry = Entry {
-            id,
-            priority: row.col(0)?,
-            attempts: row.col(1)?,
-            token: row.col(2)?,
-        };
-        if in_ready {
-            self.query(super::admin::CANCEL_READY)
-                .arg(queue_id)
-                .arg(entry.priority)
-                .arg(id.bytes())
-                .run(conn)
-                .await?;
-        } else {
-            self.query(DELETE_SCHEDULED_ONE)
-                .arg(id.bytes())
-                .run(conn)
-                .await?;
-        }
         self.query(REPLACE_CONTENT)
             .arg(body)
             .arg(headers.map(str::as_bytes))

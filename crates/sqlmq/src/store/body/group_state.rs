@@ -166,7 +166,7 @@ impl<B: Backend> SqlStore<B> {
                     partition: r.col(1)?,
                     offset: r.col(2)?,
                     owner: r.opt_text_at(4)?,
-                    held: Duration::from_micros(r.col::<i64>(5)?.max(0) as u64),
+                    held: crate::domain::duration_from_micros(r.col(5)?),
                 })
             })
             .collect()

@@ -135,7 +135,7 @@ impl<B: Backend> SqlStore<B> {
                     queue_ids: queue_ids(&r.col::<String>(4)?)?,
                     started_at: time_from_micros(r.col(5)?),
                     heartbeat_at: time_from_micros(r.col(6)?),
-                    silent_for: Duration::from_micros(r.col::<i64>(7)?.max(0) as u64),
+                    silent_for: crate::domain::duration_from_micros(r.col(7)?),
                 })
             })
             .collect()

@@ -30,8 +30,6 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
         STRAIGHT_JOIN {p}ready r FORCE INDEX (PRIMARY) \
         ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id \
         WHERE m.id = ? AND m.queue_id = ? FOR UPDATE",
-    waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled FORCE INDEX (PRIMARY) \
-        WHERE id = ? AND queue_id = ? FOR UPDATE",
     extend_key: "UPDATE {p}dedup SET expires_at = \
         GREATEST(expires_at, DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)) \
         WHERE queue_id = ? AND idempotency_key = ?",

@@ -36,8 +36,6 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
     waiting_ready: "SELECT r.priority, r.attempts, r.token FROM {p}messages m JOIN {p}ready r \
         ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id \
         WHERE m.id = ? AND m.queue_id = ?",
-    waiting_scheduled: "SELECT priority, attempts, token FROM {p}scheduled \
-        WHERE id = ? AND queue_id = ?",
     extend_key: concat!(
         "UPDATE {p}dedup SET expires_at = MAX(expires_at, ",
         now_us!(),
