@@ -317,11 +317,7 @@ fn metrics_listen_serves_the_workers_counters() {
     for i in 0..5 {
         db.ok(&["send", "x", &format!("m{i}")]);
     }
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("127.0.0.1:{}", common::free_port());
     let worker = db.spawn(&[
         "consume",
         "x",

@@ -23,6 +23,7 @@ mod checks;
 mod conformance;
 mod db;
 mod full;
+mod ports;
 #[cfg(feature = "mysql")]
 mod private_server;
 mod proxy;
@@ -38,6 +39,7 @@ pub use checks::{Recorder, check_invariants, check_invariants_at};
 pub use conformance::child_test;
 pub use db::{TestDb, queue};
 pub use full::fill_and_drain;
+pub use ports::free_port;
 #[cfg(feature = "mysql")]
 pub use private_server::{PrivateServer, install_data_dir};
 pub use proxy::{Proxy, address_of};

@@ -31,15 +31,6 @@ pub struct PrivateServer {
     always: Vec<String>,
 }
 
-/// A free TCP port on the loopback interface.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl PrivateServer {
     /// Install a new server in a directory of its own (not started).
     pub fn install() -> PrivateServer {
@@ -62,8 +53,8 @@ impl PrivateServer {
         install_data_dir(&dir.join("data"), user, &options);
         PrivateServer {
             dir,
-            port: free_port(),
-            extra_port: free_port(),
+            port: crate::free_port(),
+            extra_port: crate::free_port(),
             child: None,
             always,
         }

@@ -310,9 +310,5 @@ pub fn http(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sqlmq_testkit::free_port()
 }

@@ -33,11 +33,7 @@ impl Browser {
             "SQLMQ_CHROMIUM",
             "apt-get install -y chromium chromium-driver (bash .ci/run does it)",
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = sqlmq_testkit::free_port();
         let driver = Command::new(driver_bin)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

@@ -28,15 +28,10 @@ pub struct Cluster {
     address: String,
 }
 
-/// `n` free loopback ports.
+/// `n` free loopback ports (outside the ephemeral range: a joiner binds its state-transfer
+/// port only after the nodes before it synced, see `sqlmq_testkit::free_port`).
 fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    (0..n).map(|_| sqlmq_testkit::free_port()).collect()
 }
 
 impl Cluster {
