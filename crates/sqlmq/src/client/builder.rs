@@ -314,6 +314,7 @@ impl ClientBuilder {
         let store = SqlStore::<B>::with_prefix(&self.table_prefix);
         let mut conn = pool.acquire().await?;
         let server = B::detect(&mut conn).await?;
+        B::fit(&store, &server);
         let max_payload = self.max_payload_bytes;
         if max_payload == 0 || max_payload >= 16 * 1024 * 1024 {
             return Err(Error::InvalidArgument(format!(

@@ -46,6 +46,8 @@ pub struct ServerInfo {
     pub binlog_format: String,
     /// `@@max_allowed_packet` in bytes (SQLite: the largest statement sqlmq builds).
     pub max_allowed_packet: u64,
+    /// Whether the server is a node of a Galera cluster (`wsrep_on`; SQLite: never).
+    pub galera: bool,
     /// Durability warnings (empty when commits are durable).
     pub warnings: Vec<String>,
 }

@@ -56,6 +56,10 @@ pub trait Server: Dialect {
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Fit the store to the server found at connect (MySQL: text scripts become compound
+    /// statements on a Galera node, see `store/mysql/script.rs`). Nothing by default.
+    fn fit(_store: &SqlStore<Self>, _server: &ServerInfo) {}
+
     /// Bytes one statement may carry on this server.
     fn statement_budget(server: &ServerInfo) -> usize;
 

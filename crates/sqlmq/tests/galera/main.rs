@@ -6,6 +6,7 @@
 // Built with the backend only (`cargo test -p sqlmq --no-default-features --features mysql`).
 #![cfg(feature = "mysql")]
 
+mod aborts;
 mod balancer;
 mod cluster;
 mod failover;

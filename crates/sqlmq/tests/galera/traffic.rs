@@ -78,6 +78,8 @@ async fn queues_and_topic_groups_across_nodes_lose_nothing_and_keep_offsets_dens
     // And reads wait for the node to catch up with the cluster (`wsrep_sync_wait` bit 1; see
     // balancer.rs for what it prevents).
     for c in &clients {
+        // Scripts go to the nodes as compound statements (`store/mysql/script.rs`).
+        assert!(c.server().galera);
         let mut conn = c.pool().acquire().await.unwrap();
         let (retry, sync_wait): (u64, u64) =
             sqlx::query_as("SELECT @@wsrep_retry_autocommit, @@wsrep_sync_wait")
@@ -208,11 +210,11 @@ async fn queues_and_topic_groups_across_nodes_lose_nothing_and_keep_offsets_dens
         }));
     }
     let mut delivered: HashMap<MessageId, usize> = HashMap::new();
-    let mut offsets: HashMap<u32, Vec<i64>> = HashMap::new();
+    let mut offsets: HashMap<u32, Vec<(i64, MessageId)>> = HashMap::new();
     for m in members {
         for (id, p, o) in m.await.unwrap() {
             *delivered.entry(id).or_default() += 1;
-            offsets.entry(p).or_default().push(o);
+            offsets.entry(p).or_default().push((o, id));
         }
     }
     assert_eq!(delivered.keys().copied().collect::<HashSet<_>>(), published);
@@ -220,12 +222,60 @@ async fn queues_and_topic_groups_across_nodes_lose_nothing_and_keep_offsets_dens
         delivered.values().all(|n| *n == 1),
         "a record delivered twice"
     );
-    for (p, mut o) in offsets {
-        o.sort_unstable();
-        assert_eq!(
-            o,
-            (0..o.len() as i64).collect::<Vec<_>>(),
-            "partition {p}: offsets dense"
-        );
+    for (p, mut got) in offsets {
+        got.sort_unstable();
+        let o: Vec<i64> = got.iter().map(|(o, _)| *o).collect();
+        if o != (0..o.len() as i64).collect::<Vec<_>>() {
+            let got: Vec<_> = got
+                .iter()
+                .map(|(o, id)| format!("{o}:{}", id.as_uuid().simple()))
+                .collect();
+            let retries: Vec<String> = metrics()
+                .snapshot()
+                .into_vec()
+                .into_iter()
+                .filter(|(key, ..)| key.key().name().contains("retries"))
+                .map(|(key, _, _, value)| format!("{:?} {value:?}", key.key()))
+                .collect();
+            panic!(
+                "partition {p}: offsets not dense: {got:?}\nretries: {retries:#?}\nthe log on each node: {}",
+                log_seen(&cluster, p).await
+            );
+        }
     }
+}
+
+/// What each node holds of partition `p` of topic `t` in database `app`: its end, the log's
+/// rows and offsets, and what is still pending (for a failure's message).
+async fn log_seen(cluster: &Cluster, p: u32) -> String {
+    use sqlx::Connection;
+    let mut out = String::new();
+    for n in 0..3 {
+        let mut conn = sqlx::MySqlConnection::connect(&cluster.url(n, "app"))
+            .await
+            .unwrap();
+        let end: Vec<(i64,)> =
+            sqlx::query_as("SELECT next_offset FROM sqlmq_topic_partitions WHERE partition_no = ?")
+                .bind(p)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        let log: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT msg_offset, CAST(LOWER(HEX(id)) AS CHAR) FROM sqlmq_topic_log WHERE partition_no = ? \
+             ORDER BY msg_offset",
+        )
+        .bind(p)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        let pending: Vec<(String,)> = sqlx::query_as(
+            "SELECT CAST(LOWER(HEX(id)) AS CHAR) FROM sqlmq_topic_pending WHERE partition_no = ?",
+        )
+        .bind(p)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        out += &format!("\nnode {n}: end {end:?}, pending {pending:?}, log {log:?}");
+    }
+    out
 }

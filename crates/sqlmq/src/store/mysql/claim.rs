@@ -93,7 +93,7 @@ impl Claim for sqlx::MySql {
         if taken.is_empty() {
             return Ok(taken);
         }
-        let mut write = Script::default();
+        let mut write = Script::new(store);
         for chunk in taken.chunks(MAX_LIST) {
             store.push_delete_ready(&mut write, queue_id, chunk);
             let ids: Vec<Lit<'_>> = chunk.iter().map(|d| Lit::Bytes(d.id.bytes())).collect();
@@ -175,9 +175,9 @@ impl MySqlStore {
     fn claim_read(&self, queue_id: i32, n: usize, begin: bool) -> Script {
         let q = i64::from(queue_id);
         let mut read = if begin {
-            Script::begin()
+            Script::begin(self)
         } else {
-            Script::default()
+            Script::new(self)
         };
         read.push(
             self.st.get(CLAIM).as_str(),
@@ -189,7 +189,7 @@ impl MySqlStore {
     /// The moves of `claimed` from `ready` into `leases`.
     fn claim_moves(&self, queue_id: i32, claimed: &[Delivery], owner: &str) -> Script {
         let q = i64::from(queue_id);
-        let mut write = Script::default();
+        let mut write = Script::new(self);
         for chunk in claimed.chunks(MAX_LIST) {
             self.push_delete_ready(&mut write, queue_id, chunk);
             let keys: Vec<Option<String>> = chunk.iter().map(stored_key_of).collect();

@@ -46,6 +46,18 @@ fn needs_ping(idle_for: Duration) -> bool {
     last != 0 && last >= idle_since
 }
 
+/// Whether the server behind `conn` is a Galera node (`wsrep_on` ON; servers without Galera
+/// have no such variable).
+pub(super) async fn wsrep_on(conn: &mut MySqlConnection) -> Result<bool> {
+    Ok(sqlx::query("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some_and(|row| {
+            row.try_get::<String, _>(1)
+                .is_ok_and(|v| v.eq_ignore_ascii_case("ON"))
+        }))
+}
+
 /// Open a pool to `url` (`mysql://` or `mariadb://`): one direct connection first, then the
 /// pool, whose connections get `TCP_NODELAY` and the lock wait timeout.
 pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPool> {
@@ -90,13 +102,7 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
     //   the cluster committed before it, so an ack sent through one node finds the lease a
     //   claim just wrote through another (connections spread by a balancer); without it such
     //   acks report the lease lost and the message comes back when the lease ends.
-    let galera = sqlx::query("SHOW VARIABLES LIKE 'wsrep_on'")
-        .fetch_optional(&mut first)
-        .await?
-        .is_some_and(|row| {
-            row.try_get::<String, _>(1)
-                .is_ok_and(|v| v.eq_ignore_ascii_case("ON"))
-        });
+    let galera = wsrep_on(&mut first).await?;
     first.close().await?;
     let lock_wait = options.lock_wait_timeout.as_secs().max(1);
     let pool = MySqlPoolOptions::new()

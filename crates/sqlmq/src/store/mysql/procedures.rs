@@ -21,7 +21,8 @@ use crate::domain::Error;
 /// Whether a lone send, a claim, a lone ack and a lone group ack may each take the backend's
 /// one-statement path (MySQL: its internal procedures, `store/mysql/procedures.rs`). Each is
 /// cleared, for the client and its clones, the first time the server says its procedure is
-/// missing or not allowed.
+/// missing or not allowed. And whether every text script must be one statement too (a
+/// compound statement, on a Galera node: see `script.rs`).
 #[derive(Debug)]
 #[doc(hidden)]
 pub struct OneStatement {
@@ -29,6 +30,7 @@ pub struct OneStatement {
     pub claim: AtomicBool,
     pub ack: AtomicBool,
     pub group_ack: AtomicBool,
+    pub compound_scripts: AtomicBool,
 }
 
 impl Default for OneStatement {
@@ -38,6 +40,7 @@ impl Default for OneStatement {
             claim: AtomicBool::new(true),
             ack: AtomicBool::new(true),
             group_ack: AtomicBool::new(true),
+            compound_scripts: AtomicBool::new(false),
         }
     }
 }

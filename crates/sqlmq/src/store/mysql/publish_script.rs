@@ -70,7 +70,7 @@ impl ScriptedPublish for sqlx::MySql {
                 ]
             })
             .collect();
-        let mut s = Script::begin();
+        let mut s = Script::begin(store);
         s.push(
             &store.st.list_text(INSERT_NEW, RECORD_ROW, rows.len()),
             &args,

@@ -13,8 +13,24 @@
 //! hexadecimal literal (`X'…'`) of raw bytes; nothing a caller sends is ever parsed as SQL.
 //! The statements are the backend's own templates; a `?` inside a quoted string in one is text,
 //! not a placeholder.
+//!
+//! On a Galera node a script is sent as one compound statement (`BEGIN NOT ATOMIC …; END`,
+//! MariaDB's anonymous block). Why: a node aborts a local transaction whose locks a replicated
+//! one needs (a brute-force abort), and when that lands while a statement of a multi-statement
+//! query is running and the statement finishes without noticing, MariaDB rolls the transaction
+//! back, runs the *next* statement of the query on its own in autocommit mode — committed — and
+//! only then reports the deadlock (`tests/galera/aborts.rs` shows it). A sequencing step lost
+//! its log rows that way and kept the counter's advance: a hole in a partition's offsets (seen
+//! in CI). Inside a compound statement, as inside a procedure, the abort stops the statements
+//! that follow, and no statement ever runs outside the transaction. Single-statement round
+//! trips, and the internal procedures, are safe as they are. A compound statement is parsed on
+//! every run, so servers without Galera keep the plain query.
 
+use std::borrow::Cow;
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use super::MySqlStore;
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, MySqlConnection};
@@ -35,21 +51,42 @@ impl<'a> From<Option<&'a [u8]>> for Lit<'a> {
     }
 }
 
-/// Statements joined by `;`, sent as one text query.
-#[derive(Default)]
-pub(crate) struct Script(String);
+/// Statements joined by `;`, sent as one text query (a compound statement on a Galera node).
+pub(crate) struct Script {
+    text: String,
+    compound: bool,
+}
 
 impl Script {
+    /// An empty script for `store`'s server.
+    pub(crate) fn new(store: &MySqlStore) -> Script {
+        Script {
+            text: String::new(),
+            compound: store.state.compound_scripts.load(Ordering::Relaxed),
+        }
+    }
+
     /// A script whose first statement opens a transaction.
-    pub(crate) fn begin() -> Script {
-        Script("START TRANSACTION".to_owned())
+    pub(crate) fn begin(store: &MySqlStore) -> Script {
+        let mut s = Script::new(store);
+        s.text.push_str("START TRANSACTION");
+        s
+    }
+
+    /// What is sent: the statements, inside a compound statement where they must be one.
+    fn query(&self) -> Cow<'_, str> {
+        if self.compound {
+            Cow::Owned(format!("BEGIN NOT ATOMIC {};END", self.text))
+        } else {
+            Cow::Borrowed(&self.text)
+        }
     }
 
     /// Append `statement` with its `?` placeholders (those outside quoted strings) replaced by
     /// `args`, in order.
     pub(crate) fn push(&mut self, statement: &str, args: &[Lit<'_>]) -> &mut Script {
-        if !self.0.is_empty() {
-            self.0.push(';');
+        if !self.text.is_empty() {
+            self.text.push(';');
         }
         let mut args = args.iter();
         let mut quoted = false;
@@ -57,13 +94,13 @@ impl Script {
             match c {
                 '\'' => {
                     quoted = !quoted;
-                    self.0.push(c);
+                    self.text.push(c);
                 }
                 '?' if !quoted => {
                     let arg = args.next().expect("fewer values than placeholders");
-                    render(&mut self.0, *arg);
+                    render(&mut self.text, *arg);
                 }
-                _ => self.0.push(c),
+                _ => self.text.push(c),
             }
         }
         assert!(args.next().is_none(), "more values than placeholders");
@@ -89,12 +126,12 @@ impl Script {
     /// The text so far.
     #[cfg(test)]
     pub(crate) fn text(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// Bytes of text so far.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.text.len()
     }
 
     /// Run the script and return the rows of its statements. On an error the server stopped
@@ -119,14 +156,16 @@ impl Script {
     /// [`Script::fetch`] inside the caller's transaction: an error leaves the transaction to
     /// its owner.
     pub(crate) async fn fetch_in(&self, conn: &mut MySqlConnection) -> Result<Vec<MySqlRow>> {
-        Ok(sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
+        let query = self.query();
+        Ok(sqlx::raw_sql(AssertSqlSafe(&*query))
             .fetch_all(&mut *conn)
             .await?)
     }
 
     /// [`Script::run`] inside the caller's transaction.
     pub(crate) async fn run_in(&self, conn: &mut MySqlConnection) -> Result<()> {
-        sqlx::raw_sql(AssertSqlSafe(self.0.as_str()))
+        let query = self.query();
+        sqlx::raw_sql(AssertSqlSafe(&*query))
             .execute(&mut *conn)
             .await?;
         Ok(())
@@ -169,9 +208,13 @@ fn render(out: &mut String, lit: Lit<'_>) {
 mod tests {
     use super::*;
 
+    fn store() -> MySqlStore {
+        MySqlStore::with_prefix("sqlmq_")
+    }
+
     #[test]
     fn values_are_rendered_as_integers_and_hexadecimal_only() {
-        let mut s = Script::begin();
+        let mut s = Script::begin(&store());
         s.push(
             "INSERT INTO t (a, b, c) VALUES (?,?,?)",
             &[
@@ -190,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_question_mark_inside_quotes_is_text() {
-        let mut s = Script::default();
+        let mut s = Script::new(&store());
         s.push("SELECT '?', ?, 'it''s ?'", &[Lit::Int(7)]);
         assert_eq!(s.text(), "SELECT '?', 7, 'it''s ?'");
     }
@@ -198,6 +241,21 @@ mod tests {
     #[test]
     #[should_panic(expected = "fewer values")]
     fn a_missing_value_is_a_bug_caught_at_once() {
-        Script::default().push("SELECT ?, ?", &[Lit::Int(1)]);
+        Script::new(&store()).push("SELECT ?, ?", &[Lit::Int(1)]);
+    }
+
+    #[test]
+    fn on_a_galera_node_a_script_is_one_compound_statement() {
+        let store = store();
+        let mut s = Script::begin(&store);
+        s.push("SELECT ?", &[Lit::Int(1)]).commit();
+        assert_eq!(s.query(), "START TRANSACTION;SELECT 1;COMMIT");
+        store.state.compound_scripts.store(true, Ordering::Relaxed);
+        let mut s = Script::begin(&store);
+        s.push("SELECT ?", &[Lit::Int(1)]).commit();
+        assert_eq!(
+            s.query(),
+            "BEGIN NOT ATOMIC START TRANSACTION;SELECT 1;COMMIT;END"
+        );
     }
 }

@@ -120,7 +120,7 @@ impl MySqlStore {
     /// The text script writing `rows` to queue `queue_id`.
     fn text_for(&self, queue_id: i32, rows: &[Row<'_>]) -> Script {
         let q = i64::from(queue_id);
-        let mut s = Script::begin();
+        let mut s = Script::begin(self);
         let mut args = Vec::with_capacity(rows.len() * 7);
         for r in rows {
             args.extend([

@@ -151,7 +151,7 @@ impl Publish for sqlx::MySql {
         // copies, their checks, the deletes and the counters' advances (see `script.rs`).
         let t = i64::from(topic_id);
         let parts: Vec<Lit<'_>> = partitions.iter().map(|&p| Lit::Int(p.into())).collect();
-        let mut read = Script::default();
+        let mut read = Script::new(store);
         let mut args = vec![Lit::Int(t)];
         args.extend(&parts);
         read.push(&store.st.list_text(LOCK_COUNTERS, "?", parts.len()), &args);
@@ -189,7 +189,7 @@ impl Publish for sqlx::MySql {
             return Ok(0);
         }
         hit("sequence.claimed").await;
-        let mut write = Script::default();
+        let mut write = Script::new(store);
         for (&partition, (fresh, bytes)) in &claimed {
             let (next_offset, now_us) = counters[&partition];
             let p = i64::from(partition);

@@ -80,6 +80,7 @@ async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {
         log_bin,
         binlog_format: row.try_get(4)?,
         max_allowed_packet: row.try_get::<i64, _>(5)?.max(0) as u64,
+        galera: super::connect::wsrep_on(conn).await?,
         warnings,
     })
 }
@@ -125,6 +126,14 @@ impl Server for sqlx::MySql {
 
     fn adopt(pool: &MySqlPool) {
         crate::nodelay::apply(pool.connect_options().get_port());
+    }
+
+    /// On a Galera node, text scripts run as one compound statement each (see `script.rs`).
+    fn fit(store: &MySqlStore, server: &ServerInfo) {
+        store
+            .state
+            .compound_scripts
+            .store(server.galera, std::sync::atomic::Ordering::Relaxed);
     }
 
     async fn detect(conn: &mut MySqlConnection) -> Result<ServerInfo> {

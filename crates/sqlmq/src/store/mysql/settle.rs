@@ -103,7 +103,7 @@ pub(super) async fn ack_queue_own(
         acked_out.lock().expect("poisoned").clear();
     }
     let ids: Vec<MessageId> = receipts.iter().map(|r| r.id).collect();
-    let mut read = Script::begin();
+    let mut read = Script::begin(store);
     for chunk in ids.chunks(MAX_LIST) {
         let args: Vec<Lit<'_>> = chunk.iter().map(|id| Lit::Bytes(id.bytes())).collect();
         read.push(&store.st.list_text(LOCK_LEASES, "?", chunk.len()), &args);
@@ -119,7 +119,7 @@ pub(super) async fn ack_queue_own(
     };
     let (acked, lost) = split_acks(&leases, queue_id, receipts);
     *acked_out.lock().expect("poisoned") = receipts_except(receipts, &lost);
-    let mut write = Script::default();
+    let mut write = Script::new(store);
     if acked.iter().any(|id| leases[id].ordering_key.is_some()) {
         if let Err(e) = store.delete_acked(conn, queue_id, &acked, &leases).await {
             return Err(rolled_back(conn, e).await);

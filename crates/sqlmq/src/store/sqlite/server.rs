@@ -80,6 +80,7 @@ impl Server for sqlx::Sqlite {
             log_bin: false,
             binlog_format: String::new(),
             max_allowed_packet: STATEMENT_BUDGET as u64,
+            galera: false,
             warnings,
         })
     }
