@@ -14,6 +14,9 @@ use crate::tx;
 
 /// Claims made again after one that found only messages past their deadline.
 const OVERDUE_RECLAIMS: usize = 4;
+/// The lease of a message a take found past its deadline: only held until its dead-lettering,
+/// in the same transaction, which ends it.
+const LATE_LEASE: Duration = Duration::from_secs(60);
 
 /// The limits of a claim, the same on every backend (declared on the default backend's
 /// `Queue` so that `Queue::MAX_RECEIVE` needs no type annotation).
@@ -183,8 +186,9 @@ impl<B: Backend> Queue<B> {
     /// lets the key's next message become ready when the transaction commits, as an ack would.
     /// A take runs no housekeeping: delayed messages become ready only when `receive`, a
     /// worker or [`Queue::maintain`] promotes them, so a deployment that only takes runs one
-    /// of those too. The claimed and acked counters count a take when it is made, before the
-    /// caller commits. On a connection outside a transaction the take commits by itself: the
+    /// of those too. A message found past its deadline is not taken: it becomes a dead letter
+    /// in the same transaction, as in [`receive_in`](Queue::receive_in). The claimed and acked
+    /// counters count a take when it is made, before the caller commits. On a connection outside a transaction the take commits by itself: the
     /// messages are removed before the call returns (at most once).
     ///
     /// ```no_run
@@ -201,15 +205,23 @@ impl<B: Backend> Queue<B> {
         self.client.require_schema()?;
         self.refuse_if_limited("take_in").await?;
         let started = Instant::now();
-        let (store, id) = (self.store(), self.id());
-        let mut taken =
-            tx::run_in::<B, _, _>(conn, |conn, _| Box::pin(B::take_in(store, conn, id, n))).await?;
+        let store = self.store();
+        // Those past their deadline are leased instead, to be dead-lettered just below.
+        let request = &self.claim_request(n, LATE_LEASE);
+        let (mut taken, late) = tx::run_in::<B, _, _>(conn, |conn, _| {
+            Box::pin(B::take_in(store, conn, request, &overdue))
+        })
+        .await?;
         for d in &mut taken {
             d.token = TAKEN_TOKEN;
         }
         let consumer = self.consumer();
-        consumer.record_claim(started, taken.len());
+        consumer.record_claim(started, taken.len() + late.len());
         consumer.record_acked(taken.len());
+        for d in late {
+            self.dead_letter_in(conn, d.receipt(), DEADLINE_PASSED)
+                .await?;
+        }
         Ok(taken)
     }
 

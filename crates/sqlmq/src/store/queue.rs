@@ -56,15 +56,18 @@ pub trait Claim: Dialect {
         request: &ClaimRequest<'_>,
     ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
 
-    /// Remove up to `n` ready messages of the queue (not paused), in the claim's order, in the
-    /// caller's transaction, and return them (`Queue::take_in`): the `ready` and `messages`
-    /// rows are deleted, no lease is written, and ordering keys move on to their next message
-    /// as an ack would. A rollback puts everything back. An error leaves the transaction to
-    /// its owner. The deliveries' tokens and lease ends mean nothing: the engine marks them.
+    /// Remove up to `request.n` ready messages of the queue (not paused), in the claim's
+    /// order, in the caller's transaction, and return them (`Queue::take_in`): the `ready` and
+    /// `messages` rows are deleted, no lease is written, and ordering keys move on to their
+    /// next message as an ack would. Except those `late` picks (the engine's decision: past
+    /// their deadline), which are claimed instead, leased for `request.lease` to
+    /// `request.owner`, for the engine to dead-letter: returned second. A rollback puts
+    /// everything back. An error leaves the transaction to its owner. The taken deliveries'
+    /// tokens and lease ends mean nothing: the engine marks them.
     fn take_in(
         store: &SqlStore<Self>,
         conn: &mut Self::Connection,
-        queue_id: i32,
-        n: usize,
-    ) -> impl Future<Output = Result<Vec<Delivery>>> + Send;
+        request: &ClaimRequest<'_>,
+        late: &(dyn Fn(&Delivery) -> bool + Sync),
+    ) -> impl Future<Output = Result<(Vec<Delivery>, Vec<Delivery>)>> + Send;
 }

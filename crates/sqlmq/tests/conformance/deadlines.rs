@@ -1,6 +1,6 @@
 //! Deadlines (`Message::deadline`, `Message::run_timeout`): a message past its deadline is
-//! never delivered — the claim that finds it late, in its own transaction or in the caller's,
-//! makes it a dead letter with the reason — and a worker stops a handler still running at its
+//! never delivered — the claim or the take that finds it late, in its own transaction or in
+//! the caller's, makes it a dead letter with the reason — and a worker stops a handler still running at its
 //! message's deadline or run timeout (its cancellation fires first) and dead-letters the
 //! message, never retrying it; a run timeout counts from each attempt's claim.
 
@@ -94,6 +94,21 @@ pub(crate) async fn a_message_past_its_deadline_is_never_delivered<B: TestBacken
     tx.commit().await.unwrap();
     let dead = q.dead_letters(10).await.unwrap();
     assert!(dead.iter().any(|d| d.id == in_tx), "{dead:?}");
+    // And a take: the late one becomes a dead letter, the one behind it is taken.
+    let taken_late = q
+        .send(Message::new("taken late").deadline(past))
+        .await
+        .unwrap()
+        .id;
+    let behind = q.send(Message::new("behind")).await.unwrap().id;
+    let mut tx = client.begin().await.unwrap();
+    let got = q.take_in(&mut tx, 10).await.unwrap();
+    assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), [behind]);
+    tx.commit().await.unwrap();
+    let dead = q.dead_letters(10).await.unwrap();
+    let late_one = dead.iter().find(|d| d.id == taken_late).expect("dead");
+    assert_eq!(late_one.errors.last().unwrap().error, "deadline passed");
+    assert_eq!(q.stats().await.unwrap().in_flight, 0);
     check_invariants(&db).await;
     db.drop().await;
 }

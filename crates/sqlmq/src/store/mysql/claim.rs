@@ -15,7 +15,6 @@
 //! instead of the claim's and ack's four, with the caller's commit making it final.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use sqlx::MySqlConnection;
 
@@ -81,17 +80,33 @@ impl Claim for sqlx::MySql {
 
     /// Two round trips, as the claim: the claim read, then (when it found anything) the
     /// deletes of the `ready` and `messages` rows; messages with an ordering key release it
-    /// with statements of their own, as an ack does.
+    /// with statements of their own, as an ack does. Late ones take a third: their claim's
+    /// moves.
     async fn take_in(
         store: &MySqlStore,
         conn: &mut MySqlConnection,
-        queue_id: i32,
-        n: usize,
-    ) -> Result<Vec<Delivery>> {
-        let rows = store.claim_read(queue_id, n, false).fetch_in(conn).await?;
-        let taken = deliveries(&rows, Duration::ZERO)?;
+        request: &ClaimRequest<'_>,
+        late: &(dyn Fn(&Delivery) -> bool + Sync),
+    ) -> Result<(Vec<Delivery>, Vec<Delivery>)> {
+        let queue_id = request.queue_id;
+        let rows = store
+            .claim_read(queue_id, request.n, false)
+            .fetch_in(conn)
+            .await?;
+        let (late, mut taken): (Vec<_>, Vec<_>) = deliveries(&rows, request.lease)?
+            .into_iter()
+            .partition(|d| late(d));
+        if !late.is_empty() {
+            store
+                .claim_moves(queue_id, &late, request.owner)
+                .run_in(conn)
+                .await?;
+        }
         if taken.is_empty() {
-            return Ok(taken);
+            return Ok((taken, late));
+        }
+        for d in &mut taken {
+            d.lease_expires_at = d.claimed_at;
         }
         let mut write = Script::new(store);
         for chunk in taken.chunks(MAX_LIST) {
@@ -101,7 +116,7 @@ impl Claim for sqlx::MySql {
         }
         write.run_in(conn).await?;
         store.release_keys_of(conn, queue_id, &taken).await?;
-        Ok(taken)
+        Ok((taken, late))
     }
 }
 

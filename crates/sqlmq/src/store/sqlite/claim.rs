@@ -80,26 +80,8 @@ impl Claim for sqlx::Sqlite {
             return Ok(claimed);
         }
         store.delete_head(conn, queue_id, claimed.len()).await?;
-        let lease_until_us = now_us.saturating_add(micros_of(lease));
         store
-            .insert_values(
-                conn,
-                INSERT_LEASES,
-                LEASE_ROW,
-                LEASE_PARAMS,
-                &claimed,
-                |q, d| {
-                    q.arg(d.id.bytes())
-                        .arg(queue_id)
-                        .arg(d.priority)
-                        .arg(d.token as i64)
-                        .arg(d.attempt as i32)
-                        .arg(stored_key_of(d).as_deref().map(str::as_bytes))
-                        .arg(lease_until_us)
-                        .arg(now_us)
-                        .arg(owner.as_bytes())
-                },
-            )
+            .insert_leases(conn, queue_id, &claimed, now_us, lease, owner)
             .await?;
         Ok(claimed)
     }
@@ -109,22 +91,38 @@ impl Claim for sqlx::Sqlite {
     async fn take_in(
         store: &SqliteStore,
         conn: &mut SqliteConnection,
-        queue_id: i32,
-        n: usize,
-    ) -> Result<Vec<Delivery>> {
-        let (taken, _) = store.claim_read(conn, queue_id, n, Duration::ZERO).await?;
-        if taken.is_empty() {
-            return Ok(taken);
+        request: &ClaimRequest<'_>,
+        late: &(dyn Fn(&Delivery) -> bool + Sync),
+    ) -> Result<(Vec<Delivery>, Vec<Delivery>)> {
+        let ClaimRequest {
+            queue_id,
+            n,
+            lease,
+            owner,
+        } = *request;
+        let (read, now_us) = store.claim_read(conn, queue_id, n, lease).await?;
+        if read.is_empty() {
+            return Ok((read, Vec::new()));
         }
         // Before the keys are released: a successor placed in `ready` could fall inside the
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
-        store.delete_head(conn, queue_id, taken.len()).await?;
+        store.delete_head(conn, queue_id, read.len()).await?;
+        let (late, mut taken): (Vec<_>, Vec<_>) = read.into_iter().partition(|d| late(d));
+        store
+            .insert_leases(conn, queue_id, &late, now_us, lease, owner)
+            .await?;
+        if taken.is_empty() {
+            return Ok((taken, late));
+        }
+        for d in &mut taken {
+            d.lease_expires_at = d.claimed_at;
+        }
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
         store
             .exec_id_list(conn, Sqlite::SETTLE.delete_messages, &ids)
             .await?;
         store.release_keys_of(conn, queue_id, &taken).await?;
-        Ok(taken)
+        Ok((taken, late))
     }
 }
 
@@ -148,6 +146,38 @@ impl SqliteStore {
             None => 0,
         };
         Ok((deliveries(&rows, lease)?, now_us))
+    }
+
+    /// Lease `claimed` (read by the claim at `now_us`) for `lease` to `owner`.
+    async fn insert_leases(
+        &self,
+        conn: &mut SqliteConnection,
+        queue_id: i32,
+        claimed: &[Delivery],
+        now_us: i64,
+        lease: Duration,
+        owner: &str,
+    ) -> Result<()> {
+        let lease_until_us = now_us.saturating_add(micros_of(lease));
+        self.insert_values(
+            conn,
+            INSERT_LEASES,
+            LEASE_ROW,
+            LEASE_PARAMS,
+            claimed,
+            |q, d| {
+                q.arg(d.id.bytes())
+                    .arg(queue_id)
+                    .arg(d.priority)
+                    .arg(d.token as i64)
+                    .arg(d.attempt as i32)
+                    .arg(stored_key_of(d).as_deref().map(str::as_bytes))
+                    .arg(lease_until_us)
+                    .arg(now_us)
+                    .arg(owner.as_bytes())
+            },
+        )
+        .await
     }
 
     /// Delete the first `count` rows of the queue's `ready` range: the rows the claim read

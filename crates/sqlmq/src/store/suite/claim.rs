@@ -27,6 +27,21 @@ fn request(queue_id: i32, n: usize, lease: Duration) -> ClaimRequest<'static> {
     }
 }
 
+/// A take of `n` from queue `q` that finds nothing late: what it took.
+async fn take<B: SuiteBackend>(
+    store: &crate::store::SqlStore<B>,
+    conn: &mut B::Connection,
+    q: i32,
+    n: usize,
+) -> Vec<crate::domain::Delivery> {
+    let (taken, late) =
+        <B as crate::store::Claim>::take_in(store, conn, &request(q, n, LONG), &|_| false)
+            .await
+            .unwrap();
+    assert!(late.is_empty());
+    taken
+}
+
 /// Claims hand messages out by priority, then enqueue order, n at a time (n larger than
 /// what is ready gives what is ready, zero gives nothing), each its first attempt under token
 /// 1, with everything the message carries; the moved rows leave `ready` for `leases`.
@@ -123,12 +138,7 @@ async fn a_paused_queue_gives_nothing<B: SuiteBackend>() {
             .unwrap()
             .is_empty()
     );
-    assert!(
-        <B as crate::store::Claim>::take_in(store, &mut tx, q, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(take::<B>(store, &mut tx, q, 10).await.is_empty());
     tx.commit().await.unwrap();
     assert_eq!(ids_in(&db, "ready").await, ids(&msgs));
     assert_eq!(db.count("leases").await, 0);
@@ -150,12 +160,7 @@ async fn claims_stay_in_their_queue<B: SuiteBackend>() {
     assert!(claim(&client, b, 10, LONG).await.is_empty());
     assert!(claim(&client, i32::MAX, 10, LONG).await.is_empty());
     let mut tx = client.begin().await.unwrap();
-    assert!(
-        <B as crate::store::Claim>::take_in(client.store(), &mut tx, b, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(take::<B>(client.store(), &mut tx, b, 10).await.is_empty());
     tx.commit().await.unwrap();
     assert_eq!(db.count("ready").await, 2);
     assert_eq!(delivered(&claim(&client, a, 10, LONG).await), ids(&msgs));
@@ -244,18 +249,14 @@ async fn take_in_removes_in_claim_order<B: SuiteBackend>() {
     put(&client, q, &msgs).await;
 
     let mut tx = client.begin().await.unwrap();
-    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 2)
-        .await
-        .unwrap();
+    let taken = take::<B>(store, &mut tx, q, 2).await;
     assert_eq!(delivered(&taken), [msgs[2].id(), msgs[1].id()]);
     tx.rollback().await.unwrap();
     assert_eq!(db.count("messages").await, 4);
     assert_eq!(db.count("ready").await, 3);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 2)
-        .await
-        .unwrap();
+    let taken = take::<B>(store, &mut tx, q, 2).await;
     assert_eq!(delivered(&taken), [msgs[2].id(), msgs[1].id()]);
     assert_eq!(taken[0].ordering_key.as_deref(), Some("k"));
     assert_eq!(
@@ -276,19 +277,39 @@ async fn take_in_removes_in_claim_order<B: SuiteBackend>() {
     assert_eq!(db.count("leases").await, 0);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, q, 100)
-        .await
-        .unwrap();
+    let taken = take::<B>(store, &mut tx, q, 100).await;
     assert_eq!(delivered(&taken), [msgs[3].id(), msgs[0].id()]);
-    assert!(
-        <B as crate::store::Claim>::take_in(store, &mut tx, q, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(take::<B>(store, &mut tx, q, 100).await.is_empty());
     tx.commit().await.unwrap();
     assert_eq!(db.count("messages").await, 0);
     assert_eq!(db.count("key_heads").await, 0);
+    db.drop().await;
+}
+
+/// What a take finds late (the engine's pick) is claimed instead, leased for the request's
+/// lease with the next token: its message row stays, its lease is written; the rest are
+/// removed as ever.
+async fn a_take_claims_what_it_finds_late<B: SuiteBackend>() {
+    let (db, client) = fixture::<B>().await;
+    let store = client.store();
+    let q = queue(&client, "q").await;
+    let msgs = messages("m", 3);
+    put(&client, q, &msgs).await;
+    let late_id = msgs[1].id();
+    let mut tx = client.begin().await.unwrap();
+    let (taken, late) =
+        <B as crate::store::Claim>::take_in(store, &mut tx, &request(q, 10, LONG), &|d| {
+            d.id == late_id
+        })
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(delivered(&taken), [msgs[0].id(), msgs[2].id()]);
+    assert_eq!(delivered(&late), [late_id]);
+    assert_eq!((late[0].token, late[0].attempt), (1, 1));
+    assert_eq!(db.count("ready").await, 0);
+    assert_eq!(ids_in(&db, "leases").await, vec![late_id]);
+    assert_eq!(ids_in(&db, "messages").await, vec![late_id]);
     db.drop().await;
 }
 
@@ -307,9 +328,7 @@ async fn the_largest_claim_and_take<B: SuiteBackend>() {
     assert_eq!(db.count("leases").await, MANY as i64);
 
     let mut tx = client.begin().await.unwrap();
-    let taken = <B as crate::store::Claim>::take_in(store, &mut tx, b, MANY + 10)
-        .await
-        .unwrap();
+    let taken = take::<B>(store, &mut tx, b, MANY + 10).await;
     assert_eq!(delivered(&taken), ids(&mb));
     tx.commit().await.unwrap();
     assert_eq!(db.count("ready").await, 0);
@@ -347,6 +366,7 @@ sqlmq_testkit::conformance!(async: [
     tokens_and_attempts_count_up,
     claim_in_follows_the_transaction,
     take_in_removes_in_claim_order,
+    a_take_claims_what_it_finds_late,
     the_largest_claim_and_take,
     the_longest_lease,
 ]);
