@@ -52,3 +52,20 @@ pub fn encode(bytes: Vec<u8>) -> (Option<String>, Option<String>) {
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+/// An RFC 3339 time with any UTC offset (`2026-11-22T10:00:00Z`, `2026-11-22T11:00:00+01:00`),
+/// or without one, read as UTC (`2026-11-22T10:00:00`, `2026-11-22 10:00:00`); `None` for
+/// anything else.
+///
+/// ```
+/// use sqlmq_serve::body::parse_rfc3339;
+/// assert_eq!(parse_rfc3339("2026-11-22T11:00:00+01:00"), parse_rfc3339("2026-11-22T10:00:00Z"));
+/// assert_eq!(parse_rfc3339("2026-11-22 10:00:00"), parse_rfc3339("2026-11-22T10:00:00Z"));
+/// assert_eq!(parse_rfc3339("10m"), None);
+/// ```
+pub fn parse_rfc3339(text: &str) -> Option<std::time::SystemTime> {
+    match text.parse::<jiff::Timestamp>() {
+        Ok(t) => Some(t.into()),
+        Err(_) => humantime::parse_rfc3339_weak(text).ok(),
+    }
+}

@@ -513,7 +513,7 @@ async fn refused(s: &TestServer, queue: &str, bad: Value) {
 
 /// Deadlines over HTTP: a message sent past its deadline is dead-lettered by the receive that
 /// finds it, never handed out; one on time is delivered with its deadline and run timeout, and
-/// shown with them; bad values are 422.
+/// shown with them (in UTC, whatever offset it was sent with); bad values are 422.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_are_sent_shown_and_kept() {
     let s = TestServer::start().await;
@@ -523,7 +523,7 @@ async fn deadlines_are_sent_shown_and_kept() {
             "/v1/queues/jobs/messages",
             json!({"messages": [
                 {"body": "late", "deadline": "2020-01-01T00:00:00Z"},
-                {"body": "on time", "deadline": "2031-01-01T00:00:00Z", "run_timeout_ms": 30000},
+                {"body": "on time", "deadline": "2031-01-01T01:00:00+01:00", "run_timeout_ms": 30000},
             ]}),
         )
         .await;

@@ -99,7 +99,7 @@ fn time_or_duration(
     words: &str,
     away: impl Fn(Duration) -> Option<SystemTime>,
 ) -> Result<SystemTime, String> {
-    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+    if let Some(t) = sqlmq_serve::body::parse_rfc3339(text) {
         return Ok(t);
     }
     match humantime::parse_duration(text) {
@@ -174,6 +174,10 @@ mod tests {
         let left = ahead.duration_since(SystemTime::now()).unwrap();
         assert!(left > Duration::from_secs(590) && left <= Duration::from_secs(600));
         assert!(parse_deadline("2026-11-22T10:00:00Z").is_ok());
+        assert_eq!(
+            parse_deadline("2026-11-22T11:00:00+01:00"),
+            parse_deadline("2026-11-22T10:00:00Z")
+        );
         assert!(parse_deadline("tomorrow").is_err());
     }
 

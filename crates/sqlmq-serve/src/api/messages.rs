@@ -68,9 +68,9 @@ macro_rules! message_request {
             pub debounce_ms: Option<u64>,
             /// Use this message id (a UUID) instead of a generated one.
             pub id: Option<String>,
-            /// Never delivered after this time (RFC 3339 in UTC, `…Z`): a claim that finds it later makes
-            /// it a dead letter ("deadline passed"), and a worker stops a handler still running
-            /// then.
+            /// Never delivered after this time (RFC 3339 with any offset, `…Z` or `…+01:00`):
+            /// a claim that finds it later makes it a dead letter ("deadline passed"), and a
+            /// worker stops a handler still running then.
             #[schema(example = "2026-11-22T10:00:00Z")]
             pub deadline: Option<String>,
             /// Each attempt may run this many milliseconds from its claim; past it a worker
@@ -179,7 +179,7 @@ impl MessageFields {
             m = m.depends_on(ids_of("depends_on", &ids)?);
         }
         if let Some(text) = self.deadline {
-            let at = humantime::parse_rfc3339_weak(&text).map_err(|_| {
+            let at = crate::body::parse_rfc3339(&text).ok_or_else(|| {
                 ApiError::invalid(format!(
                     "deadline: expected an RFC 3339 time (2026-11-22T10:00:00Z), got {text:?}"
                 ))

@@ -151,7 +151,7 @@ pub struct RecordsQuery {
 
 /// RFC 3339, or a duration meaning that long ago.
 pub(crate) fn parse_time(field: &str, text: &str) -> ApiResult<SystemTime> {
-    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+    if let Some(t) = crate::body::parse_rfc3339(text) {
         return Ok(t);
     }
     humantime::parse_duration(text)
