@@ -188,8 +188,9 @@ impl<B: Backend> Queue<B> {
     /// worker or [`Queue::maintain`] promotes them, so a deployment that only takes runs one
     /// of those too. A message found past its deadline is not taken: it becomes a dead letter
     /// in the same transaction, as in [`receive_in`](Queue::receive_in). The claimed and acked
-    /// counters count a take when it is made, before the caller commits. On a connection outside a transaction the take commits by itself: the
-    /// messages are removed before the call returns (at most once).
+    /// counters count a take when it is made, before the caller commits. On a connection
+    /// outside a transaction the take commits by itself: the messages are removed before the
+    /// call returns (at most once).
     ///
     /// ```no_run
     /// # async fn f(client: sqlmq::Client, q: sqlmq::Queue) -> anyhow::Result<()> {
@@ -212,8 +213,10 @@ impl<B: Backend> Queue<B> {
             Box::pin(B::take_in(store, conn, request, &overdue))
         })
         .await?;
+        // No lease: a token that settles nothing, and "expires" when it was taken.
         for d in &mut taken {
             d.token = TAKEN_TOKEN;
+            d.lease_expires_at = d.claimed_at;
         }
         let consumer = self.consumer();
         consumer.record_claim(started, taken.len() + late.len());

@@ -102,8 +102,13 @@ pub(crate) async fn a_message_past_its_deadline_is_never_delivered<B: TestBacken
         .id;
     let behind = q.send(Message::new("behind")).await.unwrap().id;
     let mut tx = client.begin().await.unwrap();
+    let before = SystemTime::now();
     let got = q.take_in(&mut tx, 10).await.unwrap();
     assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), [behind]);
+    // No lease: it "expires" when it was taken (by the database's clock, this machine's).
+    let slack = Duration::from_secs(1);
+    assert!(got[0].lease_expires_at + slack >= before);
+    assert!(got[0].lease_expires_at <= SystemTime::now() + slack);
     tx.commit().await.unwrap();
     let dead = q.dead_letters(10).await.unwrap();
     let late_one = dead.iter().find(|d| d.id == taken_late).expect("dead");

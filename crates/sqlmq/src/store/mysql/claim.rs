@@ -80,8 +80,8 @@ impl Claim for sqlx::MySql {
 
     /// Two round trips, as the claim: the claim read, then (when it found anything) the
     /// deletes of the `ready` and `messages` rows; messages with an ordering key release it
-    /// with statements of their own, as an ack does. Late ones take a third: their claim's
-    /// moves.
+    /// with statements of their own, as an ack does; late ones are moved into `leases` in the
+    /// same round trip, as a claim moves them.
     async fn take_in(
         store: &MySqlStore,
         conn: &mut MySqlConnection,
@@ -93,22 +93,13 @@ impl Claim for sqlx::MySql {
             .claim_read(queue_id, request.n, false)
             .fetch_in(conn)
             .await?;
-        let (late, mut taken): (Vec<_>, Vec<_>) = deliveries(&rows, request.lease)?
+        let (late, taken): (Vec<_>, Vec<_>) = deliveries(&rows, request.lease)?
             .into_iter()
             .partition(|d| late(d));
-        if !late.is_empty() {
-            store
-                .claim_moves(queue_id, &late, request.owner)
-                .run_in(conn)
-                .await?;
-        }
-        if taken.is_empty() {
+        if rows.is_empty() {
             return Ok((taken, late));
         }
-        for d in &mut taken {
-            d.lease_expires_at = d.claimed_at;
-        }
-        let mut write = Script::new(store);
+        let mut write = store.claim_moves(queue_id, &late, request.owner);
         for chunk in taken.chunks(MAX_LIST) {
             store.push_delete_ready(&mut write, queue_id, chunk);
             let ids: Vec<Lit<'_>> = chunk.iter().map(|d| Lit::Bytes(d.id.bytes())).collect();

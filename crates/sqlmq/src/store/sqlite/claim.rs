@@ -107,15 +107,12 @@ impl Claim for sqlx::Sqlite {
         // Before the keys are released: a successor placed in `ready` could fall inside the
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
         store.delete_head(conn, queue_id, read.len()).await?;
-        let (late, mut taken): (Vec<_>, Vec<_>) = read.into_iter().partition(|d| late(d));
+        let (late, taken): (Vec<_>, Vec<_>) = read.into_iter().partition(|d| late(d));
         store
             .insert_leases(conn, queue_id, &late, now_us, lease, owner)
             .await?;
         if taken.is_empty() {
             return Ok((taken, late));
-        }
-        for d in &mut taken {
-            d.lease_expires_at = d.claimed_at;
         }
         let ids: Vec<MessageId> = taken.iter().map(|d| d.id).collect();
         store
