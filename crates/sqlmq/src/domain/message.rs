@@ -40,6 +40,8 @@ pub struct Message {
     pub(crate) run_timeout: Option<Duration>,
     /// A send with the idempotency key replaces the waiting message of the key.
     pub(crate) replace: bool,
+    /// The tenant whose share of a fair queue's claims this message counts against.
+    pub(crate) fairness_key: Option<String>,
 }
 
 impl Message {
@@ -64,6 +66,7 @@ impl Message {
             deadline: None,
             run_timeout: None,
             replace: false,
+            fairness_key: None,
         }
     }
 
@@ -208,6 +211,21 @@ impl Message {
     /// ```
     pub fn concurrency_key(mut self, key: impl Into<String>) -> Message {
         self.concurrency_key = Some(key.into());
+        self
+    }
+
+    /// Count this message against `key`'s share (a tenant, a customer) on a fair queue
+    /// ([`QueueConfig::fair`](crate::QueueConfig::fair)): the queue hands out its ready
+    /// messages across keys by weight within a priority, so that a key with a large backlog
+    /// delays no other. 1 to 128 bytes without control characters. On a queue that is not fair
+    /// the key is kept and has no effect; messages without one share the empty key.
+    ///
+    /// ```
+    /// let m = sqlmq::Message::new("report").fairness_key("tenant-7");
+    /// # let _ = m;
+    /// ```
+    pub fn fairness_key(mut self, key: impl Into<String>) -> Message {
+        self.fairness_key = Some(key.into());
         self
     }
 

@@ -47,6 +47,10 @@ pub struct QueueConfig {
     /// every process together (default: no limit).
     #[serde(default)]
     pub rate_limit_per_key: Option<RateLimit>,
+    /// Hand out ready messages across fairness keys by weight within a priority, instead of
+    /// first in, first out (default: `false`; see [`QueueConfig::fair`]).
+    #[serde(default)]
+    pub fair: bool,
 }
 
 impl Default for QueueConfig {
@@ -59,6 +63,7 @@ impl Default for QueueConfig {
             rate_limit: None,
             concurrency_limit: None,
             rate_limit_per_key: None,
+            fair: false,
         }
     }
 }
@@ -174,6 +179,24 @@ impl QueueConfig {
     /// ```
     pub fn rate_limit_per_key(mut self, limit: Option<RateLimit>) -> Self {
         self.rate_limit_per_key = limit;
+        self
+    }
+
+    /// Make the queue fair: within a priority it hands out its ready messages across
+    /// fairness keys ([`Message::fairness_key`](crate::Message::fairness_key)) so that each
+    /// key with messages waiting gets its weight's share of claims
+    /// ([`Queue::set_weight`](crate::Queue::set_weight), default 1), however many messages
+    /// any key has waiting; messages without a key share the empty key. A message's place is
+    /// fixed when it becomes ready (sent, due, retried), so a change of mode or weight applies
+    /// to messages that become ready after it (processes read the mode again within
+    /// seconds).
+    ///
+    /// ```
+    /// let c = sqlmq::QueueConfig::default().fair(true);
+    /// assert!(c.fair);
+    /// ```
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
         self
     }
 

@@ -24,6 +24,7 @@ fn row_bytes(m: &Message, headers: Option<&str>) -> usize {
         + m.concurrency_key.as_ref().map_or(0, |k| k.len() + 1)
         + usize::from(m.tracked())
         + m.idempotency_key.as_ref().map_or(0, String::len)
+        + m.fairness_key.as_ref().map_or(0, String::len)
 }
 
 /// Enqueue `batch` in `conn`'s transaction. Returns one [`Sent`] per message, in order.
@@ -56,6 +57,12 @@ pub(crate) async fn send<B: Backend>(
         .map(|m| timing(m.id, m))
         .collect();
     store.set_timing(conn, &timed).await?;
+    let fairness: Vec<_> = fresh
+        .iter()
+        .map(|&i| &msgs[i])
+        .filter_map(|m| Some((m.id, m.fairness_key.as_deref()?)))
+        .collect();
+    store.set_fairness_keys(conn, &fairness).await?;
 
     let mut placed = Vec::new();
     let mut keyed = Vec::new();

@@ -31,6 +31,7 @@
 //! | `produce.rs` | `send`, `send_batch` and their `_in` forms |
 //! | `consume.rs` | `receive` (settling is the shared path of `consume/`) |
 //! | `manage.rs` | pause, cancel, purge, stats, dead letters, maintenance |
+//! | `fair.rs` | a fair queue's keys: weights, backlogs |
 //! | `browse.rs` | messages looked at: by state, by id, by key |
 //! | `durable.rs` | durable calls by receipt: a step's record, a sleep, an event wait |
 //! | `run.rs` | [`Run`]: a durable run's calls by name, for consumers outside the worker |
@@ -40,6 +41,7 @@ mod browse;
 mod consume;
 mod durable;
 mod enqueue;
+mod fair;
 mod journal;
 mod limits;
 mod lookups;
@@ -49,8 +51,8 @@ mod resend;
 mod run;
 
 pub use crate::domain::{
-    AckReport, Backoff, Cancelled, DeadLetter, Delivery, Message, MessageId, NackOutcome, Progress,
-    QueueConfig, QueueStats, RateLimit, Receipt, Sent,
+    AckReport, Backoff, Cancelled, DeadLetter, Delivery, FairnessKey, MAX_WEIGHT, Message,
+    MessageId, NackOutcome, Progress, QueueConfig, QueueStats, RateLimit, Receipt, Sent,
 };
 
 pub(crate) use durable::Resolution;

@@ -379,6 +379,9 @@ impl<B: Backend> Queue<B> {
             if let Some(k) = &m.idempotency_key {
                 validate_key("idempotency key", k)?;
             }
+            if let Some(k) = &m.fairness_key {
+                validate_key("fairness key", k)?;
+            }
             if m.replace && (m.ordering_key.is_some() || m.concurrency_key.is_some() || m.tracked())
             {
                 return Err(Error::InvalidArgument(

@@ -409,6 +409,9 @@ pub struct Reverse {
     /// The columns the migration added to earlier tables (table without the prefix, column):
     /// dropped, and the reverse refused while one holds a value.
     pub columns: &'static [(&'static str, &'static str)],
+    /// The statements dropping the indexes the migration added to earlier tables (with
+    /// `{p}`), run first: SQLite drops no column an index still names.
+    pub indexes: &'static [&'static str],
 }
 
 /// A backend's pools: where sqlmq's transactions (every write) run, and where its plain reads

@@ -15,6 +15,7 @@
 //! | `limits` | a queue's limits across clients: never more in flight than `max_in_flight` (a dead consumer's slots back when its leases end), never more deliveries in a window than the rate limit |
 //! | `lock_held` | `receive_in` (claim, effects and acks) and `take_in` (claim and remove) in the caller's transaction; rollback or `kill -9` gives the batch back at once; concurrent takers remove each message once |
 //! | `long_polls` | `receive_wait`: first come first served, woken across clients by the shared probe, a wait that ends claims nothing |
+//! | `fairness` | fair queues: a tenant with 100 000 messages waiting delays no other (first in, first out starves them), weights 3:1 share claims 3:1 in every stretch, retries and due messages take their turn by key |
 //! | `exactly_once` | `ack_in` commits the handler's writes and the ack together |
 //! | `pipeline` | consume, publish the result and ack in one transaction: exactly one result per input across `kill -9` |
 //! | `ordering` | strict per-key FIFO under retries, delays and concurrency |
@@ -45,6 +46,7 @@ mod deadlines;
 mod durable;
 mod durable_processes;
 mod exactly_once;
+mod fairness;
 mod late_committer;
 mod limits;
 mod lock_held;

@@ -43,11 +43,26 @@ const COUNTS: [&str; 7] = [
 ];
 /// Take up to n of a queue's `waiting` rows (queue, n): `id`.
 const PURGE_WAITING: &str = "SELECT id FROM {p}waiting WHERE queue_id = ? LIMIT ?";
-pub(crate) const CANCEL_READY: &str =
-    "DELETE FROM {p}ready WHERE queue_id = ? AND priority = ? AND id = ?";
 
 /// Operator actions and counts.
 impl<B: Backend> SqlStore<B> {
+    /// Delete one `ready` row by its primary key; how many went (0 or 1). The backend's
+    /// statement names the primary key: the `fair` index shares its first columns.
+    pub(crate) async fn delete_ready_row(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        priority: i16,
+        id: MessageId,
+    ) -> Result<u64> {
+        self.list_query(B::ADMIN.delete_ready, B::ADMIN.ready_key_row, 1)
+            .arg(queue_id)
+            .arg(priority)
+            .arg(id.bytes())
+            .run(conn)
+            .await
+    }
+
     /// Per-queue counts for every queue id present in the state tables.
     pub(crate) async fn counts(
         &self,
@@ -110,14 +125,7 @@ impl<B: Backend> SqlStore<B> {
         };
         let priority: i16 = row.col(1)?;
         let key: Option<Vec<u8>> = row.col(2)?;
-        let in_ready = self
-            .query(CANCEL_READY)
-            .arg(queue_id)
-            .arg(priority)
-            .arg(id.bytes())
-            .run(conn)
-            .await?
-            == 1;
+        let in_ready = self.delete_ready_row(conn, queue_id, priority, id).await? == 1;
         // A keyed message in ready or scheduled is its key's head; blocked ones and dead
         // letters are not.
         let was_head = in_ready

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use super::fair::{INSERT_READY_FAIR, READY_FAIR_PARAMS, READY_FAIR_ROW};
 use super::slots::stored_key_of_message;
 use super::{Columns, SqlStore, Statement};
 use crate::domain::{Error, MessageId, Result, micros_of};
@@ -262,11 +263,7 @@ impl<B: Backend> SqlStore<B> {
                     attempts: row.col(1)?,
                     token: row.col(2)?,
                 };
-                self.query(super::admin::CANCEL_READY)
-                    .arg(queue_id)
-                    .arg(entry.priority)
-                    .arg(id.bytes())
-                    .run(conn)
+                self.delete_ready_row(conn, queue_id, entry.priority, id)
                     .await?;
                 entry
             }
@@ -292,6 +289,7 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Put messages in line: `ready` when no delay is left, else `scheduled` (delay in µs).
+    /// On a fair queue each message going to `ready` gets its start time (`fair.rs`).
     pub(crate) async fn place(
         &self,
         conn: &mut B::Connection,
@@ -299,21 +297,42 @@ impl<B: Backend> SqlStore<B> {
         entries: &[(Entry, i64)],
     ) -> Result<()> {
         let (now, later): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, delay)| *delay <= 0);
-        self.insert_values(
-            conn,
-            INSERT_READY,
-            READY_ROW,
-            READY_PARAMS,
-            &now,
-            |q, (e, _)| {
-                q.arg(queue_id)
-                    .arg(e.priority)
-                    .arg(e.id.bytes())
-                    .arg(e.attempts)
-                    .arg(e.token)
-            },
-        )
-        .await?;
+        if !now.is_empty() && self.is_fair(conn, queue_id).await? {
+            let starts = self.start_times(conn, queue_id, &now).await?;
+            let rows: Vec<_> = now.iter().zip(starts).collect();
+            self.insert_values(
+                conn,
+                INSERT_READY_FAIR,
+                READY_FAIR_ROW,
+                READY_FAIR_PARAMS,
+                &rows,
+                |q, ((e, _), start)| {
+                    q.arg(queue_id)
+                        .arg(e.priority)
+                        .arg(e.id.bytes())
+                        .arg(e.attempts)
+                        .arg(e.token)
+                        .arg(*start)
+                },
+            )
+            .await?;
+        } else {
+            self.insert_values(
+                conn,
+                INSERT_READY,
+                READY_ROW,
+                READY_PARAMS,
+                &now,
+                |q, (e, _)| {
+                    q.arg(queue_id)
+                        .arg(e.priority)
+                        .arg(e.id.bytes())
+                        .arg(e.attempts)
+                        .arg(e.token)
+                },
+            )
+            .await?;
+        }
         self.insert_values(
             conn,
             INSERT_SCHEDULED,

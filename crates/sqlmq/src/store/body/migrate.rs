@@ -222,8 +222,12 @@ impl<B: Backend> SqlStore<B> {
                     .map(|table| format!("DROP TABLE IF EXISTS {prefix}{table}")),
             );
         let columns = migration.reverse.iter().flat_map(|r| r.columns);
-        let drops = columns
-            .map(|(table, column)| format!("ALTER TABLE {prefix}{table} DROP COLUMN {column}"))
+        let indexes = migration.reverse.iter().flat_map(|r| r.indexes);
+        let drops = indexes
+            .map(|drop| drop.replace("{p}", prefix))
+            .chain(columns.map(|(table, column)| {
+                format!("ALTER TABLE {prefix}{table} DROP COLUMN {column}")
+            }))
             .chain(drops);
         for (i, drop) in drops.enumerate() {
             // Names are the migration's own constants, never input.

@@ -13,6 +13,7 @@
 //! | `db.rs` | what the body needs of a driver: [`Bind`], [`Get`], [`Run`], [`Driver`] |
 //! | `queues.rs` | queue rows |
 //! | `enqueue.rs` | a send's statements: idempotency keys, message rows, `ready`/`scheduled` |
+//! | `fair.rs` | fair queues: their modes, messages' start times, keys' weights and backlogs |
 //! | `keys.rs` | per-key FIFO: heads, blocked successors, release, repair |
 //! | `slots.rs` | per-key concurrency; the stored key's marks |
 //! | `flows.rs` | batches, dependencies, results: kept where messages are sent and end |
@@ -46,6 +47,7 @@ mod db;
 mod dead;
 pub(crate) mod durable;
 pub(crate) mod enqueue;
+pub(crate) mod fair;
 pub(crate) mod flows;
 mod group_claim;
 mod group_dead;
@@ -78,6 +80,7 @@ pub use db::{Bind, Driver, Get, Refusal, Run};
 pub use dead::DeadSql;
 pub use durable::DurableSql;
 pub use enqueue::EnqueueSql;
+pub use fair::FairSql;
 pub use flows::FlowSql;
 pub use group_claim::GroupClaimSql;
 pub(crate) use group_claim::{cursor_select, partition_end};
@@ -123,6 +126,8 @@ pub struct SqlStore<B: Dialect> {
     /// The backend's own state, shared by the store's clones (MySQL: which of its
     /// one-statement paths are still open).
     pub(crate) state: std::sync::Arc<B::State>,
+    /// Which queues are fair, as last read.
+    pub(crate) fair_modes: std::sync::Arc<fair::FairModes>,
     backend: PhantomData<fn() -> B>,
 }
 
@@ -131,6 +136,7 @@ impl<B: Dialect> Clone for SqlStore<B> {
         SqlStore {
             st: self.st.clone(),
             state: std::sync::Arc::clone(&self.state),
+            fair_modes: std::sync::Arc::clone(&self.fair_modes),
             backend: PhantomData,
         }
     }
@@ -151,6 +157,7 @@ impl<B: Dialect> SqlStore<B> {
         SqlStore {
             st: Statements::new(prefix),
             state: std::sync::Arc::default(),
+            fair_modes: std::sync::Arc::default(),
             backend: PhantomData,
         }
     }
@@ -199,6 +206,8 @@ pub trait Dialect: Driver + Types {
     const DURABLE: DurableSql;
     /// Cancels of running messages and their progress.
     const RUNNING: RunningSql;
+    /// Fair queues.
+    const FAIR: FairSql;
 
     /// The GRANT statements giving `role` to `user`@`host` on the connection's database: none
     /// by default (a backend without users).
@@ -320,6 +329,7 @@ macro_rules! statement_tables {
         const MIGRATE: $crate::store::body::MigrateSql = migrate::SQL;
         const DURABLE: $crate::store::body::DurableSql = durable::SQL;
         const RUNNING: $crate::store::body::RunningSql = running::SQL;
+        const FAIR: $crate::store::body::FairSql = fair::SQL;
         const TOPICS: $crate::store::body::TopicSql = topics::SQL;
         const GROUPS: $crate::store::body::GroupSql = groups::SQL;
         const STREAM: $crate::store::body::StreamSql = stream::SQL;

@@ -10,7 +10,7 @@ use crate::store::rows::QueueRow;
 /// The queue rows' statements that differ by backend.
 pub struct QueueSql {
     /// Create a queue, or update an existing one's configuration (name, max attempts,
-    /// backoff as JSON, dedup window in ms).
+    /// backoff as JSON, dedup window in ms, fair: 1 or NULL).
     pub upsert: &'static str,
     /// Pause or resume a queue (paused as 0/1, name).
     pub set_paused: &'static str,
@@ -24,7 +24,7 @@ pub struct QueueSql {
 macro_rules! queue_columns {
     () => {
         concat!(
-            "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, ",
+            "SELECT q.id, q.name, q.paused, q.max_attempts, q.backoff, q.dedup_window_ms, q.fair, ",
             super::limits::limit_columns!("l"),
             " FROM {p}queues q LEFT JOIN {p}queue_limits l ON l.queue_id = q.id"
         )
@@ -40,6 +40,7 @@ const DELETE_PROGRESS: &str = "DELETE FROM {p}progress WHERE queue_id = ?";
 const DELETE_LIMITS: &str = "DELETE FROM {p}queue_limits WHERE queue_id = ?";
 const DELETE_DELIVERIES: &str = "DELETE FROM {p}queue_deliveries WHERE queue_id = ?";
 const DELETE_SLOTS: &str = "DELETE FROM {p}key_slots WHERE queue_id = ?";
+const DELETE_FAIR_KEYS: &str = "DELETE FROM {p}fair_keys WHERE queue_id = ?";
 
 fn decode<R: Columns>(row: &R) -> Result<QueueRow>
 where
@@ -48,7 +49,7 @@ where
     let backoff: String = row.col(4)?;
     let backoff: Backoff = serde_json::from_str(&backoff)
         .map_err(|e| Error::Corrupt(format!("queue backoff {backoff:?}: {e}")))?;
-    let limits = super::limits::decode_limits(row, 6)?;
+    let limits = super::limits::decode_limits(row, 7)?;
     Ok(QueueRow {
         id: row.col(0)?,
         name: row.col(1)?,
@@ -61,6 +62,7 @@ where
             rate_limit: limits.rate,
             concurrency_limit: limits.concurrency,
             rate_limit_per_key: limits.rate_per_key,
+            fair: row.col::<Option<i64>>(6)?.is_some_and(|f| f != 0),
         },
     })
 }
@@ -81,6 +83,8 @@ impl<B: Backend> SqlStore<B> {
             .arg(i64::from(config.max_attempts))
             .arg(serde_json::to_string(&config.backoff)?)
             .arg(millis_of(config.dedup_window))
+            // NULL rather than 0: a schema reverse keeps refusing only while a queue is fair.
+            .arg(config.fair.then_some(1i64))
             .run(conn)
             .await?;
         let row = self
@@ -113,7 +117,11 @@ impl<B: Backend> SqlStore<B> {
         name: &str,
     ) -> Result<Option<QueueRow>> {
         let row = self.query(BY_NAME).arg(name).first(conn).await?;
-        row.as_ref().map(decode).transpose()
+        let row = row.as_ref().map(decode).transpose()?;
+        if let Some(q) = &row {
+            self.fair_modes.note(q.id, q.config.fair);
+        }
+        Ok(row)
     }
 
     pub(crate) async fn queue_by_id(
@@ -122,7 +130,11 @@ impl<B: Backend> SqlStore<B> {
         id: i32,
     ) -> Result<Option<QueueRow>> {
         let row = self.query(BY_ID).arg(id).first(conn).await?;
-        row.as_ref().map(decode).transpose()
+        let row = row.as_ref().map(decode).transpose()?;
+        if let Some(q) = &row {
+            self.fair_modes.note(q.id, q.config.fair);
+        }
+        Ok(row)
     }
 
     /// Every queue, by name.
@@ -151,6 +163,7 @@ impl<B: Backend> SqlStore<B> {
     pub(crate) async fn delete_queue_row(&self, conn: &mut B::Connection, id: i32) -> Result<()> {
         self.query(DELETE_DELIVERIES).arg(id).run(conn).await?;
         self.query(DELETE_SLOTS).arg(id).run(conn).await?;
+        self.query(DELETE_FAIR_KEYS).arg(id).run(conn).await?;
         self.query(DELETE_LIMITS).arg(id).run(conn).await?;
         self.query(DELETE_CANCELS).arg(id).run(conn).await?;
         self.query(DELETE_PROGRESS).arg(id).run(conn).await?;

@@ -6,7 +6,8 @@
 //! the message rows for their bodies; then a delete of those `ready` rows by primary key and an
 //! insert into `leases`. In a transaction of its own that is one prepared `CALL
 //! {p}claim_timed(…)` (`claim_timed.sql`, see `procedures.rs`), one statement and one round
-//! trip, answering one result set with the claim read's columns; where the server refuses it,
+//! trip, answering one result set with the claim read's columns (a fair queue's reads its
+//! `fair` index instead, in start-time order: `{p}claim_fair`); where the server refuses it,
 //! and in the caller's transaction, two text scripts (see `script.rs`): the read, then the
 //! moves with the COMMIT. Nothing stays open while a handler runs.
 //!
@@ -30,25 +31,38 @@ use crate::store::body::slots::stored_key_of;
 use crate::store::rows::ClaimRequest;
 use crate::store::statements::MAX_LIST;
 
+/// The claim read's columns and tables; its index and order follow.
+macro_rules! claim_read {
+    ($index:literal, $order:literal) => {
+        concat!(
+            "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
+            "m.headers, m.body, ",
+            micros!("m.created_at"),
+            ", ",
+            micros!("UTC_TIMESTAMP(6)"),
+            ", ",
+            micros!("m.deadline_at"),
+            ", m.run_timeout_us FROM {p}ready r FORCE INDEX (",
+            $index,
+            ") STRAIGHT_JOIN {p}messages m ON m.id = r.id ",
+            "WHERE r.queue_id = ? AND NOT EXISTS ",
+            "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
+            "ORDER BY ",
+            $order,
+            " LIMIT ? FOR UPDATE SKIP LOCKED"
+        )
+    };
+}
 /// The claim read. The paused check is an uncorrelated subquery: a locking read does not lock
 /// rows of a subquery, so claims never contend on the queue row (checked in tests).
-pub(crate) const CLAIM: &str = concat!(
-    "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
-    "m.headers, m.body, ",
-    micros!("m.created_at"),
-    ", ",
-    micros!("UTC_TIMESTAMP(6)"),
-    ", ",
-    micros!("m.deadline_at"),
-    ", m.run_timeout_us",
-    " FROM {p}ready r FORCE INDEX (PRIMARY) STRAIGHT_JOIN {p}messages m ON m.id = r.id ",
-    "WHERE r.queue_id = ? AND NOT EXISTS ",
-    "(SELECT 1 FROM {p}queues q WHERE q.id = ? AND q.paused <> 0) ",
-    "ORDER BY r.priority, r.id LIMIT ? FOR UPDATE SKIP LOCKED"
-);
+pub(crate) const CLAIM: &str = claim_read!("PRIMARY", "r.priority, r.id");
+/// A fair queue's claim read: in start-time order within a priority (`store/body/fair.rs`).
+pub(crate) const CLAIM_FAIR: &str = claim_read!("fair", "r.priority, r.vt, r.id");
 /// The internal procedure's call (schema version 15, `claim_timed.sql`): queue, n, lease (µs),
 /// owner. It answers one result set with the claim read's columns, before its COMMIT.
 const CALL_CLAIM: &str = "CALL {p}claim_timed(?, ?, ?, ?)";
+/// A fair queue's (schema version 16, `claim_fair.sql`), the same otherwise.
+const CALL_CLAIM_FAIR: &str = "CALL {p}claim_fair(?, ?, ?, ?)";
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
     VALUES {list}";
@@ -89,8 +103,9 @@ impl Claim for sqlx::MySql {
         late: &(dyn Fn(&Delivery) -> bool + Sync),
     ) -> Result<(Vec<Delivery>, Vec<Delivery>)> {
         let queue_id = request.queue_id;
+        let fair = store.is_fair(conn, queue_id).await?;
         let rows = store
-            .claim_read(queue_id, request.n, false)
+            .claim_read(queue_id, request.n, fair, false)
             .fetch_in(conn)
             .await?;
         let (late, taken): (Vec<_>, Vec<_>) = deliveries(&rows, request.lease)?
@@ -127,8 +142,9 @@ impl MySqlStore {
             lease,
             owner,
         } = *request;
+        let fair = self.is_fair(conn, queue_id).await?;
         let Some(op) = own else {
-            let read = self.claim_read(queue_id, n, false);
+            let read = self.claim_read(queue_id, n, fair, false);
             let claimed = deliveries(&read.fetch_in(conn).await?, lease)?;
             if !claimed.is_empty() {
                 self.claim_moves(queue_id, &claimed, owner)
@@ -139,17 +155,17 @@ impl MySqlStore {
         };
         if self.state.claim.load(Ordering::Relaxed) {
             crate::failpoints::before_commit(op).await;
-            match self.claim_call(conn, request).await {
+            match self.claim_call(conn, request, fair).await {
                 // The final answer came: the claim committed.
                 Ok(rows) => return deliveries(&rows, lease),
                 Err(e) if procedures::refused(&e) => {
-                    procedures::give_up(&self.state.claim, "claim", 15, &e);
+                    procedures::give_up(&self.state.claim, "claim", if fair { 16 } else { 15 }, &e);
                 }
                 // The procedure may have begun its transaction: end it.
                 Err(e) => return Err(rolled_back(conn, e).await),
             }
         }
-        let rows = self.claim_read(queue_id, n, true).fetch(conn).await?;
+        let rows = self.claim_read(queue_id, n, fair, true).fetch(conn).await?;
         let claimed = match deliveries(&rows, lease) {
             Ok(claimed) => claimed,
             Err(e) => return Err(rolled_back(conn, e).await),
@@ -167,8 +183,10 @@ impl MySqlStore {
         &self,
         conn: &mut MySqlConnection,
         request: &ClaimRequest<'_>,
+        fair: bool,
     ) -> Result<Vec<sqlx::mysql::MySqlRow>> {
-        Ok(sqlx::query(self.st.get(CALL_CLAIM))
+        let call = if fair { CALL_CLAIM_FAIR } else { CALL_CLAIM };
+        Ok(sqlx::query(self.st.get(call))
             .bind(request.queue_id)
             .bind(request.n as i32)
             .bind(micros_of(request.lease))
@@ -177,8 +195,9 @@ impl MySqlStore {
             .await?)
     }
 
-    /// The claim read of up to `n` messages, after a `START TRANSACTION` when `begin`.
-    fn claim_read(&self, queue_id: i32, n: usize, begin: bool) -> Script {
+    /// The claim read of up to `n` messages (in a fair queue's order when `fair`), after a
+    /// `START TRANSACTION` when `begin`.
+    fn claim_read(&self, queue_id: i32, n: usize, fair: bool, begin: bool) -> Script {
         let q = i64::from(queue_id);
         let mut read = if begin {
             Script::begin(self)
@@ -186,7 +205,7 @@ impl MySqlStore {
             Script::new(self)
         };
         read.push(
-            self.st.get(CLAIM).as_str(),
+            self.st.get(if fair { CLAIM_FAIR } else { CLAIM }).as_str(),
             &[Lit::Int(q), Lit::Int(q), Lit::Int(n as i64)],
         );
         read

@@ -129,7 +129,7 @@ impl Driver for sqlx::MySql {
     /// does not), ER_BAD_FIELD_ERROR (a column read is not there).
     fn is_column_change_done(db: &dyn DatabaseError) -> bool {
         db.try_downcast_ref::<MySqlDatabaseError>()
-            .is_some_and(|e| matches!(e.number(), 1060 | 1091 | 1054))
+            .is_some_and(|e| matches!(e.number(), 1060 | 1061 | 1091 | 1054))
     }
 
     fn connection_failed() {

@@ -130,6 +130,24 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
             ("r", "PRIMARY"),
         ),
         c(
+            "claim (fair)",
+            st.get(claim::CLAIM_FAIR),
+            vec![Int(q), Int(q), Int(16)],
+            ("r", "fair"),
+        ),
+        c(
+            "fair: head",
+            st.get(M::FAIR.head),
+            vec![Int(q), Int(0)],
+            ("ready", "fair"),
+        ),
+        c(
+            "fair: latest",
+            st.get(M::FAIR.latest),
+            vec![Int(q)],
+            ("fair_keys", "clock"),
+        ),
+        c(
             "claim: delete ready",
             st.list(admin::DELETE_READY, admin::READY_KEY_ROW, 4),
             triples,
@@ -269,9 +287,9 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         ),
         c(
             "cancel: ready",
-            st.get(body::admin::CANCEL_READY),
+            st.list(admin::DELETE_READY, admin::READY_KEY_ROW, 1),
             vec![Int(q), Int(0), id(1)],
-            ("ready", "PRIMARY"),
+            ("t", "PRIMARY"),
         ),
         c(
             "cancel: blocked",

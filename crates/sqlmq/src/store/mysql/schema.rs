@@ -8,6 +8,7 @@
 //! | `queues` | one row per queue: config, paused flag | `name` (unique) |
 //! | `messages` | body, headers, keys, error history: written at send, read at claim, deleted at ack | `id` |
 //! | `ready` | messages that can be claimed now | PK `(queue_id, priority, id)` = claim order |
+//! | | (fair queues: `vt`, a virtual start time) | `fair (queue_id, priority, vt, id)` = a fair queue's claim order |
 //! | `scheduled` | delayed messages and retries waiting for their time | `(queue_id, run_at, id)` |
 //! | `leases` | claimed messages: fencing token, lease end | `id`; `(queue_id, lease_until)` for expiry |
 //! | `dead` | dead letters | `(queue_id, died_at, id)` |
@@ -39,6 +40,7 @@
 //! | `run_steps` | a durable run's journal: its steps, sleeps and event waits in order, with results | PK `(message_id, seq)`; unique `(message_id, kind, name)` |
 //! | `events` | events emitted for durable runs, until their retention ends | PK `name`; `expires_at` |
 //! | `event_waits` | which suspended runs wait for which event | PK `(name, message_id)`; `message_id` |
+//! | `fair_keys` | a fair queue's keys: weight, the last virtual time given | PK `(queue_id, fairness_key)`; `(queue_id, vt)` |
 //!
 //! Every message is in exactly one of `ready`, `scheduled`, `leases`, `dead`, `blocked`,
 //! `waiting`.
@@ -179,6 +181,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["probe"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -201,6 +204,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["processes"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -348,6 +352,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -371,6 +376,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -394,6 +400,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -452,6 +459,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["group_deliveries", "queue_deliveries"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -533,6 +541,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -546,6 +555,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["send"],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -559,6 +569,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["send_plain"],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -575,6 +586,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["claim_plain", "ack_plain"],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -589,6 +601,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["ack_group_one"],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -602,6 +615,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["ack"],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -644,6 +658,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -679,6 +694,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -697,6 +713,42 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &["claim_timed"],
             columns: &[("messages", "deadline_at"), ("messages", "run_timeout_us")],
+            indexes: &[],
+        }),
+    },
+    Migration {
+        version: 16,
+        description: "fair queues",
+        // A queue's fair mode (NULL: first in, first out), a message's fairness key, and the
+        // virtual start time a message of a fair queue gets when it becomes ready, with the
+        // index fair claims read (`store/body/fair.rs`); each key's weight and last virtual
+        // time; the claim procedure that reads that index (`claim_fair.sql`). Columns NULL
+        // for what has none: instant on MySQL 8 and MariaDB.
+        statements: &[
+            "ALTER TABLE {p}queues ADD COLUMN fair TINYINT NULL",
+            "ALTER TABLE {p}messages ADD COLUMN fairness_key VARBINARY(128) NULL",
+            "ALTER TABLE {p}ready ADD COLUMN vt BIGINT NULL",
+            "ALTER TABLE {p}ready ADD KEY fair (queue_id, priority, vt, id)",
+            "CREATE TABLE IF NOT EXISTS {p}fair_keys (
+            queue_id INT NOT NULL,
+            fairness_key VARBINARY(128) NOT NULL,
+            weight INT NOT NULL,
+            vt BIGINT NOT NULL,
+            PRIMARY KEY (queue_id, fairness_key),
+            KEY clock (queue_id, vt)
+        ) ENGINE=InnoDB",
+            include_str!("claim_fair.sql"),
+        ],
+        reverse: Some(Reverse {
+            drops: &["fair_keys"],
+            disposable: &[],
+            procedures: &["claim_fair"],
+            columns: &[
+                ("queues", "fair"),
+                ("messages", "fairness_key"),
+                ("ready", "vt"),
+            ],
+            indexes: &["ALTER TABLE {p}ready DROP INDEX fair"],
         }),
     },
 ];

@@ -63,6 +63,7 @@ fn is_plain(m: &Message) -> bool {
         && m.delay.is_zero()
         && !m.tracked()
         && !m.timed()
+        && m.fairness_key.is_none()
 }
 
 impl MySqlStore {
@@ -71,6 +72,11 @@ impl MySqlStore {
     pub(super) fn script_for(&self, batch: &SendBatch<'_>) -> Result<Option<SendScript>> {
         let msgs = batch.messages;
         if msgs.is_empty() || !msgs.iter().all(is_plain) {
+            return Ok(None);
+        }
+        // A fair queue's messages get start times (`store/body/fair.rs`); a queue whose mode
+        // is not known yet goes the long way once, which reads it.
+        if self.fair_modes.known(batch.queue_id) != Some(false) {
             return Ok(None);
         }
         // Twice the bodies (hexadecimal) plus a generous allowance per row, checked before
@@ -205,6 +211,13 @@ struct Row<'a> {
 mod tests {
     use super::*;
 
+    /// A store that knows queue 7 is not fair.
+    fn store() -> MySqlStore {
+        let store = MySqlStore::with_prefix("sqlmq_");
+        store.fair_modes.note(7, false);
+        store
+    }
+
     fn batch(msgs: &[Message], budget: usize) -> SendBatch<'_> {
         SendBatch {
             queue_id: 7,
@@ -223,7 +236,7 @@ mod tests {
 
     #[test]
     fn plain_messages_become_one_script_of_literals_only() {
-        let store = MySqlStore::with_prefix("sqlmq_");
+        let store = store();
         let msgs = [
             Message::new("it's; DROP TABLE x; --").priority(3),
             Message::new("b"),
@@ -241,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_lone_plain_message_is_a_call_until_the_server_refuses_the_procedure() {
-        let store = MySqlStore::with_prefix("sqlmq_");
+        let store = store();
         let msgs = [Message::new("x").priority(2)];
         let script = store.script_for(&batch(&msgs, 1 << 20)).unwrap().unwrap();
         assert!(matches!(&script.0, Prepared::Call(r) if r.priority == 2 && r.queue_id == 7));
@@ -253,12 +266,13 @@ mod tests {
 
     #[test]
     fn keyed_delayed_or_oversized_batches_take_the_transaction_runner() {
-        let store = MySqlStore::with_prefix("sqlmq_");
+        let store = store();
         for m in [
             Message::new("x").idempotency_key("k"),
             Message::new("x").ordering_key("k"),
             Message::new("x").delay(std::time::Duration::from_secs(1)),
             Message::new("x").depends_on([crate::domain::MessageId::new()]),
+            Message::new("x").fairness_key("k"),
         ] {
             let msgs = [Message::new("plain"), m];
             assert!(store.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());
@@ -268,5 +282,15 @@ mod tests {
         assert!(store.script_for(&batch(&msgs, 1 << 20)).unwrap().is_some());
         let big: Vec<Message> = (0..10_000).map(|i| Message::new(format!("{i}"))).collect();
         assert!(store.script_for(&batch(&big, 64 << 20)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_fair_queue_or_one_not_known_yet_takes_the_transaction_runner() {
+        let msgs = [Message::new("plain")];
+        let unknown = MySqlStore::with_prefix("sqlmq_");
+        assert!(unknown.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());
+        let fair = store();
+        fair.fair_modes.note(7, true);
+        assert!(fair.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());
     }
 }

@@ -25,22 +25,38 @@ use crate::store::body::{Columns, Dialect, Statement};
 use crate::store::rows::ClaimRequest;
 use crate::store::{Claim, begin_pooled};
 
-/// The claim read: nothing when the queue is paused.
-const CLAIM: &str = concat!(
-    "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
-    "m.headers, m.body, m.created_at, ",
-    now_us!(),
-    ", m.deadline_at, m.run_timeout_us",
-    " FROM {p}ready r JOIN {p}messages m ON m.id = r.id ",
-    "WHERE r.queue_id = ?1 AND NOT EXISTS ",
-    "(SELECT 1 FROM {p}queues q WHERE q.id = ?1 AND q.paused <> 0) ",
-    "ORDER BY r.priority, r.id LIMIT ?2"
-);
-/// Delete the rows [`CLAIM`] just read: the same selection again (same join, order and limit,
-/// `?2` being how many it returned), which nothing else can have changed in between.
-const DELETE_HEAD: &str = "DELETE FROM {p}ready WHERE queue_id = ?1 AND (priority, id) IN \
-    (SELECT r.priority, r.id FROM {p}ready r JOIN {p}messages m ON m.id = r.id \
-    WHERE r.queue_id = ?1 ORDER BY r.priority, r.id LIMIT ?2)";
+/// The claim read and the delete of the rows it read, in an order of `ready`.
+macro_rules! claim_statements {
+    ($order:literal) => {
+        (
+            concat!(
+                "SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, m.idempotency_key, ",
+                "m.headers, m.body, m.created_at, ",
+                now_us!(),
+                ", m.deadline_at, m.run_timeout_us",
+                " FROM {p}ready r JOIN {p}messages m ON m.id = r.id ",
+                "WHERE r.queue_id = ?1 AND NOT EXISTS ",
+                "(SELECT 1 FROM {p}queues q WHERE q.id = ?1 AND q.paused <> 0) ",
+                "ORDER BY ",
+                $order,
+                " LIMIT ?2"
+            ),
+            concat!(
+                "DELETE FROM {p}ready WHERE queue_id = ?1 AND (priority, id) IN ",
+                "(SELECT r.priority, r.id FROM {p}ready r JOIN {p}messages m ON m.id = r.id ",
+                "WHERE r.queue_id = ?1 ORDER BY ",
+                $order,
+                " LIMIT ?2)"
+            ),
+        )
+    };
+}
+/// The claim read (nothing when the queue is paused), and the delete of the rows it just read:
+/// the same selection again (same join, order and limit, `?2` being how many it returned),
+/// which nothing else can have changed in between.
+const CLAIM: (&str, &str) = claim_statements!("r.priority, r.id");
+/// A fair queue's: in start-time order within a priority (`store/body/fair.rs`).
+const CLAIM_FAIR: (&str, &str) = claim_statements!("r.priority, r.vt, r.id");
 const INSERT_LEASES: &str = "INSERT INTO {p}leases \
     (id, queue_id, priority, token, attempts, ordering_key, lease_until, claimed_at, owner) \
     VALUES {list}";
@@ -75,11 +91,12 @@ impl Claim for sqlx::Sqlite {
             lease,
             owner,
         } = *request;
-        let (claimed, now_us) = store.claim_read(conn, queue_id, n, lease).await?;
+        let order = store.claim_order(conn, queue_id).await?;
+        let (claimed, now_us) = store.claim_read(conn, order, queue_id, n, lease).await?;
         if claimed.is_empty() {
             return Ok(claimed);
         }
-        store.delete_head(conn, queue_id, claimed.len()).await?;
+        store.delete_head(conn, order, queue_id, claimed.len()).await?;
         store
             .insert_leases(conn, queue_id, &claimed, now_us, lease, owner)
             .await?;
@@ -100,13 +117,14 @@ impl Claim for sqlx::Sqlite {
             lease,
             owner,
         } = *request;
-        let (read, now_us) = store.claim_read(conn, queue_id, n, lease).await?;
+        let order = store.claim_order(conn, queue_id).await?;
+        let (read, now_us) = store.claim_read(conn, order, queue_id, n, lease).await?;
         if read.is_empty() {
             return Ok((read, Vec::new()));
         }
         // Before the keys are released: a successor placed in `ready` could fall inside the
         // head range that `delete_head` selects again, and be deleted in a taken one's place.
-        store.delete_head(conn, queue_id, read.len()).await?;
+        store.delete_head(conn, order, queue_id, read.len()).await?;
         let (late, taken): (Vec<_>, Vec<_>) = read.into_iter().partition(|d| late(d));
         store
             .insert_leases(conn, queue_id, &late, now_us, lease, owner)
@@ -124,16 +142,30 @@ impl Claim for sqlx::Sqlite {
 }
 
 impl SqliteStore {
+    /// The claim's statements for `queue_id`'s mode.
+    async fn claim_order(
+        &self,
+        conn: &mut SqliteConnection,
+        queue_id: i32,
+    ) -> Result<(&'static str, &'static str)> {
+        Ok(if self.is_fair(conn, queue_id).await? {
+            CLAIM_FAIR
+        } else {
+            CLAIM
+        })
+    }
+
     /// The claim read of up to `n` messages leased for `lease`, and the database's now (µs).
     async fn claim_read(
         &self,
         conn: &mut SqliteConnection,
+        (read, _): (&'static str, &'static str),
         queue_id: i32,
         n: usize,
         lease: Duration,
     ) -> Result<(Vec<Delivery>, i64)> {
         let rows = self
-            .query(CLAIM)
+            .query(read)
             .arg(queue_id)
             .arg(n as i64)
             .rows(conn)
@@ -182,11 +214,12 @@ impl SqliteStore {
     async fn delete_head(
         &self,
         conn: &mut SqliteConnection,
+        (_, delete): (&'static str, &'static str),
         queue_id: i32,
         count: usize,
     ) -> Result<()> {
         let deleted = self
-            .query(DELETE_HEAD)
+            .query(delete)
             .arg(queue_id)
             .arg(count as i64)
             .run(conn)

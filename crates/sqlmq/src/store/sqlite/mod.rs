@@ -44,6 +44,7 @@ pub(crate) mod dead;
 pub(crate) mod durable;
 pub(crate) mod enqueue;
 pub(crate) mod errors;
+pub(crate) mod fair;
 pub(crate) mod flows;
 mod follow;
 pub(crate) mod group_claim;

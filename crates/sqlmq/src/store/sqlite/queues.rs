@@ -6,13 +6,14 @@ use crate::store::body::QueueSql;
 pub(super) const SQL: QueueSql = QueueSql {
     upsert: concat!(
         "INSERT INTO {p}queues ",
-        "(name, paused, max_attempts, backoff, dedup_window_ms, created_at, updated_at) ",
-        "VALUES (?, 0, ?, ?, ?, ",
+        "(name, paused, max_attempts, backoff, dedup_window_ms, fair, created_at, updated_at) ",
+        "VALUES (?, 0, ?, ?, ?, ?, ",
         now_us!(),
         ", ",
         now_us!(),
         ") ON CONFLICT (name) DO UPDATE SET max_attempts = excluded.max_attempts, ",
         "backoff = excluded.backoff, dedup_window_ms = excluded.dedup_window_ms, ",
+        "fair = excluded.fair, ",
         "updated_at = excluded.updated_at"
     ),
     set_paused: concat!(

@@ -142,6 +142,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["probe"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -165,6 +166,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["processes"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -296,6 +298,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -321,6 +324,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -345,6 +349,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -399,6 +404,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &["group_deliveries", "queue_deliveries"],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -475,6 +481,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -487,6 +494,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -499,6 +507,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -511,6 +520,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -523,6 +533,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -536,6 +547,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -575,6 +587,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -605,6 +618,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[],
+            indexes: &[],
         }),
     },
     Migration {
@@ -620,6 +634,37 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             disposable: &[],
             procedures: &[],
             columns: &[("messages", "deadline_at"), ("messages", "run_timeout_us")],
+            indexes: &[],
+        }),
+    },
+    Migration {
+        version: 16,
+        description: "fair queues",
+        // As on MySQL (`store/mysql/schema.rs`), without the procedure.
+        statements: &[
+            "ALTER TABLE {p}queues ADD COLUMN fair INTEGER NULL",
+            "ALTER TABLE {p}messages ADD COLUMN fairness_key BLOB NULL",
+            "ALTER TABLE {p}ready ADD COLUMN vt INTEGER NULL",
+            "CREATE INDEX IF NOT EXISTS {p}ready_fair ON {p}ready (queue_id, priority, vt, id)",
+            "CREATE TABLE IF NOT EXISTS {p}fair_keys (
+            queue_id INTEGER NOT NULL,
+            fairness_key BLOB NOT NULL,
+            weight INTEGER NOT NULL,
+            vt INTEGER NOT NULL,
+            PRIMARY KEY (queue_id, fairness_key)
+        ) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS {p}fair_keys_clock ON {p}fair_keys (queue_id, vt)",
+        ],
+        reverse: Some(Reverse {
+            drops: &["fair_keys"],
+            disposable: &[],
+            procedures: &[],
+            columns: &[
+                ("queues", "fair"),
+                ("messages", "fairness_key"),
+                ("ready", "vt"),
+            ],
+            indexes: &["DROP INDEX IF EXISTS {p}ready_fair"],
         }),
     },
 ];

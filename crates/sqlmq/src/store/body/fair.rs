@@ -1,0 +1,286 @@
+//! Fair queues' statements: which queues are fair (read again within seconds), the virtual
+//! start times of messages becoming ready, fairness keys' weights and backlogs. The arithmetic
+//! is `domain/fair.rs`; the claim reads the `fair` index in each backend's claim.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{Columns, SqlStore, Statement};
+use crate::domain::{
+    Error, FairnessKey, MessageId, NO_KEY, Result, check_weight, start_time, validate_key,
+};
+use crate::store::Backend;
+use crate::store::rows::Entry;
+use crate::store::statements::{MAX_LIST, bucket, padded};
+
+/// Fair queues' statements that differ by backend.
+pub struct FairSql {
+    /// The earliest start time waiting at one priority (queue, priority): `vt`, from the
+    /// `fair` index.
+    pub head: &'static str,
+    /// The latest finish time given to any key of a queue (queue): `vt`.
+    pub latest: &'static str,
+    /// Save keys' finish times (`{list}` of `(?,?,1,?)`: queue, key, finish), keeping the
+    /// later one and a weight that is set.
+    pub save_finish: &'static str,
+    /// Give messages their fairness keys (`{rows}`/`{list}` of [`FairSql::key_row`]).
+    pub set_keys: &'static str,
+    /// One (id, key) of [`FairSql::set_keys`].
+    pub key_row: &'static str,
+    /// Set a key's weight (queue, key, weight), keeping its finish time.
+    pub set_weight: &'static str,
+    /// A queue's ready messages by fairness key (NULL: none), most first (queue, limit): key,
+    /// count, age of the oldest in µs.
+    pub backlog: &'static str,
+}
+
+/// Whether a queue is fair (queue): `fair`, 1 or NULL.
+const MODE: &str = "SELECT fair FROM {p}queues WHERE id = ?";
+/// Messages' fairness keys (`{list}` of ids): `id, fairness_key`.
+const KEYS_OF: &str = "SELECT id, fairness_key FROM {p}messages WHERE id IN ({list})";
+/// Keys' weights and finish times (queue, `{list}` of keys): `fairness_key, weight, vt`.
+const KEY_STATES: &str = "SELECT fairness_key, weight, vt FROM {p}fair_keys \
+    WHERE queue_id = ? AND fairness_key IN ({list})";
+/// A queue's keys whose weight is not the default (queue, limit): `fairness_key, weight`.
+const WEIGHTED: &str = "SELECT fairness_key, weight FROM {p}fair_keys \
+    WHERE queue_id = ? AND weight <> 1 ORDER BY fairness_key LIMIT ?";
+pub(crate) const INSERT_READY_FAIR: &str =
+    "INSERT INTO {p}ready (queue_id, priority, id, attempts, token, vt) VALUES {list}";
+pub(crate) const READY_FAIR_ROW: &str = "(?,?,?,?,?,?)";
+pub(crate) const READY_FAIR_PARAMS: usize = 6;
+const FINISH_ROW: &str = "(?,?,1,?)";
+const FINISH_PARAMS: usize = 3;
+
+/// How long a queue's mode read from its row is trusted: a queue made fair (or not) by another
+/// process is seen within this. A message placed meanwhile the old way is claimed ahead of the
+/// fair ones (no start time) or in start-time order on a queue no longer fair: never lost.
+const MODE_TTL: Duration = Duration::from_secs(5);
+
+/// Which queues are fair, as last read, shared by a store's clones.
+#[derive(Debug, Default)]
+pub(crate) struct FairModes(Mutex<HashMap<i32, (bool, Instant)>>);
+
+impl FairModes {
+    /// Remember `queue_id`'s mode, read now.
+    pub(crate) fn note(&self, queue_id: i32, fair: bool) {
+        let mut modes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        modes.insert(queue_id, (fair, Instant::now()));
+    }
+
+    /// `queue_id`'s mode if it was read within [`MODE_TTL`].
+    pub(crate) fn known(&self, queue_id: i32) -> Option<bool> {
+        let modes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        modes
+            .get(&queue_id)
+            .filter(|(_, at)| at.elapsed() < MODE_TTL)
+            .map(|(fair, _)| *fair)
+    }
+}
+
+/// A key's bytes as a string (keys are validated UTF-8 when sent).
+fn key_of(bytes: Option<Vec<u8>>) -> Result<String> {
+    String::from_utf8(bytes.unwrap_or_default())
+        .map_err(|e| Error::Corrupt(format!("fairness key: {e}")))
+}
+
+/// Fair queues.
+impl<B: Backend> SqlStore<B> {
+    /// Whether `queue_id` is fair: as read within the last seconds, else read now.
+    pub(crate) async fn is_fair(&self, conn: &mut B::Connection, queue_id: i32) -> Result<bool> {
+        if let Some(fair) = self.fair_modes.known(queue_id) {
+            return Ok(fair);
+        }
+        let row = self.query(MODE).arg(queue_id).first(conn).await?;
+        let fair = match row {
+            Some(row) => row.col::<Option<i64>>(0)?.is_some_and(|f| f != 0),
+            None => false,
+        };
+        self.fair_modes.note(queue_id, fair);
+        Ok(fair)
+    }
+
+    /// Give sent messages their fairness keys.
+    pub(crate) async fn set_fairness_keys(
+        &self,
+        conn: &mut B::Connection,
+        keys: &[(MessageId, &str)],
+    ) -> Result<()> {
+        self.insert_values(
+            conn,
+            B::FAIR.set_keys,
+            B::FAIR.key_row,
+            2,
+            keys,
+            |q, (id, key)| q.arg(id.bytes()).arg(key.as_bytes()),
+        )
+        .await
+    }
+
+    /// The start times of `entries` (messages of fair queue `queue_id` becoming ready), in
+    /// order, with their keys' finish times saved.
+    pub(crate) async fn start_times(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        entries: &[&(Entry, i64)],
+    ) -> Result<Vec<i64>> {
+        let ids: Vec<MessageId> = entries.iter().map(|(e, _)| e.id).collect();
+        let mut key_by_id = HashMap::new();
+        for row in self.fetch_id_list(conn, KEYS_OF, &ids).await? {
+            key_by_id.insert(row.id_at(0)?, key_of(row.col(1)?)?);
+        }
+        let keys: Vec<&str> = entries
+            .iter()
+            .map(|(e, _)| key_by_id.get(&e.id).map_or(NO_KEY, String::as_str))
+            .collect();
+        // Weight and last finish time by key (sorted: the save below writes the rows in key
+        // order, so that two senders' saves never wait for each other crosswise).
+        let mut states: BTreeMap<&str, (u32, i64)> = keys.iter().map(|k| (*k, (1, 0))).collect();
+        let distinct: Vec<&str> = states.keys().copied().collect();
+        for chunk in distinct.chunks(MAX_LIST) {
+            let mut q = self
+                .list_query(KEY_STATES, "?", bucket(chunk.len()))
+                .arg(queue_id);
+            for k in padded(chunk) {
+                q = q.arg(k.as_bytes());
+            }
+            for row in q.rows(conn).await? {
+                let key = key_of(row.col(0)?)?;
+                if let Some(state) = states.get_mut(key.as_str()) {
+                    *state = (row.col::<i64>(1)?.clamp(1, u32::MAX.into()) as u32, row.col(2)?);
+                }
+            }
+        }
+        let mut clocks: HashMap<i16, i64> = HashMap::new();
+        let mut latest = None;
+        let mut starts = Vec::with_capacity(entries.len());
+        for ((entry, _), key) in entries.iter().zip(&keys) {
+            let clock = match clocks.get(&entry.priority) {
+                Some(clock) => *clock,
+                None => {
+                    let head = self
+                        .query(B::FAIR.head)
+                        .arg(queue_id)
+                        .arg(entry.priority)
+                        .first(conn)
+                        .await?;
+                    // Nothing waiting at this priority: everything given a start time has
+                    // been claimed, so the clock has passed every finish time given.
+                    let clock = match head {
+                        Some(row) => row.col::<i64>(0)?,
+                        None => match latest {
+                            Some(latest) => latest,
+                            None => {
+                                let row =
+                                    self.query(B::FAIR.latest).arg(queue_id).first(conn).await?;
+                                let at = row.map(|r| r.col::<i64>(0)).transpose()?.unwrap_or(0);
+                                *latest.insert(at)
+                            }
+                        },
+                    };
+                    *clocks.entry(entry.priority).or_insert(clock)
+                }
+            };
+            let state = states.get_mut(key).expect("every key has a state");
+            let (start, finish) = start_time(state.1, clock, state.0);
+            state.1 = finish;
+            starts.push(start);
+        }
+        let finishes: Vec<(&str, i64)> = states.iter().map(|(k, (_, f))| (*k, *f)).collect();
+        self.insert_values(
+            conn,
+            B::FAIR.save_finish,
+            FINISH_ROW,
+            FINISH_PARAMS,
+            &finishes,
+            |q, (key, finish)| q.arg(queue_id).arg(key.as_bytes()).arg(*finish),
+        )
+        .await?;
+        Ok(starts)
+    }
+
+    /// Set fairness key `key`'s weight on `queue_id`.
+    pub(crate) async fn set_weight(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        key: &str,
+        weight: u32,
+    ) -> Result<()> {
+        if !key.is_empty() {
+            validate_key("fairness key", key)?;
+        }
+        check_weight(weight)?;
+        self.query(B::FAIR.set_weight)
+            .arg(queue_id)
+            .arg(key.as_bytes())
+            .arg(i64::from(weight))
+            .run(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The `limit` keys of `queue_id` with the most ready messages, then those with a weight
+    /// set and nothing ready (at most `limit`). A plain read; the backlog count reads every
+    /// ready row of the queue.
+    pub(crate) async fn fairness_keys(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        limit: usize,
+    ) -> Result<Vec<FairnessKey>> {
+        let limit = limit.clamp(1, MAX_LIST) as i64;
+        let mut keys = Vec::new();
+        for row in self
+            .query(B::FAIR.backlog)
+            .arg(queue_id)
+            .arg(limit)
+            .rows(conn)
+            .await?
+        {
+            keys.push(FairnessKey {
+                key: key_of(row.col(0)?)?,
+                weight: 1,
+                ready: row.col::<i64>(1)?.max(0) as u64,
+                oldest_ready_ms: (row.col::<Option<i64>>(2)?.unwrap_or(0).max(0) / 1000) as u64,
+            });
+        }
+        let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+        let mut weights = HashMap::new();
+        if !names.is_empty() {
+            let mut q = self
+                .list_query(KEY_STATES, "?", bucket(names.len()))
+                .arg(queue_id);
+            for k in padded(&names) {
+                q = q.arg(k.as_bytes());
+            }
+            for row in q.rows(conn).await? {
+                weights.insert(key_of(row.col(0)?)?, row.col::<i64>(1)?);
+            }
+        }
+        for row in self
+            .query(WEIGHTED)
+            .arg(queue_id)
+            .arg(limit)
+            .rows(conn)
+            .await?
+        {
+            let key = key_of(row.col(0)?)?;
+            let weight = row.col::<i64>(1)?;
+            if !keys.iter().any(|k| k.key == key) {
+                keys.push(FairnessKey {
+                    key: key.clone(),
+                    weight: 1,
+                    ready: 0,
+                    oldest_ready_ms: 0,
+                });
+            }
+            weights.insert(key, weight);
+        }
+        for k in &mut keys {
+            k.weight = weights.get(&k.key).map_or(1, |w| (*w).clamp(1, u32::MAX.into()) as u32);
+        }
+        Ok(keys)
+    }
+}
