@@ -81,6 +81,11 @@ pub const SCENARIOS: &[Scenario] = &[
         needs: &["queue.drain"],
     },
     Scenario {
+        id: "queue.fair",
+        title: "queue.drain's lease drain on a fair queue (1 000 fairness keys), against the drain of a plain queue; its pre-fill against a plain pre-fill; the fair claim's latency with 10 000 keys and the large backlog against 10 keys and the small one",
+        needs: &["queue.drain"],
+    },
+    Scenario {
         id: "queue.flows",
         title: "queue.drain's lease drain of messages that each depend on an acked message, and of members of batches of 1 000, against the drain of plain messages; their pre-fills against the same pre-fill of plain messages",
         needs: &["queue.drain"],
@@ -219,6 +224,7 @@ pub async fn run<B: Db>(ctx: &Ctx<B>, id: &str) -> Result<Outcome> {
         "queue.drain" => queue::drain::drain(ctx).await,
         "queue.limits" => queue::limits::limits(ctx).await,
         "queue.keys" => queue::keys::keys(ctx).await,
+        "queue.fair" => queue::fair::fair_queue(ctx).await,
         "queue.flows" => queue::flows::flows(ctx).await,
         "queue.mixed" => queue::drain::mixed(ctx).await,
         "queue.latency" => queue::latency::latency(ctx).await,

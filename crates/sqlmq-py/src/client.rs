@@ -77,9 +77,10 @@ impl Client {
     /// before a message becomes a dead letter (default 25); `backoff`: seconds to wait after
     /// each failed attempt, the last repeating (default: exponential from 1 s to an hour);
     /// `dedup_window`: seconds an idempotency key is remembered; `max_in_flight`: most messages
-    /// leased at once; `concurrency_limit`: most in flight per concurrency key.
+    /// leased at once; `concurrency_limit`: most in flight per concurrency key; `fair`: hand
+    /// out messages across fairness keys by weight instead of first in, first out.
     #[pyo3(signature = (name, *, max_attempts=None, backoff=None, dedup_window=None,
-        max_in_flight=None, concurrency_limit=None))]
+        max_in_flight=None, concurrency_limit=None, fair=false))]
     // A Python signature of keyword arguments: each is one.
     #[allow(clippy::too_many_arguments)]
     fn create_queue(
@@ -91,10 +92,12 @@ impl Client {
         dedup_window: Option<f64>,
         max_in_flight: Option<u32>,
         concurrency_limit: Option<u32>,
+        fair: bool,
     ) -> PyResult<Queue> {
         let mut config = sqlmq::QueueConfig::default()
             .max_in_flight(max_in_flight)
-            .concurrency_limit(concurrency_limit);
+            .concurrency_limit(concurrency_limit)
+            .fair(fair);
         if let Some(n) = max_attempts {
             config = config.max_attempts(n);
         }

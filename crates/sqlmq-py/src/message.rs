@@ -32,11 +32,12 @@ impl Message {
     /// seconds each attempt may run, past which a worker stops it and dead-letters it.
     /// `replace_key`: replace the key's waiting message (body, headers, due time), or once that
     /// one was claimed send anew under the key. `debounce`: with `replace_key`, deliver once,
-    /// after the key has had no send for this many seconds.
+    /// after the key has had no send for this many seconds. `fairness_key`: the tenant whose
+    /// share of a fair queue's deliveries it counts against.
     #[new]
     #[pyo3(signature = (body, *, id=None, priority=0, delay=None, ordering_key=None,
         concurrency_key=None, idempotency_key=None, headers=None, depends_on=None,
-        deadline=None, run_timeout=None, replace_key=None, debounce=None))]
+        deadline=None, run_timeout=None, replace_key=None, debounce=None, fairness_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         body: &Bound<'_, PyAny>,
@@ -52,6 +53,7 @@ impl Message {
         run_timeout: Option<f64>,
         replace_key: Option<String>,
         debounce: Option<f64>,
+        fairness_key: Option<String>,
     ) -> PyResult<Message> {
         let mut m = sqlmq::Message::new(convert::body(body)?).priority(priority);
         if let Some(id) = id {
@@ -68,6 +70,9 @@ impl Message {
         }
         if let Some(key) = idempotency_key {
             m = m.idempotency_key(key);
+        }
+        if let Some(key) = fairness_key {
+            m = m.fairness_key(key);
         }
         for (k, v) in headers.unwrap_or_default() {
             m = m.header(k, v);

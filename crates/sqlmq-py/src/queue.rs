@@ -286,6 +286,28 @@ impl Queue {
             .collect())
     }
 
+    /// Set fairness key `key`'s weight on a fair queue (1 to 10 000; every key starts at 1):
+    /// its share of deliveries while other keys have messages waiting.
+    fn set_weight(&self, py: Python<'_>, key: &str, weight: u32) -> PyResult<()> {
+        block_on(py, async {
+            both!(queue &self.inner, q => q.set_weight(key, weight).await)
+        })
+    }
+
+    /// A fair queue's keys with the most messages ready, most first, at most `limit`:
+    /// (key, weight, ready, oldest ready age in ms) tuples; then keys with a weight set and
+    /// nothing ready.
+    #[pyo3(signature = (limit=20))]
+    fn fairness_keys(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<(String, u32, u64, u64)>> {
+        let keys = block_on(py, async {
+            both!(queue &self.inner, q => q.fairness_keys(limit).await)
+        })?;
+        Ok(keys
+            .into_iter()
+            .map(|k| (k.key, k.weight, k.ready, k.oldest_ready_ms))
+            .collect())
+    }
+
     /// Send dead letters back to the queue (all of them when `ids` is None); returns how many.
     #[pyo3(signature = (ids=None))]
     fn redrive(&self, py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<u64> {

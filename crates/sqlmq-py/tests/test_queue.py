@@ -96,6 +96,21 @@ def test_a_replacing_send_takes_the_waiting_messages_place(client):
         sqlmq.Message(b"x", debounce=1)
 
 
+def test_a_fair_queue_shares_deliveries_across_keys_by_weight(client):
+    q = client.create_queue("tenants", fair=True)
+    q.set_weight("small", 2)
+    q.send_batch([sqlmq.Message(b"big", fairness_key="big") for _ in range(300)])
+    q.send_batch([sqlmq.Message(b"small", fairness_key="small") for _ in range(30)])
+    keys = q.fairness_keys(5)
+    assert [(k, w, ready) for k, w, ready, _ in keys] == [("big", 1, 300), ("small", 2, 30)]
+    got = q.receive(30, lease=30)
+    small = sum(1 for d in got if d.body == b"small")
+    # Weight 2 against 1: two thirds of the first claims, not none of them.
+    assert 18 <= small <= 22, small
+    with pytest.raises(sqlmq.InvalidInput):
+        q.set_weight("small", 0)
+
+
 def test_a_lease_that_ended_cannot_ack_or_extend(client):
     q = client.create_queue("jobs")
     q.send(b"slow")

@@ -218,6 +218,48 @@ pub fn render_gauges(s: &Snapshot) -> String {
             age,
         );
     }
+    f.head(
+        "sqlmq_fairness_key_ready_messages",
+        "gauge",
+        "Ready messages of a fair queue's fairness key (the keys with the most)",
+    );
+    for (queue, keys) in &s.fairness_keys {
+        for k in keys {
+            f.line(
+                "sqlmq_fairness_key_ready_messages",
+                &[("queue", queue), ("key", &k.key)],
+                k.ready as f64,
+            );
+        }
+    }
+    f.head(
+        "sqlmq_fairness_key_oldest_ready_age_seconds",
+        "gauge",
+        "Age of a fairness key's oldest ready message (the keys with the most ready)",
+    );
+    for (queue, keys) in &s.fairness_keys {
+        for k in keys {
+            f.line(
+                "sqlmq_fairness_key_oldest_ready_age_seconds",
+                &[("queue", queue), ("key", &k.key)],
+                k.oldest_ready_ms as f64 / 1000.0,
+            );
+        }
+    }
+    f.head(
+        "sqlmq_fairness_key_weight",
+        "gauge",
+        "A fairness key's weight: its share of claims over the sum of the busy keys' weights",
+    );
+    for (queue, keys) in &s.fairness_keys {
+        for k in keys {
+            f.line(
+                "sqlmq_fairness_key_weight",
+                &[("queue", queue), ("key", &k.key)],
+                f64::from(k.weight),
+            );
+        }
+    }
     f.head("sqlmq_queue_paused", "gauge", "1 when a queue is paused");
     for q in &s.queues {
         f.line(

@@ -25,6 +25,7 @@ use crate::error::ErrorBody;
         api::system::healthz, api::system::readyz, api::system::metrics, api::system::processes,
         api::queues::list, api::queues::get, api::queues::put, api::queues::delete,
         api::queues::pause, api::queues::resume, api::queues::purge,
+        api::fairness::keys, api::fairness::set_weight,
         api::messages::send, api::messages::receive, api::messages::ack, api::messages::nack,
         api::messages::extend, api::messages::progress, api::messages::cancel, api::browse::list, api::browse::get,
         api::dead::list, api::dead::redrive_handler, api::dead::purge,

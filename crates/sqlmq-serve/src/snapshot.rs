@@ -14,6 +14,9 @@ use sqlmq::Backend;
 use crate::history::Sample;
 use crate::state::AppState;
 
+/// How many fairness keys of each fair queue `/metrics` exports: the busiest, so that a
+/// queue of many tenants does not make a series per tenant.
+pub const FAIRNESS_KEYS: usize = 10;
 /// Window of the topic ranking's rates.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// A worker process silent this long has missed its heartbeats (the library's 5 s × 3): the
@@ -39,6 +42,9 @@ pub struct Snapshot {
     pub down_since: Option<SystemTime>,
     /// Every queue's counts.
     pub queues: Vec<sqlmq::queue::QueueStats>,
+    /// The fairness keys with the most messages ready ([`FAIRNESS_KEYS`] at most) of each fair
+    /// queue, by queue name.
+    pub fairness_keys: BTreeMap<String, Vec<sqlmq::queue::FairnessKey>>,
     /// Every topic's size and rate, busiest first.
     pub topics: Vec<sqlmq::topic::TopicStats>,
     /// Every group's lag, by topic then group.
@@ -80,6 +86,19 @@ impl Snapshot {
 /// Read everything once.
 pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Result<Snapshot> {
     let queues = client.queue_stats().await?;
+    let mut fairness_keys = BTreeMap::new();
+    for (name, config) in client.queue_configs().await? {
+        if !config.fair {
+            continue;
+        }
+        let queue = match client.queue(&name).await {
+            Ok(queue) => queue,
+            // Deleted since the configurations were read.
+            Err(sqlmq::Error::UnknownQueue(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        fairness_keys.insert(name, queue.fairness_keys(FAIRNESS_KEYS).await?);
+    }
     let topics = client.topic_stats(RATE_WINDOW).await?;
     let mut groups = Vec::new();
     let mut consume_timeouts = BTreeMap::new();
@@ -110,6 +129,7 @@ pub(crate) async fn collect<B: Backend>(client: &sqlmq::Client<B>) -> sqlmq::Res
         error: None,
         down_since: None,
         queues,
+        fairness_keys,
         topics,
         groups,
         processes,

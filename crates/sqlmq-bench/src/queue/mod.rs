@@ -12,12 +12,14 @@
 //! | `budget.rs` | `queue.budget`: statements per send, claim, ack and empty claim |
 //! | `limits.rs` | `queue.limits`: `queue.drain`'s lease drain on a queue with limits that never bind |
 //! | `keys.rs` | `queue.keys`: `queue.drain`'s lease drain of messages with concurrency keys |
+//! | `fair.rs` | `queue.fair`: a fair queue's drain, send and claim at many keys |
 //! | `consumer.rs` | the polling consumer loop they share |
 
 pub mod budget;
 pub mod claim;
 mod consumer;
 pub mod drain;
+pub mod fair;
 pub mod flows;
 pub mod idle;
 pub mod keys;

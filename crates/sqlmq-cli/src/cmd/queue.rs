@@ -1,4 +1,4 @@
-//! `sqlmq queue create|delete`: declare and remove queues.
+//! `sqlmq queue create|delete|weight|keys`: declare and remove queues; a fair queue's keys.
 
 use std::time::Duration;
 
@@ -7,7 +7,8 @@ use clap::Subcommand;
 use sqlmq::QueueConfig;
 use sqlmq::queue::{Backoff, RateLimit};
 
-use super::{confirm, parse_backoff, parse_duration};
+use super::{confirm, open_queue, parse_backoff, parse_duration};
+use crate::output::{print_json, print_table, short_duration};
 use crate::settings::Settings;
 use sqlmq::Backend;
 
@@ -45,6 +46,32 @@ pub enum QueueCommand {
         /// (`none`: no limit)
         #[arg(long, value_name = "COUNT/DUR", value_parser = parse_rate_limit)]
         rate_limit_per_key: Option<RateChoice>,
+        /// Hand out messages across fairness keys (`send --fairness-key`) by weight within a
+        /// priority, so that no key's backlog delays the others (`--fair false`: first in,
+        /// first out again)
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        fair: Option<bool>,
+    },
+    /// Set a fairness key's weight on a fair queue: its share of claims while other keys have
+    /// messages waiting is its weight over the sum of theirs (every key starts at 1)
+    Weight {
+        /// Queue name
+        name: String,
+        /// Fairness key (`""`: messages sent without one)
+        key: String,
+        /// Weight, 1 to 10000
+        weight: u32,
+    },
+    /// A fair queue's keys with the most messages ready: weight, ready, oldest ready age
+    Keys {
+        /// Queue name
+        name: String,
+        /// At most this many keys
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print the keys as a JSON array
+        #[arg(long)]
+        json: bool,
     },
     /// Delete a queue with all its messages and dead letters
     Delete {
@@ -68,6 +95,7 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             rate_limit,
             concurrency_limit,
             rate_limit_per_key,
+            fair,
         } => {
             let client = settings.connect::<B>().await?;
             // Start from the existing configuration so that options not given are kept rather
@@ -101,9 +129,40 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
             if let Some(RateChoice(rate)) = rate_limit_per_key {
                 config = config.rate_limit_per_key(rate);
             }
+            if let Some(fair) = fair {
+                config = config.fair(fair);
+            }
             client.create_queue(&name, config.clone()).await?;
             let verb = if created { "created" } else { "updated" };
             println!("{verb} queue {name}: {}", describe(&config));
+        }
+        QueueCommand::Weight { name, key, weight } => {
+            let queue = open_queue::<B>(settings, &name).await?;
+            queue.set_weight(&key, weight).await?;
+            println!("queue {name}: fairness key {key:?} has weight {weight}");
+        }
+        QueueCommand::Keys { name, limit, json } => {
+            let queue = open_queue::<B>(settings, &name).await?;
+            let keys = queue.fairness_keys(limit).await?;
+            if json {
+                return print_json(&keys);
+            }
+            if keys.is_empty() {
+                eprintln!("no fairness keys with messages ready or a weight set");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = keys
+                .iter()
+                .map(|k| {
+                    vec![
+                        format!("{:?}", k.key),
+                        k.weight.to_string(),
+                        k.ready.to_string(),
+                        short_duration(Duration::from_millis(k.oldest_ready_ms)),
+                    ]
+                })
+                .collect();
+            print_table(&["KEY", "WEIGHT", "READY", "OLDEST-READY"], &rows);
         }
         QueueCommand::Delete { name, yes } => {
             confirm(
@@ -166,6 +225,9 @@ fn describe(config: &QueueConfig) -> String {
     }
     if let Some(rate) = config.rate_limit_per_key {
         line.push_str(&format!(", rate limit {rate} per concurrency key"));
+    }
+    if config.fair {
+        line.push_str(", fair across fairness keys");
     }
     line
 }

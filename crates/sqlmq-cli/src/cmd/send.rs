@@ -36,6 +36,10 @@ pub struct Args {
     /// run at once
     #[arg(long, value_name = "KEY", conflicts_with = "ordering_key")]
     concurrency_key: Option<String>,
+    /// Fairness key (a tenant): on a fair queue (`queue create --fair`) each key gets its
+    /// weight's share of deliveries, whatever the others have waiting
+    #[arg(long, value_name = "KEY")]
+    fairness_key: Option<String>,
     /// Idempotency key: sending the same key again is a no-op that returns the first id
     #[arg(long = "id", value_name = "IDEMPOTENCY_KEY", conflicts_with_all = ["batch", "replace"])]
     idempotency_key: Option<String>,
@@ -87,6 +91,9 @@ impl Args {
         }
         if let Some(k) = &self.idempotency_key {
             m = m.idempotency_key(k);
+        }
+        if let Some(k) = &self.fairness_key {
+            m = m.fairness_key(k);
         }
         if let Some(k) = &self.replace {
             m = match self.debounce {

@@ -33,6 +33,7 @@ class Client:
         dedup_window: Optional[float] = None,
         max_in_flight: Optional[int] = None,
         concurrency_limit: Optional[int] = None,
+        fair: bool = False,
     ) -> "Queue":
         """Create the queue (or update its settings) and return it."""
     def queue(self, name: str) -> "Queue":
@@ -125,6 +126,10 @@ class Queue:
         """Remove every message but the dead letters and those in flight."""
     def dead_letters(self, limit: int = 100) -> List[Tuple[str, int, Optional[str]]]:
         """(id, attempts, last error) of each dead letter, oldest first."""
+    def set_weight(self, key: str, weight: int) -> None:
+        """A fairness key's weight on a fair queue: its share of deliveries while others wait."""
+    def fairness_keys(self, limit: int = 20) -> List[Tuple[str, int, int, int]]:
+        """(key, weight, ready, oldest ready ms) of a fair queue's busiest keys, most first."""
     def redrive(self, ids: Optional[List[str]] = None) -> int:
         """Send dead letters back (all when ``ids`` is None); returns how many."""
 
@@ -205,6 +210,7 @@ class Message:
         run_timeout: Optional[float] = None,
         replace_key: Optional[str] = None,
         debounce: Optional[float] = None,
+        fairness_key: Optional[str] = None,
     ) -> None: ...
     @property
     def id(self) -> str: ...

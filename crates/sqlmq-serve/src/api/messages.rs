@@ -54,6 +54,10 @@ macro_rules! message_request {
             /// once (1 to 127 bytes; 1 to 126 for a message in a batch or with dependencies;
             /// not with `ordering_key`).
             pub concurrency_key: Option<String>,
+            /// The tenant whose share of a fair queue's deliveries this message counts against
+            /// (1 to 128 bytes): each key gets its weight's share whatever the others have
+            /// waiting. Kept, without effect, on a queue that is not fair.
+            pub fairness_key: Option<String>,
             /// Sending a message with the same key again within the queue's window is a no-op
             /// that returns the original id (1 to 128 bytes).
             pub idempotency_key: Option<String>,
@@ -97,6 +101,7 @@ macro_rules! message_request {
                     delay_ms: self.delay_ms.take(),
                     ordering_key: self.ordering_key.take(),
                     concurrency_key: self.concurrency_key.take(),
+                    fairness_key: self.fairness_key.take(),
                     idempotency_key: self.idempotency_key.take(),
                     replace_key: self.replace_key.take(),
                     debounce_ms: self.debounce_ms.take(),
@@ -122,6 +127,7 @@ pub(crate) struct MessageFields {
     pub(crate) delay_ms: Option<u64>,
     pub(crate) ordering_key: Option<String>,
     pub(crate) concurrency_key: Option<String>,
+    pub(crate) fairness_key: Option<String>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) replace_key: Option<String>,
     pub(crate) debounce_ms: Option<u64>,
@@ -148,6 +154,9 @@ impl MessageFields {
         }
         if let Some(k) = self.concurrency_key {
             m = m.concurrency_key(k);
+        }
+        if let Some(k) = self.fairness_key {
+            m = m.fairness_key(k);
         }
         if let Some(k) = self.idempotency_key {
             if self.replace_key.is_some() {

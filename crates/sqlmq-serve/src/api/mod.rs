@@ -9,6 +9,7 @@
 //! | `runs.rs` | durable runs: `/v1/queues/{queue}/runs/{receipt}/…` (steps, sleep, wait, ack), `/v1/messages/{id}/journal`, `/v1/events` |
 //! | `browse.rs` | a queue's messages looked at: by state, by key, one by id |
 //! | `dead.rs` | a queue's dead letters |
+//! | `fairness.rs` | a fair queue's keys (`…/keys`) and weights (`…/weights`) |
 //! | `topics.rs` | `/v1/topics`, `/v1/topics/{topic}` |
 //! | `records.rs`, `trace.rs` | publish, query, trace |
 //! | `groups.rs` | groups with lag |
@@ -24,6 +25,7 @@ pub mod broadcast;
 pub mod browse;
 pub(crate) mod consume;
 pub mod dead;
+pub mod fairness;
 pub mod group_admin;
 pub mod group_consume;
 pub mod groups;
@@ -39,7 +41,7 @@ pub mod topics;
 pub mod trace;
 
 use axum::Router;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use sqlmq::Backend;
 
 use crate::state::AppState;
@@ -60,6 +62,8 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/pause"), post(queues::pause))
         .route(&format!("{q}/resume"), post(queues::resume))
         .route(&format!("{q}/purge"), post(queues::purge))
+        .route(&format!("{q}/keys"), get(fairness::keys))
+        .route(&format!("{q}/weights"), put(fairness::set_weight))
         .route(
             &format!("{q}/messages"),
             get(browse::list).post(messages::send),

@@ -38,6 +38,9 @@ pub struct QueueConfigOut {
     /// together, as `COUNT/DURATION` (`10/1s`; null: no limit).
     #[schema(example = "10/1s")]
     pub rate_limit_per_key: Option<String>,
+    /// Whether ready messages are handed out across fairness keys by weight within a
+    /// priority (else first in, first out).
+    pub fair: bool,
 }
 
 /// A queue: its settings and its messages by state.
@@ -103,6 +106,10 @@ pub struct QueueConfigRequest {
     /// `none` removes the limit.
     #[schema(example = "10/1s")]
     pub rate_limit_per_key: Option<String>,
+    /// Hand out ready messages across fairness keys (`fairness_key` of a sent message) by
+    /// weight within a priority, so that no key's backlog delays the others; `false`: first
+    /// in, first out.
+    pub fair: Option<bool>,
 }
 
 /// A backoff in the text form the CLI and this API accept.
@@ -130,6 +137,7 @@ fn config_out(c: &sqlmq::QueueConfig) -> QueueConfigOut {
         rate_limit: c.rate_limit.as_ref().map(rate_limit_text),
         concurrency_limit: c.concurrency_limit,
         rate_limit_per_key: c.rate_limit_per_key.as_ref().map(rate_limit_text),
+        fair: c.fair,
     }
 }
 
@@ -247,6 +255,9 @@ pub async fn put<B: Backend>(
             "none" => None,
             text => Some(text.parse()?),
         });
+    }
+    if let Some(fair) = request.fair {
+        config = config.fair(fair);
     }
     state.client.create_queue(&name, config).await?;
     // A cached handle would go on claiming by the limits it read (for up to the library's

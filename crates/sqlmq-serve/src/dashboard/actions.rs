@@ -78,6 +78,33 @@ async fn resume<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>)
     )
 }
 
+/// `key=…&weight=…`: a fairness key's weight.
+#[derive(Deserialize)]
+pub struct Weight {
+    key: String,
+    weight: String,
+}
+
+async fn weight<B: Backend>(
+    State(s): State<AppState<B>>,
+    Path(q): Path<String>,
+    Form(w): Form<Weight>,
+) -> Response {
+    done(
+        async {
+            let weight: u32 = w.weight.trim().parse().map_err(|_| {
+                ApiError::invalid(format!("weight: a whole number, got {:?}", w.weight))
+            })?;
+            s.queue(&q).await?.set_weight(&w.key, weight).await?;
+            Ok((
+                queue_page(&q),
+                format!("Fairness key {:?} of {q} has weight {weight}.", w.key),
+            ))
+        }
+        .await,
+    )
+}
+
 async fn purge<B: Backend>(State(s): State<AppState<B>>, Path(q): Path<String>) -> Response {
     done(
         async {
@@ -263,6 +290,7 @@ pub(crate) fn routes<B: Backend>() -> Router<AppState<B>> {
         .route(&format!("{q}/pause"), post(pause))
         .route(&format!("{q}/resume"), post(resume))
         .route(&format!("{q}/purge"), post(purge))
+        .route(&format!("{q}/weight"), post(weight))
         .route(&format!("{q}/dead/redrive"), post(redrive))
         .route(&format!("{q}/dead/purge"), post(purge_dead))
         .route(&format!("{q}/messages/{{id}}/delete"), post(delete_message))

@@ -1,6 +1,7 @@
 //! `/queues/{queue}`: counts by state, depth and throughput charts, find a message in any
 //! state, the messages of each state a page at a time, dead letters with their error history
-//! (redrive one or all, purge), pause/resume, purge; its settings, limits included.
+//! (redrive one or all, purge), pause/resume, purge; its settings, limits included; a fair
+//! queue's keys with their weight, share and backlog (weights set here).
 
 use axum::extract::Path;
 use axum::response::Response;
@@ -12,6 +13,7 @@ use super::chart::{Series, line_chart};
 use super::layout::{Nav, action, age, enc, page, preview};
 use super::{Page, PageContext, messages, respond};
 use crate::api::browse::QueuedMessageOut;
+use crate::api::fairness::FairnessKeyOut;
 use crate::api::model::DeadLetterOut;
 use crate::api::queues::QueueConfigOut;
 use crate::error::ApiError;
@@ -76,6 +78,48 @@ fn limits(c: &QueueConfigOut) -> Vec<String> {
         out.push(format!("rate limit {r} per concurrency key"));
     }
     out
+}
+
+/// How many fairness keys the page lists.
+const KEYS_LIMIT: usize = 20;
+
+/// A fair queue's keys: weight, share of claims while they all have messages ready (weight
+/// over the sum of the listed ready keys' weights), ready count, oldest ready age; and a form
+/// setting a key's weight.
+fn keys_section(queue: &str, keys: &[FairnessKeyOut], write: bool) -> Markup {
+    let active: u64 = keys
+        .iter()
+        .filter(|k| k.ready > 0)
+        .map(|k| u64::from(k.weight))
+        .sum();
+    let base = format!("/ui/queues/{}", enc(queue));
+    html! {
+        h2 { "Fairness keys" }
+        table #fair-keys {
+            tr { th { "key" } th.n { "weight" } th.n { "share" } th.n { "ready" } th { "oldest ready" } }
+            @for k in keys {
+                @let share = if k.ready > 0 && active > 0 {
+                    format!("{:.0}%", 100.0 * f64::from(k.weight) / active as f64)
+                } else {
+                    "—".to_owned()
+                };
+                tr {
+                    td { code { @if k.key.is_empty() { span.muted { "(none)" } } @else { (k.key) } } }
+                    td.n { (k.weight) } td.n { (share) } td.n { (k.ready) }
+                    td { (age((k.ready > 0).then_some(k.oldest_ready_ms))) }
+                }
+            }
+            @if keys.is_empty() { tr { td colspan="5" .muted { "No key has messages ready." } } }
+        }
+        p.muted { "The " (KEYS_LIMIT) " keys with the most messages ready; share: of deliveries while every key listed with messages ready has some." }
+        @if write {
+            form.inline #set-weight method="post" action=(format!("{base}/weight")) {
+                input name="key" placeholder="fairness key" required;
+                " " input name="weight" type="number" min="1" max="10000" value="1" size="6";
+                " " button type="submit" { "Set weight" }
+            }
+        }
+    }
 }
 
 fn charts<B: Backend>(cx: &PageContext<B>, name: &str) -> Markup {
@@ -166,6 +210,11 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
         write,
     )
     .await?;
+    let keys = if q.config.fair {
+        crate::api::fairness::keys_of(&cx.state, &name, KEYS_LIMIT).await?
+    } else {
+        Vec::new()
+    };
     let base = format!("/ui/queues/{}", enc(&name));
     let body = html! {
         h1 { "Queue " (q.name) @if q.paused { " " span.badge { "paused" } } }
@@ -180,7 +229,8 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
         }
         p.muted #settings { "max attempts " (q.config.max_attempts) " · backoff " (q.config.backoff)
                   " · idempotency window " (age(Some(q.config.dedup_window_ms)))
-                  @for limit in limits(&q.config) { " · " (limit) } }
+                  @for limit in limits(&q.config) { " · " (limit) }
+                  @if q.config.fair { " · fair across fairness keys" } }
         @if write {
             p #actions {
                 @if q.paused { (action(&format!("{base}/resume"), "Resume", None, &[])) }
@@ -190,6 +240,7 @@ async fn render<B: Backend>(cx: PageContext<B>, name: String, find: Find) -> Pag
             }
         }
         (charts(&cx, &name))
+        @if q.config.fair { (keys_section(&name, &keys, write)) }
         h2 { "Find a message" }
         form method="get" action=(format!("/queues/{}", enc(&name))) {
             input name="id" placeholder="message id" value=[find.id.as_deref()] size="40";
