@@ -87,6 +87,49 @@ fn a_replacing_send_takes_the_waiting_messages_place() {
 }
 
 #[test]
+fn a_fair_queue_shares_deliveries_and_lists_its_keys() {
+    let db = TestDb::new();
+    let created = db.ok(&["queue", "create", "q", "--fair"]);
+    assert!(created.contains("fair across fairness keys"), "{created}");
+    let big: Vec<String> = (0..30).map(|i| format!("big {i}")).collect();
+    db.ok_with_stdin(
+        &["send", "q", "--batch", "--fairness-key", "big"],
+        big.join("\n").as_bytes(),
+    );
+    db.ok_with_stdin(
+        &["send", "q", "--batch", "--fairness-key", "small"],
+        b"small 0\nsmall 1\nsmall 2",
+    );
+    let set = db.ok(&["queue", "weight", "q", "small", "2"]);
+    assert!(set.contains("weight 2"), "{set}");
+    let keys = db.json(&["queue", "keys", "q", "--json"]);
+    assert_eq!(
+        (&keys[0]["key"], &keys[0]["ready"]),
+        (&serde_json::json!("big"), &serde_json::json!(30)),
+        "{keys}"
+    );
+    assert_eq!(keys[1]["weight"], 2, "{keys}");
+    let table = db.ok(&["queue", "keys", "q"]);
+    assert!(
+        table.contains("WEIGHT") && table.contains("\"small\""),
+        "{table}"
+    );
+    // Sent after big's 30, the small ones come in the first claim.
+    let got = db.json(&["recv", "q", "-n", "6", "--json"]);
+    let small = got
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["body"].as_str().unwrap().starts_with("small"))
+        .count();
+    assert_eq!(small, 3, "{got}");
+    db.fails(&["queue", "weight", "q", "small", "0"], 1, "weight 0");
+    db.fails(&["queue", "keys", "nope"], 1, "unknown queue \"nope\"");
+    let plain = db.ok(&["queue", "create", "q", "--fair", "false"]);
+    assert!(!plain.contains("fair"), "{plain}");
+}
+
+#[test]
 fn binary_bodies_from_stdin_and_recv_ack() {
     let db = TestDb::new();
     db.ok(&["queue", "create", "bin"]);

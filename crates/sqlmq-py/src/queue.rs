@@ -298,7 +298,11 @@ impl Queue {
     /// (key, weight, ready, oldest ready age in ms) tuples; then keys with a weight set and
     /// nothing ready.
     #[pyo3(signature = (limit=20))]
-    fn fairness_keys(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<(String, u32, u64, u64)>> {
+    fn fairness_keys(
+        &self,
+        py: Python<'_>,
+        limit: usize,
+    ) -> PyResult<Vec<(String, u32, u64, u64)>> {
         let keys = block_on(py, async {
             both!(queue &self.inner, q => q.fairness_keys(limit).await)
         })?;

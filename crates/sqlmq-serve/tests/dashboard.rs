@@ -370,6 +370,39 @@ async fn every_page_renders_redrive_works_read_only_has_no_actions() {
         settings.contains("at most 2 in flight · rate limit 100/1m"),
         "{settings}"
     );
+    // A fair queue's page lists its keys with their share, and sets a weight.
+    put(&s, "/v1/queues/reports", json!({"fair": true})).await;
+    for (key, n) in [("bigco", 30), ("acme", 3)] {
+        let msgs: Vec<Value> = (0..n)
+            .map(|i| json!({"body": format!("report {i}"), "fairness_key": key}))
+            .collect();
+        post(&s, "/v1/queues/reports/messages", json!({"messages": msgs})).await;
+    }
+    b.goto(&s.url("/queues/reports")).await;
+    assert!(
+        b.text("#settings")
+            .await
+            .contains("fair across fairness keys")
+    );
+    let keys = b.text("#fair-keys").await;
+    assert!(keys.contains("bigco") && keys.contains("50%"), "{keys}");
+    b.type_into("#set-weight input[name=key]", "acme").await;
+    b.script("document.querySelector('#set-weight input[name=weight]').value = '3'")
+        .await;
+    let button = b.find("#set-weight button").await;
+    b.click(&button).await;
+    eventually(
+        Duration::from_secs(5),
+        "the weight's flash message",
+        || async {
+            let html = b.source().await;
+            html.contains("has weight 3").then_some(())
+        },
+    )
+    .await;
+    let keys = b.text("#fair-keys").await;
+    assert!(keys.contains("75%"), "acme's share with weight 3: {keys}");
+    b.screenshot(&shots.join("queue-fair.png")).await;
     b.goto(&s.url("/queues/emails")).await;
     b.screenshot(&shots.join("queue.png")).await;
 

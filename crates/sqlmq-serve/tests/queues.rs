@@ -959,3 +959,76 @@ async fn a_concurrency_limit_holds_each_key_and_keys_are_shown() {
     assert_eq!(q["config"]["rate_limit_per_key"], Value::Null);
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_queue_shares_deliveries_and_shows_its_keys() {
+    let s = TestServer::start().await;
+    let (st, q) = s.put("/v1/queues/tenants", json!({"fair": true})).await;
+    assert_eq!((st, &q["config"]["fair"]), (200, &json!(true)), "{q}");
+    let (st, _) = s
+        .put(
+            "/v1/queues/tenants/weights",
+            json!({"key": "small", "weight": 2}),
+        )
+        .await;
+    assert_eq!(st, 204);
+    let big: Vec<Value> = (0..200)
+        .map(|i| json!({"body": format!("big {i}"), "fairness_key": "big"}))
+        .collect();
+    let small: Vec<Value> = (0..20)
+        .map(|i| json!({"body": format!("small {i}"), "fairness_key": "small"}))
+        .collect();
+    for messages in [big, small] {
+        let (st, v) = s
+            .post("/v1/queues/tenants/messages", json!({"messages": messages}))
+            .await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let (st, keys) = s.get("/v1/queues/tenants/keys?limit=5").await;
+    assert_eq!(st, 200, "{keys}");
+    assert_eq!(keys["keys"][0]["key"], "big", "{keys}");
+    assert_eq!(keys["keys"][0]["ready"], 200, "{keys}");
+    assert_eq!(
+        (&keys["keys"][1]["key"], &keys["keys"][1]["weight"]),
+        (&json!("small"), &json!(2)),
+        "{keys}"
+    );
+    // The small tenant, sent after the big one's 200 and weighted 2, gets two thirds of the
+    // first deliveries.
+    let (_, got) = s
+        .post(
+            "/v1/queues/tenants/receive",
+            json!({"max": 15, "lease_ms": 60000}),
+        )
+        .await;
+    let small = received(&got)
+        .iter()
+        .filter(|m| m["body"].as_str().unwrap().starts_with("small"))
+        .count();
+    assert!((8..=12).contains(&small), "{small} of 15: {got}");
+    // Bad weights and keys: 422, nothing changed.
+    for bad in [
+        json!({"key": "small", "weight": 0}),
+        json!({"key": "small", "weight": 10001}),
+        json!({"key": "k".repeat(129), "weight": 1}),
+    ] {
+        assert_error(
+            &s.put("/v1/queues/tenants/weights", bad).await,
+            422,
+            "invalid_argument",
+        );
+    }
+    assert_error(
+        &s.post(
+            "/v1/queues/tenants/messages",
+            json!({"messages": [{"body": "x", "fairness_key": ""}]}),
+        )
+        .await,
+        422,
+        "invalid_argument",
+    );
+    assert_error(&s.get("/v1/queues/nope/keys").await, 404, "unknown_queue");
+    let (_, q) = s.put("/v1/queues/tenants", json!({"fair": false})).await;
+    assert_eq!(q["config"]["fair"], false);
+    s.finish().await;
+}

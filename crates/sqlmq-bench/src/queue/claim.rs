@@ -50,7 +50,11 @@ pub async fn claim<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
 }
 
 /// Time `samples` claims (after [`WARM_UP`] untimed ones), acking each claim untimed.
-pub(super) async fn timed_claims<B: Db>(queue: &Queue<B>, samples: u64, bar: &Bar) -> Result<Summary> {
+pub(super) async fn timed_claims<B: Db>(
+    queue: &Queue<B>,
+    samples: u64,
+    bar: &Bar,
+) -> Result<Summary> {
     bar.phase(&format!("timed receive({CLAIM_N})"), WARM_UP + samples);
     let latencies = Latencies::default();
     for i in 0..WARM_UP + samples {

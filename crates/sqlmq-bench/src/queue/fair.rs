@@ -124,7 +124,7 @@ pub async fn fair_queue<B: Db>(ctx: &Ctx<B>) -> Result<Outcome> {
             fill,
         )
         .against("queue.fair.send.plain")
-        .note("each send_batch sets the messages' keys, reads the keys' finish times and the queue's clock, and writes the finish times back"),
+        .note("each send_batch reads back its messages' keys, reads the keys' finish times and the queue's clock, and writes the finish times"),
         Figure::rate(
             "queue.fair.drain.8",
             format!("sqlmq drain, {CONSUMERS} consumers{how}"),

@@ -34,7 +34,10 @@ pub(crate) const NO_KEY: &str = "";
 /// `clock`, and the key's new finish time at `weight`.
 pub(crate) fn start_time(last: i64, clock: i64, weight: u32) -> (i64, i64) {
     let start = last.max(clock);
-    (start, start + MESSAGE_COST / i64::from(weight.clamp(1, MAX_WEIGHT)))
+    (
+        start,
+        start + MESSAGE_COST / i64::from(weight.clamp(1, MAX_WEIGHT)),
+    )
 }
 
 /// Check a fairness key's weight: 1 to [`MAX_WEIGHT`].

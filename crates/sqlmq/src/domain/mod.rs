@@ -68,8 +68,8 @@ pub(crate) use durable::{
 };
 pub(crate) use error::check_not_newer;
 pub use error::{Error, ErrorClass, Result};
-pub(crate) use fair::{NO_KEY, check_weight, start_time};
 pub use fair::{FairnessKey, MAX_WEIGHT};
+pub(crate) use fair::{NO_KEY, check_weight, start_time};
 pub use flow::{
     BATCH_HEADER, Batch, BatchCreated, BatchId, BatchState, BatchStatus, BatchStep, FLOW_RETENTION,
     MAX_RESULT_BYTES, Role, StepState,

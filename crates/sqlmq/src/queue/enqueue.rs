@@ -57,12 +57,6 @@ pub(crate) async fn send<B: Backend>(
         .map(|m| timing(m.id, m))
         .collect();
     store.set_timing(conn, &timed).await?;
-    let fairness: Vec<_> = fresh
-        .iter()
-        .map(|&i| &msgs[i])
-        .filter_map(|m| Some((m.id, m.fairness_key.as_deref()?)))
-        .collect();
-    store.set_fairness_keys(conn, &fairness).await?;
 
     let mut placed = Vec::new();
     let mut keyed = Vec::new();

@@ -154,12 +154,13 @@ pub(crate) async fn weights_share_claims<B: TestBackend>() {
         q.send(Message::new("x").fairness_key("")).await,
         Err(Error::InvalidArgument(_))
     ));
-    assert!(!q
-        .fairness_keys(100)
-        .await
-        .unwrap()
-        .iter()
-        .any(|k| k.key == "x"));
+    assert!(
+        !q.fairness_keys(100)
+            .await
+            .unwrap()
+            .iter()
+            .any(|k| k.key == "x")
+    );
     q.purge().await.unwrap();
     check_invariants(&db).await;
     db.drop().await;

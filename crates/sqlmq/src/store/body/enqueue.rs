@@ -17,8 +17,8 @@ use crate::store::statements::{MAX_LIST, bucket, padded};
 pub struct EnqueueSql {
     /// Insert messages (`{list}` of [`EnqueueSql::message_row`]).
     pub insert_messages: &'static str,
-    /// One message row: id, queue, priority, ordering key, idempotency key, headers, body (the
-    /// creation time is the database clock's).
+    /// One message row: id, queue, priority, ordering key, idempotency key, headers, body,
+    /// fairness key (the creation time is the database clock's).
     pub message_row: &'static str,
     /// One row of [`INSERT_SCHEDULED`]: id, queue, priority, delay (µs), attempts, token.
     pub scheduled_row: &'static str,
@@ -169,7 +169,8 @@ impl<B: Backend> SqlStore<B> {
                 .arg(stored_key_of_message(m).as_deref().map(str::as_bytes))
                 .arg(m.idempotency_key.as_deref().map(str::as_bytes))
                 .arg(headers.map(str::as_bytes))
-                .arg(m.body.as_slice());
+                .arg(m.body.as_slice())
+                .arg(m.fairness_key.as_deref().map(str::as_bytes));
         }
         q.run(conn).await?;
         Ok(())

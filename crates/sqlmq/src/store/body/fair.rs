@@ -24,10 +24,6 @@ pub struct FairSql {
     /// Save keys' finish times (`{list}` of `(?,?,1,?)`: queue, key, finish), keeping the
     /// later one and a weight that is set.
     pub save_finish: &'static str,
-    /// Give messages their fairness keys (`{rows}`/`{list}` of [`FairSql::key_row`]).
-    pub set_keys: &'static str,
-    /// One (id, key) of [`FairSql::set_keys`].
-    pub key_row: &'static str,
     /// Set a key's weight (queue, key, weight), keeping its finish time.
     pub set_weight: &'static str,
     /// A queue's ready messages by fairness key (NULL: none), most first (queue, limit): key,
@@ -100,23 +96,6 @@ impl<B: Backend> SqlStore<B> {
         Ok(fair)
     }
 
-    /// Give sent messages their fairness keys.
-    pub(crate) async fn set_fairness_keys(
-        &self,
-        conn: &mut B::Connection,
-        keys: &[(MessageId, &str)],
-    ) -> Result<()> {
-        self.insert_values(
-            conn,
-            B::FAIR.set_keys,
-            B::FAIR.key_row,
-            2,
-            keys,
-            |q, (id, key)| q.arg(id.bytes()).arg(key.as_bytes()),
-        )
-        .await
-    }
-
     /// The start times of `entries` (messages of fair queue `queue_id` becoming ready), in
     /// order, with their keys' finish times saved.
     pub(crate) async fn start_times(
@@ -148,7 +127,10 @@ impl<B: Backend> SqlStore<B> {
             for row in q.rows(conn).await? {
                 let key = key_of(row.col(0)?)?;
                 if let Some(state) = states.get_mut(key.as_str()) {
-                    *state = (row.col::<i64>(1)?.clamp(1, u32::MAX.into()) as u32, row.col(2)?);
+                    *state = (
+                        row.col::<i64>(1)?.clamp(1, u32::MAX.into()) as u32,
+                        row.col(2)?,
+                    );
                 }
             }
         }
@@ -279,7 +261,9 @@ impl<B: Backend> SqlStore<B> {
             weights.insert(key, weight);
         }
         for k in &mut keys {
-            k.weight = weights.get(&k.key).map_or(1, |w| (*w).clamp(1, u32::MAX.into()) as u32);
+            k.weight = weights
+                .get(&k.key)
+                .map_or(1, |w| (*w).clamp(1, u32::MAX.into()) as u32);
         }
         Ok(keys)
     }

@@ -223,12 +223,13 @@ impl<B: Backend> SqlStore<B> {
             );
         let columns = migration.reverse.iter().flat_map(|r| r.columns);
         let indexes = migration.reverse.iter().flat_map(|r| r.indexes);
-        let drops = indexes
-            .map(|drop| drop.replace("{p}", prefix))
-            .chain(columns.map(|(table, column)| {
-                format!("ALTER TABLE {prefix}{table} DROP COLUMN {column}")
-            }))
-            .chain(drops);
+        let drops =
+            indexes
+                .map(|drop| drop.replace("{p}", prefix))
+                .chain(columns.map(|(table, column)| {
+                    format!("ALTER TABLE {prefix}{table} DROP COLUMN {column}")
+                }))
+                .chain(drops);
         for (i, drop) in drops.enumerate() {
             // Names are the migration's own constants, never input.
             match B::run_text(conn, AssertSqlSafe(drop).into_sql_str()).await {

@@ -9,8 +9,10 @@ use crate::store::body::EnqueueSql;
 use crate::store::rows::SendBatch;
 
 pub(super) const SQL: EnqueueSql = EnqueueSql {
-    insert_messages: INSERT_MESSAGES,
-    message_row: MESSAGE_ROW,
+    insert_messages: "INSERT INTO {p}messages \
+        (id, queue_id, priority, ordering_key, idempotency_key, headers, body, fairness_key, \
+        created_at) VALUES {list}",
+    message_row: "(?,?,?,?,?,?,?,?,UTC_TIMESTAMP(6))",
     scheduled_row: "(?,?,?,DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND),?,?)",
     select_keys: "SELECT idempotency_key, id, expires_at > UTC_TIMESTAMP(6) \
         FROM {p}dedup FORCE INDEX (PRIMARY) WHERE queue_id = ? AND idempotency_key IN ({list})",
@@ -35,6 +37,7 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
         WHERE queue_id = ? AND idempotency_key = ?",
 };
 
+/// The plain messages' rows of the one-statement send (`send_script.rs`): no fairness key.
 pub(super) const INSERT_MESSAGES: &str = "INSERT INTO {p}messages \
     (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) VALUES {list}";
 pub(super) const MESSAGE_ROW: &str = "(?,?,?,?,?,?,?,UTC_TIMESTAMP(6))";

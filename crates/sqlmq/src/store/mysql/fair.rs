@@ -9,9 +9,6 @@ pub(super) const SQL: FairSql = FairSql {
         WHERE queue_id = ? ORDER BY vt DESC LIMIT 1",
     save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) VALUES {list} \
         ON DUPLICATE KEY UPDATE vt = GREATEST(vt, VALUES(vt))",
-    set_keys: "UPDATE ({rows}) v STRAIGHT_JOIN {p}messages t FORCE INDEX (PRIMARY) ON t.id = v.id \
-        SET t.fairness_key = v.k",
-    key_row: "SELECT CAST(? AS BINARY) AS id, CAST(? AS BINARY) AS k",
     set_weight: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) \
         VALUES (?, ?, ?, 0) ON DUPLICATE KEY UPDATE weight = VALUES(weight)",
     backlog: concat!(

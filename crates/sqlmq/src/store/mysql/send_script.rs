@@ -288,7 +288,12 @@ mod tests {
     fn a_fair_queue_or_one_not_known_yet_takes_the_transaction_runner() {
         let msgs = [Message::new("plain")];
         let unknown = MySqlStore::with_prefix("sqlmq_");
-        assert!(unknown.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());
+        assert!(
+            unknown
+                .script_for(&batch(&msgs, 1 << 20))
+                .unwrap()
+                .is_none()
+        );
         let fair = store();
         fair.fair_modes.note(7, true);
         assert!(fair.script_for(&batch(&msgs, 1 << 20)).unwrap().is_none());

@@ -96,7 +96,9 @@ impl Claim for sqlx::Sqlite {
         if claimed.is_empty() {
             return Ok(claimed);
         }
-        store.delete_head(conn, order, queue_id, claimed.len()).await?;
+        store
+            .delete_head(conn, order, queue_id, claimed.len())
+            .await?;
         store
             .insert_leases(conn, queue_id, &claimed, now_us, lease, owner)
             .await?;

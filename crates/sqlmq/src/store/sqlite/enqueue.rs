@@ -12,9 +12,9 @@ use crate::store::rows::SendBatch;
 
 pub(super) const SQL: EnqueueSql = EnqueueSql {
     insert_messages: "INSERT INTO {p}messages \
-        (id, queue_id, priority, ordering_key, idempotency_key, headers, body, created_at) \
-        VALUES {list}",
-    message_row: concat!("(?,?,?,?,?,?,?,", now_us!(), ")"),
+        (id, queue_id, priority, ordering_key, idempotency_key, headers, body, fairness_key, \
+        created_at) VALUES {list}",
+    message_row: concat!("(?,?,?,?,?,?,?,?,", now_us!(), ")"),
     scheduled_row: concat!("(?,?,?,", now_us!(), " + ?,?,?)"),
     select_keys: concat!(
         "SELECT idempotency_key, id, expires_at > ",

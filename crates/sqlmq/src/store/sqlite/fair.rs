@@ -9,9 +9,6 @@ pub(super) const SQL: FairSql = FairSql {
     latest: "SELECT vt FROM {p}fair_keys WHERE queue_id = ? ORDER BY vt DESC LIMIT 1",
     save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) VALUES {list} \
         ON CONFLICT (queue_id, fairness_key) DO UPDATE SET vt = MAX(vt, excluded.vt)",
-    set_keys: "UPDATE {p}messages SET fairness_key = v.column2 FROM (VALUES {list}) AS v \
-        WHERE {p}messages.id = v.column1",
-    key_row: "(?,?)",
     set_weight: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) \
         VALUES (?, ?, ?, 0) ON CONFLICT (queue_id, fairness_key) \
         DO UPDATE SET weight = excluded.weight",
