@@ -42,7 +42,7 @@ pub struct Snapshot {
     pub down_since: Option<SystemTime>,
     /// Every queue's counts.
     pub queues: Vec<sqlmq::queue::QueueStats>,
-    /// The fairness keys with the most messages ready ([`FAIRNESS_KEYS`] at most) of each fair
+    /// The fairness keys with the most messages ready (ten at most) of each fair
     /// queue, by queue name.
     pub fairness_keys: BTreeMap<String, Vec<sqlmq::queue::FairnessKey>>,
     /// Every topic's size and rate, busiest first.
