@@ -176,6 +176,9 @@ fn every_json_command_prints_times_and_durations_in_one_form() {
         .trim()
         .to_owned();
     db.ok(&["send", "jobs", "now"]);
+    // A fair queue with a key waiting.
+    db.ok(&["queue", "create", "tenants", "--fair"]);
+    db.ok(&["send", "tenants", "report", "--fairness-key", "t1"]);
     // A topic: a cluster group that acked one record and retries another, a broadcast member.
     db.ok(&["topic", "create", "events", "--retention", "7d"]);
     let published = db.json(&["publish", "events", "one", "--json"]);
@@ -198,6 +201,10 @@ fn every_json_command_prints_times_and_durations_in_one_form() {
     let runs: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (vec!["migrate"], vec!["migrate", "--json"]),
         (vec!["queues"], vec!["queues", "--json"]),
+        (
+            vec!["queue", "keys"],
+            vec!["queue", "keys", "tenants", "--json"],
+        ),
         (vec!["send"], vec!["send", "jobs", "more", "--json"]),
         (
             vec!["recv"],
