@@ -218,46 +218,31 @@ pub fn render_gauges(s: &Snapshot) -> String {
             age,
         );
     }
-    f.head(
-        "sqlmq_fairness_key_ready_messages",
-        "gauge",
-        "Ready messages of a fair queue's fairness key (the keys with the most)",
-    );
-    for (queue, keys) in &s.fairness_keys {
-        for k in keys {
-            f.line(
-                "sqlmq_fairness_key_ready_messages",
-                &[("queue", queue), ("key", &k.key)],
-                k.ready as f64,
-            );
-        }
-    }
-    f.head(
-        "sqlmq_fairness_key_oldest_ready_age_seconds",
-        "gauge",
-        "Age of a fairness key's oldest ready message (the keys with the most ready)",
-    );
-    for (queue, keys) in &s.fairness_keys {
-        for k in keys {
-            f.line(
-                "sqlmq_fairness_key_oldest_ready_age_seconds",
-                &[("queue", queue), ("key", &k.key)],
-                k.oldest_ready_ms as f64 / 1000.0,
-            );
-        }
-    }
-    f.head(
-        "sqlmq_fairness_key_weight",
-        "gauge",
-        "A fairness key's weight: its share of claims over the sum of the busy keys' weights",
-    );
-    for (queue, keys) in &s.fairness_keys {
-        for k in keys {
-            f.line(
-                "sqlmq_fairness_key_weight",
-                &[("queue", queue), ("key", &k.key)],
-                f64::from(k.weight),
-            );
+    // Three gauges of each listed fairness key: its name, help and value.
+    type KeyFigure = fn(&sqlmq::queue::FairnessKey) -> f64;
+    let key_gauges: [(&str, &str, KeyFigure); 3] = [
+        (
+            "sqlmq_fairness_key_ready_messages",
+            "Ready messages of a fair queue's fairness key (the keys with the most)",
+            |k| k.ready as f64,
+        ),
+        (
+            "sqlmq_fairness_key_oldest_ready_age_seconds",
+            "Age of a fairness key's oldest ready message (the keys with the most ready)",
+            |k| k.oldest_ready_ms as f64 / 1000.0,
+        ),
+        (
+            "sqlmq_fairness_key_weight",
+            "A fairness key's weight: its share of claims over the sum of the busy keys' weights",
+            |k| f64::from(k.weight),
+        ),
+    ];
+    for (name, help, value) in key_gauges {
+        f.head(name, "gauge", help);
+        for (queue, keys) in &s.fairness_keys {
+            for k in keys {
+                f.line(name, &[("queue", queue), ("key", &k.key)], value(k));
+            }
         }
     }
     f.head("sqlmq_queue_paused", "gauge", "1 when a queue is paused");

@@ -77,18 +77,13 @@ impl<B: Backend> SqlStore<B> {
         keys: &[&str],
     ) -> Result<HashMap<String, (MessageId, bool)>> {
         let mut found = HashMap::new();
-        for chunk in keys.chunks(MAX_LIST) {
-            let mut q = self
-                .list_query(B::ENQUEUE.select_keys, "?", bucket(chunk.len()))
-                .arg(queue_id);
-            for k in padded(chunk) {
-                q = q.arg(k.as_bytes());
-            }
-            for row in q.rows(conn).await? {
-                let key = String::from_utf8(row.col::<Vec<u8>>(0)?)
-                    .map_err(|e| Error::Corrupt(format!("idempotency key: {e}")))?;
-                found.insert(key, (row.id_at(1)?, row.col::<i64>(2)? != 0));
-            }
+        let rows = self
+            .fetch_key_list(conn, B::ENQUEUE.select_keys, queue_id, keys)
+            .await?;
+        for row in rows {
+            let key = String::from_utf8(row.col::<Vec<u8>>(0)?)
+                .map_err(|e| Error::Corrupt(format!("idempotency key: {e}")))?;
+            found.insert(key, (row.id_at(1)?, row.col::<i64>(2)? != 0));
         }
         Ok(found)
     }

@@ -12,7 +12,7 @@ use crate::domain::{
 };
 use crate::store::Backend;
 use crate::store::rows::Entry;
-use crate::store::statements::{MAX_LIST, bucket, padded};
+use crate::store::statements::MAX_LIST;
 
 /// Fair queues' statements that differ by backend.
 pub struct FairSql {
@@ -80,8 +80,55 @@ fn key_of(bytes: Option<Vec<u8>>) -> Result<String> {
         .map_err(|e| Error::Corrupt(format!("fairness key: {e}")))
 }
 
+/// A stored weight as a weight (the column is wider than the type).
+fn weight_of(stored: i64) -> u32 {
+    stored.clamp(1, u32::MAX.into()) as u32
+}
+
 /// Fair queues.
 impl<B: Backend> SqlStore<B> {
+    /// The weight and last finish time of each of `keys` of `queue_id` that has a row.
+    async fn key_states(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        keys: &[&str],
+    ) -> Result<HashMap<String, (u32, i64)>> {
+        let rows = self
+            .fetch_key_list(conn, KEY_STATES, queue_id, keys)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((key_of(row.col(0)?)?, (weight_of(row.col(1)?), row.col(2)?))))
+            .collect()
+    }
+
+    /// The clock of `queue_id` at `priority`: the earliest start time waiting there; with
+    /// nothing waiting, everything given a start time has been claimed, so the clock has passed
+    /// every finish time given (`latest`, read once per placement).
+    async fn clock(
+        &self,
+        conn: &mut B::Connection,
+        queue_id: i32,
+        priority: i16,
+        latest: &mut Option<i64>,
+    ) -> Result<i64> {
+        let head = self
+            .query(B::FAIR.head)
+            .arg(queue_id)
+            .arg(priority)
+            .first(conn)
+            .await?;
+        if let Some(row) = head {
+            return row.col(0);
+        }
+        if let Some(at) = *latest {
+            return Ok(at);
+        }
+        let row = self.query(B::FAIR.latest).arg(queue_id).first(conn).await?;
+        let at = row.map(|r| r.col::<i64>(0)).transpose()?.unwrap_or(0);
+        Ok(*latest.insert(at))
+    }
+
     /// Whether `queue_id` is fair: as read within the last seconds, else read now.
     pub(crate) async fn is_fair(&self, conn: &mut B::Connection, queue_id: i32) -> Result<bool> {
         if let Some(fair) = self.fair_modes.known(queue_id) {
@@ -117,21 +164,9 @@ impl<B: Backend> SqlStore<B> {
         // order, so that two senders' saves never wait for each other crosswise).
         let mut states: BTreeMap<&str, (u32, i64)> = keys.iter().map(|k| (*k, (1, 0))).collect();
         let distinct: Vec<&str> = states.keys().copied().collect();
-        for chunk in distinct.chunks(MAX_LIST) {
-            let mut q = self
-                .list_query(KEY_STATES, "?", bucket(chunk.len()))
-                .arg(queue_id);
-            for k in padded(chunk) {
-                q = q.arg(k.as_bytes());
-            }
-            for row in q.rows(conn).await? {
-                let key = key_of(row.col(0)?)?;
-                if let Some(state) = states.get_mut(key.as_str()) {
-                    *state = (
-                        row.col::<i64>(1)?.clamp(1, u32::MAX.into()) as u32,
-                        row.col(2)?,
-                    );
-                }
+        for (key, stored) in self.key_states(conn, queue_id, &distinct).await? {
+            if let Some(state) = states.get_mut(key.as_str()) {
+                *state = stored;
             }
         }
         let mut clocks: HashMap<i16, i64> = HashMap::new();
@@ -141,26 +176,9 @@ impl<B: Backend> SqlStore<B> {
             let clock = match clocks.get(&entry.priority) {
                 Some(clock) => *clock,
                 None => {
-                    let head = self
-                        .query(B::FAIR.head)
-                        .arg(queue_id)
-                        .arg(entry.priority)
-                        .first(conn)
+                    let clock = self
+                        .clock(conn, queue_id, entry.priority, &mut latest)
                         .await?;
-                    // Nothing waiting at this priority: everything given a start time has
-                    // been claimed, so the clock has passed every finish time given.
-                    let clock = match head {
-                        Some(row) => row.col::<i64>(0)?,
-                        None => match latest {
-                            Some(latest) => latest,
-                            None => {
-                                let row =
-                                    self.query(B::FAIR.latest).arg(queue_id).first(conn).await?;
-                                let at = row.map(|r| r.col::<i64>(0)).transpose()?.unwrap_or(0);
-                                *latest.insert(at)
-                            }
-                        },
-                    };
                     *clocks.entry(entry.priority).or_insert(clock)
                 }
             };
@@ -229,18 +247,12 @@ impl<B: Backend> SqlStore<B> {
             });
         }
         let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
-        let mut weights = HashMap::new();
-        if !names.is_empty() {
-            let mut q = self
-                .list_query(KEY_STATES, "?", bucket(names.len()))
-                .arg(queue_id);
-            for k in padded(&names) {
-                q = q.arg(k.as_bytes());
-            }
-            for row in q.rows(conn).await? {
-                weights.insert(key_of(row.col(0)?)?, row.col::<i64>(1)?);
-            }
-        }
+        let mut weights: HashMap<String, u32> = self
+            .key_states(conn, queue_id, &names)
+            .await?
+            .into_iter()
+            .map(|(key, (weight, _))| (key, weight))
+            .collect();
         for row in self
             .query(WEIGHTED)
             .arg(queue_id)
@@ -249,7 +261,7 @@ impl<B: Backend> SqlStore<B> {
             .await?
         {
             let key = key_of(row.col(0)?)?;
-            let weight = row.col::<i64>(1)?;
+            let weight = weight_of(row.col(1)?);
             if !keys.iter().any(|k| k.key == key) {
                 keys.push(FairnessKey {
                     key: key.clone(),
@@ -261,9 +273,7 @@ impl<B: Backend> SqlStore<B> {
             weights.insert(key, weight);
         }
         for k in &mut keys {
-            k.weight = weights
-                .get(&k.key)
-                .map_or(1, |w| (*w).clamp(1, u32::MAX.into()) as u32);
+            k.weight = weights.get(&k.key).copied().unwrap_or(1);
         }
         Ok(keys)
     }

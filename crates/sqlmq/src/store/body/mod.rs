@@ -545,6 +545,28 @@ impl<B: Dialect> SqlStore<B> {
         Ok(affected)
     }
 
+    /// The rows of `template` (`… WHERE queue_id = ? AND key IN ({list})`) for a queue's
+    /// `keys`, in bucketed chunks (`IN` matches a row once, so the padding never repeats rows).
+    pub(crate) async fn fetch_key_list(
+        &self,
+        conn: &mut B::Connection,
+        template: &'static str,
+        queue_id: i32,
+        keys: &[&str],
+    ) -> Result<Vec<B::Row>> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_LIST) {
+            let mut q = self
+                .list_query(template, "?", bucket(chunk.len()))
+                .arg(queue_id);
+            for k in padded(chunk) {
+                q = q.arg(k.as_bytes());
+            }
+            rows.extend(q.rows(conn).await?);
+        }
+        Ok(rows)
+    }
+
     /// The rows of `template` for `ids`, in bucketed chunks (`IN` matches a row once, so the
     /// padding never repeats rows).
     pub(crate) async fn fetch_id_list(

@@ -111,17 +111,23 @@ impl<B: Backend> SqlStore<B> {
             .ok_or_else(|| Error::UnknownQueue(name.to_owned()))
     }
 
+    /// A queue row read by name or id, decoded, with whether the queue is fair noted for its
+    /// claims and placements (`fair.rs`).
+    fn noted(&self, row: Option<B::Row>) -> Result<Option<QueueRow>> {
+        let row = row.as_ref().map(decode).transpose()?;
+        if let Some(q) = &row {
+            self.fair_modes.note(q.id, q.config.fair);
+        }
+        Ok(row)
+    }
+
     pub(crate) async fn queue_by_name(
         &self,
         conn: &mut B::Connection,
         name: &str,
     ) -> Result<Option<QueueRow>> {
         let row = self.query(BY_NAME).arg(name).first(conn).await?;
-        let row = row.as_ref().map(decode).transpose()?;
-        if let Some(q) = &row {
-            self.fair_modes.note(q.id, q.config.fair);
-        }
-        Ok(row)
+        self.noted(row)
     }
 
     pub(crate) async fn queue_by_id(
@@ -130,11 +136,7 @@ impl<B: Backend> SqlStore<B> {
         id: i32,
     ) -> Result<Option<QueueRow>> {
         let row = self.query(BY_ID).arg(id).first(conn).await?;
-        let row = row.as_ref().map(decode).transpose()?;
-        if let Some(q) = &row {
-            self.fair_modes.note(q.id, q.config.fair);
-        }
-        Ok(row)
+        self.noted(row)
     }
 
     /// Every queue, by name.
