@@ -8,7 +8,7 @@
 //! own, after the reply to the previous statement, so it always starts a chunk, and sqlmq's
 //! one-round-trip send is one text query that ends with its COMMIT. A lone send, a claim and a
 //! lone ack are prepared `CALL`s of sqlmq's internal procedures (`…send_plain(…)`,
-//! `…claim_timed(…)` or an older client's `…claim_plain(…)`, `…ack_plain(…)`), which commit: the proxy notes the statement id the server
+//! `…claim_vt(…)` or an older client's `…claim_timed(…)`, `…claim_plain(…)`; `…ack_plain(…)`), which commit: the proxy notes the statement id the server
 //! gives such a statement when it is prepared (`COM_STMT_PREPARE`, `0x16`, answered by an OK
 //! packet carrying the id) and counts its executions (`COM_STMT_EXECUTE`, `0x17`, with that id)
 //! as COMMITs. Plain connections only (not TLS).
@@ -234,9 +234,15 @@ impl Prepared {
         if chunk.len() > 5 && chunk[4] == 0x16 {
             let text = String::from_utf8_lossy(&chunk[5..]).to_ascii_lowercase();
             self.awaiting = text.trim_start().starts_with("call")
-                && ["send_plain(", "claim_plain(", "claim_timed(", "ack_plain("]
-                    .iter()
-                    .any(|p| text.contains(p));
+                && [
+                    "send_plain(",
+                    "claim_plain(",
+                    "claim_timed(",
+                    "claim_vt(",
+                    "ack_plain(",
+                ]
+                .iter()
+                .any(|p| text.contains(p));
         }
     }
 

@@ -3,7 +3,7 @@
 //! - `queue.fair.drain.8`: `queue.drain`'s lease drain (the same backlog size, 8 consumers,
 //!   claims of 100, one `ack_batch` per claim) of messages spread round robin over
 //!   [`DRAIN_KEYS`] fairness keys on a fair queue, against `queue.drain.8` of the same run. The
-//!   claim reads ready's `fair` index instead of its primary key; the ack is the same.
+//!   claim reads messages in start-time order instead of arrival order; the ack is the same.
 //! - `queue.fair.send`: that backlog's pre-fill against the same pre-fill on a plain queue:
 //!   the send pays for the start times (each message's key read, the keys' finish times read
 //!   and written, the queue's clock read).

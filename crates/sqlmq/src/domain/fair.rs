@@ -31,9 +31,10 @@ pub const MAX_WEIGHT: u32 = 10_000;
 pub(crate) const NO_KEY: &str = "";
 
 /// The start time of a message whose key last finished at `last`, on a queue whose clock reads
-/// `clock`, and the key's new finish time at `weight`.
+/// `clock`, and the key's new finish time at `weight`. Start times are positive: 0 is a
+/// first-in, first-out queue's (ready's `vt`, which messages placed without a start time get).
 pub(crate) fn start_time(last: i64, clock: i64, weight: u32) -> (i64, i64) {
-    let start = last.max(clock);
+    let start = last.max(clock).max(1);
     (
         start,
         start + MESSAGE_COST / i64::from(weight.clamp(1, MAX_WEIGHT)),
@@ -70,6 +71,8 @@ pub struct FairnessKey {
     pub weight: u32,
     /// Its messages ready to be claimed now.
     pub ready: u64,
+    /// Its messages claimed and not yet settled (leased).
+    pub in_flight: u64,
     /// Age of its oldest ready message, in milliseconds (0 when none).
     pub oldest_ready_ms: u64,
 }
@@ -82,15 +85,17 @@ mod tests {
     fn a_key_starts_at_the_clock_or_after_its_last_message() {
         assert_eq!(start_time(0, 500, 1), (500, 500 + MESSAGE_COST));
         assert_eq!(start_time(900, 500, 1), (900, 900 + MESSAGE_COST));
+        // Never 0, a first-in, first-out queue's start time.
+        assert_eq!(start_time(0, 0, 1), (1, 1 + MESSAGE_COST));
     }
 
     #[test]
     fn weights_divide_the_cost() {
-        let (_, heavy) = start_time(0, 0, 3);
+        let (start, heavy) = start_time(0, 0, 3);
         let (_, light) = start_time(0, 0, 1);
-        assert_eq!(light / heavy, 3);
+        assert_eq!((light - start) / (heavy - start), 3);
         // Out of range weights are clamped, not trusted.
-        assert_eq!(start_time(0, 0, 0).1, MESSAGE_COST);
+        assert_eq!(start_time(0, 0, 0).1, start + MESSAGE_COST);
         assert!(check_weight(0).is_err());
         assert!(check_weight(MAX_WEIGHT + 1).is_err());
         assert!(check_weight(3).is_ok());

@@ -2,7 +2,7 @@
 //! with a huge backlog delays no other (every small tenant's messages are delivered while it
 //! still has over 90 % of its own waiting), where a first-in-first-out queue starves them;
 //! two busy tenants weighted 3:1 get claims 3:1 in every stretch of deliveries; retries and
-//! delayed messages take their turn by key too; keys and weights are listed.
+//! delayed messages take their turn by key too; keys, weights and messages in flight are listed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -143,6 +143,25 @@ pub(crate) async fn weights_share_claims<B: TestBackend>() {
     let keys = q.fairness_keys(10).await.unwrap();
     let heavy = keys.iter().find(|k| k.key == "heavy").unwrap();
     assert_eq!(heavy.weight, 3);
+    // Messages claimed and not settled count in flight under their key.
+    let held = q.receive(8, LEASE).await.unwrap();
+    let mut expected = HashMap::<String, u64>::new();
+    for d in &held {
+        *expected
+            .entry(String::from_utf8(d.body.clone()).unwrap())
+            .or_default() += 1;
+    }
+    let in_flight: HashMap<String, u64> = q
+        .fairness_keys(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|k| k.in_flight > 0)
+        .map(|k| (k.key, k.in_flight))
+        .collect();
+    assert_eq!(in_flight, expected);
+    let receipts: Vec<_> = held.iter().map(|d| d.receipt()).collect();
+    q.ack_batch(&receipts).await.unwrap();
     // Bad input: typed errors, nothing written.
     for bad in [0, sqlmq::queue::MAX_WEIGHT + 1] {
         assert!(matches!(

@@ -1,5 +1,5 @@
-//! The library's own claim and lone ack as one statement each (`CALL sqlmq_claim_timed`,
-//! `CALL sqlmq_ack_plain`, migration 10): what the ack's procedure does with a receipt that lost
+//! The library's own claim and lone ack as one statement each (`CALL sqlmq_claim_vt`,
+//! migration 16; `CALL sqlmq_ack_plain`, migration 10): what the ack's procedure does with a receipt that lost
 //! its lease and with a message whose ordering key it must release (the full ack's work), and
 //! the text scripts where the procedures are missing; claims beside concurrent sends.
 
@@ -43,7 +43,7 @@ async fn a_claim_and_a_lone_ack_are_one_statement_each_and_scripts_without_the_p
     })
     .await;
     assert_eq!(per_empty_claim, 1.0, "statements per empty claim");
-    db.exec("DROP PROCEDURE sqlmq_claim_timed", &[]).await;
+    db.exec("DROP PROCEDURE sqlmq_claim_vt", &[]).await;
     db.exec("DROP PROCEDURE sqlmq_ack_plain", &[]).await;
     // The claim: its read (with the transaction's start), then its moves and the COMMIT; the
     // ack: its locking read (with the start), then its two deletes and the COMMIT.

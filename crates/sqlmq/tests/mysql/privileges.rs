@@ -118,6 +118,7 @@ async fn the_documented_grants_suffice_for_migrating_and_for_everyday_use() {
         "sqlmq_send_plain",
         "sqlmq_claim_plain",
         "sqlmq_claim_timed",
+        "sqlmq_claim_vt",
         "sqlmq_ack_plain",
         "sqlmq_ack_group_one",
         "sqlmq_ack",

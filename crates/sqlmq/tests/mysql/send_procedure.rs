@@ -163,18 +163,19 @@ async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
     let latest = admin.migrate().await.unwrap().to_version;
     // `sqlmq_send` (version 8), the library's own `sqlmq_send_plain` (version 9),
     // `sqlmq_claim_plain` and `sqlmq_ack_plain` (version 10), `sqlmq_ack_group_one`
-    // (version 11), `sqlmq_ack` (version 12), `sqlmq_claim_timed` (version 15).
+    // (version 11), `sqlmq_ack` (version 12), `sqlmq_claim_timed` (version 15),
+    // `sqlmq_claim_vt` (version 16).
     let routines = || {
         db.scalar(
             "SELECT COUNT(*) FROM information_schema.routines \
              WHERE routine_schema = DATABASE() AND routine_name IN \
              ('sqlmq_send', 'sqlmq_send_plain', 'sqlmq_claim_plain', 'sqlmq_ack_plain', \
-             'sqlmq_ack_group_one', 'sqlmq_ack', 'sqlmq_claim_timed')",
+             'sqlmq_ack_group_one', 'sqlmq_ack', 'sqlmq_claim_timed', 'sqlmq_claim_vt')",
         )
     };
-    assert_eq!(routines().await, 7);
+    assert_eq!(routines().await, 8);
     // Of the versions after the SQL contract's ack (12), 15 adds the claim that answers
-    // deadlines.
+    // deadlines, 16 the claim in ready's new primary key's order.
     const ACK: i64 = 12;
     let after: Vec<i64> = (ACK + 1..=latest).rev().collect();
     assert_eq!(admin.migrate_to(ACK).await.unwrap().reverted, after);
@@ -190,7 +191,7 @@ async fn migrating_down_drops_the_procedures_and_up_brings_them_back() {
         admin.migrate().await.unwrap().applied,
         (ACK - 4..=latest).collect::<Vec<i64>>()
     );
-    assert_eq!(routines().await, 7);
+    assert_eq!(routines().await, 8);
     admin.pool().close().await;
     db.drop().await;
 }

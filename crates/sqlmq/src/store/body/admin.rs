@@ -46,8 +46,9 @@ const PURGE_WAITING: &str = "SELECT id FROM {p}waiting WHERE queue_id = ? LIMIT 
 
 /// Operator actions and counts.
 impl<B: Backend> SqlStore<B> {
-    /// Delete one `ready` row by its primary key; how many went (0 or 1). The backend's
-    /// statement names the primary key: the `fair` index shares its first columns.
+    /// Delete one `ready` row by its message's key (queue, priority, id); how many went (0 or
+    /// 1). The backend's statement names its index (MySQL's primary key holds the start time
+    /// too).
     pub(crate) async fn delete_ready_row(
         &self,
         conn: &mut B::Connection,

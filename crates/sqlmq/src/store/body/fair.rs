@@ -1,6 +1,7 @@
 //! Fair queues' statements: which queues are fair (read again within seconds), the virtual
 //! start times of messages becoming ready, fairness keys' weights and backlogs. The arithmetic
-//! is `domain/fair.rs`; the claim reads the `fair` index in each backend's claim.
+//! is `domain/fair.rs`; each backend's claim reads ready in start-time order (MySQL: its
+//! primary key, `(queue_id, priority, vt, id)`; SQLite: its `ready_fair` index).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -16,8 +17,8 @@ use crate::store::statements::MAX_LIST;
 
 /// Fair queues' statements that differ by backend.
 pub struct FairSql {
-    /// The earliest start time waiting at one priority (queue, priority): `vt`, from the
-    /// `fair` index.
+    /// The earliest start time waiting at one priority (queue, priority): `vt`, in claim
+    /// order.
     pub head: &'static str,
     /// The latest finish time given to any key of a queue (queue): `vt`.
     pub latest: &'static str,
@@ -29,6 +30,8 @@ pub struct FairSql {
     /// A queue's ready messages by fairness key (NULL: none), most first (queue, limit): key,
     /// count, age of the oldest in µs.
     pub backlog: &'static str,
+    /// A queue's messages in flight (leased) by fairness key (queue): key, count.
+    pub in_flight: &'static str,
 }
 
 /// Whether a queue is fair (queue): `fair`, 1 or NULL.
@@ -221,9 +224,9 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
-    /// The `limit` keys of `queue_id` with the most ready messages, then those with a weight
-    /// set and nothing ready (at most `limit`). A plain read; the backlog count reads every
-    /// ready row of the queue.
+    /// The `limit` keys of `queue_id` with the most ready messages, then those with messages
+    /// in flight and nothing ready, then those with a weight set and neither (at most `limit`
+    /// each). A plain read; the backlog count reads every ready row of the queue.
     pub(crate) async fn fairness_keys(
         &self,
         conn: &mut B::Connection,
@@ -243,8 +246,34 @@ impl<B: Backend> SqlStore<B> {
                 key: key_of(row.col(0)?)?,
                 weight: 1,
                 ready: row.col::<i64>(1)?.max(0) as u64,
+                in_flight: 0,
                 oldest_ready_ms: (row.col::<Option<i64>>(2)?.unwrap_or(0).max(0) / 1000) as u64,
             });
+        }
+        let mut running: Vec<(String, u64)> = Vec::new();
+        for row in self
+            .query(B::FAIR.in_flight)
+            .arg(queue_id)
+            .rows(conn)
+            .await?
+        {
+            running.push((key_of(row.col(0)?)?, row.col::<i64>(1)?.max(0) as u64));
+        }
+        // Most in flight first, for the keys listed only for that.
+        running.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let listed = keys.len();
+        for (key, count) in running {
+            if let Some(k) = keys.iter_mut().find(|k| k.key == key) {
+                k.in_flight = count;
+            } else if keys.len() < listed + limit as usize {
+                keys.push(FairnessKey {
+                    key,
+                    weight: 1,
+                    ready: 0,
+                    in_flight: count,
+                    oldest_ready_ms: 0,
+                });
+            }
         }
         let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
         let mut weights: HashMap<String, u32> = self
@@ -267,6 +296,7 @@ impl<B: Backend> SqlStore<B> {
                     key: key.clone(),
                     weight: 1,
                     ready: 0,
+                    in_flight: 0,
                     oldest_ready_ms: 0,
                 });
             }

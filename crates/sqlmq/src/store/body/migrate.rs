@@ -23,6 +23,9 @@ pub struct MigrateSql {
     pub lock: Option<(&'static str, &'static str)>,
     /// How many registered processes are live (their registration not yet expired).
     pub live_processes: &'static str,
+    /// Whether a column a migration added holds a value (`{column}`): one other than the
+    /// column's default, which a `NOT NULL` column holds in every row.
+    pub holds_value: &'static str,
 }
 
 /// Highest version recorded, NULL when none.
@@ -176,8 +179,9 @@ impl<B: Backend> SqlStore<B> {
         }
         for (table, column) in reverse.columns {
             // Names are the migration's own constants, never input.
+            let holds = B::MIGRATE.holds_value.replace("{column}", column);
             let any = AssertSqlSafe(format!(
-                "SELECT 1 FROM {prefix}{table} WHERE {column} IS NOT NULL LIMIT 1"
+                "SELECT 1 FROM {prefix}{table} WHERE {holds} LIMIT 1"
             ));
             let row = absent_table::<B, _>(B::first(conn, sqlx::query(any)).await, None);
             // A column gone already (a reverse that was interrupted) holds nothing.

@@ -6,9 +6,9 @@ use crate::store::body::AdminSql;
 
 pub(super) const SQL: AdminSql = AdminSql {
     // The oldest ready message is among the first of each priority (ids are time-ordered): a
-    // loose index scan over `ready`'s primary key, then one lookup per priority.
+    // loose index scan over `ready`'s `arrival` index, then one lookup per priority.
     oldest_ready: "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(m.created_at), UTC_TIMESTAMP(6)) \
-        FROM (SELECT priority, MIN(id) AS id FROM {p}ready FORCE INDEX (PRIMARY) \
+        FROM (SELECT priority, MIN(id) AS id FROM {p}ready FORCE INDEX (arrival) \
         WHERE queue_id = ? GROUP BY priority) h \
         STRAIGHT_JOIN {p}messages m FORCE INDEX (PRIMARY) ON m.id = h.id",
     lock_message: "SELECT queue_id, priority, ordering_key FROM {p}messages WHERE id = ? FOR UPDATE",
@@ -32,9 +32,10 @@ pub(super) const SQL: AdminSql = AdminSql {
     ],
 };
 
-/// Delete `ready` rows by primary key (the claim's move, a purge).
+/// Delete `ready` rows by their `arrival` key (the claim's move in its text script, a take, a
+/// cancel, a purge): what finds a ready row by its message knows no virtual start time.
 pub(super) const DELETE_READY: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p}ready t \
-    FORCE INDEX (PRIMARY) ON t.queue_id = v.q AND t.priority = v.p AND t.id = v.id";
-/// One row of [`DELETE_READY`]'s derived table: a `ready` primary key.
+    FORCE INDEX (arrival) ON t.queue_id = v.q AND t.priority = v.p AND t.id = v.id";
+/// One row of [`DELETE_READY`]'s derived table: a `ready` row's `arrival` key.
 pub(super) const READY_KEY_ROW: &str =
     "SELECT CAST(? AS SIGNED) AS q, CAST(? AS SIGNED) AS p, CAST(? AS BINARY) AS id";

@@ -29,7 +29,7 @@ macro_rules! ready {
         concat!(
             "SELECT r.id, 0, r.priority, r.attempts, NULL, NULL, NULL, NULL, NULL, ",
             message_columns!(),
-            "r.priority FROM {p}ready r FORCE INDEX (PRIMARY) ",
+            "r.priority FROM {p}ready r FORCE INDEX (arrival) ",
             "STRAIGHT_JOIN {p}messages m ON m.id = r.id WHERE r.queue_id = ? ",
             $($after)*,
             "ORDER BY r.priority, r.id LIMIT ?"

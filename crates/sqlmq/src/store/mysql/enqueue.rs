@@ -29,7 +29,7 @@ pub(super) const SQL: EnqueueSql = EnqueueSql {
         deadline_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), run_timeout_us = ? \
         WHERE id = ?",
     waiting_ready: "SELECT r.priority, r.attempts, r.token FROM {p}messages m FORCE INDEX (PRIMARY) \
-        STRAIGHT_JOIN {p}ready r FORCE INDEX (PRIMARY) \
+        STRAIGHT_JOIN {p}ready r FORCE INDEX (arrival) \
         ON r.queue_id = m.queue_id AND r.priority = m.priority AND r.id = m.id \
         WHERE m.id = ? AND m.queue_id = ? FOR UPDATE",
     extend_key: "UPDATE {p}dedup SET expires_at = \

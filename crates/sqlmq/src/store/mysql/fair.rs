@@ -3,8 +3,8 @@
 use crate::store::body::FairSql;
 
 pub(super) const SQL: FairSql = FairSql {
-    head: "SELECT vt FROM {p}ready FORCE INDEX (fair) \
-        WHERE queue_id = ? AND priority = ? AND vt IS NOT NULL ORDER BY vt LIMIT 1",
+    head: "SELECT vt FROM {p}ready FORCE INDEX (PRIMARY) \
+        WHERE queue_id = ? AND priority = ? AND vt > 0 ORDER BY vt LIMIT 1",
     latest: "SELECT vt FROM {p}fair_keys FORCE INDEX (clock) \
         WHERE queue_id = ? ORDER BY vt DESC LIMIT 1",
     save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) VALUES {list} \
@@ -20,4 +20,7 @@ pub(super) const SQL: FairSql = FairSql {
         "WHERE r.queue_id = ? GROUP BY m.fairness_key ORDER BY COUNT(*) DESC, m.fairness_key ",
         "LIMIT ?"
     ),
+    in_flight: "SELECT m.fairness_key, COUNT(*) FROM {p}leases l FORCE INDEX (expiry) \
+        STRAIGHT_JOIN {p}messages m FORCE INDEX (PRIMARY) ON m.id = l.id \
+        WHERE l.queue_id = ? GROUP BY m.fairness_key",
 };

@@ -21,6 +21,7 @@ pub(super) const SQL: MigrateSql = MigrateSql {
         "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))",
     )),
     live_processes: "SELECT COUNT(*) FROM {p}processes WHERE expires_at > UTC_TIMESTAMP(6)",
+    holds_value: "NOT ({column} <=> DEFAULT({column}))",
 };
 
 /// The GRANT statements of `role` for `user`@`host` on the connection's database.

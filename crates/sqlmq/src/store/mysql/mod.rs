@@ -19,7 +19,7 @@
 //! | `script.rs` | several statements in one round trip, values rendered as literals |
 //! | `enqueue.rs`, `send_script.rs`, `send_plain.sql` | `ScriptedSend`: a send in one round trip; the enqueue table |
 //! | `send_procedure.sql`, `ack_procedure.sql` | the SQL contract: `CALL sqlmq_send`, `CALL sqlmq_ack` |
-//! | `claim.rs`, `claim_timed.sql` (`claim_plain.sql`: version 10's) | `Claim`: the `SKIP LOCKED` claim, one call or two round trips |
+//! | `claim.rs`, `claim_vt.sql` (`claim_plain.sql`, `claim_timed.sql`: versions 10's and 15's) | `Claim`: the `SKIP LOCKED` claim, one call or two round trips |
 //! | `settle.rs`, `ack_plain.sql` | the settle table; the lone ack as one statement |
 //! | `queues.rs`, `keys.rs`, `limits.rs`, `maintain.rs`, `admin.rs`, `dead.rs`, `browse.rs`, `probe.rs`, `processes.rs`, `schedules.rs`, `flows.rs` | the statement tables of the body's files of those names |
 //! | `follow.rs` | `Follow`: the binary log followed for commits (wakeup hints) |

@@ -114,9 +114,9 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         binds,
         expect,
     };
-    let mut triples = Vec::new();
+    let mut quads = Vec::new();
     for i in 0..4u8 {
-        triples.extend([Int(q), Int(0), id(i)]);
+        quads.extend([Int(q), Int(0), Int(0), id(i)]);
     }
     let dedup_keys = || vec![Int(q), key(), Int(q), key()];
     let ErrorHistory::InSql(append_error) = M::SETTLE.error_history else {
@@ -130,16 +130,10 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
             ("r", "PRIMARY"),
         ),
         c(
-            "claim (fair)",
-            st.get(claim::CLAIM_FAIR),
-            vec![Int(q), Int(q), Int(16)],
-            ("r", "fair"),
-        ),
-        c(
             "fair: head",
             st.get(M::FAIR.head),
             vec![Int(q), Int(0)],
-            ("ready", "fair"),
+            ("ready", "PRIMARY"),
         ),
         c(
             "fair: latest",
@@ -149,8 +143,8 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
         ),
         c(
             "claim: delete ready",
-            st.list(admin::DELETE_READY, admin::READY_KEY_ROW, 4),
-            triples,
+            st.list(claim::DELETE_CLAIMED, claim::CLAIMED_ROW, 4),
+            quads,
             ("t", "PRIMARY"),
         ),
         c(
@@ -289,7 +283,7 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
             "cancel: ready",
             st.list(admin::DELETE_READY, admin::READY_KEY_ROW, 1),
             vec![Int(q), Int(0), id(1)],
-            ("t", "PRIMARY"),
+            ("t", "arrival"),
         ),
         c(
             "cancel: blocked",
@@ -349,7 +343,7 @@ fn cases(client: &Client, q: i64) -> Vec<Case> {
     let b = &M::BROWSE;
     let at = || Int(1_700_000_000_000_000);
     for (i, (alias, index)) in [
-        ("r", "PRIMARY"),
+        ("r", "arrival"),
         ("s", "due"),
         ("b", "PRIMARY"),
         ("l", "expiry"),

@@ -1,6 +1,6 @@
 //! The library's internal procedures: a lone send (`send_plain.sql`, schema version 9), a claim
-//! (`claim_timed.sql`, version 15; `claim_plain.sql` of version 10 stays for the clients of
-//! that schema) and a lone ack (`ack_plain.sql`, version 10), each one prepared
+//! (`claim_vt.sql`, version 16; `claim_plain.sql` of version 10 and `claim_timed.sql` of 15
+//! stay for the clients of those schemas) and a lone ack (`ack_plain.sql`, version 10), each one prepared
 //! `CALL` in place of a text script of four or five statements.
 //!
 //! Why: a text script is answered statement by statement, and the client waits for every

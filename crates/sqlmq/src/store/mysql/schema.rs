@@ -7,8 +7,7 @@
 //! |---|---|---|
 //! | `queues` | one row per queue: config, paused flag | `name` (unique) |
 //! | `messages` | body, headers, keys, error history: written at send, read at claim, deleted at ack | `id` |
-//! | `ready` | messages that can be claimed now | PK `(queue_id, priority, id)` = claim order |
-//! | | (fair queues: `vt`, a virtual start time) | `fair (queue_id, priority, vt, id)` = a fair queue's claim order |
+//! | `ready` | messages that can be claimed now; `vt`: a fair queue's virtual start time (0 in other queues) | PK `(queue_id, priority, vt, id)` = claim order; `arrival (queue_id, priority, id)` |
 //! | `scheduled` | delayed messages and retries waiting for their time | `(queue_id, run_at, id)` |
 //! | `leases` | claimed messages: fencing token, lease end | `id`; `(queue_id, lease_until)` for expiry |
 //! | `dead` | dead letters | `(queue_id, died_at, id)` |
@@ -719,16 +718,23 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 16,
         description: "fair queues",
-        // A queue's fair mode (NULL: first in, first out), a message's fairness key, and the
-        // virtual start time a message of a fair queue gets when it becomes ready, with the
-        // index fair claims read (`store/body/fair.rs`); each key's weight and last virtual
-        // time; the claim procedure that reads that index (`claim_fair.sql`). Columns NULL
-        // for what has none: instant on MySQL 8 and MariaDB.
+        // A queue's fair mode (NULL: first in, first out) and a message's fairness key:
+        // columns NULL for what has none, instant on MySQL 8 and MariaDB. The virtual start
+        // time a message of a fair queue gets when it becomes ready (`store/body/fair.rs`; 0
+        // for every other queue's) goes into ready's primary key, `(queue_id, priority, vt,
+        // id)`: the claim order stays the clustered index's, for fair queues and first-in
+        // first-out ones alike (claims through a secondary index drained a queue at half the
+        // speed under concurrent `SKIP LOCKED` claimers: docs/BENCHMARKS.md, "Fair queues");
+        // the former key `(queue_id, priority, id)` stays as the index `arrival`, for what
+        // finds a ready row by its message (cancel, purge, browse). One `ALTER`: the table is
+        // rebuilt once, online (concurrent reads and writes go on). Each key's weight and last
+        // virtual time; the claim procedure for that order (`claim_vt.sql`).
         statements: &[
             "ALTER TABLE {p}queues ADD COLUMN fair TINYINT NULL",
             "ALTER TABLE {p}messages ADD COLUMN fairness_key VARBINARY(128) NULL",
-            "ALTER TABLE {p}ready ADD COLUMN vt BIGINT NULL",
-            "ALTER TABLE {p}ready ADD KEY fair (queue_id, priority, vt, id)",
+            "ALTER TABLE {p}ready ADD COLUMN vt BIGINT NOT NULL DEFAULT 0, \
+            DROP PRIMARY KEY, ADD PRIMARY KEY (queue_id, priority, vt, id), \
+            ADD UNIQUE KEY arrival (queue_id, priority, id)",
             "CREATE TABLE IF NOT EXISTS {p}fair_keys (
             queue_id INT NOT NULL,
             fairness_key VARBINARY(128) NOT NULL,
@@ -737,18 +743,19 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             PRIMARY KEY (queue_id, fairness_key),
             KEY clock (queue_id, vt)
         ) ENGINE=InnoDB",
-            include_str!("claim_fair.sql"),
+            include_str!("claim_vt.sql"),
         ],
         reverse: Some(Reverse {
             drops: &["fair_keys"],
             disposable: &[],
-            procedures: &["claim_fair"],
+            procedures: &["claim_vt"],
             columns: &[
                 ("queues", "fair"),
                 ("messages", "fairness_key"),
                 ("ready", "vt"),
             ],
-            indexes: &["ALTER TABLE {p}ready DROP INDEX fair"],
+            indexes: &["ALTER TABLE {p}ready DROP PRIMARY KEY, \
+                ADD PRIMARY KEY (queue_id, priority, id), DROP INDEX arrival"],
         }),
     },
 ];

@@ -19,4 +19,6 @@ pub(super) const SQL: FairSql = FairSql {
         "WHERE r.queue_id = ? GROUP BY m.fairness_key ORDER BY COUNT(*) DESC, m.fairness_key ",
         "LIMIT ?"
     ),
+    in_flight: "SELECT m.fairness_key, COUNT(*) FROM {p}leases l JOIN {p}messages m \
+        ON m.id = l.id WHERE l.queue_id = ? GROUP BY m.fairness_key",
 };

@@ -16,4 +16,6 @@ pub(super) const SQL: MigrateSql = MigrateSql {
         "SELECT COUNT(*) FROM {p}processes WHERE expires_at > ",
         super::now_us!()
     ),
+    // Every column a migration added is NULL where it holds nothing.
+    holds_value: "{column} IS NOT NULL",
 };

@@ -1,4 +1,4 @@
-CREATE PROCEDURE IF NOT EXISTS {p}claim_fair(
+CREATE PROCEDURE IF NOT EXISTS {p}claim_vt(
     IN p_queue INT,
     IN p_n INT,
     IN p_lease_us BIGINT,
@@ -12,14 +12,14 @@ BEGIN
     -- TRANSACTION would commit a caller's. An error leaves the transaction open, and the
     -- caller rolls it back.
     --
-    -- `claim_timed` (schema version 15) for a queue in fair mode (version 16): the cursor
-    -- reads ready's `fair` index, `(queue_id, priority, vt, id)`, whose order is the messages'
-    -- virtual start times (`store/body/fair.rs`) within each priority.
+    -- `claim_timed` (schema version 15) for ready's primary key of version 16, `(queue_id,
+    -- priority, vt, id)`: within a priority, a fair queue's messages in the order of their
+    -- virtual start times (`store/body/fair.rs`), every other queue's (vt 0) in arrival order.
     --
     -- The claim read is the script's (`claim.rs`): the head of the queue's range of ready's
     -- primary key, SKIP LOCKED, as a cursor (its rows are read and locked when it opens). The
-    -- heads it found go into one JSON array, [[priority, id, attempts, token, ordering key],
-    -- …] with the bytes in hexadecimal, which the moves and the answer read as a table: three
+    -- heads it found go into one JSON array, [[priority, id, attempts, token, ordering key,
+    -- vt], …] with the bytes in hexadecimal, which the moves and the answer read as a table: three
     -- statements for any number of messages. Every other read is a locking one: a plain read
     -- may use a read view older than what the cursor's locking read found.
     DECLARE v_done INT DEFAULT 0;
@@ -28,11 +28,12 @@ BEGIN
     DECLARE v_attempts INT;
     DECLARE v_token BIGINT;
     DECLARE v_key VARBINARY(128);
+    DECLARE v_vt BIGINT;
     DECLARE v_heads LONGTEXT CHARACTER SET ascii DEFAULT '';
     DECLARE v_now DATETIME(6);
     DECLARE heads CURSOR FOR
-        SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key
-        FROM {p}ready r FORCE INDEX (fair) STRAIGHT_JOIN {p}messages m ON m.id = r.id
+        SELECT r.id, r.priority, r.attempts, r.token, m.ordering_key, r.vt
+        FROM {p}ready r FORCE INDEX (PRIMARY) STRAIGHT_JOIN {p}messages m ON m.id = r.id
         WHERE r.queue_id = p_queue
           AND NOT EXISTS (SELECT 1 FROM {p}queues q WHERE q.id = p_queue AND q.paused <> 0)
         ORDER BY r.priority, r.vt, r.id LIMIT p_n FOR UPDATE SKIP LOCKED;
@@ -41,13 +42,13 @@ BEGIN
     SET v_now = UTC_TIMESTAMP(6);
     OPEN heads;
     heads_read: LOOP
-        FETCH heads INTO v_id, v_priority, v_attempts, v_token, v_key;
+        FETCH heads INTO v_id, v_priority, v_attempts, v_token, v_key, v_vt;
         IF v_done THEN
             LEAVE heads_read;
         END IF;
         SET v_heads = CONCAT(v_heads, IF(v_heads = '', '[', ','), '[', v_priority, ',"',
             HEX(v_id), '",', v_attempts, ',', v_token, ',',
-            IFNULL(CONCAT('"', HEX(v_key), '"'), 'null'), ']');
+            IFNULL(CONCAT('"', HEX(v_key), '"'), 'null'), ',', v_vt, ']');
     END LOOP;
     CLOSE heads;
     IF v_heads <> '' THEN
@@ -60,9 +61,10 @@ BEGIN
                 priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]', attempts INT PATH '$[2]',
                 token BIGINT PATH '$[3]', okey VARCHAR(256) PATH '$[4]')) h;
         DELETE r FROM JSON_TABLE(v_heads, '$[*]' COLUMNS (
-                priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]')) h
+                priority SMALLINT PATH '$[0]', id CHAR(32) PATH '$[1]', vt BIGINT PATH '$[5]')) h
             STRAIGHT_JOIN {p}ready r FORCE INDEX (PRIMARY)
-            ON r.queue_id = p_queue AND r.priority = h.priority AND r.id = UNHEX(h.id);
+            ON r.queue_id = p_queue AND r.priority = h.priority AND r.vt = h.vt
+                AND r.id = UNHEX(h.id);
         -- The answer: the claim read's columns (the values before the claim), in claim order,
         -- before the COMMIT: the client takes them only when the call's final answer says it
         -- committed.
