@@ -111,7 +111,7 @@ fn a_fair_queue_shares_deliveries_and_lists_its_keys() {
     assert_eq!(keys[1]["weight"], 2, "{keys}");
     let table = db.ok(&["queue", "keys", "q"]);
     assert!(
-        table.contains("WEIGHT") && table.contains("\"small\""),
+        table.contains("IN-FLIGHT") && table.contains("\"small\""),
         "{table}"
     );
     // Sent after big's 30, the small ones come in the first claim.

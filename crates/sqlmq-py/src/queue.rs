@@ -9,6 +9,9 @@ use crate::convert;
 use crate::message::{Delivery, QueueStats, QueuedMessage, Sent, message, receipt};
 use crate::runtime::{awaitable, block_on};
 
+/// A fairness key as Python gets it: (key, weight, ready, in flight, oldest ready age in ms).
+type KeyRow = (String, u32, u64, u64, u64);
+
 /// A queue of the database, looked up by name (`Client.queue`, `Client.create_queue`).
 ///
 /// ```python
@@ -295,20 +298,16 @@ impl Queue {
     }
 
     /// A fair queue's keys with the most messages ready, most first, at most `limit`:
-    /// (key, weight, ready, oldest ready age in ms) tuples; then keys with a weight set and
-    /// nothing ready.
+    /// (key, weight, ready, in flight, oldest ready age in ms) tuples; then keys with messages
+    /// in flight and nothing ready; then keys with a weight set and neither.
     #[pyo3(signature = (limit=20))]
-    fn fairness_keys(
-        &self,
-        py: Python<'_>,
-        limit: usize,
-    ) -> PyResult<Vec<(String, u32, u64, u64)>> {
+    fn fairness_keys(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<KeyRow>> {
         let keys = block_on(py, async {
             both!(queue &self.inner, q => q.fairness_keys(limit).await)
         })?;
         Ok(keys
             .into_iter()
-            .map(|k| (k.key, k.weight, k.ready, k.oldest_ready_ms))
+            .map(|k| (k.key, k.weight, k.ready, k.in_flight, k.oldest_ready_ms))
             .collect())
     }
 

@@ -218,13 +218,18 @@ pub fn render_gauges(s: &Snapshot) -> String {
             age,
         );
     }
-    // Three gauges of each listed fairness key: its name, help and value.
+    // Four gauges of each listed fairness key: its name, help and value.
     type KeyFigure = fn(&sqlmq::queue::FairnessKey) -> f64;
-    let key_gauges: [(&str, &str, KeyFigure); 3] = [
+    let key_gauges: [(&str, &str, KeyFigure); 4] = [
         (
             "sqlmq_fairness_key_ready_messages",
             "Ready messages of a fair queue's fairness key (the keys with the most)",
             |k| k.ready as f64,
+        ),
+        (
+            "sqlmq_fairness_key_in_flight_messages",
+            "Messages of a fairness key claimed and not yet settled",
+            |k| k.in_flight as f64,
         ),
         (
             "sqlmq_fairness_key_oldest_ready_age_seconds",

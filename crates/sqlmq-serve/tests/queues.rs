@@ -1006,6 +1006,18 @@ async fn a_fair_queue_shares_deliveries_and_shows_its_keys() {
         .filter(|m| m["body"].as_str().unwrap().starts_with("small"))
         .count();
     assert!((8..=12).contains(&small), "{small} of 15: {got}");
+    // Leased and not settled: in flight under their keys.
+    let (_, keys) = s.get("/v1/queues/tenants/keys").await;
+    let in_flight = |key: &str| {
+        keys["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["key"] == key)
+            .map(|k| k["in_flight"].clone())
+    };
+    assert_eq!(in_flight("small"), Some(json!(small)), "{keys}");
+    assert_eq!(in_flight("big"), Some(json!(15 - small)), "{keys}");
     // Bad weights and keys: 422, nothing changed.
     for bad in [
         json!({"key": "small", "weight": 0}),

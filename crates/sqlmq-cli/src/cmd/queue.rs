@@ -148,7 +148,7 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
                 return print_json(&keys);
             }
             if keys.is_empty() {
-                eprintln!("no fairness keys with messages ready or a weight set");
+                eprintln!("no fairness keys with messages ready or in flight, or a weight set");
                 return Ok(());
             }
             let rows: Vec<Vec<String>> = keys
@@ -158,11 +158,15 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
                         format!("{:?}", k.key),
                         k.weight.to_string(),
                         k.ready.to_string(),
+                        k.in_flight.to_string(),
                         short_duration(Duration::from_millis(k.oldest_ready_ms)),
                     ]
                 })
                 .collect();
-            print_table(&["KEY", "WEIGHT", "READY", "OLDEST-READY"], &rows);
+            print_table(
+                &["KEY", "WEIGHT", "READY", "IN-FLIGHT", "OLDEST-READY"],
+                &rows,
+            );
         }
         QueueCommand::Delete { name, yes } => {
             confirm(

@@ -128,8 +128,8 @@ class Queue:
         """(id, attempts, last error) of each dead letter, oldest first."""
     def set_weight(self, key: str, weight: int) -> None:
         """A fairness key's weight on a fair queue: its share of deliveries while others wait."""
-    def fairness_keys(self, limit: int = 20) -> List[Tuple[str, int, int, int]]:
-        """(key, weight, ready, oldest ready ms) of a fair queue's busiest keys, most first."""
+    def fairness_keys(self, limit: int = 20) -> List[Tuple[str, int, int, int, int]]:
+        """(key, weight, ready, in flight, oldest ready ms) of a fair queue's busiest keys."""
     def redrive(self, ids: Optional[List[str]] = None) -> int:
         """Send dead letters back (all when ``ids`` is None); returns how many."""
 

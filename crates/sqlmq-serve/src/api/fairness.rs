@@ -21,6 +21,8 @@ pub struct FairnessKeyOut {
     pub weight: u32,
     /// Its messages ready now.
     pub ready: u64,
+    /// Its messages claimed and not yet settled.
+    pub in_flight: u64,
     /// Age of its oldest ready message, in milliseconds (0 when none).
     pub oldest_ready_ms: u64,
 }
@@ -28,8 +30,8 @@ pub struct FairnessKeyOut {
 /// A fair queue's keys.
 #[derive(Serialize, ToSchema)]
 pub struct FairnessKeysResponse {
-    /// The keys with the most messages ready, most first; then keys with a weight set and
-    /// nothing ready.
+    /// The keys with the most messages ready, most first; then keys with messages in flight
+    /// and nothing ready; then keys with a weight set and neither.
     pub keys: Vec<FairnessKeyOut>,
 }
 
@@ -57,14 +59,15 @@ pub(crate) async fn keys_of<B: Backend>(
             key: k.key,
             weight: k.weight,
             ready: k.ready,
+            in_flight: k.in_flight,
             oldest_ready_ms: k.oldest_ready_ms,
         })
         .collect())
 }
 
 /// A fair queue's fairness keys with the most messages ready (at most 1 024), with their
-/// weights; then keys with a weight set and nothing ready. It counts every ready message of
-/// the queue.
+/// weights and messages in flight; then keys with messages in flight and nothing ready; then
+/// keys with a weight set and neither. It counts every ready message of the queue.
 #[utoipa::path(get, operation_id = "queue_keys_list", path = "/v1/queues/{queue}/keys", tag = "queues",
     params(("queue" = String, Path, description = "Queue name"), ListQuery),
     responses((status = 200, description = "The keys", body = FairnessKeysResponse)))]

@@ -84,7 +84,8 @@ fn limits(c: &QueueConfigOut) -> Vec<String> {
 const KEYS_LIMIT: usize = 20;
 
 /// A fair queue's keys: weight, share of claims while they all have messages ready (weight
-/// over the sum of the listed ready keys' weights), ready count, oldest ready age; and a form
+/// over the sum of the listed ready keys' weights), ready and in-flight counts, oldest ready
+/// age; and a form
 /// setting a key's weight.
 fn keys_section(queue: &str, keys: &[FairnessKeyOut], write: bool) -> Markup {
     let active: u64 = keys
@@ -96,7 +97,7 @@ fn keys_section(queue: &str, keys: &[FairnessKeyOut], write: bool) -> Markup {
     html! {
         h2 { "Fairness keys" }
         table #fair-keys {
-            tr { th { "key" } th.n { "weight" } th.n { "share" } th.n { "ready" } th { "oldest ready" } }
+            tr { th { "key" } th.n { "weight" } th.n { "share" } th.n { "ready" } th.n { "in flight" } th { "oldest ready" } }
             @for k in keys {
                 @let share = if k.ready > 0 && active > 0 {
                     format!("{:.0}%", 100.0 * f64::from(k.weight) / active as f64)
@@ -105,11 +106,11 @@ fn keys_section(queue: &str, keys: &[FairnessKeyOut], write: bool) -> Markup {
                 };
                 tr {
                     td { code { @if k.key.is_empty() { span.muted { "(none)" } } @else { (k.key) } } }
-                    td.n { (k.weight) } td.n { (share) } td.n { (k.ready) }
+                    td.n { (k.weight) } td.n { (share) } td.n { (k.ready) } td.n { (k.in_flight) }
                     td { (age((k.ready > 0).then_some(k.oldest_ready_ms))) }
                 }
             }
-            @if keys.is_empty() { tr { td colspan="5" .muted { "No key has messages ready." } } }
+            @if keys.is_empty() { tr { td colspan="6" .muted { "No key has messages ready or in flight." } } }
         }
         p.muted { "The " (KEYS_LIMIT) " keys with the most messages ready; share: of deliveries while every key listed with messages ready has some." }
         @if write {
