@@ -108,7 +108,11 @@ fn a_fair_queue_shares_deliveries_and_lists_its_keys() {
         (&serde_json::json!("big"), &serde_json::json!(30)),
         "{keys}"
     );
-    assert_eq!(keys[1]["weight"], 2, "{keys}");
+    assert_eq!(
+        (&keys[1]["weight"], &keys[1]["arrived"]),
+        (&serde_json::json!(2), &serde_json::json!(3)),
+        "{keys}"
+    );
     let table = db.ok(&["queue", "keys", "q"]);
     assert!(
         table.contains("IN-FLIGHT") && table.contains("\"small\""),

@@ -12,6 +12,7 @@
 //! | `client.rs` | `Client`: connect, migrate, queues |
 //! | `queue.rs` | `Queue`: send, receive, ack, nack, extend, stats, dead letters |
 //! | `message.rs` | `Message`, `Sent`, `Delivery`, `Receipt`, `QueueStats`, `QueuedMessage` |
+//! | `fairness.rs` | `FairnessKey`: a fair queue's key, its backlog and counters |
 //! | `topic.rs` | `Topic` (publish), `Group` (a consumer group: receive, ack, nack, extend) |
 //! | `schedule.rs` | recurring schedules: `Client.create_schedule`, `Schedule` |
 //! | `flow.rs` | batches with callbacks: `Client.create_batch`, `Client.batch` |
@@ -27,6 +28,7 @@ mod client;
 mod context;
 mod convert;
 mod errors;
+mod fairness;
 mod flow;
 mod lane;
 mod message;
@@ -49,6 +51,7 @@ fn _sqlmq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<message::Delivery>()?;
     m.add_class::<message::Receipt>()?;
     m.add_class::<message::QueueStats>()?;
+    m.add_class::<fairness::FairnessKey>()?;
     m.add_class::<message::QueuedMessage>()?;
     m.add_class::<topic::Topic>()?;
     m.add_class::<topic::Group>()?;

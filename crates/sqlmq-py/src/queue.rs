@@ -6,11 +6,9 @@ use pyo3::types::PyList;
 
 use crate::backend::{AnyQueue, both};
 use crate::convert;
+use crate::fairness::FairnessKey;
 use crate::message::{Delivery, QueueStats, QueuedMessage, Sent, message, receipt};
 use crate::runtime::{awaitable, block_on};
-
-/// A fairness key as Python gets it: (key, weight, ready, in flight, oldest ready age in ms).
-type KeyRow = (String, u32, u64, u64, u64);
 
 /// A queue of the database, looked up by name (`Client.queue`, `Client.create_queue`).
 ///
@@ -297,18 +295,15 @@ impl Queue {
         })
     }
 
-    /// A fair queue's keys with the most messages ready, most first, at most `limit`:
-    /// (key, weight, ready, in flight, oldest ready age in ms) tuples; then keys with messages
-    /// in flight and nothing ready; then keys with a weight set and neither.
+    /// A fair queue's keys with the most messages ready, most first, at most `limit`; then
+    /// keys with messages in flight and nothing ready; then keys with a weight set and
+    /// neither.
     #[pyo3(signature = (limit=20))]
-    fn fairness_keys(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<KeyRow>> {
+    fn fairness_keys(&self, py: Python<'_>, limit: usize) -> PyResult<Vec<FairnessKey>> {
         let keys = block_on(py, async {
             both!(queue &self.inner, q => q.fairness_keys(limit).await)
         })?;
-        Ok(keys
-            .into_iter()
-            .map(|k| (k.key, k.weight, k.ready, k.in_flight, k.oldest_ready_ms))
-            .collect())
+        Ok(keys.into_iter().map(FairnessKey::from).collect())
     }
 
     /// Send dead letters back to the queue (all of them when `ids` is None); returns how many.

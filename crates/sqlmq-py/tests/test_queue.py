@@ -102,14 +102,17 @@ def test_a_fair_queue_shares_deliveries_across_keys_by_weight(client):
     q.send_batch([sqlmq.Message(b"big", fairness_key="big") for _ in range(300)])
     q.send_batch([sqlmq.Message(b"small", fairness_key="small") for _ in range(30)])
     keys = q.fairness_keys(5)
-    assert [(k, w, ready, in_flight) for k, w, ready, in_flight, _ in keys] == [
-        ("big", 1, 300, 0),
-        ("small", 2, 30, 0),
+    assert [(k.key, k.weight, k.ready, k.in_flight, k.arrived) for k in keys] == [
+        ("big", 1, 300, 0, 300),
+        ("small", 2, 30, 0, 30),
     ]
     got = q.receive(30, lease=30)
     small = sum(1 for d in got if d.body == b"small")
-    in_flight = {k: n for k, _, _, n, _ in q.fairness_keys(5)}
+    in_flight = {k.key: k.in_flight for k in q.fairness_keys(5)}
     assert in_flight == {"big": 30 - small, "small": small}, in_flight
+    q.ack(next(d for d in got if d.body == b"small").receipt)
+    settled = {k.key: k.settled for k in q.fairness_keys(5)}
+    assert settled == {"big": 0, "small": 1}, settled
     # Weight 2 against 1: two thirds of the first claims, not none of them.
     assert 18 <= small <= 22, small
     with pytest.raises(sqlmq.InvalidInput):

@@ -218,32 +218,48 @@ pub fn render_gauges(s: &Snapshot) -> String {
             age,
         );
     }
-    // Four gauges of each listed fairness key: its name, help and value.
+    // The figures of each listed fairness key: name, kind, help and value.
     type KeyFigure = fn(&sqlmq::queue::FairnessKey) -> f64;
-    let key_gauges: [(&str, &str, KeyFigure); 4] = [
+    let key_figures: [(&str, &str, &str, KeyFigure); 6] = [
         (
             "sqlmq_fairness_key_ready_messages",
+            "gauge",
             "Ready messages of a fair queue's fairness key (the keys with the most)",
             |k| k.ready as f64,
         ),
         (
             "sqlmq_fairness_key_in_flight_messages",
+            "gauge",
             "Messages of a fairness key claimed and not yet settled",
             |k| k.in_flight as f64,
         ),
         (
             "sqlmq_fairness_key_oldest_ready_age_seconds",
+            "gauge",
             "Age of a fairness key's oldest ready message (the keys with the most ready)",
             |k| k.oldest_ready_ms as f64 / 1000.0,
         ),
         (
             "sqlmq_fairness_key_weight",
+            "gauge",
             "A fairness key's weight: its share of claims over the sum of the busy keys' weights",
             |k| f64::from(k.weight),
         ),
+        (
+            "sqlmq_fairness_key_arrived_total",
+            "counter",
+            "Messages of a fairness key made ready (sent, due, back after a retry's backoff)",
+            |k| k.arrived as f64,
+        ),
+        (
+            "sqlmq_fairness_key_settled_total",
+            "counter",
+            "Messages of a fairness key that left (acked, dead, cancelled, purged, retrying)",
+            |k| k.settled as f64,
+        ),
     ];
-    for (name, help, value) in key_gauges {
-        f.head(name, "gauge", help);
+    for (name, kind, help, value) in key_figures {
+        f.head(name, kind, help);
         for (queue, keys) in &s.fairness_keys {
             for k in keys {
                 f.line(name, &[("queue", queue), ("key", &k.key)], value(k));

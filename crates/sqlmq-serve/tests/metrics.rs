@@ -51,6 +51,20 @@ async fn gauges_equal_the_real_counts_after_a_refresh() {
     )
     .await;
 
+    // A fair queue: key k with 3 sent, one of them in flight.
+    s.put("/v1/queues/f", json!({"fair": true})).await;
+    s.post(
+        "/v1/queues/f/messages",
+        json!({"messages": [
+            {"body": "1", "fairness_key": "k"},
+            {"body": "2", "fairness_key": "k"},
+            {"body": "3", "fairness_key": "k"}
+        ]}),
+    )
+    .await;
+    s.post("/v1/queues/f/receive", json!({"max": 1, "lease_ms": 60000}))
+        .await;
+
     // The truth, from the library.
     let stats = s.client.queue("q").await.unwrap().stats().await.unwrap();
     assert_eq!(
@@ -67,7 +81,11 @@ async fn gauges_equal_the_real_counts_after_a_refresh() {
                 "sqlmq_group_lag_records{topic=\"t\",group=\"g\",partition=\"1\"}",
             );
             let ready = gauge(&text, "sqlmq_queue_messages{queue=\"q\",state=\"ready\"}");
-            (lag == Some(2.0) && ready == Some(3.0)).then_some(text)
+            let fair = gauge(
+                &text,
+                "sqlmq_fairness_key_in_flight_messages{queue=\"f\",key=\"k\"}",
+            );
+            (lag == Some(2.0) && ready == Some(3.0) && fair == Some(1.0)).then_some(text)
         },
     )
     .await;
@@ -109,6 +127,22 @@ async fn gauges_equal_the_real_counts_after_a_refresh() {
         .is_some()
     );
     assert_eq!(gauge(&text, "sqlmq_topic_records{topic=\"t\"}"), Some(2.0));
+    // The fair queue's key: its gauges, and counters whose rates are its arrival and
+    // completion rates.
+    for (name, n) in [
+        ("sqlmq_fairness_key_ready_messages", 2.0),
+        ("sqlmq_fairness_key_in_flight_messages", 1.0),
+        ("sqlmq_fairness_key_weight", 1.0),
+        ("sqlmq_fairness_key_arrived_total", 3.0),
+        ("sqlmq_fairness_key_settled_total", 0.0),
+    ] {
+        let series = format!("{name}{{queue=\"f\",key=\"k\"}}");
+        assert_eq!(gauge(&text, &series), Some(n), "{series}\n{text}");
+    }
+    assert!(
+        text.contains("# TYPE sqlmq_fairness_key_arrived_total counter"),
+        "{text}"
+    );
     assert_eq!(gauge(&text, "sqlmq_processes_live"), Some(0.0));
     assert_eq!(gauge(&text, "sqlmq_up"), Some(1.0));
     // HELP says the figures are refreshed in the background; library counters are there too.

@@ -1018,6 +1018,11 @@ async fn a_fair_queue_shares_deliveries_and_shows_its_keys() {
     };
     assert_eq!(in_flight("small"), Some(json!(small)), "{keys}");
     assert_eq!(in_flight("big"), Some(json!(15 - small)), "{keys}");
+    assert_eq!(
+        (&keys["keys"][0]["arrived"], &keys["keys"][0]["settled"]),
+        (&json!(200), &json!(0)),
+        "{keys}"
+    );
     // Bad weights and keys: 422, nothing changed.
     for bad in [
         json!({"key": "small", "weight": 0}),

@@ -160,11 +160,21 @@ pub async fn run<B: Backend>(settings: &Settings, command: QueueCommand) -> Resu
                         k.ready.to_string(),
                         k.in_flight.to_string(),
                         short_duration(Duration::from_millis(k.oldest_ready_ms)),
+                        k.arrived.to_string(),
+                        k.settled.to_string(),
                     ]
                 })
                 .collect();
             print_table(
-                &["KEY", "WEIGHT", "READY", "IN-FLIGHT", "OLDEST-READY"],
+                &[
+                    "KEY",
+                    "WEIGHT",
+                    "READY",
+                    "IN-FLIGHT",
+                    "OLDEST-READY",
+                    "ARRIVED",
+                    "SETTLED",
+                ],
                 &rows,
             );
         }

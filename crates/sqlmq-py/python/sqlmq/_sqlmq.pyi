@@ -128,8 +128,8 @@ class Queue:
         """(id, attempts, last error) of each dead letter, oldest first."""
     def set_weight(self, key: str, weight: int) -> None:
         """A fairness key's weight on a fair queue: its share of deliveries while others wait."""
-    def fairness_keys(self, limit: int = 20) -> List[Tuple[str, int, int, int, int]]:
-        """(key, weight, ready, in flight, oldest ready ms) of a fair queue's busiest keys."""
+    def fairness_keys(self, limit: int = 20) -> List["FairnessKey"]:
+        """A fair queue's busiest keys, most messages ready first."""
     def redrive(self, ids: Optional[List[str]] = None) -> int:
         """Send dead letters back (all when ``ids`` is None); returns how many."""
 
@@ -276,6 +276,18 @@ class QueueStats:
     oldest_ready_age: Optional[float]
     @property
     def pending(self) -> int: ...
+
+class FairnessKey:
+    """A fair queue's key; ``arrived`` and ``settled`` are counters (their rates: the key's
+    arrival and completion rates)."""
+
+    key: str
+    weight: int
+    ready: int
+    in_flight: int
+    oldest_ready_age: float
+    arrived: int
+    settled: int
 
 class QueuedMessage:
     """A message as stored, looked at without taking it."""

@@ -25,6 +25,12 @@ pub struct FairnessKeyOut {
     pub in_flight: u64,
     /// Age of its oldest ready message, in milliseconds (0 when none).
     pub oldest_ready_ms: u64,
+    /// Its messages made ready so far (sent, due, back after a retry's backoff): a counter
+    /// whose rate is the key's arrival rate.
+    pub arrived: u64,
+    /// Its messages that left so far (acked, dead-lettered, cancelled, purged, gone back to
+    /// wait for a retry): a counter whose rate is the key's completion rate.
+    pub settled: u64,
 }
 
 /// A fair queue's keys.
@@ -61,6 +67,8 @@ pub(crate) async fn keys_of<B: Backend>(
             ready: k.ready,
             in_flight: k.in_flight,
             oldest_ready_ms: k.oldest_ready_ms,
+            arrived: k.arrived,
+            settled: k.settled,
         })
         .collect())
 }

@@ -75,6 +75,28 @@ pub struct FairnessKey {
     pub in_flight: u64,
     /// Age of its oldest ready message, in milliseconds (0 when none).
     pub oldest_ready_ms: u64,
+    /// Its messages made ready so far: sent, due after a delay, back after a retry's backoff
+    /// (a retried message counts each time). A counter: its rate is the key's arrival rate.
+    pub arrived: u64,
+    /// Its messages that left so far: `arrived` less those ready or in flight now — acked,
+    /// dead-lettered, cancelled, purged, or gone back to wait for a retry. A counter: its rate
+    /// is the key's completion rate.
+    pub settled: u64,
+}
+
+impl FairnessKey {
+    /// Key `key` with weight 1 and nothing counted.
+    pub(crate) fn named(key: String) -> Self {
+        FairnessKey {
+            key,
+            weight: 1,
+            ready: 0,
+            in_flight: 0,
+            oldest_ready_ms: 0,
+            arrived: 0,
+            settled: 0,
+        }
+    }
 }
 
 #[cfg(test)]

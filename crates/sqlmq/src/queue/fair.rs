@@ -27,14 +27,19 @@ impl<B: Backend> Queue<B> {
     }
 
     /// The `limit` fairness keys (at most 1 024) with the most messages ready, most first, each
-    /// with its weight and the age of its oldest ready message; then keys with a weight set
-    /// and nothing ready. It counts every ready message of the queue: an operator's view, not
+    /// with its weight, messages in flight, the age of its oldest ready message and its
+    /// counters (`arrived`, `settled`: their rates are the key's arrival and completion
+    /// rates); then keys with messages in flight and nothing ready; then keys with a weight
+    /// set and neither. It counts every ready message of the queue: an operator's view, not
     /// something to call per message.
     ///
     /// ```no_run
     /// # async fn f(q: sqlmq::Queue) -> sqlmq::Result<()> {
     /// for k in q.fairness_keys(10).await? {
-    ///     println!("{:>12} ×{} {} ready, oldest {} ms", k.key, k.weight, k.ready, k.oldest_ready_ms);
+    ///     println!(
+    ///         "{:>12} ×{} {} ready, {} in flight, oldest {} ms; {} arrived, {} settled",
+    ///         k.key, k.weight, k.ready, k.in_flight, k.oldest_ready_ms, k.arrived, k.settled
+    ///     );
     /// }
     /// # Ok(()) }
     /// ```

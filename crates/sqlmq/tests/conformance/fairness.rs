@@ -162,6 +162,12 @@ pub(crate) async fn weights_share_claims<B: TestBackend>() {
     assert_eq!(in_flight, expected);
     let receipts: Vec<_> = held.iter().map(|d| d.receipt()).collect();
     q.ack_batch(&receipts).await.unwrap();
+    // The counters: every message sent arrived once; every one acked has settled.
+    for k in q.fairness_keys(10).await.unwrap() {
+        let acked = counts[&k.key] as u64 + expected.get(&k.key).copied().unwrap_or(0);
+        assert_eq!((k.arrived, k.settled), (EACH as u64, acked), "{k:?}");
+        assert_eq!(k.ready, EACH as u64 - acked, "{k:?}");
+    }
     // Bad input: typed errors, nothing written.
     for bad in [0, sqlmq::queue::MAX_WEIGHT + 1] {
         assert!(matches!(
@@ -221,6 +227,15 @@ pub(crate) async fn retries_and_delayed_messages_take_their_turn<B: TestBackend>
     let rest = q.receive(1000, LEASE).await.unwrap();
     // 202 sent, 20 claimed, one of them back.
     assert_eq!(rest.len(), 183);
+    // The keys with messages in flight: only a's (b's and the keyless one are acked). A
+    // retried message arrives once more, and counts as settled when it left: a's 200 and its
+    // nack's return arrived; 17 acked and the nack settled; 183 in flight.
+    let keys = q.fairness_keys(10).await.unwrap();
+    let counts: Vec<(&str, u64, u64, u64, u64)> = keys
+        .iter()
+        .map(|k| (k.key.as_str(), k.ready, k.in_flight, k.arrived, k.settled))
+        .collect();
+    assert_eq!(counts, [("a", 0, 183, 201, 18)]);
     let receipts: Vec<_> = rest.iter().map(|d| d.receipt()).collect();
     q.ack_batch(&receipts).await.unwrap();
     assert_eq!(q.stats().await.unwrap().pending(), 0);

@@ -22,8 +22,9 @@ pub struct FairSql {
     pub head: &'static str,
     /// The latest finish time given to any key of a queue (queue): `vt`.
     pub latest: &'static str,
-    /// Save keys' finish times (`{list}` of `(?,?,1,?)`: queue, key, finish), keeping the
-    /// later one and a weight that is set.
+    /// Save keys' finish times and count their messages made ready (`{list}` of
+    /// `(?,?,1,?,?)`: queue, key, finish, messages), keeping the later finish time and a weight
+    /// that is set.
     pub save_finish: &'static str,
     /// Set a key's weight (queue, key, weight), keeping its finish time.
     pub set_weight: &'static str,
@@ -38,8 +39,9 @@ pub struct FairSql {
 const MODE: &str = "SELECT fair FROM {p}queues WHERE id = ?";
 /// Messages' fairness keys (`{list}` of ids): `id, fairness_key`.
 const KEYS_OF: &str = "SELECT id, fairness_key FROM {p}messages WHERE id IN ({list})";
-/// Keys' weights and finish times (queue, `{list}` of keys): `fairness_key, weight, vt`.
-const KEY_STATES: &str = "SELECT fairness_key, weight, vt FROM {p}fair_keys \
+/// Keys' weights, finish times and messages made ready (queue, `{list}` of keys):
+/// `fairness_key, weight, vt, arrived`.
+const KEY_STATES: &str = "SELECT fairness_key, weight, vt, arrived FROM {p}fair_keys \
     WHERE queue_id = ? AND fairness_key IN ({list})";
 /// A queue's keys whose weight is not the default (queue, limit): `fairness_key, weight`.
 const WEIGHTED: &str = "SELECT fairness_key, weight FROM {p}fair_keys \
@@ -48,8 +50,28 @@ pub(crate) const INSERT_READY_FAIR: &str =
     "INSERT INTO {p}ready (queue_id, priority, id, attempts, token, vt) VALUES {list}";
 pub(crate) const READY_FAIR_ROW: &str = "(?,?,?,?,?,?)";
 pub(crate) const READY_FAIR_PARAMS: usize = 6;
-const FINISH_ROW: &str = "(?,?,1,?)";
-const FINISH_PARAMS: usize = 3;
+const FINISH_ROW: &str = "(?,?,1,?,?)";
+const FINISH_PARAMS: usize = 4;
+
+/// A fairness key's row: its weight, the finish time of its last message placed, and how many
+/// of its messages were made ready so far.
+#[derive(Clone, Copy)]
+struct KeyState {
+    weight: u32,
+    finish: i64,
+    arrived: u64,
+}
+
+impl Default for KeyState {
+    /// A key without a row: weight 1, nothing placed.
+    fn default() -> Self {
+        KeyState {
+            weight: 1,
+            finish: 0,
+            arrived: 0,
+        }
+    }
+}
 
 /// How long a queue's mode read from its row is trusted: a queue made fair (or not) by another
 /// process is seen within this. A message placed meanwhile the old way is claimed ahead of the
@@ -90,18 +112,25 @@ fn weight_of(stored: i64) -> u32 {
 
 /// Fair queues.
 impl<B: Backend> SqlStore<B> {
-    /// The weight and last finish time of each of `keys` of `queue_id` that has a row.
+    /// The state of each of `keys` of `queue_id` that has a row.
     async fn key_states(
         &self,
         conn: &mut B::Connection,
         queue_id: i32,
         keys: &[&str],
-    ) -> Result<HashMap<String, (u32, i64)>> {
+    ) -> Result<HashMap<String, KeyState>> {
         let rows = self
             .fetch_key_list(conn, KEY_STATES, queue_id, keys)
             .await?;
         rows.iter()
-            .map(|row| Ok((key_of(row.col(0)?)?, (weight_of(row.col(1)?), row.col(2)?))))
+            .map(|row| {
+                let state = KeyState {
+                    weight: weight_of(row.col(1)?),
+                    finish: row.col(2)?,
+                    arrived: row.col::<i64>(3)?.max(0) as u64,
+                };
+                Ok((key_of(row.col(0)?)?, state))
+            })
             .collect()
     }
 
@@ -163,13 +192,18 @@ impl<B: Backend> SqlStore<B> {
             .iter()
             .map(|(e, _)| key_by_id.get(&e.id).map_or(NO_KEY, String::as_str))
             .collect();
-        // Weight and last finish time by key (sorted: the save below writes the rows in key
-        // order, so that two senders' saves never wait for each other crosswise).
-        let mut states: BTreeMap<&str, (u32, i64)> = keys.iter().map(|k| (*k, (1, 0))).collect();
+        // Weight and last finish time by key, and the messages placed now (sorted: the save
+        // below writes the rows in key order, so that two senders' saves never wait for each
+        // other crosswise).
+        let mut states: BTreeMap<&str, KeyState> =
+            keys.iter().map(|k| (*k, KeyState::default())).collect();
         let distinct: Vec<&str> = states.keys().copied().collect();
         for (key, stored) in self.key_states(conn, queue_id, &distinct).await? {
             if let Some(state) = states.get_mut(key.as_str()) {
-                *state = stored;
+                *state = KeyState {
+                    arrived: 0,
+                    ..stored
+                };
             }
         }
         let mut clocks: HashMap<i16, i64> = HashMap::new();
@@ -186,18 +220,24 @@ impl<B: Backend> SqlStore<B> {
                 }
             };
             let state = states.get_mut(key).expect("every key has a state");
-            let (start, finish) = start_time(state.1, clock, state.0);
-            state.1 = finish;
+            let (start, finish) = start_time(state.finish, clock, state.weight);
+            state.finish = finish;
+            state.arrived += 1;
             starts.push(start);
         }
-        let finishes: Vec<(&str, i64)> = states.iter().map(|(k, (_, f))| (*k, *f)).collect();
+        let finishes: Vec<(&str, KeyState)> = states.into_iter().collect();
         self.insert_values(
             conn,
             B::FAIR.save_finish,
             FINISH_ROW,
             FINISH_PARAMS,
             &finishes,
-            |q, (key, finish)| q.arg(queue_id).arg(key.as_bytes()).arg(*finish),
+            |q, (key, state)| {
+                q.arg(queue_id)
+                    .arg(key.as_bytes())
+                    .arg(state.finish)
+                    .arg(state.arrived as i64)
+            },
         )
         .await?;
         Ok(starts)
@@ -242,13 +282,10 @@ impl<B: Backend> SqlStore<B> {
             .rows(conn)
             .await?
         {
-            keys.push(FairnessKey {
-                key: key_of(row.col(0)?)?,
-                weight: 1,
-                ready: row.col::<i64>(1)?.max(0) as u64,
-                in_flight: 0,
-                oldest_ready_ms: (row.col::<Option<i64>>(2)?.unwrap_or(0).max(0) / 1000) as u64,
-            });
+            let mut k = FairnessKey::named(key_of(row.col(0)?)?);
+            k.ready = row.col::<i64>(1)?.max(0) as u64;
+            k.oldest_ready_ms = (row.col::<Option<i64>>(2)?.unwrap_or(0).max(0) / 1000) as u64;
+            keys.push(k);
         }
         let mut running: Vec<(String, u64)> = Vec::new();
         for row in self
@@ -266,22 +303,11 @@ impl<B: Backend> SqlStore<B> {
             if let Some(k) = keys.iter_mut().find(|k| k.key == key) {
                 k.in_flight = count;
             } else if keys.len() < listed + limit as usize {
-                keys.push(FairnessKey {
-                    key,
-                    weight: 1,
-                    ready: 0,
-                    in_flight: count,
-                    oldest_ready_ms: 0,
-                });
+                let mut k = FairnessKey::named(key);
+                k.in_flight = count;
+                keys.push(k);
             }
         }
-        let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
-        let mut weights: HashMap<String, u32> = self
-            .key_states(conn, queue_id, &names)
-            .await?
-            .into_iter()
-            .map(|(key, (weight, _))| (key, weight))
-            .collect();
         for row in self
             .query(WEIGHTED)
             .arg(queue_id)
@@ -290,20 +316,20 @@ impl<B: Backend> SqlStore<B> {
             .await?
         {
             let key = key_of(row.col(0)?)?;
-            let weight = weight_of(row.col(1)?);
             if !keys.iter().any(|k| k.key == key) {
-                keys.push(FairnessKey {
-                    key: key.clone(),
-                    weight: 1,
-                    ready: 0,
-                    in_flight: 0,
-                    oldest_ready_ms: 0,
-                });
+                keys.push(FairnessKey::named(key));
             }
-            weights.insert(key, weight);
         }
+        let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+        let states = self.key_states(conn, queue_id, &names).await?;
         for k in &mut keys {
-            k.weight = weights.get(&k.key).copied().unwrap_or(1);
+            let state = states.get(&k.key).copied().unwrap_or_default();
+            k.weight = state.weight;
+            k.arrived = state.arrived;
+            // What was made ready and is neither ready nor in flight has left: acked, dead,
+            // cancelled, purged, or waiting for a retry (which makes it ready, and counts,
+            // again).
+            k.settled = state.arrived.saturating_sub(k.ready + k.in_flight);
         }
         Ok(keys)
     }

@@ -7,8 +7,9 @@ pub(super) const SQL: FairSql = FairSql {
         WHERE queue_id = ? AND priority = ? AND vt > 0 ORDER BY vt LIMIT 1",
     latest: "SELECT vt FROM {p}fair_keys FORCE INDEX (clock) \
         WHERE queue_id = ? ORDER BY vt DESC LIMIT 1",
-    save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) VALUES {list} \
-        ON DUPLICATE KEY UPDATE vt = GREATEST(vt, VALUES(vt))",
+    save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt, arrived) \
+        VALUES {list} ON DUPLICATE KEY UPDATE vt = GREATEST(vt, VALUES(vt)), \
+        arrived = arrived + VALUES(arrived)",
     set_weight: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) \
         VALUES (?, ?, ?, 0) ON DUPLICATE KEY UPDATE weight = VALUES(weight)",
     backlog: concat!(

@@ -727,8 +727,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         // speed under concurrent `SKIP LOCKED` claimers: docs/BENCHMARKS.md, "Fair queues");
         // the former key `(queue_id, priority, id)` stays as the index `arrival`, for what
         // finds a ready row by its message (cancel, purge, browse). One `ALTER`: the table is
-        // rebuilt once, online (concurrent reads and writes go on). Each key's weight and last
-        // virtual time; the claim procedure for that order (`claim_vt.sql`).
+        // rebuilt once, online (concurrent reads and writes go on). Each key's weight, last
+        // virtual time and messages made ready so far; the claim procedure for that order
+        // (`claim_vt.sql`).
         statements: &[
             "ALTER TABLE {p}queues ADD COLUMN fair TINYINT NULL",
             "ALTER TABLE {p}messages ADD COLUMN fairness_key VARBINARY(128) NULL",
@@ -740,6 +741,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             fairness_key VARBINARY(128) NOT NULL,
             weight INT NOT NULL,
             vt BIGINT NOT NULL,
+            arrived BIGINT NOT NULL DEFAULT 0,
             PRIMARY KEY (queue_id, fairness_key),
             KEY clock (queue_id, vt)
         ) ENGINE=InnoDB",

@@ -7,8 +7,9 @@ pub(super) const SQL: FairSql = FairSql {
     head: "SELECT vt FROM {p}ready \
         WHERE queue_id = ? AND priority = ? AND vt IS NOT NULL ORDER BY vt LIMIT 1",
     latest: "SELECT vt FROM {p}fair_keys WHERE queue_id = ? ORDER BY vt DESC LIMIT 1",
-    save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) VALUES {list} \
-        ON CONFLICT (queue_id, fairness_key) DO UPDATE SET vt = MAX(vt, excluded.vt)",
+    save_finish: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt, arrived) \
+        VALUES {list} ON CONFLICT (queue_id, fairness_key) \
+        DO UPDATE SET vt = MAX(vt, excluded.vt), arrived = arrived + excluded.arrived",
     set_weight: "INSERT INTO {p}fair_keys (queue_id, fairness_key, weight, vt) \
         VALUES (?, ?, ?, 0) ON CONFLICT (queue_id, fairness_key) \
         DO UPDATE SET weight = excluded.weight",
