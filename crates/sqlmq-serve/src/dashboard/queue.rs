@@ -85,8 +85,7 @@ const KEYS_LIMIT: usize = 20;
 
 /// A fair queue's keys: weight, share of claims while they all have messages ready (weight
 /// over the sum of the listed ready keys' weights), ready and in-flight counts, oldest ready
-/// age; and a form
-/// setting a key's weight.
+/// age; and a form setting a key's weight.
 fn keys_section(queue: &str, keys: &[FairnessKeyOut], write: bool) -> Markup {
     let active: u64 = keys
         .iter()

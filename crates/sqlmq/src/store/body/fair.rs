@@ -43,8 +43,9 @@ const KEYS_OF: &str = "SELECT id, fairness_key FROM {p}messages WHERE id IN ({li
 /// `fairness_key, weight, vt, arrived`.
 const KEY_STATES: &str = "SELECT fairness_key, weight, vt, arrived FROM {p}fair_keys \
     WHERE queue_id = ? AND fairness_key IN ({list})";
-/// A queue's keys whose weight is not the default (queue, limit): `fairness_key, weight`.
-const WEIGHTED: &str = "SELECT fairness_key, weight FROM {p}fair_keys \
+/// A queue's keys whose weight is not the default (queue, limit): `fairness_key` (the weight
+/// comes with the listed keys' states).
+const WEIGHTED: &str = "SELECT fairness_key FROM {p}fair_keys \
     WHERE queue_id = ? AND weight <> 1 ORDER BY fairness_key LIMIT ?";
 pub(crate) const INSERT_READY_FAIR: &str =
     "INSERT INTO {p}ready (queue_id, priority, id, attempts, token, vt) VALUES {list}";

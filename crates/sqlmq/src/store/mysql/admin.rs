@@ -32,8 +32,9 @@ pub(super) const SQL: AdminSql = AdminSql {
     ],
 };
 
-/// Delete `ready` rows by their `arrival` key (the claim's move in its text script, a take, a
-/// cancel, a purge): what finds a ready row by its message knows no virtual start time.
+/// Delete `ready` rows by their `arrival` key (a cancel, a purge): what finds a ready row by
+/// its message knows no virtual start time. The claim's and the take's moves know it and
+/// delete by primary key (`claim.rs`).
 pub(super) const DELETE_READY: &str = "DELETE t FROM ({rows}) v STRAIGHT_JOIN {p}ready t \
     FORCE INDEX (arrival) ON t.queue_id = v.q AND t.priority = v.p AND t.id = v.id";
 /// One row of [`DELETE_READY`]'s derived table: a `ready` row's `arrival` key.

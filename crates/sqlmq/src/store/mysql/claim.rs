@@ -106,9 +106,8 @@ impl Claim for sqlx::MySql {
             .claim_read(queue_id, request.n, false)
             .fetch_in(conn)
             .await?;
-        let (late, taken): (Vec<_>, Vec<_>) = deliveries(&rows, request.lease)?
+        let (late, taken): (Vec<_>, Vec<_>) = claimed_rows(&rows, request.lease)?
             .into_iter()
-            .zip(start_times(&rows)?)
             .partition(|(d, _)| late(d));
         if rows.is_empty() {
             return Ok((Vec::new(), Vec::new()));
@@ -263,15 +262,11 @@ impl MySqlStore {
     }
 }
 
-/// The start times of the claim read's rows, in order.
-fn start_times(rows: &[MySqlRow]) -> Result<Vec<i64>> {
-    rows.iter().map(|row| row.col(VT_COLUMN)).collect()
-}
-
 /// The claim read's rows as deliveries, each with its start time.
 fn claimed_rows(rows: &[MySqlRow], lease: Duration) -> Result<Vec<(Delivery, i64)>> {
-    Ok(deliveries(rows, lease)?
+    deliveries(rows, lease)?
         .into_iter()
-        .zip(start_times(rows)?)
-        .collect())
+        .zip(rows)
+        .map(|(d, row)| Ok((d, row.col(VT_COLUMN)?)))
+        .collect()
 }
