@@ -51,6 +51,9 @@ struct State {
     round_robin: bool,
     /// Connections accepted so far (where the next round-robin turn starts).
     accepted: AtomicUsize,
+    /// Deliver a chunk the server writes in two parts, the second this much later: the one
+    /// after this many others.
+    split_reply: Mutex<Option<(usize, Duration)>>,
 }
 
 /// A proxy on a loopback port of its own, forwarding to `target`; stops when dropped.
@@ -188,6 +191,22 @@ impl Proxy {
         self.state.cut.load(Ordering::SeqCst)
     }
 
+    /// Deliver a chunk the server writes (on any connection) in two parts — the one after the
+    /// next `skip` chunks: its first six bytes (a packet's header and the start of its body) at
+    /// once, the rest `hold` later. Meanwhile the client reading that reply is half-way through
+    /// a packet: a caller that gives up on it then leaves its connection in the middle of the
+    /// reply.
+    ///
+    /// ```no_run
+    /// # async fn f(proxy: sqlmq_testkit::Proxy) {
+    /// // The reply after the next one (a BEGIN's, say) comes in two parts, a second apart.
+    /// proxy.split_reply(1, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn split_reply(&self, skip: usize, hold: Duration) {
+        *self.state.split_reply.lock().expect("poisoned") = Some((skip, hold));
+    }
+
     /// Close new connections at once while `on` (as if the server were down).
     pub fn refuse(&self, on: bool) {
         self.state.refuse.store(on, Ordering::SeqCst);
@@ -219,6 +238,10 @@ pub fn address_of(url: &str) -> SocketAddr {
     };
     host.parse().expect("the URL's host is an IP address")
 }
+
+/// Where [`Proxy::split_next_reply`] splits a reply: after a packet's 4-byte header and 2 bytes
+/// of its body.
+const SPLIT_AT: usize = 6;
 
 /// The prepared statements of one connection that commit (see the module's doc).
 #[derive(Default)]
@@ -384,6 +407,29 @@ async fn carry(
                 };
                 unstalled(&state).await;
                 prepared.lock().expect("poisoned").answered(&buf[..n]);
+                let split = {
+                    let mut split = state.split_reply.lock().expect("poisoned");
+                    match *split {
+                        Some((0, hold)) if n > SPLIT_AT => split.take().map(|_| hold),
+                        Some((skip, hold)) if skip > 0 => {
+                            *split = Some((skip - 1, hold));
+                            None
+                        }
+                        _ => None,
+                    }
+                };
+                if let Some(hold) = split
+                    && !swallow.load(Ordering::SeqCst)
+                {
+                    if client_write.write_all(&buf[..SPLIT_AT]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(hold).await;
+                    if client_write.write_all(&buf[SPLIT_AT..n]).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 if swallow.load(Ordering::SeqCst)
                     || client_write.write_all(&buf[..n]).await.is_err()
                 {

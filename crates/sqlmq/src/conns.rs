@@ -13,7 +13,7 @@
 //! transaction or read of sqlmq's takes the one kept last (the newest, so that a steady load
 //! cycles through as few as it needs). It goes back to the pool instead when:
 //!
-//! - it must be closed (abandoned half-way, or broken): it is, as before;
+//! - it must be closed (broken, or abandoned half-way: see below): it is;
 //! - the pool has no idle connection and no room for another: someone may be waiting for one,
 //!   and only a connection given back to the pool wakes them;
 //! - it has been kept unused for [`KEEP_FOR`], or the pool is closed: a task gives it back,
@@ -29,7 +29,16 @@
 //! test). Only the application's own users of `Client::pool` (and `Client::begin`) take theirs
 //! from the pool.
 //! A connection kept here counts against the pool's `max_connections` like any checked-out
-//! one: the limit holds. Where the database has one writer (SQLite), whose connection every
+//! one: the limit holds.
+//!
+//! A unit of work whose caller gives up half-way (a timeout, an HTTP client gone, a handler
+//! stopped, a lease extension dropped when its handler ends) may leave its connection inside
+//! its transaction, or in the middle of a reply: sqlx (0.9, MySQL) then reads the rest of a
+//! half-read packet as the next reply's header and waits, with no end, for bytes that never
+//! come — whoever uses that connection next hangs. So a unit marks its connection
+//! [`Lent::in_use`] for as long as it runs: dropped so marked, the connection is closed (which
+//! also rolls back what it had open), never kept nor given back. The pool's own users are
+//! covered by its release check (MySQL's `connect.rs`). Where the database has one writer (SQLite), whose connection every
 //! writer needs in turn and whose ping is free, nothing is kept.
 
 use std::sync::{Arc, Mutex, Weak};
@@ -112,6 +121,7 @@ impl<B: Backend> Conns<B> {
             conn: Some(conn),
             home: Arc::clone(&self.home),
             keep,
+            in_use: false,
         })
     }
 
@@ -125,6 +135,7 @@ impl<B: Backend> Conns<B> {
             conn: Some(self.home.reader.acquire().await?),
             home: Arc::clone(&self.home),
             keep: false,
+            in_use: false,
         })
     }
 
@@ -199,16 +210,15 @@ pub(crate) struct Lent<B: Backend> {
     conn: Option<PoolConnection<B>>,
     home: Arc<Home<B>>,
     keep: bool,
+    /// A unit of work runs on it: dropped now, it was abandoned half-way (see the module).
+    in_use: bool,
 }
 
 impl<B: Backend> Lent<B> {
-    /// Close the connection when this is dropped instead of keeping it: the server may be
-    /// inside a transaction the client does not know of (see `tx.rs`).
-    pub(crate) fn close_on_drop(&mut self) {
-        self.keep = false;
-        if let Some(conn) = self.conn.as_mut() {
-            conn.close_on_drop();
-        }
+    /// Mark (`true`) or unmark the connection as in the middle of a unit of work: dropped while
+    /// marked, it is closed instead of kept or given back (see the module).
+    pub(crate) fn in_use(&mut self, in_use: bool) {
+        self.in_use = in_use;
     }
 
     /// Close the connection now.
@@ -235,9 +245,15 @@ impl<B: Backend> std::ops::DerefMut for Lent<B> {
 
 impl<B: Backend> Drop for Lent<B> {
     fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else {
+        let Some(mut conn) = self.conn.take() else {
             return;
         };
+        if self.in_use {
+            // Abandoned half-way: closing it (no read; the server rolls back what it had
+            // open) is the only safe end.
+            conn.close_on_drop();
+            return;
+        }
         if !self.keep {
             return;
         }

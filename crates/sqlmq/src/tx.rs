@@ -21,7 +21,6 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use rand::RngExt;
-use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Pool, SqlSafeStr, SqlStr};
 
 use crate::conns::{Conns, Lent};
@@ -170,14 +169,10 @@ where
                 Err(e) => break 'attempt e,
                 Ok(conn) => conn,
             };
-            // Abandoned half-way, the server may be inside the unit's transaction.
-            let mut guard = CloseIfAbandoned {
-                conn: &mut conn,
-                armed: true,
-            };
-            let done = work(&mut *guard.conn, PhantomData).await;
-            guard.armed = false;
-            drop(guard);
+            // Abandoned half-way, it may be inside the unit's transaction or reply: closed.
+            conn.in_use(true);
+            let done = work(&mut conn, PhantomData).await;
+            conn.in_use(false);
             let err = match done {
                 Ok(value) => return Ok(value),
                 Err(err) => err,
@@ -253,46 +248,15 @@ enum Attempt<T> {
     CommitFailed(T, Error),
 }
 
-/// Closes a pooled connection whose BEGIN round trip was abandoned.
-///
-/// sqlx (0.9, MySQL) counts a transaction as open only once the server answered its BEGIN; a
-/// future dropped in between (a caller's timeout, an aborted task) leaves the server inside a
-/// transaction the client does not know of, and the pool (or `conns.rs`) hands that connection to
-/// the next caller: its statements would run inside the stale transaction and hold their row locks until
-/// the connection closes (a claim's `SKIP LOCKED` skips those rows meanwhile), and its own
-/// BEGIN fails with 1568. While armed, dropping this guard marks the connection to be closed
-/// instead of returned; closing a connection rolls back whatever it had open.
-struct CloseIfAbandoned<'p, C: CloseOnDrop> {
-    conn: &'p mut C,
-    armed: bool,
-}
-
-impl<C: CloseOnDrop> Drop for CloseIfAbandoned<'_, C> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.conn.close_on_drop();
-        }
-    }
-}
-
-/// A connection that can be marked to be closed when dropped: a pool's, or one lent by
-/// [`Conns`].
-trait CloseOnDrop {
-    fn close_on_drop(&mut self);
-}
-
-impl<B: Backend> CloseOnDrop for PoolConnection<B> {
-    fn close_on_drop(&mut self) {
-        PoolConnection::close_on_drop(self);
-    }
-}
-
-impl<B: Backend> CloseOnDrop for Lent<B> {
-    fn close_on_drop(&mut self) {
-        Lent::close_on_drop(self);
-    }
-}
-
+/// One attempt of a unit on `conn`, marked in use from its BEGIN to the end of its COMMIT or
+/// ROLLBACK: a caller that gives up in between leaves the connection to be closed, never kept
+/// or given back (see `conns.rs`). Two ways such a connection would harm its next user: sqlx
+/// (0.9, MySQL) counts a transaction as open only once the server answered its BEGIN, so one
+/// abandoned before the answer leaves the server inside a transaction the client does not know
+/// of (the next user's statements would run in it and hold their row locks until the
+/// connection closes; a claim's `SKIP LOCKED` skips those rows meanwhile); and a reply
+/// abandoned half-way through a packet leaves the rest of that packet to be read as the next
+/// reply's header (the next user waits with no end). Closing rolls back whatever it had open.
 async fn attempt<'a, B: Backend, T, F>(
     conn: &mut Lent<B>,
     op: &'static str,
@@ -302,9 +266,22 @@ where
     F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
     crate::failpoints::before_begin(op).await;
-    let mut guard = CloseIfAbandoned { conn, armed: true };
-    let begun = guard.conn.begin_with(begin_pooled::<B>()).await;
-    guard.armed = false;
+    conn.in_use(true);
+    let attempted = attempt_in::<B, T, F>(conn, op, work).await;
+    conn.in_use(false);
+    attempted
+}
+
+/// [`attempt`]'s transaction, on a connection marked in use.
+async fn attempt_in<'a, B: Backend, T, F>(
+    conn: &mut B::Connection,
+    op: &'static str,
+    work: &mut F,
+) -> Attempt<T>
+where
+    F: for<'c> FnMut(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    let begun = conn.begin_with(begin_pooled::<B>()).await;
     let mut tx = match begun {
         Ok(tx) => tx,
         Err(e) => {
@@ -387,8 +364,8 @@ where
 /// Begin a transaction on a connection from `pool` for the caller to use (`Client::begin`,
 /// `JobContext::begin`), cancel-safely: the BEGIN runs in a task of its own, so a caller that
 /// gives up while it is in flight leaves that task to finish it and drop the transaction, which
-/// queues a ROLLBACK that the pool sends before it reuses the connection (see
-/// [`CloseIfAbandoned`] for what happens otherwise).
+/// queues a ROLLBACK that the pool sends before it reuses the connection (see [`attempt`] for
+/// what happens otherwise).
 pub(crate) async fn begin_for_caller<B: Backend>(
     pool: &Pool<B>,
 ) -> Result<sqlx::Transaction<'static, B>> {
@@ -410,13 +387,19 @@ where
     F: for<'c> FnOnce(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
 {
     let mut conn = conns.read().await?;
-    let mut guard = CloseIfAbandoned {
-        conn: &mut conn,
-        armed: true,
-    };
-    let begun = guard.conn.begin_with(begin_snapshot::<B>()).await;
-    guard.armed = false;
-    let mut tx = begun?;
+    // Abandoned half-way, it is closed (see [`attempt`]).
+    conn.in_use(true);
+    let read = read_snapshot::<B, T, F>(&mut conn, work).await;
+    conn.in_use(false);
+    read
+}
+
+/// [`snapshot`]'s transaction, on a connection marked in use.
+async fn read_snapshot<'a, B: Backend, T, F>(conn: &mut B::Connection, work: F) -> Result<T>
+where
+    F: for<'c> FnOnce(&'c mut B::Connection, Scope<'c, 'a>) -> TxFuture<'c, T>,
+{
+    let mut tx = conn.begin_with(begin_snapshot::<B>()).await?;
     let value = work(&mut tx, PhantomData).await;
     // Nothing was written: ending it either way releases the snapshot.
     tx.rollback().await?;

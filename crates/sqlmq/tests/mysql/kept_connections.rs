@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sqlmq::{Client, Message, MySql, Queue, QueueConfig};
-use sqlmq_testkit::TestDb;
+use sqlmq_testkit::{Proxy, TestDb, address_of};
 
 use crate::questions::{between, pings};
 
@@ -87,5 +87,93 @@ async fn kept_connections_go_back_to_the_pool_for_its_other_users_and_its_close(
     tokio::time::timeout(Duration::from_secs(5), client.pool().close())
         .await
         .expect("closing the pool waited for a kept connection");
+    db.drop().await;
+}
+
+/// What the test below gives up on half-way through a reply.
+#[derive(Clone, Copy)]
+enum Abandoned {
+    /// One of sqlmq's units of work (a lease extension): its connection would be kept.
+    Unit,
+    /// One of sqlmq's plain reads (dead letters): its connection goes back to the pool.
+    Read,
+    /// The application's own transaction on the client's pool.
+    AppTransaction,
+}
+
+impl Abandoned {
+    fn what(self) -> &'static str {
+        match self {
+            Abandoned::Unit => "a unit of work (a lease extension)",
+            Abandoned::Read => "a read (dead letters)",
+            Abandoned::AppTransaction => "the application's transaction",
+        }
+    }
+}
+
+/// How long [`Proxy::split_reply`] holds the second part of a reply in the test below: well
+/// past the caller's patience.
+const HOLD: Duration = Duration::from_secs(2);
+
+/// A caller that gives up on sqlmq half-way through a reply (its own timeout, an HTTP client
+/// gone, a handler stopped at its timeout, a lease extension dropped when its handler ends)
+/// leaves that connection in the middle of a packet: sqlx (0.9) then reads the rest of the
+/// packet as the next reply's header and waits, with no end, for bytes that never come. Such a
+/// connection must never serve sqlmq's next transaction (kept) nor go back to the pool (whose
+/// ping on it would never end, and its slot with it): everything after answers at once, and
+/// the pool keeps every connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_giving_up_half_way_through_a_reply_leaves_no_connection_stuck() {
+    let db = TestDb::<MySql>::new().await;
+    db.migrate().await;
+    let proxy = Proxy::start(address_of(&db.url)).await;
+    let client = Client::builder()
+        .max_connections(2)
+        .open::<MySql>(&proxy.url(&db.url))
+        .await
+        .unwrap();
+    let q = client
+        .create_queue("q", QueueConfig::default())
+        .await
+        .unwrap();
+    q.send(Message::new("m")).await.unwrap();
+    let held = q.receive(1, Duration::from_secs(60)).await.unwrap();
+    let receipt = held[0].receipt();
+    for case in [Abandoned::Unit, Abandoned::Read, Abandoned::AppTransaction] {
+        let what = case.what();
+        // Connections used just now: none is pinged on its way out of the pool.
+        q.send(Message::new("fresh")).await.unwrap();
+        // A transaction's BEGIN answers first: the reply split is the one after it.
+        let skip = usize::from(!matches!(case, Abandoned::Read));
+        proxy.split_reply(skip, HOLD);
+        let patience = Duration::from_millis(300);
+        let gave_up = match case {
+            Abandoned::Unit => {
+                tokio::time::timeout(patience, q.extend(receipt, Duration::from_secs(60)))
+                    .await
+                    .is_err()
+            }
+            Abandoned::Read => tokio::time::timeout(patience, q.dead_letters(10))
+                .await
+                .is_err(),
+            Abandoned::AppTransaction => {
+                let mut tx = client.begin().await.unwrap();
+                let read = sqlx::query("SELECT id FROM messages").fetch_all(&mut *tx);
+                tokio::time::timeout(patience, read).await.is_err()
+            }
+        };
+        assert!(gave_up, "{what}: its reply was not held half-way");
+        let after = async {
+            q.send(Message::new("after")).await.unwrap();
+            q.stats().await.unwrap();
+            // Both of the pool's connections at once: none was lost.
+            let a = client.pool().acquire().await.unwrap();
+            let b = client.pool().acquire().await.unwrap();
+            drop((a, b));
+        };
+        tokio::time::timeout(HOLD * 5, after)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the next transactions waited with no end"));
+    }
     db.drop().await;
 }

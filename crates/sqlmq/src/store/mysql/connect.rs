@@ -16,6 +16,9 @@ const STATEMENT_CACHE_CAPACITY: usize = 512;
 
 /// A pooled connection idle this long is pinged before it is handed out again.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(1);
+/// How long a connection given back to the pool may take to read what is still owed to it
+/// before it is closed instead (a healthy one answers a queued ROLLBACK in a round trip).
+const RELEASE_READ: Duration = Duration::from_secs(5);
 
 /// When a connection last failed (I/O error), in milliseconds since [`epoch`], plus one (zero:
 /// never). Process-wide: a failure seen on any pool makes every pool ping the connections that
@@ -119,6 +122,18 @@ pub(super) async fn pool(url: &str, options: &ConnectOptions) -> Result<MySqlPoo
                     return Ok(true);
                 }
                 Ok(conn.ping().await.is_ok())
+            })
+        })
+        // A connection given back half-way through a reply — its user (one of sqlmq's reads,
+        // the application's transaction) dropped while a packet was half read — would make the
+        // pool's own test of it, a ping, wait with no end for bytes that never come, holding
+        // its slot (sqlx 0.9 bounds neither; see `conns.rs`). Reading what is still owed to it,
+        // within a bound, tells: a connection in step owes nothing, or a dropped transaction's
+        // queued ROLLBACK answer. One that does not answer in time is closed.
+        .after_release(|conn, _meta| {
+            Box::pin(async move {
+                let caught_up = tokio::time::timeout(RELEASE_READ, conn.flush()).await;
+                Ok(matches!(caught_up, Ok(Ok(()))))
             })
         })
         .after_connect(move |conn, _meta| {
