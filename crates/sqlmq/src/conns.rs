@@ -38,7 +38,7 @@
 //! come — whoever uses that connection next hangs. So a unit marks its connection
 //! [`Lent::in_use`] for as long as it runs: dropped so marked, the connection is closed (which
 //! also rolls back what it had open), never kept nor given back. The pool's own users are
-//! covered by its release check (MySQL's `connect.rs`). Where the database has one writer (SQLite), whose connection every
+//! covered by its release check (`store/mysql/connect.rs`). Where the database has one writer (SQLite), whose connection every
 //! writer needs in turn and whose ping is free, nothing is kept.
 
 use std::sync::{Arc, Mutex, Weak};
