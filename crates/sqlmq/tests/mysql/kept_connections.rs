@@ -19,16 +19,23 @@ const CONNECTIONS: u64 = 4;
 async fn with_pool_of(connections: u32) -> (TestDb<MySql>, Client<MySql>, Queue<MySql>) {
     let db = TestDb::<MySql>::new().await;
     db.migrate().await;
+    let (client, q) = open(&db.url, connections).await;
+    (db, client, q)
+}
+
+/// A client of the migrated database at `url` whose pool holds `connections`, and its queue
+/// `kept`.
+async fn open(url: &str, connections: u32) -> (Client<MySql>, Queue<MySql>) {
     let client = Client::builder()
         .max_connections(connections)
-        .open::<MySql>(&db.url)
+        .open::<MySql>(url)
         .await
         .unwrap();
     let q = client
         .create_queue("kept", QueueConfig::default())
         .await
         .unwrap();
-    (db, client, q)
+    (client, q)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,15 +134,7 @@ async fn a_caller_giving_up_half_way_through_a_reply_leaves_no_connection_stuck(
     let db = TestDb::<MySql>::new().await;
     db.migrate().await;
     let proxy = Proxy::start(address_of(&db.url)).await;
-    let client = Client::builder()
-        .max_connections(2)
-        .open::<MySql>(&proxy.url(&db.url))
-        .await
-        .unwrap();
-    let q = client
-        .create_queue("q", QueueConfig::default())
-        .await
-        .unwrap();
+    let (client, q) = open(&proxy.url(&db.url), 2).await;
     q.send(Message::new("m")).await.unwrap();
     let held = q.receive(1, Duration::from_secs(60)).await.unwrap();
     let receipt = held[0].receipt();
