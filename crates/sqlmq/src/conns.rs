@@ -29,7 +29,8 @@
 //! test). Only the application's own users of `Client::pool` (and `Client::begin`) take theirs
 //! from the pool.
 //! A connection kept here counts against the pool's `max_connections` like any checked-out
-//! one: the limit holds.
+//! one: the limit holds. Where the database has one writer (SQLite), whose connection every
+//! writer needs in turn and whose ping is free, nothing is kept.
 //!
 //! A unit of work whose caller gives up half-way (a timeout, an HTTP client gone, a handler
 //! stopped, a lease extension dropped when its handler ends) may leave its connection inside
@@ -37,9 +38,9 @@
 //! half-read packet as the next reply's header and waits, with no end, for bytes that never
 //! come — whoever uses that connection next hangs. So a unit marks its connection
 //! [`Lent::in_use`] for as long as it runs: dropped so marked, the connection is closed (which
-//! also rolls back what it had open), never kept nor given back. The pool's own users are
-//! covered by its release check (`store/mysql/connect.rs`). Where the database has one writer (SQLite), whose connection every
-//! writer needs in turn and whose ping is free, nothing is kept.
+//! also rolls back what it had open), never kept nor given back. What goes back to the pool
+//! half-way anyway (a plain read, the application's transaction) meets the pool's release
+//! check (`store/mysql/connect.rs`).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};

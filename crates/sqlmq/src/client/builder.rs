@@ -283,7 +283,10 @@ impl ClientBuilder {
 
     /// Use an existing pool (for example the application's, so that `send_in` and `ack_in` share
     /// its transactions). The pool's own settings (lock wait timeout, time zone) are left as they
-    /// are; prefer a statement cache of at least 256 statements.
+    /// are; prefer a statement cache of at least 256 statements. Its release check too: a pool
+    /// sqlmq opens itself closes a connection given back half-way through a reply (its user
+    /// dropped mid-read, which sqlx 0.9's own check would wait on forever); a pool of yours
+    /// does that only if you give it such an `after_release`.
     ///
     /// ```no_run
     /// # async fn f(pool: sqlx::MySqlPool) -> sqlmq::Result<()> {
