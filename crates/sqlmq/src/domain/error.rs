@@ -410,7 +410,6 @@ impl Error {
 
     /// A transient conflict sqlmq detected itself (not reported by the server): the
     /// transaction must be rolled back and run again, like after a deadlock.
-    #[cfg(any(feature = "mysql", test))]
     pub(crate) fn retry_transaction(reason: &str) -> Error {
         Error::Database {
             class: ErrorClass::RetryTransaction,

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::domain::{Delivery, MessageId, Result, micros_of, time_from_micros};
+use crate::domain::{Delivery, Error, MessageId, Result, micros_of, time_from_micros};
 
 use crate::store::rows::{Cursor, CursorScan, LoggedRow, NewGroupLeases};
 use crate::store::{Backend, SqlStore};
@@ -179,7 +179,20 @@ pub(crate) async fn claim<B: Backend>(
                 owner: req.owner,
             },
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            if e.is_duplicate_key() {
+                // Another claim leased one of these records and committed after this one found
+                // it free, through rows this one could not lock: a locking read of a missing
+                // lease row locks nothing under READ COMMITTED, and on a cluster each node sees
+                // only its own locks (seen once in the Galera traffic test: 1062 on
+                // `group_leases`' primary key). Nothing was written; run the claim again, which
+                // finds the lease.
+                Error::retry_transaction("a record was leased by another claim meanwhile")
+            } else {
+                e
+            }
+        })?;
     Ok(GroupClaim {
         deliveries,
         skipped,
