@@ -239,7 +239,7 @@ pub fn address_of(url: &str) -> SocketAddr {
     host.parse().expect("the URL's host is an IP address")
 }
 
-/// Where [`Proxy::split_next_reply`] splits a reply: after a packet's 4-byte header and 2 bytes
+/// Where [`Proxy::split_reply`] splits a reply: after a packet's 4-byte header and 2 bytes
 /// of its body.
 const SPLIT_AT: usize = 6;
 
